@@ -1,0 +1,74 @@
+# tierlab: build, demo, test, bench.
+#   make install   .venv with the runtime + test dependencies and the native extension (release)
+#   make demo      run the built-in demo scenario, outputs in demo-out/
+#   make test      Rust tests + clippy + rustfmt, ruff, pytest
+#   make bench     engine throughput
+# PYTHON=python3.12 make install picks another interpreter (3.11 or newer).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEPS_STAMP := $(VENV)/.deps.stamp
+BUILD_STAMP := $(VENV)/.build.stamp
+# Everything the native extension is built from: a change rebuilds it on the next target.
+RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
+
+.PHONY: install demo test bench rust-tools clean
+
+install: $(BUILD_STAMP)
+
+# The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): when
+# `python3 -m venv` fails and we are root, install it and try again.
+$(BIN)/python:
+	@if ! $(PYTHON) -m venv $(VENV) >/dev/null 2>&1; then \
+	  rm -rf $(VENV); \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: '$(PYTHON) -m venv' failed; installing python3-venv"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
+	  fi; \
+	  $(PYTHON) -m venv $(VENV) || { \
+	    echo "make: cannot create $(VENV): install python3-venv (or set PYTHON=...)" >&2; \
+	    rm -rf $(VENV); exit 1; }; \
+	fi
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Build backend, runtime and test dependencies, all read from pyproject.toml.
+$(DEPS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
+	  p = d["project"]; print("\n".join(d["build-system"]["requires"] + p["dependencies"] \
+	  + p["optional-dependencies"]["test"]))' > $(VENV)/requirements.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements.txt
+	touch $@
+
+# The native extension, built in release mode and installed (editable: the Python sources in
+# python/ are used in place, so editing them needs no rebuild).
+$(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
+	@command -v cargo >/dev/null 2>&1 || { \
+	  echo "make: cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
+	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" \
+	  $(BIN)/maturin develop --release --quiet
+	touch $@
+
+demo: install
+	$(BIN)/tierlab run demo --out demo-out
+
+rust-tools:
+	@command -v cargo >/dev/null 2>&1 || { \
+	  echo "make: cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+
+test: install rust-tools
+	cargo test --workspace --release
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo fmt --all --check
+	$(BIN)/ruff check python tests
+	$(BIN)/ruff format --check python tests
+	$(BIN)/pytest -q tests
+
+bench: install
+	$(BIN)/tierlab bench engine
+
+clean:
+	rm -rf $(VENV) demo-out python/tierlab/_native*.so python/tierlab/_native*.pyd

@@ -1,0 +1,349 @@
+//! Python bindings of tierlab, exposed as `tierlab._native`.
+//!
+//! Every `#[pyfunction]` and Python type of the project lives here; the engine crates stay
+//! free of Python. Results cross the boundary as plain dicts and lists that the Python
+//! package turns into pandas objects.
+
+// pyo3 0.22's create_exception! checks a `gil-refs` cfg this crate does not declare.
+#![allow(unexpected_cfgs)]
+// pyo3 0.22's #[pyfunction] expansion converts PyErr into itself; clippy flags the generated code.
+#![allow(clippy::useless_conversion)]
+
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use tierlab_sim::scenario;
+use tierlab_sim::sim::{Control, Progress, Simulation};
+use tierlab_sim::stats::StatValue;
+use tierlab_sim::workload::replay::ReplayData;
+use tierlab_sim::workload::WorkloadConfig;
+use tierlab_sim::SimError;
+
+create_exception!(
+    _native,
+    ScenarioError,
+    PyValueError,
+    "A scenario, masim config, override or input is invalid."
+);
+create_exception!(
+    _native,
+    SimulationError,
+    PyRuntimeError,
+    "The simulated program did something the machine cannot do."
+);
+
+fn to_py(e: SimError) -> PyErr {
+    match e {
+        SimError::Runtime(_) => SimulationError::new_err(e.to_string()),
+        _ => ScenarioError::new_err(e.to_string()),
+    }
+}
+
+fn json_to_py(py: Python<'_>, v: &serde_json::Value) -> PyResult<PyObject> {
+    Ok(match v {
+        serde_json::Value::Null => py.None(),
+        serde_json::Value::Bool(b) => b.into_py(py),
+        serde_json::Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                u.into_py(py)
+            } else if let Some(i) = n.as_i64() {
+                i.into_py(py)
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_py(py)
+            }
+        }
+        serde_json::Value::String(s) => s.into_py(py),
+        serde_json::Value::Array(a) => {
+            let l = PyList::empty_bound(py);
+            for x in a {
+                l.append(json_to_py(py, x)?)?;
+            }
+            l.into_py(py)
+        }
+        serde_json::Value::Object(m) => {
+            let d = PyDict::new_bound(py);
+            for (k, x) in m {
+                d.set_item(k, json_to_py(py, x)?)?;
+            }
+            d.into_py(py)
+        }
+    })
+}
+
+fn bytes_as<T: Copy, const N: usize>(b: &[u8], name: &str, conv: fn([u8; N]) -> T) -> PyResult<Vec<T>> {
+    if !b.len().is_multiple_of(N) {
+        return Err(ScenarioError::new_err(format!(
+            "replay column `{name}`: {} bytes is not a multiple of {N}",
+            b.len()
+        )));
+    }
+    Ok(b.chunks_exact(N).map(|c| conv(c.try_into().expect("chunk"))).collect())
+}
+
+fn replay_from_dict(d: &Bound<'_, PyDict>) -> PyResult<ReplayData> {
+    let get = |k: &str| -> PyResult<Vec<u8>> {
+        match d.get_item(k)? {
+            Some(v) => Ok(v
+                .downcast::<PyBytes>()
+                .map_err(|_| ScenarioError::new_err(format!("replay `{k}` must be bytes")))?
+                .as_bytes()
+                .to_vec()),
+            None => Err(ScenarioError::new_err(format!("replay data has no `{k}` column"))),
+        }
+    };
+    let addr = bytes_as(&get("addr")?, "addr", u64::from_le_bytes)?;
+    let tid = bytes_as(&get("tid")?, "tid", u32::from_le_bytes)?;
+    let kind = get("kind")?;
+    let mut mappings = Vec::new();
+    if let Some(m) = d.get_item("mappings")? {
+        for item in m.iter()? {
+            let (start, length, name): (u64, u64, String) = item?.extract()?;
+            mappings.push((start, length, name));
+        }
+    }
+    let data = ReplayData { addr, tid, kind, mappings };
+    data.validate().map_err(to_py)?;
+    Ok(data)
+}
+
+/// Run a scenario. See the Python package for the shape of the returned dict.
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new(), seed=None, progress=None, replay=None))]
+fn run(
+    py: Python<'_>,
+    spec: &str,
+    overrides: Vec<String>,
+    seed: Option<u64>,
+    progress: Option<PyObject>,
+    replay: Option<Bound<'_, PyDict>>,
+) -> PyResult<PyObject> {
+    let (sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    let replay = match replay {
+        Some(d) => Some(Arc::new(replay_from_dict(&d)?)),
+        None => None,
+    };
+    let sim = Simulation::new(sc, &src, replay).map_err(to_py)?;
+    let mut pending_err: Option<PyErr> = None;
+    let mut cb = |p: Progress| -> Control {
+        if let Err(e) = py.check_signals() {
+            pending_err = Some(e);
+            return Control::Stop;
+        }
+        if let Some(f) = &progress {
+            if let Err(e) = f.call1(py, (p.sim_ns, p.total_ns, p.accesses)) {
+                pending_err = Some(e);
+                return Control::Stop;
+            }
+        }
+        Control::Continue
+    };
+    let r = sim.run(&mut cb).map_err(to_py)?;
+    if let Some(e) = &pending_err {
+        // Ctrl-C and errors from the callback stop the run; anything but an interrupt is
+        // re-raised, an interrupt returns what was done.
+        if !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+            return Err(e.clone_ref(py));
+        }
+    }
+    let out = PyDict::new_bound(py);
+    out.set_item("scenario", scenario::export(&r.scenario))?;
+    out.set_item("name", &r.scenario.name)?;
+    out.set_item("seed", r.scenario.seed)?;
+    out.set_item("interrupted", r.interrupted)?;
+    out.set_item("wall_seconds", r.wall_seconds)?;
+    out.set_item("stats", json_to_py(py, &r.stats.to_nested_json())?)?;
+    out.set_item("stats_flat", json_to_py(py, &r.stats.to_flat_json())?)?;
+    let ts = PyDict::new_bound(py);
+    for (n, c) in r.timeseries.names.iter().zip(&r.timeseries.columns) {
+        // Counts are integers; times and rates stay floats.
+        if n.ends_with("_s") || n.ends_with("_per_ms") || c.iter().any(|v| v.fract() != 0.0) {
+            ts.set_item(n, c.clone())?;
+        } else {
+            ts.set_item(n, c.iter().map(|&v| v as u64).collect::<Vec<u64>>())?;
+        }
+    }
+    out.set_item("timeseries", ts)?;
+    let hm = PyDict::new_bound(py);
+    hm.set_item("t_start_s", r.heatmap.t_start_s.clone())?;
+    hm.set_item("t_end_s", r.heatmap.t_end_s.clone())?;
+    hm.set_item("bin_start", r.heatmap.bin_start.clone())?;
+    hm.set_item("bin_bytes", r.heatmap.bin_bytes.clone())?;
+    hm.set_item("bin_mapping", r.heatmap.bin_mapping.clone())?;
+    hm.set_item("counts", r.heatmap.counts.clone())?;
+    out.set_item("heatmap", hm)?;
+    let maps = PyList::empty_bound(py);
+    for m in &r.mappings {
+        let d = PyDict::new_bound(py);
+        d.set_item("name", &m.name)?;
+        d.set_item("start", m.start)?;
+        d.set_item("length", m.length)?;
+        d.set_item("page_size", m.page_size)?;
+        maps.append(d)?;
+    }
+    out.set_item("mappings", maps)?;
+    let log = PyList::empty_bound(py);
+    for (t, is_map, start, len, name) in &r.mapping_log {
+        log.append((*t, if *is_map { "map" } else { "unmap" }, *start, *len, name.clone()))?;
+    }
+    out.set_item("mapping_log", log)?;
+    out.set_item("summary", summary(&r))?;
+    Ok(out.into_py(py))
+}
+
+fn fmt_si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2} G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", units[u])
+}
+
+fn summary(r: &tierlab_sim::sim::RunResult) -> Vec<(String, String)> {
+    let s = &r.stats;
+    let g = |k: &str| s.get_u64(k);
+    let f = |k: &str| s.get(k).map(StatValue::as_f64).unwrap_or(0.0);
+    let acc = g("machine.accesses");
+    let mut rows = vec![
+        ("scenario".to_string(), r.scenario.name.clone()),
+        ("workload".to_string(), r.scenario.workload.kind().to_string()),
+        ("seed".to_string(), r.scenario.seed.to_string()),
+        (
+            "simulated time".to_string(),
+            format!(
+                "{:.3} s{}",
+                f("run.simulated_seconds"),
+                if r.interrupted { " (interrupted)" } else { "" }
+            ),
+        ),
+        ("windows".to_string(), g("run.windows").to_string()),
+        (
+            "accesses".to_string(),
+            format!(
+                "{} ({} reads, {} writes)",
+                fmt_si(acc as f64),
+                fmt_si(g("machine.reads") as f64),
+                fmt_si(g("machine.writes") as f64)
+            ),
+        ),
+        (
+            "TLB misses".to_string(),
+            format!(
+                "{} ({:.2}% of accesses)",
+                fmt_si(g("machine.tlb.misses") as f64),
+                100.0 * g("machine.tlb.misses") as f64 / acc.max(1) as f64
+            ),
+        ),
+        ("page faults".to_string(), fmt_si(g("machine.page_faults") as f64)),
+    ];
+    let sim_s = f("run.simulated_seconds");
+    if sim_s > 0.0 {
+        rows.push((
+            "accesses per simulated ms".to_string(),
+            format!("{:.0}", acc as f64 / (sim_s * 1e3) / g("run.threads").max(1) as f64) + " per thread",
+        ));
+    }
+    for (name, _) in s.iter().filter(|(k, _)| k.starts_with("node.") && k.ends_with(".accesses")) {
+        let node = &name["node.".len()..name.len() - ".accesses".len()];
+        let a = g(name);
+        rows.push((
+            format!("node {node}"),
+            format!(
+                "{:.1}% of accesses, {} resident of {}",
+                100.0 * a as f64 / acc.max(1) as f64,
+                fmt_bytes(g(&format!("node.{node}.resident_bytes"))),
+                fmt_bytes(g(&format!("node.{node}.capacity_bytes")))
+            ),
+        ));
+    }
+    let rate = if r.wall_seconds > 0.0 { acc as f64 / r.wall_seconds } else { 0.0 };
+    rows.push((
+        "wall time".to_string(),
+        format!("{:.2} s ({} simulated accesses/s)", r.wall_seconds, fmt_si(rate)),
+    ));
+    rows
+}
+
+/// Print a scenario fully expanded.
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new(), seed=None))]
+fn export(spec: &str, overrides: Vec<String>, seed: Option<u64>) -> PyResult<String> {
+    let (mut sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    if sc.duration.is_none() && !matches!(sc.workload, WorkloadConfig::Replay(_)) {
+        let ctx = scenario::build_ctx(&sc, &src);
+        let w = sc.workload.build(&ctx).map_err(to_py)?;
+        if let Some(ns) = w.natural_duration_ns() {
+            sc.duration = Some(tierlab_sim::units::Duration(ns));
+        }
+    }
+    Ok(scenario::export(&sc))
+}
+
+/// The built-in scenarios: (name, description).
+#[pyfunction]
+fn builtin_scenarios() -> Vec<(String, String)> {
+    scenario::BUILTINS.iter().map(|b| (b.name.to_string(), b.description.to_string())).collect()
+}
+
+/// The recording directory a replay scenario needs, or None.
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new()))]
+fn replay_path(spec: &str, overrides: Vec<String>) -> PyResult<Option<String>> {
+    let (sc, src) = scenario::open(spec, &overrides, None).map_err(to_py)?;
+    Ok(match &sc.workload {
+        WorkloadConfig::Replay(p) => {
+            let path = std::path::Path::new(&p.path);
+            Some(if path.is_absolute() {
+                p.path.clone()
+            } else {
+                src.base_dir.join(path).to_string_lossy().to_string()
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Engine benchmarks: simulated accesses per second.
+#[pyfunction]
+#[pyo3(signature = (quick=false))]
+fn bench_engine(py: Python<'_>, quick: bool) -> PyResult<PyObject> {
+    let r = py.allow_threads(|| tierlab_sim::bench::engine(quick)).map_err(to_py)?;
+    let d = PyDict::new_bound(py);
+    for (k, v) in r {
+        d.set_item(k, v)?;
+    }
+    Ok(d.into_py(py))
+}
+
+/// The `tierlab._native` module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_path, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
+    m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
+    m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

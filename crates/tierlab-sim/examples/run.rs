@@ -1,0 +1,38 @@
+//! Run a scenario from the command line without Python (for profiling):
+//! `cargo run --release -p tierlab-sim --example run -- SPEC [key=value ...]`
+//! `cargo run --release -p tierlab-sim --example run -- --bench`
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(|s| s.as_str()) == Some("--bench") {
+        match tierlab_sim::bench::engine(args.get(1).map(|s| s == "quick").unwrap_or(false)) {
+            Ok(r) => {
+                for (k, v) in r {
+                    println!("{k:24} {:>8.2} M accesses/s", v / 1e6);
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let Some(spec) = args.first() else {
+        eprintln!("usage: run SPEC [key=value ...] | --bench [quick]");
+        std::process::exit(2);
+    };
+    match tierlab_sim::sim::run_spec(spec, &args[1..], None) {
+        Ok(r) => {
+            for (k, v) in r.stats.iter() {
+                if !k.starts_with("machine.core.") {
+                    println!("{k} = {v:?}");
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

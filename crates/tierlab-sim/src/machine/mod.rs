@@ -1,0 +1,851 @@
+//! The machine model: cores with TLBs, one address space with 4-level page tables, memory
+//! nodes/tiers, a cost model, and the OS operations on them (mappings, faults, placement,
+//! TLB shootdowns).
+//!
+//! # Time
+//! Each core has a clock in picoseconds. An access advances its core's clock by
+//! `cpu + (TLB: 0 | L2-TLB hit | walk of n levels) + memory latency of the node holding the
+//! page` (or a cache hit for `cache_hit_fraction` of accesses, as an expected value so runs
+//! stay deterministic), plus a fault's cost when the page was not present. Background work
+//! (scanners, interrupts, shootdown handling) is charged with [`Machine::charge`] to the core
+//! that does it.
+
+pub mod cost;
+pub mod memory;
+pub mod pagetable;
+pub mod tlb;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SimError};
+use crate::groundtruth::GroundTruth;
+use crate::stats::{Stats, StatsSource};
+use crate::workload::{AddressSpace, MapOptions, PageSize};
+use cost::{ps, CostConfig};
+use memory::{Memory, NodeConfig, Placement};
+use pagetable::{Level, PageTables, Translation, WalkMemo};
+use tierlab_core::Access;
+use tlb::{CoreTlb, TlbConfig, TlbHit};
+
+/// Most memory nodes a machine may have.
+pub const MAX_NODES: usize = 64;
+
+/// The machine's configuration (`[machine]` in a scenario).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// Number of cores.
+    #[serde(default = "d_cores")]
+    pub cores: usize,
+    /// Core clock in GHz (converts cycle counts such as the PEBS handler's to time).
+    #[serde(default = "d_ghz")]
+    pub cpu_ghz: f64,
+    /// Default page size of anonymous mappings: "4KiB" or "2MiB".
+    #[serde(default = "d_page")]
+    pub page_size: PageSize,
+    /// Placement of newly faulted pages: "first-touch" or "interleave".
+    #[serde(default = "d_placement")]
+    pub placement: Placement,
+    /// Set Dirty on upper page-table levels on stores (x86 does not; default false).
+    #[serde(default)]
+    pub dirty_upper_levels: bool,
+    /// Latency multiplier between distinct nodes that both have cores (remote socket).
+    /// Source: cost-model.md (remote DRAM ~130-140 ns vs ~90 local: about 1.5x).
+    #[serde(default = "d_remote")]
+    pub remote_factor: f64,
+    /// Explicit latency matrix `[core_node][mem_node]` in ns; replaces the default built
+    /// from node latencies and `remote_factor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<Vec<Vec<f64>>>,
+    /// TLB geometry.
+    #[serde(default)]
+    pub tlb: TlbConfig,
+    /// Cost model.
+    #[serde(default)]
+    pub cost: CostConfig,
+    /// Memory nodes; default: the two-tier machine of [`memory::default_nodes`].
+    #[serde(default = "memory::default_nodes")]
+    pub nodes: Vec<NodeConfig>,
+}
+
+fn d_cores() -> usize {
+    1
+}
+fn d_ghz() -> f64 {
+    2.0
+}
+fn d_page() -> PageSize {
+    PageSize::Base4K
+}
+fn d_placement() -> Placement {
+    Placement::FirstTouch
+}
+fn d_remote() -> f64 {
+    1.5
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl MachineConfig {
+    /// Check the configuration; returns (dotted field, problem).
+    pub fn validate(&self) -> std::result::Result<(), (String, String)> {
+        let e = |f: &str, m: String| Err((f.to_string(), m));
+        if self.cores == 0 || self.cores > 4096 {
+            return e("machine.cores", format!("{} is not in 1..=4096", self.cores));
+        }
+        if !(self.cpu_ghz.is_finite() && self.cpu_ghz > 0.0) {
+            return e("machine.cpu_ghz", format!("{} must be > 0", self.cpu_ghz));
+        }
+        if self.nodes.is_empty() || self.nodes.len() > MAX_NODES {
+            return e("machine.nodes", format!("need 1..={MAX_NODES} nodes, got {}", self.nodes.len()));
+        }
+        let mut seen_core = vec![None; self.cores];
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() || n.name.contains('.') {
+                return e(
+                    &format!("machine.nodes[{i}].name"),
+                    format!("`{}` must be non-empty without dots", n.name),
+                );
+            }
+            if self.nodes[..i].iter().any(|m| m.name == n.name) {
+                return e(&format!("machine.nodes[{i}].name"), format!("duplicate node name `{}`", n.name));
+            }
+            if !(n.latency_ns.is_finite() && n.latency_ns > 0.0) {
+                return e(&format!("machine.nodes[{i}].latency_ns"), format!("{} must be > 0", n.latency_ns));
+            }
+            if !(n.bandwidth_gbps.is_finite() && n.bandwidth_gbps > 0.0) {
+                return e(
+                    &format!("machine.nodes[{i}].bandwidth_gbps"),
+                    format!("{} must be > 0", n.bandwidth_gbps),
+                );
+            }
+            for &c in &n.cores {
+                if c >= self.cores {
+                    return e(
+                        &format!("machine.nodes[{i}].cores"),
+                        format!("core {c} does not exist (machine.cores = {})", self.cores),
+                    );
+                }
+                if let Some(j) = seen_core[c] {
+                    return e(
+                        &format!("machine.nodes[{i}].cores"),
+                        format!("core {c} is already on node {j}"),
+                    );
+                }
+                seen_core[c] = Some(i);
+            }
+        }
+        if let Some(m) = &self.latency_ns {
+            if m.len() != self.nodes.len() || m.iter().any(|r| r.len() != self.nodes.len()) {
+                return e(
+                    "machine.latency_ns",
+                    format!("must be a {0}x{0} matrix (one row and column per node)", self.nodes.len()),
+                );
+            }
+            if m.iter().flatten().any(|v| !(v.is_finite() && *v > 0.0)) {
+                return e("machine.latency_ns", "every latency must be > 0".into());
+            }
+        }
+        if !(self.remote_factor.is_finite() && self.remote_factor >= 1.0) {
+            return e("machine.remote_factor", format!("{} must be >= 1", self.remote_factor));
+        }
+        self.tlb.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        self.cost.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        Ok(())
+    }
+
+    /// The latency matrix in effect.
+    pub fn latency_matrix(&self) -> Vec<Vec<f64>> {
+        self.latency_ns
+            .clone()
+            .unwrap_or_else(|| memory::default_latency_matrix(&self.nodes, self.remote_factor))
+    }
+}
+
+/// A mapping of the address space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vma {
+    /// First byte.
+    pub start: u64,
+    /// Length in bytes (a multiple of the page size).
+    pub len: u64,
+    /// Name.
+    pub name: String,
+    /// Page size.
+    pub page_size: PageSize,
+    /// Time it was mapped (ns).
+    pub mapped_at_ns: u64,
+}
+
+/// Per-core counters.
+#[derive(Clone, Debug, Default)]
+pub struct CoreCounters {
+    /// Accesses executed.
+    pub accesses: u64,
+    /// Stores executed.
+    pub writes: u64,
+    /// Accesses that hit an L1 dTLB.
+    pub l1_tlb_hits: u64,
+    /// Accesses that missed L1 and hit the L2 TLB.
+    pub l2_tlb_hits: u64,
+    /// Accesses that missed every TLB (each needs a walk).
+    pub tlb_misses: u64,
+    /// Page walks (TLB misses plus re-walks after faults).
+    pub walks: u64,
+    /// Page-table levels read by walks.
+    pub walk_levels: u64,
+    /// Page faults taken (pages allocated).
+    pub page_faults: u64,
+    /// Stores to a clean cached translation (D bit set by a microcode assist).
+    pub dirty_assists: u64,
+    /// Single-page invalidations executed locally.
+    pub local_invalidations: u64,
+    /// Full TLB flushes executed locally.
+    pub local_flushes: u64,
+    /// Shootdown IPIs received (remote invalidations).
+    pub remote_invalidations: u64,
+    /// Shootdown IPIs sent.
+    pub shootdowns_sent: u64,
+    /// Time spent on accesses (incl. TLB, walks), ps.
+    pub access_ps: u64,
+    /// Time spent in page faults, ps.
+    pub fault_ps: u64,
+    /// Time spent on TLB maintenance (invalidations, shootdowns), ps.
+    pub tlb_maint_ps: u64,
+    /// Background work charged to this core (scanners, interrupts), ps.
+    pub background_ps: u64,
+}
+
+/// One core.
+#[derive(Clone, Debug)]
+pub struct Core {
+    /// Clock, picoseconds.
+    pub clock_ps: u64,
+    /// TLBs.
+    pub tlb: CoreTlb,
+    /// Counters.
+    pub c: CoreCounters,
+    /// Accesses per memory node.
+    pub node_accesses: Vec<u64>,
+    memo: WalkMemo,
+    /// Fast path: the page of the last access (base address), its mask, node and dirtiness.
+    last_base: u64,
+    last_mask: u64,
+    last_node: u8,
+    last_dirty: bool,
+    /// Precomputed access cost to each node, ps.
+    cost_to: Vec<u64>,
+    node: u8,
+    /// Ground-truth coalescing cache.
+    gt: Box<crate::groundtruth::Coalescer>,
+}
+
+/// Flush behaviour of an Accessed-bit clear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// No TLB flush: translations cached in TLBs keep hiding later accesses (DAMON does this).
+    None,
+    /// Invalidate on every core that may cache the entry (a shootdown from `initiator`).
+    Shootdown {
+        /// Core doing the clearing (pays the initiator cost and the local invalidation).
+        initiator: usize,
+    },
+}
+
+/// The simulated machine with its address space.
+pub struct Machine {
+    /// Configuration.
+    pub cfg: MachineConfig,
+    /// Cores.
+    pub cores: Vec<Core>,
+    /// Page tables.
+    pub pt: PageTables,
+    /// Memory nodes.
+    pub mem: Memory,
+    /// Mappings by start address.
+    pub vmas: BTreeMap<u64, Vma>,
+    /// Mapping history: (time ns, map?, start, len, name).
+    pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
+    /// Ground truth of the current window.
+    pub gt: GroundTruth,
+    /// Cores in the address space's CPU mask (those that ran its threads).
+    pub mm_cpumask: Vec<bool>,
+    next_mmap: u64,
+    walk_level_ps: u64,
+    l2_hit_ps: u64,
+    fault_4k_ps: u64,
+    fault_2m_ps: u64,
+    /// Accesses outside any mapping (the run stops with an error on the first one).
+    pub segfaults: u64,
+}
+
+const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps below 2^47
+
+impl Machine {
+    /// A machine in its initial state (validate the config first).
+    pub fn new(cfg: &MachineConfig) -> Self {
+        let lat = cfg.latency_matrix();
+        let mem = Memory::new(&cfg.nodes, &lat, cfg.cores, cfg.placement);
+        let c = &cfg.cost;
+        let mut cores = Vec::with_capacity(cfg.cores);
+        for i in 0..cfg.cores {
+            let node = mem.core_node[i];
+            let cost_to = (0..cfg.nodes.len())
+                .map(|n| {
+                    let mem_ns = lat[node as usize][n];
+                    ps(c.cpu_ns_per_access
+                        + c.cache_hit_fraction * c.cache_hit_ns
+                        + (1.0 - c.cache_hit_fraction) * mem_ns)
+                })
+                .collect();
+            cores.push(Core {
+                clock_ps: 0,
+                tlb: CoreTlb::new(&cfg.tlb),
+                c: CoreCounters::default(),
+                node_accesses: vec![0; cfg.nodes.len()],
+                memo: WalkMemo::EMPTY,
+                last_base: u64::MAX,
+                last_mask: 0,
+                last_node: 0,
+                last_dirty: false,
+                cost_to,
+                node,
+                gt: Box::default(),
+            });
+        }
+        let mut pt = PageTables::new();
+        pt.dirty_upper_levels = cfg.dirty_upper_levels;
+        Machine {
+            cfg: cfg.clone(),
+            cores,
+            pt,
+            mem,
+            vmas: BTreeMap::new(),
+            mapping_log: Vec::new(),
+            gt: GroundTruth::default(),
+            mm_cpumask: vec![false; cfg.cores],
+            next_mmap: MMAP_BASE,
+            walk_level_ps: ps(c.walk_ns_per_level),
+            l2_hit_ps: ps(c.l2_tlb_hit_ns),
+            fault_4k_ps: ps(c.fault_ns + 4096.0 / c.zero_gbps),
+            fault_2m_ps: ps(c.fault_ns + (2u64 << 20) as f64 / c.zero_gbps),
+            segfaults: 0,
+        }
+    }
+
+    /// Simulated time of the furthest core, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0) / 1000
+    }
+
+    /// Execute one access of `core`. The hot path of the simulator.
+    #[inline]
+    pub fn access(&mut self, core: usize, a: Access) -> Result<()> {
+        let write = a.is_write();
+        let c = &mut self.cores[core];
+        c.c.accesses += 1;
+        c.c.writes += write as u64;
+        // Ground truth (coalesced per core).
+        c.gt.count(a.addr >> 12, &mut self.gt);
+        // Fast path: same page as the previous access of this core. That page is the
+        // most recent entry of its L1 set, so a lookup would hit without changing state.
+        if (a.addr & c.last_mask) == c.last_base && (!write || c.last_dirty) {
+            c.c.l1_tlb_hits += 1;
+            let t = c.cost_to[c.last_node as usize];
+            c.clock_ps += t;
+            c.c.access_ps += t;
+            c.node_accesses[c.last_node as usize] += 1;
+            return Ok(());
+        }
+        self.access_slow(core, a.addr, write)
+    }
+
+    #[inline(never)]
+    fn access_slow(&mut self, core: usize, addr: u64, write: bool) -> Result<()> {
+        let c = &mut self.cores[core];
+        let mut extra = 0u64;
+        let (node, huge, dirty) = match c.tlb.lookup(addr) {
+            TlbHit::L1 { data, huge } => {
+                c.c.l1_tlb_hits += 1;
+                (data & 0x7f, huge, data & tlb::DIRTY != 0)
+            }
+            TlbHit::L2 { data, huge } => {
+                c.c.l2_tlb_hits += 1;
+                extra += self.l2_hit_ps;
+                (data & 0x7f, huge, data & tlb::DIRTY != 0)
+            }
+            TlbHit::Miss => {
+                c.c.tlb_misses += 1;
+                let (node, huge, walk_ps) = self.walk_and_fault(core, addr, write)?;
+                extra += walk_ps;
+                let c = &mut self.cores[core];
+                c.tlb.fill(addr, huge, node | if write { tlb::DIRTY } else { 0 });
+                (node, huge, write)
+            }
+        };
+        let c = &mut self.cores[core];
+        let mut dirty = dirty;
+        if write && !dirty {
+            // Store to a clean cached translation: the hardware sets D in the PTE.
+            c.c.dirty_assists += 1;
+            self.pt.set_dirty(addr);
+            let c = &mut self.cores[core];
+            c.tlb.mark_dirty(addr, huge, node | tlb::DIRTY);
+            extra += self.walk_level_ps;
+            dirty = true;
+        }
+        let c = &mut self.cores[core];
+        let t = c.cost_to[node as usize] + extra;
+        c.clock_ps += t;
+        c.c.access_ps += t;
+        c.node_accesses[node as usize] += 1;
+        c.last_mask = if huge { !((2u64 << 20) - 1) } else { !4095 };
+        c.last_base = addr & c.last_mask;
+        c.last_node = node;
+        c.last_dirty = dirty;
+        Ok(())
+    }
+
+    /// Walk for `addr`; on a fault allocate the page and walk again. Returns (node, huge,
+    /// time of walks and fault in ps).
+    fn walk_and_fault(&mut self, core: usize, addr: u64, write: bool) -> Result<(u8, bool, u64)> {
+        let mut spent = 0u64;
+        for attempt in 0..2 {
+            let c = &mut self.cores[core];
+            let w = self.pt.walk(addr, write, &mut c.memo);
+            c.c.walks += 1;
+            c.c.walk_levels += w.levels as u64;
+            spent += w.levels as u64 * self.walk_level_ps;
+            match w.translation {
+                Translation::Page4K { node } => return Ok((node, false, spent)),
+                Translation::Page2M { node } => return Ok((node, true, spent)),
+                Translation::NotPresent if attempt == 0 => {
+                    spent += self.fault(core, addr)?;
+                }
+                Translation::NotPresent => break,
+            }
+        }
+        Err(SimError::runtime(format!("page at {addr:#x} still not present after its fault")))
+    }
+
+    /// Handle a page fault of `core` at `addr`: find the mapping, place and map the page.
+    /// Returns the fault's cost in ps (also accounted in the core's fault time).
+    fn fault(&mut self, core: usize, addr: u64) -> Result<u64> {
+        let vma = match self.vmas.range(..=addr).next_back() {
+            Some((_, v)) if addr < v.start + v.len => v,
+            _ => {
+                self.segfaults += 1;
+                return Err(SimError::runtime(format!(
+                    "core {core} accessed {addr:#x}, which is outside every mapping (segmentation fault)"
+                )));
+            }
+        };
+        let (pages, cost) = match vma.page_size {
+            PageSize::Base4K => (1, self.fault_4k_ps),
+            PageSize::Huge2M => (512, self.fault_2m_ps),
+        };
+        let huge = vma.page_size == PageSize::Huge2M;
+        let node = self.mem.allocate(core, pages).ok_or_else(|| {
+            SimError::runtime(format!(
+                "out of memory: no node has room for a {} page at {addr:#x} (all {} nodes full, {} bytes total)",
+                if huge { "2 MiB" } else { "4 KiB" },
+                self.mem.nodes.len(),
+                self.mem.capacity_bytes()
+            ))
+        })?;
+        if huge {
+            self.pt.map_2m(addr & !((2u64 << 20) - 1), node);
+        } else {
+            self.pt.map_4k(addr & !4095, node);
+        }
+        let c = &mut self.cores[core];
+        c.c.page_faults += 1;
+        c.c.fault_ps += cost;
+        c.clock_ps += cost;
+        Ok(0)
+    }
+
+    /// Charge `ns` of background work to `core` (its clock advances).
+    pub fn charge(&mut self, core: usize, ns: f64) {
+        let c = &mut self.cores[core];
+        let t = ps(ns);
+        c.clock_ps += t;
+        c.c.background_ps += t;
+    }
+
+    /// Flush the ground-truth coalescing buffers of every core (before closing a window).
+    pub fn flush_ground_truth(&mut self) {
+        for c in &mut self.cores {
+            c.gt.flush(&mut self.gt);
+        }
+    }
+
+    /// Test the Accessed bit at `level` for `va` (no side effect).
+    pub fn test_accessed(&self, va: u64, level: Level) -> bool {
+        self.pt.test_accessed(va, level)
+    }
+
+    /// Test and clear the Accessed bit at `level` for `va`, then flush as told. Clearing
+    /// without a flush leaves cached translations in place, so later accesses that hit
+    /// the TLB do not set the bit again.
+    pub fn clear_accessed(&mut self, va: u64, level: Level, flush: Flush) -> bool {
+        let was = self.pt.test_and_clear_accessed(va, level);
+        if let Flush::Shootdown { initiator } = flush {
+            let span = level.span();
+            let start = va & !(span - 1);
+            self.invalidate_range(initiator, start, start + span);
+        }
+        was
+    }
+
+    /// Invalidate translations of `[start, end)` on every core that may cache them: the
+    /// initiator invalidates locally (per page up to the flush ceiling, else a full flush)
+    /// and sends a shootdown to the other cores of the address space's CPU mask that cache
+    /// an entry in the range. Costs are charged to the initiator and the targets.
+    pub fn invalidate_range(&mut self, initiator: usize, start: u64, end: u64) {
+        let pages = (end - start).div_ceil(4096);
+        let full = pages > self.cfg.cost.flush_ceiling_pages;
+        let cost = &self.cfg.cost;
+        let local_ps = if full { ps(cost.full_flush_ns) } else { ps(cost.invlpg_ns * pages as f64) };
+        let target_ps = ps(cost.shootdown_target_ns);
+        let mut targets = 0usize;
+        for (i, core) in self.cores.iter_mut().enumerate() {
+            if i == initiator {
+                continue;
+            }
+            // Cores that may cache the entry: those in the CPU mask (the OS cannot know more
+            // with shared page tables). Cores that never ran the address space are skipped.
+            if !self.mm_cpumask[i] {
+                continue;
+            }
+            targets += 1;
+            if full {
+                core.tlb.flush();
+            } else {
+                core.tlb.invalidate_range(start, end);
+            }
+            core.last_base = u64::MAX;
+            core.c.remote_invalidations += 1;
+            core.clock_ps += target_ps;
+            core.c.tlb_maint_ps += target_ps;
+        }
+        let init_ps = local_ps + ps(cost.shootdown_ns(targets));
+        let me = &mut self.cores[initiator];
+        if full {
+            me.tlb.flush();
+            me.c.local_flushes += 1;
+        } else {
+            me.tlb.invalidate_range(start, end);
+            me.c.local_invalidations += pages;
+        }
+        me.last_base = u64::MAX;
+        me.c.shootdowns_sent += (targets > 0) as u64;
+        me.clock_ps += init_ps;
+        me.c.tlb_maint_ps += init_ps;
+    }
+
+    fn add_vma(&mut self, start: u64, len: u64, opts: &MapOptions) -> Result<()> {
+        let ps_ = opts.page_size.unwrap_or(self.cfg.page_size);
+        if let Some((_, v)) = self.vmas.range(..start + len).next_back() {
+            if v.start + v.len > start {
+                return Err(SimError::runtime(format!(
+                    "mapping `{}` at {start:#x}+{len:#x} overlaps mapping `{}` at {:#x}+{:#x}",
+                    opts.name, v.name, v.start, v.len
+                )));
+            }
+        }
+        let now = self.cores.get(opts.thread).map(|c| c.clock_ps / 1000).unwrap_or(0);
+        self.vmas
+            .insert(start, Vma { start, len, name: opts.name.clone(), page_size: ps_, mapped_at_ns: now });
+        self.mapping_log.push((now, true, start, len, opts.name.clone()));
+        if opts.populate {
+            self.populate(start, len, opts.thread)?;
+        }
+        Ok(())
+    }
+
+    /// Bulk-populate `[start, start+len)` (within one mapping) without simulated accesses:
+    /// pages are placed by the placement policy as if touched by `core`'s thread, 2 MiB at a
+    /// time where possible. No fault cost is charged.
+    pub fn populate(&mut self, start: u64, len: u64, core: usize) -> Result<()> {
+        let vma = self
+            .vmas
+            .get(&start)
+            .cloned()
+            .ok_or_else(|| SimError::runtime(format!("populate: no mapping at {start:#x}")))?;
+        let end = start + len;
+        let core = core.min(self.cores.len() - 1);
+        let mut va = start;
+        while va < end {
+            let chunk_end = ((va | ((2u64 << 20) - 1)) + 1).min(end);
+            let pages = (chunk_end - va) / 4096;
+            let node = self.mem.allocate(core, pages).ok_or_else(|| {
+                SimError::runtime(format!(
+                    "out of memory while populating `{}`: {} of {} bytes placed, every node is full",
+                    vma.name,
+                    va - start,
+                    len
+                ))
+            })?;
+            match vma.page_size {
+                PageSize::Huge2M => {
+                    self.pt.map_2m(va, node);
+                }
+                PageSize::Base4K => {
+                    self.pt.populate_4k(va, chunk_end, node);
+                }
+            }
+            va = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// The mapping containing `addr`.
+    pub fn vma_of(&self, addr: u64) -> Option<&Vma> {
+        match self.vmas.range(..=addr).next_back() {
+            Some((_, v)) if addr < v.start + v.len => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Resident bytes per node.
+    pub fn resident_bytes(&self) -> Vec<u64> {
+        self.mem.nodes.iter().map(|n| n.used_pages * 4096).collect()
+    }
+
+    /// Sum of a per-core counter.
+    pub fn total(&self, f: impl Fn(&CoreCounters) -> u64) -> u64 {
+        self.cores.iter().map(|c| f(&c.c)).sum()
+    }
+}
+
+impl AddressSpace for Machine {
+    fn mmap(&mut self, len: u64, opts: MapOptions) -> Result<u64> {
+        if len == 0 {
+            return Err(SimError::runtime(format!("mmap of `{}` with length 0", opts.name)));
+        }
+        let psz = opts.page_size.unwrap_or(self.cfg.page_size).bytes();
+        let len = len.div_ceil(psz) * psz;
+        let start = self.next_mmap;
+        // Keep mappings 2 MiB aligned with a 2 MiB guard gap.
+        let next = (start + len).div_ceil(2 << 20) * (2 << 20) + (2 << 20);
+        if next >= pagetable::VA_LIMIT {
+            return Err(SimError::runtime(format!(
+                "address space exhausted mapping `{}` ({len} bytes)",
+                opts.name
+            )));
+        }
+        self.add_vma(start, len, &opts)?;
+        self.next_mmap = next;
+        Ok(start)
+    }
+
+    fn mmap_fixed(&mut self, addr: u64, len: u64, opts: MapOptions) -> Result<()> {
+        let psz = opts.page_size.unwrap_or(self.cfg.page_size).bytes();
+        if !addr.is_multiple_of(psz) || !len.is_multiple_of(psz) || len == 0 {
+            return Err(SimError::runtime(format!(
+                "mmap_fixed `{}`: {addr:#x}+{len:#x} is not a non-empty multiple of the page size {psz}",
+                opts.name
+            )));
+        }
+        if addr + len > pagetable::VA_LIMIT {
+            return Err(SimError::runtime(format!(
+                "mmap_fixed `{}`: {addr:#x}+{len:#x} is beyond 48-bit addresses",
+                opts.name
+            )));
+        }
+        self.add_vma(addr, len, &opts)
+    }
+
+    fn munmap(&mut self, addr: u64) -> Result<()> {
+        let v = self
+            .vmas
+            .remove(&addr)
+            .ok_or_else(|| SimError::runtime(format!("munmap: no mapping starts at {addr:#x}")))?;
+        let mut freed: Vec<(u8, u64)> = Vec::new();
+        self.pt.unmap_range(v.start, v.start + v.len, &mut |n, p| freed.push((n, p)));
+        for (n, p) in freed {
+            self.mem.free(n, p);
+        }
+        let initiator = 0;
+        self.invalidate_range(initiator, v.start, v.start + v.len);
+        let now = self.now_ns();
+        self.mapping_log.push((now, false, v.start, v.len, v.name));
+        Ok(())
+    }
+}
+
+impl StatsSource for Machine {
+    fn report_stats(&self, out: &mut Stats) {
+        let sum = |f: &dyn Fn(&CoreCounters) -> u64| self.cores.iter().map(|c| f(&c.c)).sum::<u64>();
+        out.set("machine.cores", self.cores.len());
+        out.set("machine.accesses", sum(&|c| c.accesses));
+        out.set("machine.reads", sum(&|c| c.accesses - c.writes));
+        out.set("machine.writes", sum(&|c| c.writes));
+        out.set("machine.tlb.l1_hits", sum(&|c| c.l1_tlb_hits));
+        out.set("machine.tlb.l2_hits", sum(&|c| c.l2_tlb_hits));
+        out.set("machine.tlb.misses", sum(&|c| c.tlb_misses));
+        out.set("machine.tlb.local_invalidations", sum(&|c| c.local_invalidations));
+        out.set("machine.tlb.local_flushes", sum(&|c| c.local_flushes));
+        out.set("machine.tlb.remote_invalidations", sum(&|c| c.remote_invalidations));
+        out.set("machine.tlb.shootdowns_sent", sum(&|c| c.shootdowns_sent));
+        out.set("machine.walks", sum(&|c| c.walks));
+        out.set("machine.walk_levels", sum(&|c| c.walk_levels));
+        out.set("machine.page_faults", sum(&|c| c.page_faults));
+        out.set("machine.dirty_assists", sum(&|c| c.dirty_assists));
+        out.set("machine.time.access_s", sum(&|c| c.access_ps) as f64 / 1e12);
+        out.set("machine.time.fault_s", sum(&|c| c.fault_ps) as f64 / 1e12);
+        out.set("machine.time.tlb_maintenance_s", sum(&|c| c.tlb_maint_ps) as f64 / 1e12);
+        out.set("machine.time.background_s", sum(&|c| c.background_ps) as f64 / 1e12);
+        out.set("machine.pagetable.present_4k", self.pt.present_4k());
+        out.set("machine.pagetable.present_2m", self.pt.present_2m());
+        let (u, p) = self.pt.tables();
+        out.set("machine.pagetable.upper_tables", u);
+        out.set("machine.pagetable.pte_tables", p);
+        out.set("machine.pagetable.materialized", self.pt.stats.materialized);
+        out.set("machine.mappings", self.vmas.len());
+        for (i, c) in self.cores.iter().enumerate() {
+            let p = format!("machine.core.{i}");
+            out.set(format!("{p}.accesses"), c.c.accesses);
+            out.set(format!("{p}.tlb_misses"), c.c.tlb_misses);
+            out.set(format!("{p}.page_faults"), c.c.page_faults);
+            out.set(format!("{p}.remote_invalidations"), c.c.remote_invalidations);
+            out.set(format!("{p}.time_s"), c.clock_ps as f64 / 1e12);
+            out.set(format!("{p}.node"), self.mem.nodes[c.node as usize].cfg.name.as_str());
+        }
+        for (i, n) in self.mem.nodes.iter().enumerate() {
+            let p = format!("node.{}", n.cfg.name);
+            let acc: u64 = self.cores.iter().map(|c| c.node_accesses[i]).sum();
+            out.set(format!("{p}.accesses"), acc);
+            out.set(format!("{p}.resident_bytes"), n.used_pages * 4096);
+            out.set(format!("{p}.capacity_bytes"), n.capacity_pages * 4096);
+            out.set(format!("{p}.allocated_bytes"), n.allocated_pages * 4096);
+            out.set(format!("{p}.tier"), n.cfg.tier as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(cores: usize) -> Machine {
+        let cfg = MachineConfig { cores, ..MachineConfig::default() };
+        let mut m = Machine::new(&cfg);
+        m.mm_cpumask = vec![true; cores];
+        m
+    }
+
+    #[test]
+    fn first_access_faults_then_hits() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        m.access(0, Access::read(a)).unwrap();
+        m.access(0, Access::read(a + 8)).unwrap();
+        let c = &m.cores[0].c;
+        assert_eq!(c.page_faults, 1);
+        assert_eq!(c.tlb_misses, 1);
+        assert_eq!(c.l1_tlb_hits, 1);
+        assert_eq!(c.walks, 2, "one walk that faults, one after");
+    }
+
+    #[test]
+    fn accessed_bits_set_on_walk_not_on_tlb_hit() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        m.access(0, Access::read(a)).unwrap();
+        for l in Level::ALL {
+            assert!(m.test_accessed(a, l), "{l:?}");
+        }
+        // Clear every level without flushing: the TLB still holds the translation.
+        for l in Level::ALL {
+            m.clear_accessed(a, l, Flush::None);
+        }
+        m.access(0, Access::read(a + 64)).unwrap();
+        for l in Level::ALL {
+            assert!(!m.test_accessed(a, l), "TLB hit must not set {l:?}");
+        }
+        // Clear with a flush: the next access walks and sets the bits again.
+        m.clear_accessed(a, Level::Pte, Flush::Shootdown { initiator: 0 });
+        m.access(0, Access::read(a + 128)).unwrap();
+        for l in Level::ALL {
+            assert!(m.test_accessed(a, l), "{l:?} after flush");
+        }
+    }
+
+    #[test]
+    fn store_sets_dirty_even_on_tlb_hit() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        m.access(0, Access::read(a)).unwrap();
+        assert!(!m.pt.test_dirty(a, Level::Pte));
+        m.access(0, Access::write(a)).unwrap();
+        assert!(m.pt.test_dirty(a, Level::Pte));
+        assert_eq!(m.cores[0].c.dirty_assists, 1);
+    }
+
+    #[test]
+    fn shootdown_reaches_other_cores() {
+        let mut m = machine(4);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        for core in 0..4 {
+            m.access(core, Access::read(a)).unwrap();
+        }
+        m.clear_accessed(a, Level::Pte, Flush::Shootdown { initiator: 0 });
+        assert_eq!(m.cores[0].c.shootdowns_sent, 1);
+        for core in 1..4 {
+            assert_eq!(m.cores[core].c.remote_invalidations, 1);
+            assert!(!m.cores[core].tlb.caches(a));
+        }
+    }
+
+    #[test]
+    fn access_outside_mappings_is_an_error() {
+        let mut m = machine(1);
+        let e = m.access(0, Access::read(0x1234)).unwrap_err();
+        assert!(e.to_string().contains("outside every mapping"), "{e}");
+    }
+
+    #[test]
+    fn full_fast_tier_falls_back_to_next() {
+        let mut cfg = MachineConfig::default();
+        cfg.nodes[0].capacity = crate::units::ByteSize(8192);
+        let mut m = Machine::new(&cfg);
+        let a = m.mmap(4 * 4096, MapOptions::named("x")).unwrap();
+        for k in 0..4 {
+            m.access(0, Access::read(a + k * 4096)).unwrap();
+        }
+        assert_eq!(m.pt.node_of(a), Some(0));
+        assert_eq!(m.pt.node_of(a + 8192), Some(1));
+        // Slower tier costs more time per access.
+        assert!(m.cores[0].cost_to[1] > m.cores[0].cost_to[0]);
+    }
+
+    #[test]
+    fn huge_page_mapping_faults_once_per_2m() {
+        let mut m = machine(1);
+        let opts = MapOptions { page_size: Some(PageSize::Huge2M), ..MapOptions::named("h") };
+        let a = m.mmap(4 << 20, opts).unwrap();
+        for k in 0..1024u64 {
+            m.access(0, Access::read(a + k * 4096)).unwrap();
+        }
+        assert_eq!(m.cores[0].c.page_faults, 2);
+        assert_eq!(m.cores[0].c.tlb_misses, 2);
+    }
+
+    #[test]
+    fn munmap_frees_memory() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions { populate: true, ..MapOptions::named("x") }).unwrap();
+        assert_eq!(m.resident_bytes()[0], 1 << 20);
+        m.munmap(a).unwrap();
+        assert_eq!(m.resident_bytes()[0], 0);
+        assert!(m.access(0, Access::read(a)).is_err());
+    }
+}

@@ -1,0 +1,449 @@
+//! Set-associative TLBs with true LRU replacement within a set.
+//!
+//! Each core has an L1 dTLB for 4 KiB pages, an L1 dTLB for 2 MiB pages and, optionally, a
+//! second-level TLB shared by both page sizes (Intel's STLB). Entries cache the translation
+//! (here: the memory node) and whether the page is known dirty, so a store hitting a clean
+//! entry sets the PTE's Dirty bit as hardware does.
+
+use serde::{Deserialize, Serialize};
+
+/// Geometry of one core's TLBs. Defaults: a recent x86 core (L1 dTLB 64 entries 4-way for
+/// 4 KiB, 32 entries 4-way for 2 MiB, 1536-entry 12-way STLB; see docs/engine.md, from
+/// `cost-model.md`'s "typical TLB geometry").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbConfig {
+    /// Entries of the L1 4 KiB dTLB.
+    #[serde(default = "d_l1_4k")]
+    pub l1_4k_entries: usize,
+    /// Associativity of the L1 4 KiB dTLB.
+    #[serde(default = "d_4")]
+    pub l1_4k_ways: usize,
+    /// Entries of the L1 2 MiB dTLB.
+    #[serde(default = "d_l1_2m")]
+    pub l1_2m_entries: usize,
+    /// Associativity of the L1 2 MiB dTLB.
+    #[serde(default = "d_4")]
+    pub l1_2m_ways: usize,
+    /// Entries of the second-level TLB (0 = none).
+    #[serde(default = "d_l2")]
+    pub l2_entries: usize,
+    /// Associativity of the second-level TLB.
+    #[serde(default = "d_l2_ways")]
+    pub l2_ways: usize,
+}
+
+fn d_l1_4k() -> usize {
+    64
+}
+fn d_l1_2m() -> usize {
+    32
+}
+fn d_4() -> usize {
+    4
+}
+fn d_l2() -> usize {
+    1536
+}
+fn d_l2_ways() -> usize {
+    12
+}
+
+impl Default for TlbConfig {
+    fn default() -> Self {
+        TlbConfig {
+            l1_4k_entries: 64,
+            l1_4k_ways: 4,
+            l1_2m_entries: 32,
+            l1_2m_ways: 4,
+            l2_entries: 1536,
+            l2_ways: 12,
+        }
+    }
+}
+
+impl TlbConfig {
+    /// Check the geometry; returns (field, problem) on error.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (name, e, w, allow_zero) in [
+            ("l1_4k", self.l1_4k_entries, self.l1_4k_ways, false),
+            ("l1_2m", self.l1_2m_entries, self.l1_2m_ways, false),
+            ("l2", self.l2_entries, self.l2_ways, true),
+        ] {
+            if e == 0 && allow_zero {
+                continue;
+            }
+            if e == 0 || w == 0 || e % w != 0 {
+                let field = match name {
+                    "l1_4k" => "machine.tlb.l1_4k_entries",
+                    "l1_2m" => "machine.tlb.l1_2m_entries",
+                    _ => "machine.tlb.l2_entries",
+                };
+                return Err((field, format!("{name}: {e} entries must be a positive multiple of {w} ways")));
+            }
+        }
+        Ok(())
+    }
+}
+
+const EMPTY: u64 = u64::MAX;
+
+/// One set-associative array. Tags are page numbers (already shifted for the page size).
+/// Replacement is true LRU within a set, kept with per-way age stamps.
+#[derive(Clone, Debug)]
+pub struct SetAssoc {
+    sets: usize,
+    ways: usize,
+    /// `sets - 1` when `sets` is a power of two (the set is the low bits of the page
+    /// number, as in hardware), else 0 and the set is the page number modulo `sets`.
+    mask: usize,
+    tags: Vec<u64>,
+    data: Vec<u8>,
+    stamps: Vec<u64>,
+    tick: u64,
+}
+
+/// Payload bit: the page is known dirty.
+pub const DIRTY: u8 = 0x80;
+
+impl SetAssoc {
+    /// An empty array of `entries` entries with `ways` ways.
+    pub fn new(entries: usize, ways: usize) -> Self {
+        let sets = if entries == 0 { 0 } else { entries / ways };
+        let mask = if sets.is_power_of_two() { sets - 1 } else { 0 };
+        SetAssoc {
+            sets,
+            ways,
+            mask,
+            tags: vec![EMPTY; entries],
+            data: vec![0; entries],
+            stamps: vec![0; entries],
+            tick: 0,
+        }
+    }
+
+    /// True when the array has no entries at all.
+    pub fn is_disabled(&self) -> bool {
+        self.sets == 0
+    }
+
+    #[inline]
+    fn base(&self, tag: u64) -> usize {
+        let set = if self.mask != 0 || self.sets == 1 {
+            (tag as usize) & self.mask
+        } else {
+            (tag as usize) % self.sets
+        };
+        set * self.ways
+    }
+
+    #[inline]
+    fn find(&self, tag: u64) -> Option<usize> {
+        if self.sets == 0 {
+            return None;
+        }
+        let base = self.base(tag);
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+    }
+
+    /// Look `tag` up; on a hit make it most recent and return its payload.
+    #[inline]
+    pub fn lookup(&mut self, tag: u64) -> Option<u8> {
+        let i = self.find(tag)?;
+        self.tick += 1;
+        self.stamps[i] = self.tick;
+        Some(self.data[i])
+    }
+
+    /// Whether `tag` is cached (no recency update).
+    pub fn contains(&self, tag: u64) -> bool {
+        self.find(tag).is_some()
+    }
+
+    /// Update the payload of a cached entry (no recency change).
+    pub fn update(&mut self, tag: u64, data: u8) {
+        if let Some(i) = self.find(tag) {
+            self.data[i] = data;
+        }
+    }
+
+    /// Insert `tag` as most recent (it must not be cached), evicting the least recent way
+    /// (an empty way first). Returns the evicted tag.
+    #[inline]
+    pub fn insert(&mut self, tag: u64, data: u8) -> Option<u64> {
+        if self.sets == 0 {
+            return None;
+        }
+        let base = self.base(tag);
+        let mut victim = base;
+        let mut oldest = u64::MAX;
+        for i in base..base + self.ways {
+            if self.tags[i] == EMPTY {
+                victim = i;
+                break;
+            }
+            if self.stamps[i] < oldest {
+                oldest = self.stamps[i];
+                victim = i;
+            }
+        }
+        let old = self.tags[victim];
+        self.tick += 1;
+        self.tags[victim] = tag;
+        self.data[victim] = data;
+        self.stamps[victim] = self.tick;
+        (old != EMPTY).then_some(old)
+    }
+
+    /// Drop `tag` if present; returns whether it was.
+    pub fn invalidate(&mut self, tag: u64) -> bool {
+        match self.find(tag) {
+            Some(i) => {
+                self.tags[i] = EMPTY;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drop every entry.
+    pub fn flush(&mut self) {
+        self.tags.fill(EMPTY);
+    }
+
+    /// Drop every entry whose tag lies in `[lo, hi)`; returns how many.
+    pub fn invalidate_range(&mut self, lo: u64, hi: u64) -> usize {
+        if hi.saturating_sub(lo) <= self.ways as u64 * 4 {
+            return (lo..hi).filter(|&t| self.invalidate(t)).count();
+        }
+        let mut n = 0;
+        for t in self.tags.iter_mut() {
+            if *t != EMPTY && *t >= lo && *t < hi {
+                *t = EMPTY;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Number of valid entries.
+    pub fn occupancy(&self) -> usize {
+        self.tags.iter().filter(|&&t| t != EMPTY).count()
+    }
+}
+
+/// Tags in the shared L2 carry the page size in their top bit.
+const L2_HUGE: u64 = 1 << 63;
+
+/// Result of a TLB lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbHit {
+    /// Hit in an L1 array; payload; `huge` tells the page size.
+    L1 { data: u8, huge: bool },
+    /// Hit in the L2 (refilled into L1); payload; `huge` tells the page size.
+    L2 { data: u8, huge: bool },
+    /// Miss everywhere.
+    Miss,
+}
+
+/// One core's TLBs.
+#[derive(Clone, Debug)]
+pub struct CoreTlb {
+    /// L1 for 4 KiB pages (tag = va >> 12).
+    pub l1_4k: SetAssoc,
+    /// L1 for 2 MiB pages (tag = va >> 21).
+    pub l1_2m: SetAssoc,
+    /// Second level, both sizes.
+    pub l2: SetAssoc,
+    /// Single-entry invalidations executed on this core.
+    pub invalidations: u64,
+    /// Full flushes executed on this core.
+    pub flushes: u64,
+    /// Whether any 2 MiB translation may be cached (lets 4 KiB-only runs skip 2 MiB lookups).
+    huge_cached: bool,
+}
+
+impl CoreTlb {
+    /// TLBs of the given geometry.
+    pub fn new(c: &TlbConfig) -> Self {
+        CoreTlb {
+            l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
+            l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
+            l2: SetAssoc::new(c.l2_entries, c.l2_ways),
+            invalidations: 0,
+            flushes: 0,
+            huge_cached: false,
+        }
+    }
+
+    /// Look `va` up in L1 (both sizes), then L2.
+    #[inline]
+    pub fn lookup(&mut self, va: u64) -> TlbHit {
+        if let Some(d) = self.l1_4k.lookup(va >> 12) {
+            return TlbHit::L1 { data: d, huge: false };
+        }
+        if self.huge_cached {
+            if let Some(d) = self.l1_2m.lookup(va >> 21) {
+                return TlbHit::L1 { data: d, huge: true };
+            }
+        }
+        if self.l2.is_disabled() {
+            return TlbHit::Miss;
+        }
+        if let Some(d) = self.l2.lookup(va >> 12) {
+            self.l1_4k.insert(va >> 12, d);
+            return TlbHit::L2 { data: d, huge: false };
+        }
+        if !self.huge_cached {
+            return TlbHit::Miss;
+        }
+        if let Some(d) = self.l2.lookup((va >> 21) | L2_HUGE) {
+            self.l1_2m.insert(va >> 21, d);
+            return TlbHit::L2 { data: d, huge: true };
+        }
+        TlbHit::Miss
+    }
+
+    /// Fill after a walk.
+    #[inline]
+    pub fn fill(&mut self, va: u64, huge: bool, data: u8) {
+        if huge {
+            self.huge_cached = true;
+            self.l1_2m.insert(va >> 21, data);
+            self.l2.insert((va >> 21) | L2_HUGE, data);
+        } else {
+            self.l1_4k.insert(va >> 12, data);
+            self.l2.insert(va >> 12, data);
+        }
+    }
+
+    /// Mark the cached translation of `va` dirty.
+    pub fn mark_dirty(&mut self, va: u64, huge: bool, data: u8) {
+        if huge {
+            self.l1_2m.update(va >> 21, data);
+            self.l2.update((va >> 21) | L2_HUGE, data);
+        } else {
+            self.l1_4k.update(va >> 12, data);
+            self.l2.update(va >> 12, data);
+        }
+    }
+
+    /// Whether any level caches a translation for `va`.
+    pub fn caches(&self, va: u64) -> bool {
+        self.l1_4k.contains(va >> 12)
+            || self.l1_2m.contains(va >> 21)
+            || self.l2.contains(va >> 12)
+            || self.l2.contains((va >> 21) | L2_HUGE)
+    }
+
+    /// INVLPG: drop the translation of the page containing `va` (either size).
+    pub fn invalidate(&mut self, va: u64) {
+        self.invalidations += 1;
+        self.l1_4k.invalidate(va >> 12);
+        self.l1_2m.invalidate(va >> 21);
+        self.l2.invalidate(va >> 12);
+        self.l2.invalidate((va >> 21) | L2_HUGE);
+    }
+
+    /// Drop every translation within `[start, end)`.
+    pub fn invalidate_range(&mut self, start: u64, end: u64) {
+        self.invalidations += 1;
+        self.l1_4k.invalidate_range(start >> 12, end.div_ceil(4096));
+        self.l1_2m.invalidate_range(start >> 21, end.div_ceil(2 << 20));
+        self.l2.invalidate_range(start >> 12, end.div_ceil(4096));
+        self.l2.invalidate_range((start >> 21) | L2_HUGE, end.div_ceil(2 << 20) | L2_HUGE);
+    }
+
+    /// Drop everything.
+    pub fn flush(&mut self) {
+        self.flushes += 1;
+        self.huge_cached = false;
+        self.l1_4k.flush();
+        self.l1_2m.flush();
+        self.l2.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_within_a_set() {
+        let mut t = SetAssoc::new(8, 2); // 4 sets x 2 ways
+        t.insert(0, 0);
+        t.insert(4, 0); // same set (0)
+        assert!(t.lookup(0).is_some()); // 0 most recent
+        t.insert(8, 0); // evicts 4
+        assert!(t.contains(0) && t.contains(8) && !t.contains(4));
+    }
+
+    /// Differential test against a naive LRU (a recency-ordered list per set).
+    #[test]
+    fn matches_naive_lru() {
+        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8)] {
+            let sets = entries / ways;
+            let mut fast = SetAssoc::new(entries, ways);
+            let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
+            let mut x = 99u64;
+            for _ in 0..50_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let tag = (x >> 33) % (entries as u64 * 3);
+                let set = &mut naive[(tag % sets as u64) as usize];
+                let hit_naive = if let Some(p) = set.iter().position(|&t| t == tag) {
+                    set.remove(p);
+                    set.insert(0, tag);
+                    true
+                } else {
+                    set.insert(0, tag);
+                    set.truncate(ways);
+                    false
+                };
+                let hit_fast = fast.lookup(tag).is_some();
+                if !hit_fast {
+                    fast.insert(tag, 0);
+                }
+                assert_eq!(hit_fast, hit_naive, "{entries}/{ways} tag {tag}");
+                if (x >> 7).is_multiple_of(97) {
+                    let victim = (x >> 13) % (entries as u64 * 3);
+                    fast.invalidate(victim);
+                    for s in naive.iter_mut() {
+                        s.retain(|&t| t != victim);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn l2_refills_l1() {
+        let mut c = CoreTlb::new(&TlbConfig::default());
+        c.fill(0x1000, false, 3);
+        // Evict from L1 by filling its set (16 sets x 4 ways): same set every 16 pages.
+        for k in 1..=4u64 {
+            c.fill(0x1000 + k * 16 * 4096, false, 0);
+        }
+        assert!(!c.l1_4k.contains(1));
+        assert_eq!(c.lookup(0x1000), TlbHit::L2 { data: 3, huge: false });
+        assert_eq!(c.lookup(0x1000), TlbHit::L1 { data: 3, huge: false });
+    }
+
+    #[test]
+    fn invalidate_one_and_range() {
+        let mut c = CoreTlb::new(&TlbConfig::default());
+        c.fill(0x1000, false, 0);
+        c.fill(0x20_0000, true, 0);
+        c.invalidate(0x1000);
+        assert!(!c.caches(0x1000));
+        assert!(c.caches(0x20_0000 + 5));
+        c.invalidate_range(0x20_0000, 0x40_0000);
+        assert!(!c.caches(0x20_0000));
+    }
+
+    #[test]
+    fn geometry_is_validated() {
+        let bad = TlbConfig { l1_4k_entries: 10, ..TlbConfig::default() };
+        assert!(bad.validate().is_err());
+        assert!(TlbConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,563 @@
+//! Scenarios: TOML files naming the machine, the workload, observers/policies, the run
+//! length, the window and the seed.
+//!
+//! A scenario is data. Unknown keys are errors (with file and line), every default can be
+//! printed with [`export`], and `--set key=value` overrides any key. A scenario spec is a
+//! file path, the name of a built-in scenario, or `masim:PATH` (a masim config run as it is
+//! on the default machine).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Location, Result, SimError};
+use crate::machine::MachineConfig;
+use crate::units::Duration;
+use crate::workload::{BuildCtx, WorkloadConfig};
+
+/// A whole scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name shown in reports.
+    #[serde(default)]
+    pub name: String,
+    /// One line saying what it shows.
+    #[serde(default)]
+    pub description: String,
+    /// The one seed every random choice flows from.
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Simulated run length; when absent, the workload's natural length (masim: the sum of
+    /// its phases times `repeat`) or until every thread finishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+    /// Length of a ground-truth/statistics window.
+    #[serde(default = "d_window")]
+    pub window: Duration,
+    /// Interleaving quantum of multi-core runs: cores advance in lockstep steps this long.
+    #[serde(default = "d_quantum")]
+    pub quantum: Duration,
+    /// The machine.
+    #[serde(default)]
+    pub machine: MachineConfig,
+    /// The workload.
+    pub workload: WorkloadConfig,
+    /// Telemetry observers (none are registered yet).
+    #[serde(default)]
+    pub telemetry: Vec<toml::Table>,
+    /// Memory-management policies (none are registered yet).
+    #[serde(default)]
+    pub policies: Vec<toml::Table>,
+    /// Report options.
+    #[serde(default)]
+    pub report: ReportConfig,
+}
+
+/// Options of the built-in reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    /// Address bins of the access heatmap (split among mappings by size, at least one each).
+    #[serde(default = "d_bins")]
+    pub heatmap_bins: usize,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig { heatmap_bins: d_bins() }
+    }
+}
+
+fn d_seed() -> u64 {
+    1
+}
+fn d_window() -> Duration {
+    Duration(1_000_000_000)
+}
+fn d_quantum() -> Duration {
+    Duration(10_000)
+}
+fn d_bins() -> usize {
+    128
+}
+
+/// Where a scenario's text came from.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The TOML text.
+    pub text: String,
+    /// Name for messages (the path, or `<built-in NAME>`).
+    pub file: String,
+    /// Folder relative paths are resolved against.
+    pub base_dir: PathBuf,
+}
+
+/// A built-in scenario: (name, description, TOML text).
+pub struct Builtin {
+    /// Name.
+    pub name: &'static str,
+    /// One line.
+    pub description: &'static str,
+    /// TOML.
+    pub text: &'static str,
+}
+
+/// The built-in scenarios shipped with the engine.
+pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "demo",
+        description:
+            "masim zigzag-style phases on a two-tier machine whose fast tier holds one of the two regions",
+        text: include_str!("../scenarios/demo.toml"),
+    },
+    Builtin {
+        name: "heap-5tb",
+        description:
+            "a fully populated 5 TiB heap of 4 KiB pages with a 10 GB hot region, 60 simulated seconds",
+        text: include_str!("../scenarios/heap-5tb.toml"),
+    },
+    Builtin {
+        name: "stencil-8core",
+        description: "3-D 7-point stencil partitioned among 8 cores on two NUMA nodes",
+        text: include_str!("../scenarios/stencil-8core.toml"),
+    },
+    Builtin {
+        name: "cg-16core",
+        description: "CG-like sparse matrix-vector products (27-point matrix) on 16 cores",
+        text: include_str!("../scenarios/cg-16core.toml"),
+    },
+    Builtin {
+        name: "zipf-tiered",
+        description: "YCSB-like Zipfian accesses over 24 GiB on a 16 GiB DRAM + CXL machine",
+        text: include_str!("../scenarios/zipf-tiered.toml"),
+    },
+];
+
+/// Find a built-in by name.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
+/// Resolve a spec: a path to a TOML file, a built-in name, or `masim:PATH`.
+pub fn resolve(spec: &str) -> Result<Source> {
+    if let Some(path) = spec.strip_prefix("masim:") {
+        let p = Path::new(path);
+        if !p.is_file() {
+            return Err(SimError::Input {
+                at: Location { file: path.to_string(), line: None, field: None },
+                msg: "masim config file not found".into(),
+            });
+        }
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let name = p.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+        let text = format!(
+            "name = {}\ndescription = {}\n\n[workload]\nkind = \"masim\"\nconfig = {}\n",
+            toml_str(&format!("masim:{name}")),
+            toml_str(&format!("masim config {path} run as it is on the default machine")),
+            toml_str(&abs.to_string_lossy())
+        );
+        return Ok(Source { text, file: path.to_string(), base_dir: PathBuf::from(".") });
+    }
+    let p = Path::new(spec);
+    if p.is_file() {
+        let text = std::fs::read_to_string(p).map_err(|e| SimError::Input {
+            at: Location { file: spec.to_string(), line: None, field: None },
+            msg: format!("cannot read: {e}"),
+        })?;
+        let base_dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_else(|| PathBuf::from("."));
+        let base_dir = if base_dir.as_os_str().is_empty() { PathBuf::from(".") } else { base_dir };
+        return Ok(Source { text, file: spec.to_string(), base_dir });
+    }
+    if let Some(b) = builtin(spec) {
+        return Ok(Source {
+            text: b.text.to_string(),
+            file: format!("<built-in {}>", b.name),
+            base_dir: PathBuf::from("."),
+        });
+    }
+    let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
+    Err(SimError::Input {
+        at: Location { file: spec.to_string(), line: None, field: None },
+        msg: format!(
+            "no such scenario file, and not a built-in scenario (built-ins: {}; or use masim:PATH)",
+            names.join(", ")
+        ),
+    })
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// Parse a source, apply `overrides` (`dotted.key=value`) and an optional seed override.
+pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Scenario> {
+    let mut table: toml::Table =
+        toml::from_str(&src.text).map_err(|e| toml_error(&src.text, &src.file, &e))?;
+    // Typed parse of the file as written, so errors carry its line numbers.
+    let mut sc: Scenario = toml::from_str(&src.text).map_err(|e| toml_error(&src.text, &src.file, &e))?;
+    if !overrides.is_empty() {
+        for o in overrides {
+            apply_override(&mut table, o)?;
+        }
+        let text = toml::to_string(&table).expect("table serializes");
+        sc = toml::from_str(&text).map_err(|e| {
+            let err = toml_error(&text, "--set", &e);
+            match err {
+                SimError::Config { at, msg } => SimError::Config {
+                    at: Location {
+                        file: format!("{} (after --set {})", src.file, overrides.join(" ")),
+                        line: None,
+                        field: at.field,
+                    },
+                    msg,
+                },
+                other => other,
+            }
+        })?;
+    }
+    if let Some(s) = seed {
+        sc.seed = s;
+    }
+    if sc.name.is_empty() {
+        sc.name =
+            Path::new(&src.file).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    }
+    validate(&sc, src)?;
+    Ok(sc)
+}
+
+/// The build context of a scenario's workload.
+pub fn build_ctx(sc: &Scenario, src: &Source) -> BuildCtx {
+    BuildCtx {
+        seed: sc.seed,
+        base_dir: src.base_dir.clone(),
+        scenario_file: src.file.clone(),
+        cores: sc.machine.cores,
+        duration_ns: sc.duration.map(|d| d.0).unwrap_or(0),
+        replay: None,
+    }
+}
+
+fn validate(sc: &Scenario, src: &Source) -> Result<()> {
+    let err = |field: &str, msg: String| SimError::Config {
+        at: Location {
+            file: src.file.clone(),
+            line: line_of_key(&src.text, field),
+            field: Some(field.to_string()),
+        },
+        msg,
+    };
+    sc.machine.validate().map_err(|(f, m)| err(&f, m))?;
+    if sc.window.0 == 0 {
+        return Err(err("window", "must be > 0".into()));
+    }
+    if sc.quantum.0 == 0 {
+        return Err(err("quantum", "must be > 0".into()));
+    }
+    if let Some(d) = sc.duration {
+        if d.0 == 0 {
+            return Err(err("duration", "must be > 0".into()));
+        }
+    }
+    if sc.report.heatmap_bins == 0 || sc.report.heatmap_bins > 100_000 {
+        return Err(err("report.heatmap_bins", format!("{} is not in 1..=100000", sc.report.heatmap_bins)));
+    }
+    if let Some(t) = sc.telemetry.first() {
+        let kind = t.get("kind").and_then(|v| v.as_str()).unwrap_or("?");
+        return Err(err(
+            "telemetry",
+            format!(
+                "unknown telemetry kind `{kind}`: no telemetry techniques are registered in this version"
+            ),
+        ));
+    }
+    if let Some(t) = sc.policies.first() {
+        let kind = t.get("kind").and_then(|v| v.as_str()).unwrap_or("?");
+        return Err(err(
+            "policies",
+            format!("unknown policy kind `{kind}`: no policies are registered in this version"),
+        ));
+    }
+    Ok(())
+}
+
+/// Print a scenario fully expanded, every default written out.
+pub fn export(sc: &Scenario) -> String {
+    let body = toml::to_string_pretty(sc).expect("scenario serializes");
+    let mut out = String::from("# tierlab scenario, fully expanded (tierlab export)\n");
+    if sc.duration.is_none() {
+        out.push_str("# duration: not set; the run lasts the workload's natural length\n");
+    }
+    out.push_str(&body);
+    out
+}
+
+/// Apply one `dotted.key=value` override to a TOML table. The value is parsed as a TOML value
+/// (`4`, `true`, `"10s"`, `[0, 1]`); anything that does not parse is taken as a string.
+pub fn apply_override(table: &mut toml::Table, o: &str) -> Result<()> {
+    let bad = |msg: String| SimError::Config {
+        at: Location { file: "--set".into(), line: None, field: Some(o.to_string()) },
+        msg,
+    };
+    let (key, value) = o.split_once('=').ok_or_else(|| bad("expected key=value".into()))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|p| p.trim().is_empty()) {
+        return Err(bad(format!("`{key}` is not a dotted key")));
+    }
+    let value = value.trim();
+    let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+        Ok(mut t) => t.remove("v").expect("v"),
+        Err(_) => toml::Value::String(value.to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').map(|p| p.trim()).collect();
+    let mut cur = table;
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            cur.insert(p.to_string(), parsed);
+            return Ok(());
+        }
+        // Array index: nodes[1] or nodes.1
+        let (name, idx) = match p.split_once('[') {
+            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (*p, None),
+        };
+        let entry = cur.entry(name.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let next = match (entry, idx) {
+            (toml::Value::Table(t), None) => t,
+            (toml::Value::Array(a), Some(k)) => match a.get_mut(k) {
+                Some(toml::Value::Table(t)) => t,
+                _ => return Err(bad(format!("`{name}` has no table at index {k}"))),
+            },
+            (toml::Value::Array(a), None) => {
+                let k: usize = parts
+                    .get(i + 1)
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(format!("`{name}` is a list: index it as {name}[N]")))?;
+                let _ = a;
+                return Err(bad(format!("`{name}` is a list: index it as {name}[{k}]")));
+            }
+            _ => return Err(bad(format!("`{name}` is not a table"))),
+        };
+        cur = next;
+    }
+    Ok(())
+}
+
+/// Turn a toml error into a located config error.
+fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> SimError {
+    let msg = e.message().trim().to_string();
+    let mut line = e.span().map(|s| line_of_offset(text, s.start));
+    let mut field = e.span().and_then(|s| field_at(text, s.start));
+    // serde's internally tagged enums lose spans: the error points at the table. Find the
+    // offending key inside it.
+    if let Some(name) = backticked_after(&msg, "unknown field `") {
+        if let Some(span) = e.span() {
+            if let Some((l, f)) = find_key_in_span(text, span.clone(), &name) {
+                line = Some(l);
+                field = Some(f);
+            }
+        }
+        if field.is_none() {
+            field = Some(name);
+        }
+    } else if let Some(name) = backticked_after(&msg, "missing field `") {
+        let table = field.clone().unwrap_or_default();
+        field = Some(if table.is_empty() { name } else { format!("{table}.{name}") });
+    }
+    SimError::Config { at: Location { file: file.to_string(), line, field }, msg }
+}
+
+fn backticked_after(msg: &str, prefix: &str) -> Option<String> {
+    let i = msg.find(prefix)? + prefix.len();
+    let rest = &msg[i..];
+    Some(rest[..rest.find('`')?].to_string())
+}
+
+fn line_of_offset(text: &str, off: usize) -> usize {
+    text[..off.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// The dotted path of the key whose line contains `off` (or of the enclosing table).
+fn field_at(text: &str, off: usize) -> Option<String> {
+    let line_no = line_of_offset(text, off);
+    let mut table = String::new();
+    let mut key = None;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if i + 1 > line_no {
+            break;
+        }
+        if t.starts_with('[') {
+            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            key = None;
+        } else if i + 1 == line_no {
+            key = t
+                .split('=')
+                .next()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty() && !k.starts_with('#'));
+        }
+    }
+    match (table.is_empty(), key) {
+        (true, Some(k)) => Some(k),
+        (false, Some(k)) => Some(format!("{table}.{k}")),
+        (false, None) => Some(table),
+        (true, None) => None,
+    }
+}
+
+fn find_key_in_span(text: &str, span: std::ops::Range<usize>, key: &str) -> Option<(usize, String)> {
+    // Search from the table's start to the next table header.
+    let start_line = line_of_offset(text, span.start);
+    let mut table = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            if i + 1 > start_line {
+                break;
+            }
+            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        if i + 1 < start_line {
+            continue;
+        }
+        if let Some((k, _)) = t.split_once('=') {
+            if k.trim() == key || k.trim().trim_matches('"') == key {
+                let f = if table.is_empty() { key.to_string() } else { format!("{table}.{key}") };
+                return Some((i + 1, f));
+            }
+        }
+    }
+    None
+}
+
+/// Line of a dotted key (`machine.tlb.l1_4k_ways`, `machine.nodes[1].capacity`) in a TOML
+/// text, when it is written there.
+pub fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text.to_string()).ok()?;
+    let mut item: &toml_edit::Item = doc.as_item();
+    let mut span = None;
+    for part in dotted.split('.') {
+        let (name, idx) = match part.split_once('[') {
+            Some((n, r)) => (n, r.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let next = item.get(name)?;
+        if let Some(tbl) = item.as_table_like() {
+            if let Some((k, _)) = tbl.get_key_value(name) {
+                span = k.span().or(span);
+            }
+        }
+        item = next;
+        if let Some(k) = idx {
+            item = item.get(k)?;
+            if let Some(s) = item.as_table().and_then(|t| t.span()) {
+                span = Some(s);
+            }
+        }
+        if let Some(s) = item.span() {
+            span = Some(s);
+        }
+    }
+    span.map(|s| line_of_offset(text, s.start))
+}
+
+/// Resolve, load and build-context in one step (what the CLI does).
+pub fn open(spec: &str, overrides: &[String], seed: Option<u64>) -> Result<(Scenario, Source)> {
+    let src = resolve(spec)?;
+    let sc = load(&src, overrides, seed)?;
+    Ok((sc, src))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> Source {
+        Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() }
+    }
+
+    const OK: &str = "duration = \"10ms\"\n[workload]\nkind = \"uniform\"\n";
+
+    #[test]
+    fn unknown_top_level_key_names_line() {
+        let e = load(&src("duraton = \"1s\"\n[workload]\nkind = \"uniform\"\n"), &[], None).unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("t.toml:1"), "{s}");
+        assert!(s.contains("unknown field `duraton`"), "{s}");
+    }
+
+    #[test]
+    fn unknown_machine_key_names_line_and_field() {
+        let e = load(&src("[machine]\ncores = 2\ncorez = 3\n[workload]\nkind = \"uniform\"\n"), &[], None)
+            .unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("t.toml:3"), "{s}");
+        assert!(s.contains("corez"), "{s}");
+    }
+
+    #[test]
+    fn unknown_workload_param_names_line() {
+        let e = load(&src("[workload]\nkind = \"uniform\"\n\nfootprnt = \"1GiB\"\n"), &[], None).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("t.toml:4"), "{s}");
+        assert!(s.contains("footprnt"), "{s}");
+    }
+
+    #[test]
+    fn unknown_workload_kind() {
+        let e = load(&src("[workload]\nkind = \"nope\"\n"), &[], None).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn bad_value_names_line() {
+        let e =
+            load(&src("window = \"5 parsecs\"\n[workload]\nkind = \"uniform\"\n"), &[], None).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("t.toml:1"), "{s}");
+        assert!(s.contains("parsecs"), "{s}");
+    }
+
+    #[test]
+    fn semantic_error_names_field_and_line() {
+        let text =
+            "[machine]\ncores = 2\n[machine.tlb]\nl1_4k_entries = 10\n[workload]\nkind = \"uniform\"\n";
+        let e = load(&src(text), &[], None).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("machine.tlb.l1_4k_entries"), "{s}");
+        assert!(s.contains("t.toml:4"), "{s}");
+    }
+
+    #[test]
+    fn overrides_apply_and_are_checked() {
+        let sc = load(&src(OK), &["machine.cores=4".into(), "window=\"5ms\"".into()], Some(9)).unwrap();
+        assert_eq!(sc.machine.cores, 4);
+        assert_eq!(sc.window.0, 5_000_000);
+        assert_eq!(sc.seed, 9);
+        let e = load(&src(OK), &["machine.corez=4".into()], None).unwrap_err();
+        assert!(e.to_string().contains("corez"), "{e}");
+        let e = load(&src(OK), &["nokey".into()], None).unwrap_err();
+        assert!(e.to_string().contains("key=value"), "{e}");
+    }
+
+    #[test]
+    fn export_roundtrips() {
+        let sc = load(&src(OK), &[], None).unwrap();
+        let text = export(&sc);
+        assert!(text.contains("[machine.tlb]"), "{text}");
+        assert!(text.contains("l1_4k_entries = 64"), "{text}");
+        let again = load(&src(&text), &[], None).unwrap();
+        assert_eq!(export(&again), text);
+    }
+
+    #[test]
+    fn builtins_parse() {
+        for b in BUILTINS {
+            let s = Source { text: b.text.into(), file: b.name.into(), base_dir: ".".into() };
+            load(&s, &[], None).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Human units in scenarios: byte sizes and simulated durations.
+//!
+//! Sizes accept a plain integer (bytes) or a string with a suffix: binary `K`/`KiB`,
+//! `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024, as masim's helper and dd use) and
+//! decimal `KB`, `MB`, `GB`, `TB` (powers of 1000). Durations accept a number of seconds or
+//! a string with a unit: `ns`, `us`, `ms`, `s`, `min`.
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A size in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ByteSize(pub u64);
+
+/// Parse a size such as `4096`, `4KiB`, `10G`, `5TB`, `1.5GiB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty size".into());
+    }
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: String = num.chars().filter(|&c| c != '_').collect();
+    let unit = unit.trim();
+    let mult: u64 = match unit {
+        "" | "B" | "b" => 1,
+        "K" | "k" | "KiB" | "kiB" => 1 << 10,
+        "M" | "m" | "MiB" => 1 << 20,
+        "G" | "g" | "GiB" => 1 << 30,
+        "T" | "t" | "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(format!("unknown size unit `{unit}` in `{s}` (use K, M, G, T, KiB.., or KB..)")),
+    };
+    if num.is_empty() {
+        return Err(format!("`{s}` has no number"));
+    }
+    if num.contains('.') {
+        let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a number"))?;
+        let bytes = v * mult as f64;
+        if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+            return Err(format!("`{s}` is out of range"));
+        }
+        Ok(bytes.round() as u64)
+    } else {
+        let v: u64 = num.parse().map_err(|_| format!("`{s}` is not a number"))?;
+        v.checked_mul(mult).ok_or_else(|| format!("`{s}` is out of range"))
+    }
+}
+
+/// Format bytes with the largest binary unit that divides them exactly.
+pub fn format_size(b: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (u, m) in UNITS {
+        if b >= m && b.is_multiple_of(m) {
+            return format!("{}{}", b / m, u);
+        }
+    }
+    format!("{b}")
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = format_size(self.0);
+        if f.chars().all(|c| c.is_ascii_digit()) {
+            s.serialize_u64(self.0)
+        } else {
+            s.serialize_str(&f)
+        }
+    }
+}
+
+struct SizeVisitor;
+impl Visitor<'_> for SizeVisitor {
+    type Value = ByteSize;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a size: bytes as an integer, or a string like \"4KiB\", \"10GB\", \"5TiB\"")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
+        if v < 0 {
+            return Err(E::custom(format!("size must not be negative, got {v}")));
+        }
+        Ok(ByteSize(v as u64))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ByteSize, E> {
+        Ok(ByteSize(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
+        parse_size(v).map(ByteSize).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SizeVisitor)
+    }
+}
+
+/// A simulated duration in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    /// From seconds.
+    pub fn from_secs_f64(s: f64) -> Self {
+        Duration((s * 1e9).round() as u64)
+    }
+    /// In seconds.
+    pub fn secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+}
+
+/// Parse a duration such as `60s`, `5ms`, `250us`, `1.5s`, `2min`, `100ns`.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: String = num.chars().filter(|&c| c != '_').collect();
+    let mult: f64 = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "" => 1e9,
+        "min" => 60e9,
+        u => return Err(format!("unknown time unit `{u}` in `{s}` (use ns, us, ms, s, min)")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("`{s}` is not a valid duration"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+/// Format nanoseconds with the largest unit that divides them exactly.
+pub fn format_duration(ns: u64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    for (u, m) in [("min", 60_000_000_000u64), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns.is_multiple_of(m) {
+            return format!("{}{}", ns / m, u);
+        }
+    }
+    format!("{ns}ns")
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_duration(self.0))
+    }
+}
+
+struct DurVisitor;
+impl Visitor<'_> for DurVisitor {
+    type Value = Duration;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a duration: seconds as a number, or a string like \"60s\", \"5ms\", \"250us\"")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+        if v < 0 {
+            return Err(E::custom(format!("duration must not be negative, got {v}")));
+        }
+        Ok(Duration(v as u64 * 1_000_000_000))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+        Ok(Duration(v * 1_000_000_000))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(E::custom(format!("invalid duration {v}")));
+        }
+        Ok(Duration::from_secs_f64(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+        parse_duration(v).map(Duration).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DurVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
+        assert_eq!(parse_size("5TiB").unwrap(), 5 << 40);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("abc").is_err());
+        assert!(parse_size("").is_err());
+        assert_eq!(format_size(5 << 40), "5TiB");
+        assert_eq!(format_size(1000), "1000");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s").unwrap(), 60_000_000_000);
+        assert_eq!(parse_duration("5ms").unwrap(), 5_000_000);
+        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("250us").unwrap(), 250_000);
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(format_duration(5_000_000), "5ms");
+        assert_eq!(format_duration(60_000_000_000), "1min");
+        assert_eq!(format_duration(1_500_000_000), "1500ms");
+    }
+}

@@ -1,0 +1,210 @@
+//! Workloads: the sources of memory accesses.
+//!
+//! # Contract
+//! A workload is built once from its parameters ([`WorkloadParams::build`]), then:
+//! 1. [`Workload::setup`] maps its memory through [`AddressSpace`] (and may bulk-populate
+//!    it: pages placed without simulated accesses, so a 5 TiB heap costs nothing to fill).
+//! 2. The driver repeatedly calls [`Workload::next_batch`] for each thread `t` in
+//!    `0..threads()`, passing that thread's simulated clock. The workload appends accesses to
+//!    `out` (any number, typically 1..=131072) and returns [`Step::Continue`], or
+//!    [`Step::Done`] when thread `t` has finished (accesses appended in that same call are
+//!    still executed). Time-based behaviour (masim phases) reads `now_ns`; the driver
+//!    executes every access of a batch before asking for the next one, except at the end
+//!    of the run, when it hands back the unexecuted tail through [`Workload::discard`].
+//! 3. At the end of the run [`Workload::report_stats`] publishes the workload's own stats
+//!    under `workload.` (e.g. masim's per-phase, per-region access counts).
+//!
+//! Every random choice must come from an [`crate::rng::Rng`] derived from
+//! [`BuildCtx::seed`] (per thread: `Rng::derived(seed, "workload.<kind>", t)`), so the same
+//! scenario and seed give the same accesses.
+//!
+//! # Registry
+//! Each implementation lives in its own file and is registered by one line in
+//! [`registry!`] below: kind name, enum variant, parameter type. Parameter types derive
+//! `Deserialize` with `deny_unknown_fields` (a typo is an error) and `Serialize` (so
+//! `tierlab export` prints every default), and every field has a serde default unless it is
+//! required.
+
+use crate::error::{Result, SimError};
+use crate::stats::Stats;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+pub use tierlab_core::{Access, AccessKind};
+
+pub mod hotset;
+pub mod masim;
+pub mod masim_config;
+pub mod pointer_chase;
+pub mod replay;
+pub mod spmv;
+pub mod stencil;
+pub mod stream;
+pub mod uniform;
+pub mod zipf;
+
+/// Page size requested for a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PageSize {
+    /// 4 KiB base pages.
+    #[serde(rename = "4KiB")]
+    Base4K,
+    /// 2 MiB huge pages (a PMD-level leaf).
+    #[serde(rename = "2MiB")]
+    Huge2M,
+}
+
+impl PageSize {
+    /// Bytes in one page.
+    pub fn bytes(self) -> u64 {
+        match self {
+            PageSize::Base4K => 4096,
+            PageSize::Huge2M => 2 << 20,
+        }
+    }
+}
+
+/// Options of a mapping made by a workload.
+#[derive(Clone, Debug)]
+pub struct MapOptions {
+    /// Name shown in reports (masim region name, `x`, `row_ptr`, ...).
+    pub name: String,
+    /// Page size; `None` uses the machine's default page size.
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate the whole mapping at map time: every page present and placed by the
+    /// placement policy (as if first touched by `thread`), Accessed/Dirty clear, no
+    /// simulated access and no fault charged.
+    pub populate: bool,
+    /// The thread on whose behalf the mapping is made (decides the node for first touch).
+    pub thread: usize,
+}
+
+impl MapOptions {
+    /// A named mapping with defaults (machine page size, faulted in on first touch).
+    pub fn named(name: impl Into<String>) -> Self {
+        MapOptions { name: name.into(), page_size: None, populate: false, thread: 0 }
+    }
+}
+
+/// What a workload may do to the simulated address space.
+pub trait AddressSpace {
+    /// Map `len` bytes (rounded up to the page size) and return the start address, aligned to
+    /// at least 2 MiB. Mappings never overlap.
+    fn mmap(&mut self, len: u64, opts: MapOptions) -> Result<u64>;
+    /// Map `len` bytes at exactly `addr` (both multiples of the page size), for replaying a
+    /// recorded address space. Fails if the range overlaps an existing mapping.
+    fn mmap_fixed(&mut self, addr: u64, len: u64, opts: MapOptions) -> Result<()>;
+    /// Unmap a whole mapping previously returned by `mmap` (its pages are freed and every
+    /// core that may cache a translation is invalidated).
+    fn munmap(&mut self, addr: u64) -> Result<()>;
+}
+
+/// Whether a thread has more to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// More batches will follow.
+    Continue,
+    /// This thread has finished.
+    Done,
+}
+
+/// What every workload gets at build time.
+#[derive(Clone, Debug, Default)]
+pub struct BuildCtx {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Directory relative paths in parameters are resolved against (the scenario's folder).
+    pub base_dir: PathBuf,
+    /// The scenario file's name, for error messages.
+    pub scenario_file: String,
+    /// Cores of the machine (a workload's `threads` must not exceed it).
+    pub cores: usize,
+    /// Simulated run length in ns (0 = until the workload finishes).
+    pub duration_ns: u64,
+    /// Recorded accesses handed over by the caller for `replay` (see [`replay`]).
+    pub replay: Option<std::sync::Arc<replay::ReplayData>>,
+}
+
+/// A source of memory accesses. See the module docs for the contract.
+pub trait Workload: Send {
+    /// Number of threads; thread `t` runs on core `t`.
+    fn threads(&self) -> usize;
+    /// Map (and optionally populate) memory.
+    fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()>;
+    /// Append the next accesses of thread `t` to `out`.
+    fn next_batch(
+        &mut self,
+        t: usize,
+        now_ns: u64,
+        out: &mut Vec<Access>,
+        mem: &mut dyn AddressSpace,
+    ) -> Result<Step>;
+    /// Take back accesses of thread `t` that were generated but not executed (run end).
+    fn discard(&mut self, _t: usize, _unexecuted: &[Access]) {}
+    /// Publish the workload's stats (under `workload.`).
+    fn report_stats(&self, _out: &mut Stats) {}
+    /// Total simulated time the workload wants when the scenario gives no duration
+    /// (masim: the sum of its phases times `repeat`); `None` = runs until it reports Done.
+    fn natural_duration_ns(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Parameters of one workload kind.
+pub trait WorkloadParams {
+    /// Build the workload (validating parameters: errors name the field).
+    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>>;
+}
+
+/// Check a workload's `threads` against the machine.
+pub fn check_threads(kind: &str, threads: usize, ctx: &BuildCtx) -> Result<()> {
+    if threads == 0 {
+        return Err(SimError::config(&ctx.scenario_file, "workload.threads", "must be at least 1"));
+    }
+    if ctx.cores > 0 && threads > ctx.cores {
+        return Err(SimError::config(
+            &ctx.scenario_file,
+            "workload.threads",
+            format!(
+                "{kind}: {threads} threads but the machine has {} cores (one thread per core)",
+                ctx.cores
+            ),
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! registry {
+    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
+        /// A workload's configuration: `kind` picks the implementation, the other keys are its
+        /// parameters.
+        #[derive(Clone, Debug, Serialize, Deserialize)]
+        #[serde(tag = "kind")]
+        pub enum WorkloadConfig {
+            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
+        }
+        impl WorkloadConfig {
+            /// The registered name of this workload's kind.
+            pub fn kind(&self) -> &'static str {
+                match self { $( Self::$variant(_) => $name, )* }
+            }
+            /// Build the workload.
+            pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+                match self { $( Self::$variant(p) => p.build(ctx), )* }
+            }
+        }
+        /// Registered workload kinds.
+        pub const KINDS: &[&str] = &[$($name),*];
+    };
+}
+
+registry! {
+    "masim" => Masim(masim::MasimParams),
+    "stream" => Stream(stream::StreamParams),
+    "uniform" => Uniform(uniform::UniformParams),
+    "zipf" => Zipf(zipf::ZipfParams),
+    "pointer-chase" => PointerChase(pointer_chase::PointerChaseParams),
+    "stencil" => Stencil(stencil::StencilParams),
+    "spmv" => Spmv(spmv::SpmvParams),
+    "hotset" => Hotset(hotset::HotsetParams),
+    "replay" => Replay(replay::ReplayParams),
+}

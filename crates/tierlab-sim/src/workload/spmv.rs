@@ -1,0 +1,527 @@
+//! `spmv`: sparse matrix-vector product in CSR form, optionally inside a conjugate-gradient
+//! loop (the memory behaviour of HPCG / MiniFE).
+//!
+//! The matrix is the operator of an `nx * ny * nz` grid: row `r = (z * ny + y) * nx + x` has a
+//! nonzero for each grid neighbour within the `points`-point stencil (7 = faces, 27 = MiniFE's
+//! hexahedral finite elements), in ascending column order. Its structure is computed on the
+//! fly (no stored column indices); only the access pattern of a real CSR code is emitted:
+//! per row, load `row_ptr[r]` and `row_ptr[r + 1]`, then per nonzero `p` load `col_idx[p]`
+//! (4 B), `values[p]` (8 B) and the input vector at the column (8 B), and finally store the
+//! output vector at `r`. Rows are split among the threads in contiguous blocks.
+//!
+//! With `cg = true` (default) an iteration is one iteration of conjugate gradient over the
+//! thread's rows: `Ap = A p`, then `dot(p, Ap)`, `x += alpha p`, `r -= alpha Ap`,
+//! `dot(r, r)`, `p = r + beta p` (2 dot products, 3 axpys). The vectors are mapped as `p`,
+//! `Ap`, `r` and `x`. With `cg = false` an iteration is one `y = A x` (vectors `x` and `y`).
+
+use super::{
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+};
+use crate::error::{Result, SimError};
+use crate::stats::Stats;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of the `spmv` workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpmvParams {
+    /// Grid points along x. Default 128.
+    #[serde(default = "default_n")]
+    pub nx: u64,
+    /// Grid points along y. Default 128.
+    #[serde(default = "default_n")]
+    pub ny: u64,
+    /// Grid points along z. Default 128 (128^3 = 2 Mi rows: with 27 points, 53 Mi nonzeros
+    /// and ~0.7 GiB of matrix).
+    #[serde(default = "default_n")]
+    pub nz: u64,
+    /// Stencil of the matrix: 7 (faces) or 27 (MiniFE's hexahedral finite elements).
+    /// Default 27, the operator of HPCG and MiniFE.
+    #[serde(default = "default_points")]
+    pub points: u32,
+    /// Run the SpMV inside conjugate gradient (adds 2 dot products and 3 axpys per
+    /// iteration). Default true.
+    #[serde(default = "default_cg")]
+    pub cg: bool,
+    /// Iterations per thread before it is done; 0 (default) = until the scenario's duration.
+    #[serde(default)]
+    pub iterations: u64,
+    /// Threads, each owning a contiguous block of rows. Default 1.
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate the arrays at setup (default false: faulted in on first touch).
+    #[serde(default)]
+    pub populate: bool,
+}
+
+fn default_n() -> u64 {
+    128
+}
+fn default_points() -> u32 {
+    27
+}
+fn default_cg() -> bool {
+    true
+}
+fn default_threads() -> usize {
+    1
+}
+
+/// Target accesses per batch.
+const BATCH: usize = 16_384;
+
+/// Valid neighbour offsets of index `i` along a dimension of `n` points: `1 + [i > 0] +
+/// [i < n - 1]`.
+#[inline]
+fn c(i: u64, n: u64) -> u64 {
+    1 + (i > 0) as u64 + (i + 1 < n) as u64
+}
+
+/// `sum_{i < k} c(i, n)`.
+#[inline]
+fn s(k: u64, n: u64) -> u64 {
+    k + k.saturating_sub(1) + k.min(n - 1)
+}
+
+/// The grid operator's sparsity structure.
+#[derive(Clone, Copy, Debug)]
+pub struct GridMatrix {
+    /// Grid points along x.
+    pub nx: u64,
+    /// Grid points along y.
+    pub ny: u64,
+    /// Grid points along z.
+    pub nz: u64,
+    /// 7 or 27.
+    pub points: u32,
+}
+
+impl GridMatrix {
+    /// Number of rows.
+    pub fn rows(&self) -> u64 {
+        self.nx * self.ny * self.nz
+    }
+
+    /// Nonzeros of the row at grid point (x, y, z).
+    pub fn row_nnz(&self, x: u64, y: u64, z: u64) -> u64 {
+        let (cx, cy, cz) = (c(x, self.nx), c(y, self.ny), c(z, self.nz));
+        if self.points == 27 {
+            cx * cy * cz
+        } else {
+            cx + cy + cz - 2
+        }
+    }
+
+    /// `row_ptr[r]`: nonzeros in the rows before `r`, in closed form (O(1)).
+    pub fn row_ptr(&self, r: u64) -> u64 {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let (x, y, z) = (r % nx, (r / nx) % ny, r / (nx * ny));
+        if r >= self.rows() {
+            return self.row_ptr(self.rows() - 1) + self.row_nnz(nx - 1, ny - 1, nz - 1);
+        }
+        let (sx, sy) = (s(nx, nx), s(ny, ny));
+        if self.points == 27 {
+            s(z, nz) * sy * sx + c(z, nz) * s(y, ny) * sx + c(z, nz) * c(y, ny) * s(x, nx)
+        } else {
+            let planes = z * ny * sx + z * nx * sy + nx * ny * s(z, nz) - 2 * z * nx * ny;
+            let rows = y * sx + nx * s(y, ny) + y * nx * c(z, nz) - 2 * y * nx;
+            let pts = s(x, nx) + x * c(y, ny) + x * c(z, nz) - 2 * x;
+            planes + rows + pts
+        }
+    }
+
+    /// Total nonzeros.
+    pub fn nnz(&self) -> u64 {
+        self.row_ptr(self.rows())
+    }
+
+    /// Column offsets (relative to the row) of the row at (x, y, z), ascending; returns the
+    /// count written into `buf`.
+    #[inline]
+    fn col_offsets(&self, x: u64, y: u64, z: u64, buf: &mut [i64; 27]) -> usize {
+        let nx = self.nx as i64;
+        let plane = (self.nx * self.ny) as i64;
+        let (xm, xp) = (x > 0, x + 1 < self.nx);
+        let (ym, yp) = (y > 0, y + 1 < self.ny);
+        let (zm, zp) = (z > 0, z + 1 < self.nz);
+        let mut n = 0;
+        if self.points == 27 {
+            for (dz, okz) in [(-plane, zm), (0, true), (plane, zp)] {
+                if !okz {
+                    continue;
+                }
+                for (dy, oky) in [(-nx, ym), (0, true), (nx, yp)] {
+                    if !oky {
+                        continue;
+                    }
+                    for (dx, okx) in [(-1, xm), (0, true), (1, xp)] {
+                        if okx {
+                            buf[n] = dz + dy + dx;
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        } else {
+            for (d, ok) in [(-plane, zm), (-nx, ym), (-1, xm), (0, true), (1, xp), (nx, yp), (plane, zp)] {
+                if ok {
+                    buf[n] = d;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+impl WorkloadParams for SpmvParams {
+    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        let f = &ctx.scenario_file;
+        check_threads("spmv", self.threads, ctx)?;
+        for (name, v) in [("nx", self.nx), ("ny", self.ny), ("nz", self.nz)] {
+            if v == 0 {
+                return Err(SimError::config(f, format!("workload.{name}"), "must be at least 1"));
+            }
+        }
+        if self.points != 7 && self.points != 27 {
+            return Err(SimError::config(
+                f,
+                "workload.points",
+                format!("must be 7 or 27, got {}", self.points),
+            ));
+        }
+        let rows = self.nx.checked_mul(self.ny).and_then(|v| v.checked_mul(self.nz));
+        match rows {
+            Some(r) if r.checked_mul(27 * 12).is_some() => {}
+            _ => return Err(SimError::config(f, "workload.nx", "the matrix's size overflows 64 bits")),
+        }
+        let m = GridMatrix { nx: self.nx, ny: self.ny, nz: self.nz, points: self.points };
+        let n = m.rows();
+        if n < self.threads as u64 {
+            return Err(SimError::config(
+                f,
+                "workload.threads",
+                format!("{n} rows cannot be split among {} threads", self.threads),
+            ));
+        }
+        if self.iterations == 0 && ctx.duration_ns == 0 {
+            return Err(SimError::config(
+                f,
+                "workload.iterations",
+                "iterations = 0 runs until the scenario's duration, but the scenario sets none",
+            ));
+        }
+        let t = self.threads as u64;
+        let st = (0..t)
+            .map(|i| {
+                let lo = (n as u128 * i as u128 / t as u128) as u64;
+                let hi = (n as u128 * (i + 1) as u128 / t as u128) as u64;
+                let p0 = m.row_ptr(lo);
+                ThreadState { lo, hi, p0, r: lo, p: p0, stage: 0, iter: 0, issued: 0 }
+            })
+            .collect();
+        Ok(Box::new(Spmv { p: self.clone(), m, arr: Arrays::default(), st, discarded: 0 }))
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Arrays {
+    row_ptr: u64,
+    col_idx: u64,
+    values: u64,
+    /// SpMV input (`x`, or `p` in CG).
+    input: u64,
+    /// SpMV output (`y`, or `Ap` in CG).
+    output: u64,
+    /// CG's residual `r`.
+    r: u64,
+    /// CG's solution `x`.
+    x: u64,
+}
+
+struct ThreadState {
+    lo: u64,
+    hi: u64,
+    /// `row_ptr[lo]`.
+    p0: u64,
+    r: u64,
+    p: u64,
+    /// 0 = SpMV; with CG: 1 = dot(p, Ap), 2 = x += alpha p, 3 = r -= alpha Ap, 4 = dot(r, r),
+    /// 5 = p = r + beta p.
+    stage: u8,
+    iter: u64,
+    issued: u64,
+}
+
+/// The `spmv` workload.
+pub struct Spmv {
+    p: SpmvParams,
+    m: GridMatrix,
+    arr: Arrays,
+    st: Vec<ThreadState>,
+    discarded: u64,
+}
+
+impl Workload for Spmv {
+    fn threads(&self) -> usize {
+        self.p.threads
+    }
+
+    fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
+        let n = self.m.rows();
+        let nnz = self.m.nnz();
+        let (ps, pop) = (self.p.page_size, self.p.populate);
+        let mut map = |name: &str, len: u64| -> Result<u64> {
+            mem.mmap(len, MapOptions { name: name.into(), page_size: ps, populate: pop, thread: 0 })
+        };
+        self.arr.row_ptr = map("row_ptr", (n + 1) * 8)?;
+        self.arr.col_idx = map("col_idx", nnz * 4)?;
+        self.arr.values = map("values", nnz * 8)?;
+        if self.p.cg {
+            self.arr.input = map("p", n * 8)?;
+            self.arr.output = map("Ap", n * 8)?;
+            self.arr.r = map("r", n * 8)?;
+            self.arr.x = map("x", n * 8)?;
+        } else {
+            self.arr.input = map("x", n * 8)?;
+            self.arr.output = map("y", n * 8)?;
+        }
+        Ok(())
+    }
+
+    fn next_batch(
+        &mut self,
+        t: usize,
+        _now_ns: u64,
+        out: &mut Vec<Access>,
+        _mem: &mut dyn AddressSpace,
+    ) -> Result<Step> {
+        let m = self.m;
+        let a = self.arr;
+        let s = &mut self.st[t];
+        let start = out.len();
+        let mut cols = [0i64; 27];
+        let last_stage = if self.p.cg { 5 } else { 0 };
+        out.reserve(BATCH + 96);
+        while out.len() - start < BATCH {
+            if s.stage == 0 {
+                // Whole rows until the budget is used.
+                let (nx, ny) = (m.nx, m.ny);
+                let mut x = s.r % nx;
+                let mut y = (s.r / nx) % ny;
+                let mut z = s.r / (nx * ny);
+                while s.r < s.hi && out.len() - start < BATCH {
+                    let r = s.r;
+                    out.push(Access::read(a.row_ptr + r * 8));
+                    out.push(Access::read(a.row_ptr + (r + 1) * 8));
+                    let k = m.col_offsets(x, y, z, &mut cols);
+                    for &d in &cols[..k] {
+                        let col = (r as i64 + d) as u64;
+                        out.push(Access::read(a.col_idx + s.p * 4));
+                        out.push(Access::read(a.values + s.p * 8));
+                        out.push(Access::read(a.input + col * 8));
+                        s.p += 1;
+                    }
+                    out.push(Access::write(a.output + r * 8));
+                    s.r += 1;
+                    x += 1;
+                    if x == nx {
+                        x = 0;
+                        y += 1;
+                        if y == ny {
+                            y = 0;
+                            z += 1;
+                        }
+                    }
+                }
+            } else {
+                let budget = ((BATCH - (out.len() - start)) / 3).max(1) as u64;
+                let (lo, hi) = (s.r, s.hi.min(s.r + budget));
+                match s.stage {
+                    1 => {
+                        for i in lo..hi {
+                            out.push(Access::read(a.input + i * 8));
+                            out.push(Access::read(a.output + i * 8));
+                        }
+                    }
+                    2 => {
+                        for i in lo..hi {
+                            out.push(Access::read(a.input + i * 8));
+                            out.push(Access::read(a.x + i * 8));
+                            out.push(Access::write(a.x + i * 8));
+                        }
+                    }
+                    3 => {
+                        for i in lo..hi {
+                            out.push(Access::read(a.output + i * 8));
+                            out.push(Access::read(a.r + i * 8));
+                            out.push(Access::write(a.r + i * 8));
+                        }
+                    }
+                    4 => out.extend((lo..hi).map(|i| Access::read(a.r + i * 8))),
+                    _ => {
+                        for i in lo..hi {
+                            out.push(Access::read(a.r + i * 8));
+                            out.push(Access::read(a.input + i * 8));
+                            out.push(Access::write(a.input + i * 8));
+                        }
+                    }
+                }
+                s.r = hi;
+            }
+            if s.r == s.hi {
+                s.r = s.lo;
+                if s.stage == last_stage {
+                    s.stage = 0;
+                    s.p = s.p0;
+                    s.iter += 1;
+                    if self.p.iterations > 0 && s.iter >= self.p.iterations {
+                        s.issued += (out.len() - start) as u64;
+                        return Ok(Step::Done);
+                    }
+                } else {
+                    s.stage += 1;
+                }
+            }
+        }
+        s.issued += (out.len() - start) as u64;
+        Ok(Step::Continue)
+    }
+
+    fn discard(&mut self, _t: usize, unexecuted: &[Access]) {
+        self.discarded += unexecuted.len() as u64;
+    }
+
+    fn report_stats(&self, out: &mut Stats) {
+        out.set("workload.rows", self.m.rows());
+        out.set("workload.nnz", self.m.nnz());
+        out.set("workload.accesses", self.st.iter().map(|s| s.issued).sum::<u64>() - self.discarded);
+        out.set("workload.iterations_completed", self.st.iter().map(|s| s.iter).min().unwrap_or(0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::masim::testing::*;
+    use super::*;
+
+    fn ctx() -> BuildCtx {
+        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 8, duration_ns: 0, ..Default::default() }
+    }
+
+    #[test]
+    fn closed_form_row_ptr_matches_brute_force() {
+        for points in [7, 27] {
+            for (nx, ny, nz) in [(1, 1, 1), (1, 1, 5), (4, 3, 2), (5, 1, 3), (6, 5, 4), (2, 2, 2)] {
+                let m = GridMatrix { nx, ny, nz, points };
+                let mut p = 0;
+                let mut r = 0;
+                let mut buf = [0i64; 27];
+                for z in 0..nz {
+                    for y in 0..ny {
+                        for x in 0..nx {
+                            assert_eq!(m.row_ptr(r), p, "{points} {nx}x{ny}x{nz} row {r}");
+                            let k = m.col_offsets(x, y, z, &mut buf);
+                            assert_eq!(k as u64, m.row_nnz(x, y, z));
+                            // Ascending columns, all inside the grid, the diagonal included.
+                            assert!(buf[..k].windows(2).all(|w| w[0] < w[1]));
+                            assert!(buf[..k].contains(&0));
+                            assert!(buf[..k].iter().all(|&d| (0..m.rows() as i64).contains(&(r as i64 + d))));
+                            p += k as u64;
+                            r += 1;
+                        }
+                    }
+                }
+                assert_eq!(m.nnz(), p);
+            }
+        }
+        // MiniFE-style interior rows have 27 nonzeros.
+        assert_eq!(GridMatrix { nx: 3, ny: 3, nz: 3, points: 27 }.row_nnz(1, 1, 1), 27);
+    }
+
+    #[test]
+    fn spmv_touches_every_nonzero_once() {
+        for (points, threads) in [(7, 1), (27, 3)] {
+            let p: SpmvParams = toml::from_str(&format!(
+                "nx = 5\nny = 4\nnz = 3\npoints = {points}\ncg = false\niterations = 1\nthreads = {threads}"
+            ))
+            .unwrap();
+            let mut w = p.build(&ctx()).unwrap();
+            let mut mem = MockSpace::new();
+            w.setup(&mut mem).unwrap();
+            let m = GridMatrix { nx: 5, ny: 4, nz: 3, points };
+            let names = ["row_ptr", "col_idx", "values", "x", "y"];
+            let starts: Vec<u64> = names.iter().map(|n| mem.find(n).start).collect();
+            let mut hits: Vec<Vec<u32>> = vec![vec![0; (m.nnz() + 1) as usize]; 5];
+            let mut writes = 0;
+            let mut accs = Vec::new();
+            drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| accs.push(*a));
+            for a in &accs {
+                let (i, s) =
+                    starts.iter().enumerate().filter(|(_, &s)| a.addr >= s).max_by_key(|(_, &s)| s).unwrap();
+                let elem = if i == 1 { 4 } else { 8 };
+                assert!(mem.contains(a.addr));
+                hits[i][((a.addr - s) / elem) as usize] += 1;
+                if a.is_write() {
+                    assert_eq!(i, 4);
+                    writes += 1;
+                }
+            }
+            assert_eq!(writes, m.rows());
+            assert!(hits[1][..m.nnz() as usize].iter().all(|&c| c == 1), "col_idx");
+            assert!(hits[2][..m.nnz() as usize].iter().all(|&c| c == 1), "values");
+            // x[j] is read once per nonzero in column j (the matrix is symmetric).
+            let mut buf = [0i64; 27];
+            for r in 0..m.rows() {
+                let (x, y, z) = (r % 5, (r / 5) % 4, r / 20);
+                assert_eq!(hits[3][r as usize] as usize, m.col_offsets(x, y, z, &mut buf));
+            }
+            assert_eq!(accs.len() as u64, m.rows() * 3 + m.nnz() * 3);
+        }
+    }
+
+    #[test]
+    fn cg_adds_vector_operations() {
+        let p: SpmvParams =
+            toml::from_str("nx = 4\nny = 4\nnz = 4\npoints = 7\niterations = 2\nthreads = 2").unwrap();
+        let mut w = p.build(&ctx()).unwrap();
+        let mut mem = MockSpace::new();
+        w.setup(&mut mem).unwrap();
+        let names: Vec<String> = mem.maps.iter().map(|m| m.opts.name.clone()).collect();
+        assert_eq!(names, ["row_ptr", "col_idx", "values", "p", "Ap", "r", "x"]);
+        let x = mem.find("x").start;
+        let pv = mem.find("p").start;
+        let mut n = 0u64;
+        let mut x_writes = vec![0u32; 64];
+        let mut p_writes = vec![0u32; 64];
+        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+            n += 1;
+            if a.is_write() && a.addr >= x && a.addr < x + 512 {
+                x_writes[((a.addr - x) / 8) as usize] += 1;
+            }
+            if a.is_write() && a.addr >= pv && a.addr < pv + 512 {
+                p_writes[((a.addr - pv) / 8) as usize] += 1;
+            }
+        });
+        let m = GridMatrix { nx: 4, ny: 4, nz: 4, points: 7 };
+        // Per iteration: SpMV + dot(2) + axpy(3) + axpy(3) + dot(1) + axpy(3) per row.
+        assert_eq!(n, 2 * (m.rows() * 3 + m.nnz() * 3 + m.rows() * 12));
+        assert!(x_writes.iter().all(|&c| c == 2) && p_writes.iter().all(|&c| c == 2));
+        let mut s = Stats::new();
+        w.report_stats(&mut s);
+        assert_eq!(s.get_u64("workload.accesses"), n);
+        assert_eq!(s.get_u64("workload.iterations_completed"), 2);
+    }
+
+    #[test]
+    fn errors() {
+        let c = ctx();
+        let bad = |t: &str| toml::from_str::<SpmvParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        assert!(bad("points = 9\niterations = 1").contains("workload.points"));
+        assert!(bad("nx = 1\nny = 1\nnz = 1\nthreads = 2\niterations = 1").contains("workload.threads"));
+        assert!(bad("nx = 4").contains("workload.iterations"));
+    }
+}

@@ -1,0 +1,230 @@
+//! `uniform`: accesses spread uniformly at random over one mapping (a GUPS-like stream
+//! without hot spots, the baseline every hotness detector should find flat).
+
+use super::{
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+};
+use crate::error::{Result, SimError};
+use crate::rng::Rng;
+use crate::stats::Stats;
+use crate::units::ByteSize;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of the `uniform` workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UniformParams {
+    /// Bytes accessed (one mapping named `heap`). Default "1GiB".
+    #[serde(default = "default_footprint")]
+    pub footprint: ByteSize,
+    /// Alignment of every access in bytes (offsets are multiples of it). Default 64, one
+    /// cache line.
+    #[serde(default = "default_align")]
+    pub align: ByteSize,
+    /// Fraction of accesses that are loads, the rest stores. Default 1.0 (all loads).
+    #[serde(default = "default_read_fraction")]
+    pub read_fraction: f64,
+    /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
+    #[serde(default)]
+    pub accesses: u64,
+    /// Threads, all accessing the whole footprint with independent streams. Default 1.
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// Page size of the mapping (`"4KiB"` or `"2MiB"`); absent = machine default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate the mapping at setup (default false: faulted in on first touch).
+    #[serde(default)]
+    pub populate: bool,
+}
+
+fn default_footprint() -> ByteSize {
+    ByteSize(1 << 30)
+}
+fn default_align() -> ByteSize {
+    ByteSize(64)
+}
+fn default_read_fraction() -> f64 {
+    1.0
+}
+fn default_threads() -> usize {
+    1
+}
+
+const BATCH: u64 = 16_384;
+
+/// Check a `read_fraction` parameter.
+pub(crate) fn check_fraction(ctx: &BuildCtx, field: &str, v: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&v) {
+        return Err(SimError::config(
+            &ctx.scenario_file,
+            format!("workload.{field}"),
+            format!("must be within 0..1, got {v}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Threshold such that `rng.next_u64() < t` has probability `f` (`f` in 0..=1; 1 = always).
+pub(crate) fn fraction_threshold(f: f64) -> u64 {
+    if f >= 1.0 {
+        u64::MAX
+    } else {
+        (f * 18_446_744_073_709_551_616.0) as u64
+    }
+}
+
+impl WorkloadParams for UniformParams {
+    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        let f = &ctx.scenario_file;
+        check_threads("uniform", self.threads, ctx)?;
+        check_fraction(ctx, "read_fraction", self.read_fraction)?;
+        if self.align.0 == 0 {
+            return Err(SimError::config(f, "workload.align", "must be at least 1 byte"));
+        }
+        let slots = self.footprint.0 / self.align.0;
+        if slots == 0 {
+            return Err(SimError::config(
+                f,
+                "workload.footprint",
+                format!("must be at least `align` ({} bytes), got {}", self.align.0, self.footprint.0),
+            ));
+        }
+        if self.accesses == 0 && ctx.duration_ns == 0 {
+            return Err(SimError::config(
+                f,
+                "workload.accesses",
+                "accesses = 0 runs until the scenario's duration, but the scenario sets none",
+            ));
+        }
+        Ok(Box::new(Uniform {
+            slots,
+            base: 0,
+            rngs: (0..self.threads).map(|t| Rng::derived(ctx.seed, "workload.uniform", t as u64)).collect(),
+            issued: vec![0; self.threads],
+            discarded: 0,
+            p: self.clone(),
+        }))
+    }
+}
+
+/// The `uniform` workload.
+pub struct Uniform {
+    p: UniformParams,
+    slots: u64,
+    base: u64,
+    rngs: Vec<Rng>,
+    issued: Vec<u64>,
+    discarded: u64,
+}
+
+impl Workload for Uniform {
+    fn threads(&self) -> usize {
+        self.p.threads
+    }
+
+    fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
+        let opts = MapOptions {
+            name: "heap".into(),
+            page_size: self.p.page_size,
+            populate: self.p.populate,
+            thread: 0,
+        };
+        self.base = mem.mmap(self.slots * self.p.align.0, opts)?;
+        Ok(())
+    }
+
+    fn next_batch(
+        &mut self,
+        t: usize,
+        _now_ns: u64,
+        out: &mut Vec<Access>,
+        _mem: &mut dyn AddressSpace,
+    ) -> Result<Step> {
+        let mut n = BATCH;
+        if self.p.accesses > 0 {
+            n = n.min(self.p.accesses - self.issued[t]);
+        }
+        let (base, slots, align) = (self.base, self.slots, self.p.align.0);
+        let rng = &mut self.rngs[t];
+        let rf = self.p.read_fraction;
+        if rf >= 1.0 {
+            out.extend((0..n).map(|_| Access::read(base + rng.below(slots) * align)));
+        } else if rf <= 0.0 {
+            out.extend((0..n).map(|_| Access::write(base + rng.below(slots) * align)));
+        } else {
+            let th = fraction_threshold(rf);
+            out.extend((0..n).map(|_| {
+                let a = base + rng.below(slots) * align;
+                if rng.next_u64() < th {
+                    Access::read(a)
+                } else {
+                    Access::write(a)
+                }
+            }));
+        }
+        self.issued[t] += n;
+        if self.p.accesses > 0 && self.issued[t] >= self.p.accesses {
+            Ok(Step::Done)
+        } else {
+            Ok(Step::Continue)
+        }
+    }
+
+    fn discard(&mut self, _t: usize, unexecuted: &[Access]) {
+        self.discarded += unexecuted.len() as u64;
+    }
+
+    fn report_stats(&self, out: &mut Stats) {
+        out.set("workload.accesses", self.issued.iter().sum::<u64>() - self.discarded);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::masim::testing::*;
+    use super::*;
+
+    fn ctx() -> BuildCtx {
+        BuildCtx { seed: 3, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+    }
+
+    #[test]
+    fn uniform_covers_footprint_with_read_fraction() {
+        let p: UniformParams =
+            toml::from_str("footprint = \"64KiB\"\nread_fraction = 0.25\naccesses = 100000\nthreads = 2")
+                .unwrap();
+        let mut w = p.build(&ctx()).unwrap();
+        let mut mem = MockSpace::new();
+        w.setup(&mut mem).unwrap();
+        let base = mem.find("heap").start;
+        let mut hist = vec![0u32; 1024];
+        let mut writes = 0;
+        let mut total = 0;
+        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+            let off = a.addr - base;
+            assert_eq!(off & 63, 0);
+            hist[(off / 64) as usize] += 1;
+            writes += a.is_write() as u32;
+            total += 1;
+        });
+        assert_eq!(total, 200_000);
+        assert!(hist.iter().all(|&c| (120..280).contains(&c)), "{hist:?}");
+        let wf = writes as f64 / total as f64;
+        assert!((wf - 0.75).abs() < 0.01, "{wf}");
+        let mut s = Stats::new();
+        w.report_stats(&mut s);
+        assert_eq!(s.get_u64("workload.accesses"), 200_000);
+    }
+
+    #[test]
+    fn errors_name_fields() {
+        let c = ctx();
+        let bad = |t: &str| toml::from_str::<UniformParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        assert!(bad("read_fraction = 1.5\naccesses = 1").contains("workload.read_fraction"));
+        assert!(bad("align = 0\naccesses = 1").contains("workload.align"));
+        assert!(bad("footprint = 10\naccesses = 1").contains("workload.footprint"));
+        assert!(bad("footprint = 4096").contains("workload.accesses"));
+        assert!(toml::from_str::<UniformParams>("footprnt = 1").is_err());
+    }
+}

@@ -1,0 +1,258 @@
+"""tierlab's Python API: run scenarios, export them, list the built-in ones.
+
+The simulation itself is native (``tierlab._native``); this module turns Python arguments
+into the native call (overrides, replay data, progress) and the native result into a
+:class:`Result` holding pandas tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ProgressFn = Callable[[int, int, int], None]
+
+
+def native() -> ModuleType:
+    """The compiled extension ``tierlab._native`` (a clear error if it was not built)."""
+    try:
+        from tierlab import _native
+    except ImportError as e:  # pragma: no cover - depends on the build
+        raise ImportError(
+            "tierlab's native extension (tierlab._native) is not built or does not load: "
+            f"{e}. Build it with `make install` (or `maturin develop --release`)."
+        ) from e
+    return _native
+
+
+# -- overrides ---------------------------------------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    """A Python value as a TOML literal (strings are quoted, so they are never re-parsed)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Path):
+        return json.dumps(str(value), ensure_ascii=False)
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    if isinstance(value, Iterable):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot express {type(value).__name__} {value!r} as a TOML value")
+
+
+def _toml_key(key: Any) -> str:
+    k = str(key)
+    if k and all(c.isalnum() or c in "-_" for c in k):
+        return k
+    return json.dumps(k)
+
+
+def build_overrides(
+    overrides: Mapping[str, Any] | None = None, set: Iterable[str] | None = None
+) -> list[str]:
+    """``key=value`` strings for the native layer: ``set`` entries are passed as written;
+    keyword overrides use ``__`` for dots (``machine__cores=4`` -> ``machine.cores=4``) and
+    their values are written as TOML literals."""
+    out: list[str] = []
+    for item in set or ():
+        if not isinstance(item, str) or "=" not in item:
+            raise ValueError(f"override {item!r} is not of the form key=value")
+        out.append(item)
+    for key, value in (overrides or {}).items():
+        out.append(f"{key.replace('__', '.')}={toml_value(value)}")
+    return out
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """The outcome of one run.
+
+    ``stats`` is the nested stats registry (``stats["machine"]["accesses"]``), ``stats_flat``
+    the same keyed by dotted names, ``timeseries`` one row per window, ``heatmap`` accesses
+    per (window, address bin) as returned by the engine (see :meth:`heatmap_frame`),
+    ``scenario`` the fully expanded scenario TOML (runs again to the same numbers).
+    """
+
+    name: str
+    seed: int
+    scenario: str
+    interrupted: bool
+    wall_seconds: float
+    stats: dict[str, Any]
+    stats_flat: dict[str, Any]
+    timeseries: pd.DataFrame
+    heatmap: dict[str, Any]
+    mappings: list[dict[str, Any]]
+    summary: list[tuple[str, str]]
+    sim_ns_done: int | None = None
+    sim_ns_total: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_native(
+        cls, raw: dict[str, Any], progress: tuple[int, int, int] | None = None
+    ) -> Result:
+        ts = pd.DataFrame(raw.get("timeseries") or {})
+        done: int | None = progress[0] if progress else None
+        total: int | None = progress[1] if progress else None
+        if "t_end_s" in ts and len(ts):
+            end_ns = round(float(ts["t_end_s"].max()) * 1e9)
+            done = end_ns if done is None else max(done, end_ns)
+        return cls(
+            name=raw.get("name", ""),
+            seed=raw.get("seed", 0),
+            scenario=raw.get("scenario", ""),
+            interrupted=bool(raw.get("interrupted", False)),
+            wall_seconds=float(raw.get("wall_seconds", 0.0)),
+            stats=raw.get("stats") or {},
+            stats_flat=raw.get("stats_flat") or {},
+            timeseries=ts,
+            heatmap=raw.get("heatmap") or {},
+            mappings=list(raw.get("mappings") or []),
+            summary=[(str(a), str(b)) for a, b in raw.get("summary") or []],
+            sim_ns_done=done,
+            sim_ns_total=total,
+            raw=raw,
+        )
+
+    def heatmap_frame(self) -> pd.DataFrame:
+        """The heatmap as a long table: one row per (window, address bin) with columns
+        ``window, t_start_s, t_end_s, bin, bin_start, bin_bytes, mapping, accesses``."""
+        return heatmap_frame(self.heatmap)
+
+    def stats_table(self) -> pd.DataFrame:
+        """``stats_flat`` as a two-column table (``name``, ``value``)."""
+        return pd.DataFrame(
+            {"name": list(self.stats_flat), "value": [str(v) for v in self.stats_flat.values()]}
+        )
+
+
+def heatmap_frame(heatmap: Mapping[str, Any]) -> pd.DataFrame:
+    """Long form of a native heatmap dict (see :meth:`Result.heatmap_frame`)."""
+    columns = ["window", "t_start_s", "t_end_s", "bin", "bin_start", "bin_bytes", "mapping"]
+    counts = heatmap.get("counts") or []
+    starts = list(heatmap.get("bin_start") or [])
+    nbins = len(starts)
+    if not counts or not nbins:
+        return pd.DataFrame({c: [] for c in [*columns, "accesses"]})
+    nwin = len(counts)
+    acc = np.asarray(counts, dtype=np.uint64).reshape(nwin, nbins)
+    return pd.DataFrame(
+        {
+            "window": np.repeat(np.arange(nwin, dtype=np.uint32), nbins),
+            "t_start_s": np.repeat(np.asarray(heatmap["t_start_s"], dtype=float), nbins),
+            "t_end_s": np.repeat(np.asarray(heatmap["t_end_s"], dtype=float), nbins),
+            "bin": np.tile(np.arange(nbins, dtype=np.uint32), nwin),
+            "bin_start": np.tile(np.asarray(starts, dtype=np.uint64), nwin),
+            "bin_bytes": np.tile(np.asarray(heatmap["bin_bytes"], dtype=np.uint64), nwin),
+            "mapping": np.tile(np.asarray(heatmap["bin_mapping"], dtype=object), nwin),
+            "accesses": acc.reshape(-1),
+        }
+    )
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def load_replay(spec: str, overrides: list[str]) -> dict[str, Any] | None:
+    """The replay data for a scenario whose workload is a recording (else ``None``)."""
+    path = native().replay_path(spec, overrides)
+    if path is None:
+        return None
+    from tierlab.recording import to_replay
+
+    return to_replay(path)
+
+
+def run_native(
+    scenario: str | Path,
+    overrides: list[str],
+    seed: int | None = None,
+    progress: ProgressFn | None = None,
+) -> Result:
+    """Run with already-built ``key=value`` overrides (the CLI's entry point).
+
+    ``progress`` receives ``(sim_ns_done, sim_ns_total, accesses_done)`` about every 0.1 s;
+    if it raises (Ctrl-C), the run stops and the result has ``interrupted=True``.
+    """
+    spec = str(scenario)
+    replay = load_replay(spec, overrides)
+    last: tuple[int, int, int] | None = None
+
+    def tick(done: int, total: int, accesses: int) -> None:
+        nonlocal last
+        last = (done, total, accesses)
+        if progress is not None:
+            progress(done, total, accesses)
+
+    raw = native().run(spec, overrides, seed, tick, replay)
+    return Result.from_native(raw, last)
+
+
+def run(
+    scenario: str | Path,
+    *,
+    seed: int | None = None,
+    progress: bool | ProgressFn = False,
+    set: Iterable[str] | None = None,
+    **overrides: Any,
+) -> Result:
+    """Run a scenario: a TOML file, a built-in name (see :func:`scenarios`) or
+    ``masim:PATH``.
+
+    Overrides: ``machine__cores=4`` (``__`` stands for ``.``) or ``set=["machine.cores=4"]``.
+    ``progress=True`` shows a progress bar on stderr; a callable receives
+    ``(sim_ns_done, sim_ns_total, accesses_done)``.
+    """
+    ov = build_overrides(overrides, set)
+    if progress is True:
+        from tierlab.progress import progress_bar
+
+        with progress_bar() as cb:
+            return run_native(scenario, ov, seed, cb)
+    return run_native(scenario, ov, seed, progress or None)
+
+
+def export(
+    scenario: str | Path,
+    *,
+    seed: int | None = None,
+    set: Iterable[str] | None = None,
+    **overrides: Any,
+) -> str:
+    """The scenario fully expanded (every default written out) as TOML."""
+    return native().export(str(scenario), build_overrides(overrides, set), seed)
+
+
+def scenarios() -> list[tuple[str, str]]:
+    """Built-in scenarios as ``(name, description)``."""
+    return [(str(n), str(d)) for n, d in native().builtin_scenarios()]
+
+
+def bench_engine(quick: bool = False) -> dict[str, float]:
+    """Engine throughput in accesses per second (``generate``, ``machine_1core``,
+    ``machine_16core``, ...)."""
+    return {str(k): float(v) for k, v in native().bench_engine(quick).items()}

@@ -1,0 +1,1 @@
+"""The ``tierlab`` command line: one module per subcommand, dispatched by :mod:`.main`."""

@@ -1,0 +1,76 @@
+"""Pieces shared by the subcommands: scenario arguments and error reporting."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from tierlab.recording import RecordingError
+
+#: Exit codes.
+EXIT_OK = 0
+EXIT_SIMULATION = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with tierlab's error format (``tierlab: error: ...``, exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print_error(message)
+        sys.exit(EXIT_USAGE)
+
+
+def add_scenario_args(parser: argparse.ArgumentParser) -> None:
+    """``--seed`` and ``--set`` (the overrides every scenario command takes)."""
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed for every random choice (default: the scenario's)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='override a scenario key, e.g. machine.cores=4 or duration="10s" '
+        "(value parsed as TOML, else taken as a string); repeatable",
+    )
+
+
+def check_overrides(parser: argparse.ArgumentParser, overrides: list[str]) -> None:
+    for item in overrides:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            parser.error(f"--set {item!r}: expected KEY=VALUE")
+
+
+def error_exit_code(exc: BaseException) -> int | None:
+    """The exit code for an error the user can fix (reported without a traceback), or
+    ``None`` for a bug (re-raised)."""
+    try:
+        from tierlab import _native
+    except ImportError:
+        _native = None  # type: ignore[assignment]
+    if _native is not None:
+        if isinstance(exc, _native.SimulationError):
+            return EXIT_SIMULATION
+        if isinstance(exc, _native.ScenarioError):
+            return EXIT_USAGE
+    if isinstance(exc, RecordingError | OSError | ImportError):
+        return EXIT_USAGE
+    return None
+
+
+def error_message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror.lower()}"
+    return str(exc) or type(exc).__name__
+
+
+def print_error(message: str) -> None:
+    print(f"tierlab: error: {message}", file=sys.stderr)

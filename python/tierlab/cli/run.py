@@ -1,0 +1,68 @@
+"""``tierlab run SCENARIO``: simulate, print the summary, optionally write every output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+from rich.console import Console
+
+from tierlab.api import Result, run_native
+from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, add_scenario_args, check_overrides
+from tierlab.progress import progress_bar
+from tierlab.reporters import write_all
+from tierlab.reporters.stats_json import stats_json
+from tierlab.reporters.summary import SummaryReporter
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a scenario",
+        description="Run a scenario (a TOML file, a built-in name, or masim:PATH for a masim "
+        "config) and print its summary. Ctrl-C stops the run and keeps what was done.",
+    )
+    p.add_argument("scenario", help="scenario file, built-in name, or masim:PATH")
+    add_scenario_args(p)
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write timeseries.parquet/.csv, stats.json, run.json, scenario.toml, summary.csv, "
+        "heatmap.parquet/.png/.svg into DIR",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the nested stats as JSON on stdout (only)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=main, parser=p)
+
+
+def interrupted_message(result: Result) -> str:
+    done = f"{(result.sim_ns_done or 0) / 1e9:.3f} s"
+    if result.sim_ns_total:
+        return f"interrupted at {done} of {result.sim_ns_total / 1e9:g} s (simulated time)"
+    return f"interrupted at {done} (simulated time)"
+
+
+def main(args: argparse.Namespace) -> int:
+    check_overrides(args.parser, args.overrides)
+    err = Console(stderr=True)
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    with progress_bar(err) if show_progress else nullcontext() as bar:
+        result = run_native(args.scenario, args.overrides, args.seed, bar)
+    written = write_all(result, args.out) if args.out is not None else []
+    if args.json:
+        sys.stdout.write(stats_json(result))
+        sys.stdout.flush()
+    else:
+        out = Console()
+        SummaryReporter().render(result, out)
+        if written:
+            out.print(f"wrote {len(written)} files to {args.out}")
+    if result.interrupted:
+        err.print(f"tierlab: {interrupted_message(result)}; kept what was done", highlight=False)
+        return EXIT_INTERRUPTED
+    return EXIT_OK

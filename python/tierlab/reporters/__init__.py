@@ -1,0 +1,77 @@
+"""Reporters: each turns a :class:`tierlab.Result` into files in an output directory.
+
+Every reporter implements :class:`Reporter` (one file per reporter, listed once in
+:data:`REPORTERS`); :func:`write_all` runs them all. Files are written atomically (a hidden
+temporary file renamed into place), so an interrupted write never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from tierlab.api import Result
+
+
+class Reporter(ABC):
+    """Writes one kind of output of a run.
+
+    Contract: :meth:`write` creates only the files named in :attr:`files` inside ``out_dir``
+    (which exists), each atomically via :func:`atomic_output`, and returns their paths. It
+    must work for interrupted runs and for runs with empty tables.
+    """
+
+    #: Short name (``--report`` style selection, messages).
+    name: ClassVar[str]
+    #: File names this reporter writes.
+    files: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def write(self, result: Result, out_dir: Path) -> list[Path]:
+        """Write this reporter's files into ``out_dir``; return the paths written."""
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success rename it onto ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def reporters() -> list[Reporter]:
+    """One instance of every reporter, in writing order."""
+    from tierlab.reporters.heatmap import HeatmapReporter
+    from tierlab.reporters.scenario import ScenarioReporter
+    from tierlab.reporters.stats_json import StatsJsonReporter
+    from tierlab.reporters.summary import SummaryReporter
+    from tierlab.reporters.timeseries import TimeseriesReporter
+
+    return [
+        ScenarioReporter(),
+        StatsJsonReporter(),
+        SummaryReporter(),
+        TimeseriesReporter(),
+        HeatmapReporter(),
+    ]
+
+
+def write_all(result: Result, out_dir: Path) -> list[Path]:
+    """Run every reporter into ``out_dir`` (created if needed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for reporter in reporters():
+        written.extend(reporter.write(result, out_dir))
+    return written
+
+
+__all__ = ["Reporter", "atomic_output", "reporters", "write_all"]

@@ -1,0 +1,91 @@
+"""Shared fixtures: the CLI runner, the shared data directory, small scenario files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+#: A short run of the built-in demo scenario (a few simulated milliseconds).
+SHORT = ["--set", 'duration="20ms"', "--set", 'window="5ms"']
+
+
+@dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        return json.loads(self.stdout)
+
+
+def tierlab(
+    *args: str | os.PathLike[str], cwd: Path | None = None, timeout: float = 120
+) -> Completed:
+    """Run ``python -m tierlab ARGS`` and capture its output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tierlab", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
+def assert_user_error(res: Completed, code: int = 2) -> str:
+    """The run failed with a one-line `tierlab: error:` message and no traceback."""
+    assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "tierlab: error:" in res.stderr, res.stderr
+    return res.stderr
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"the shared directory is absent (expected at {SHARED.name}/ beside the repo)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def rand_masim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A masim config with random accesses (so the seed matters), 20 ms long."""
+    path = tmp_path_factory.mktemp("masim") / "rand.cfg"
+    path.write_text(
+        "#regions\n"
+        "a, 8388608\n"
+        "b, 4194304\n"
+        "\n"
+        "#phases\n"
+        "hot b\n"
+        "10\n"
+        "a, 1, 64, 1\n"
+        "b, 1, 64, 4, rw\n"
+        "\n"
+        "hot a\n"
+        "10\n"
+        "a, 1, 64, 4, ro\n"
+        "b, 0, 4096, 1\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_toml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo scenario exported to a file, shortened to 20 ms."""
+    res = tierlab("export", "demo", *SHORT)
+    assert res.returncode == 0, res.stderr
+    path = tmp_path_factory.mktemp("scenario") / "demo.toml"
+    path.write_text(res.stdout)
+    return path

@@ -1,0 +1,231 @@
+"""The `tierlab` command line, run as a subprocess (`python -m tierlab`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import SHORT, assert_user_error, tierlab
+
+
+def test_scenarios_lists_demo() -> None:
+    res = tierlab("scenarios")
+    assert res.returncode == 0, res.stderr
+    assert "demo" in res.stdout
+    listed = json.loads(tierlab("scenarios", "--json").stdout)
+    assert "demo" in {row["name"] for row in listed}
+    assert all(row["description"] for row in listed)
+
+
+def test_run_prints_summary() -> None:
+    res = tierlab("run", "demo", *SHORT, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "demo" in res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_run_json_is_the_only_stdout() -> None:
+    res = tierlab("run", "demo", *SHORT, "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)  # the whole of stdout is one JSON document
+    assert stats["machine"]["accesses"] > 0
+
+
+def test_run_out_writes_readable_files(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = tierlab("run", "demo", *SHORT, "--out", out, "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    for name in (
+        "timeseries.parquet",
+        "timeseries.csv",
+        "stats.json",
+        "scenario.toml",
+        "heatmap.parquet",
+        "heatmap.png",
+        "heatmap.svg",
+    ):
+        assert (out / name).is_file(), name
+        assert (out / name).stat().st_size > 0, name
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    for column in ("window", "t_start_s", "t_end_s", "accesses", "reads", "writes"):
+        assert column in ts.columns, column
+    assert len(ts) > 0
+    assert pd.read_csv(out / "timeseries.csv").shape == ts.shape
+    assert json.loads((out / "stats.json").read_text()) == stats
+    heat = pd.read_parquet(out / "heatmap.parquet")
+    assert heat["accesses"].sum() > 0
+    assert tomllib.loads((out / "scenario.toml").read_text())
+
+
+def test_export_round_trip(tmp_path: Path) -> None:
+    res = tierlab("export", "demo", *SHORT, "--seed", "7")
+    assert res.returncode == 0, res.stderr
+    exported = tmp_path / "exported.toml"
+    exported.write_text(res.stdout)
+    assert tomllib.loads(res.stdout)["seed"] == 7
+    original = tierlab("run", "demo", *SHORT, "--seed", "7", "--json")
+    again = tierlab("run", exported, "--json")
+    assert original.returncode == 0, original.stderr
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(original.stdout)
+    # exporting the export changes nothing
+    assert tierlab("export", exported).stdout == res.stdout
+
+
+def test_run_out_scenario_reproduces(tmp_path: Path, rand_masim: Path) -> None:
+    first = tierlab("run", f"masim:{rand_masim}", "--seed", "11", "--out", tmp_path, "--json")
+    assert first.returncode == 0, first.stderr
+    again = tierlab("run", tmp_path / "scenario.toml", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+
+
+def test_determinism(rand_masim: Path) -> None:
+    def stats(seed: int) -> dict:
+        res = tierlab("run", f"masim:{rand_masim}", "--seed", str(seed), "--json")
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    a, b, c = stats(1), stats(1), stats(2)
+    assert a == b
+    assert a != c
+
+
+def test_masim_config_from_shared_data(shared_dir: Path) -> None:
+    cfg = shared_dir / "data" / "masim" / "zigzag.cfg"
+    res = tierlab("run", f"masim:{cfg}", *SHORT, "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["machine"]["accesses"] > 0
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def first_table_line(text: str) -> int:
+    """1-based number of the first `[table]` header line."""
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("["):
+            return i
+    raise AssertionError("no table in scenario")
+
+
+def test_unknown_top_level_key_names_file_and_line(tmp_path: Path, demo_toml: Path) -> None:
+    lines = demo_toml.read_text().splitlines()
+    at = first_table_line(demo_toml.read_text())  # insert before it: a top-level key
+    lines.insert(at - 1, "bogus_key = 1")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("\n".join(lines) + "\n")
+    err = assert_user_error(tierlab("run", bad))
+    assert f"bad.toml:{at}" in err
+    assert "bogus_key" in err
+
+
+def test_unknown_nested_key_names_file_and_line(tmp_path: Path, demo_toml: Path) -> None:
+    lines = demo_toml.read_text().splitlines()
+    header = lines.index("[machine]") + 1
+    lines.insert(header, "corez = 4")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("\n".join(lines) + "\n")
+    err = assert_user_error(tierlab("run", bad))
+    assert f"bad.toml:{header + 1}" in err
+    assert "corez" in err
+
+
+def test_unknown_override_key() -> None:
+    err = assert_user_error(tierlab("run", "demo", "--set", "machine.corez=4"))
+    assert "corez" in err
+
+
+def test_bad_override_syntax() -> None:
+    err = assert_user_error(tierlab("run", "demo", "--set", "no-equals-sign"))
+    assert "KEY=VALUE" in err
+
+
+MASIM_BAD = {
+    # name: (config text, lines the error may point at, words the message must contain)
+    "missing_field": ("#regions\na, 1048576\nb\n\n#phases\np0\n10\na, 0, 64, 1\n", {3}, ["b"]),
+    "unknown_region": (
+        "#regions\na, 1048576\n\n#phases\np0\n10\na, 0, 64, 1\nc, 0, 64, 1\n",
+        {8},
+        ["c"],
+    ),
+    "bad_number": ("#regions\na, 1O48576\n\n#phases\np0\n10\na, 0, 64, 1\n", {2}, ["1O48576"]),
+    "bad_duration": ("#regions\na, 1048576\n\n#phases\np0\nten\na, 0, 64, 1\n", {6}, ["ten"]),
+    "empty_phase": (
+        "#regions\na, 1048576\n\np0\n10\n\np1\n10\na, 0, 64, 1\n",
+        {4, 5},
+        ["p0"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MASIM_BAD))
+def test_bad_masim_config_names_file_and_line(tmp_path: Path, case: str) -> None:
+    text, lines, words = MASIM_BAD[case]
+    cfg = tmp_path / f"{case}.cfg"
+    cfg.write_text(text)
+    err = assert_user_error(tierlab("run", f"masim:{cfg}"))
+    found = {int(n) for n in re.findall(rf"{case}\.cfg:(\d+)", err)}
+    assert found & lines, f"expected {case}.cfg:<one of {sorted(lines)}> in: {err}"
+    for word in words:
+        assert word in err
+
+
+@pytest.mark.parametrize(
+    "spec", ["does/not/exist.toml", "masim:does/not/exist.cfg", "no-such-builtin"]
+)
+def test_missing_scenario(tmp_path: Path, spec: str) -> None:
+    err = assert_user_error(tierlab("run", spec, cwd=tmp_path))
+    assert spec.removeprefix("masim:") in err
+
+
+def test_export_error() -> None:
+    err = assert_user_error(tierlab("export", "demo", "--set", "machine.corez=4"))
+    assert "corez" in err
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_keeps_what_was_done(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["run", "demo", "--set", 'duration="3600s"', "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tierlab", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3.0)  # imports, setup, and some simulated time
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert re.search(r"interrupted at [0-9.]+ s of 3600 s", stderr), stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["interrupted"] is True
+    assert 0 < run["sim_seconds_done"] < 3600
+    assert len(pd.read_parquet(out / "timeseries.parquet")) > 0
+    assert json.loads((out / "stats.json").read_text())["machine"]["accesses"] > 0
+
+
+# -- bench -------------------------------------------------------------------------------------
+
+
+def test_bench_engine_quick_json() -> None:
+    res = tierlab("bench", "engine", "--quick", "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    rates = json.loads(res.stdout)
+    for key in ("generate", "machine_1core", "machine_16core"):
+        assert rates[key] > 0, key
