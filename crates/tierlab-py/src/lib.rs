@@ -9,6 +9,8 @@
 // pyo3 0.22's #[pyfunction] expansion converts PyErr into itself; clippy flags the generated code.
 #![allow(clippy::useless_conversion)]
 
+mod live;
+
 use std::sync::Arc;
 
 use pyo3::create_exception;
@@ -345,5 +347,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    live::register(m)?;
     Ok(())
 }
