@@ -1,0 +1,1066 @@
+//! The live recorder (Linux): launch or attach, open the events, drain the ring buffers,
+//! track mappings, and hand back batches of rows for the recording format.
+//!
+//! Design:
+//! - One ring buffer per online CPU. On each CPU, one sampling event per thread present at the
+//!   start (one thread for a launched command) with `inherit` + `inherit_thread`, so the
+//!   kernel itself follows every thread the target creates from its first instruction; the
+//!   events of a CPU share its ring (`PERF_EVENT_IOC_SET_OUTPUT`). Samples carry the thread id.
+//! - A launched command is forked, waits on a pipe until the events are open on it
+//!   (`enable_on_exec`), then execs: nothing it does after `exec` is missed.
+//! - The wake-up watermark is `--buffer-size` bytes (the PEBS buffer's interrupt threshold);
+//!   the ring holds at least twice that, so records keep landing while a drain runs. A drain
+//!   is one read of one CPU's ring; every sample names the drain that delivered it.
+//! - Mapping history: perf `MMAP2` records plus `/proc/PID/maps` snapshots at every drain and
+//!   at least every `snapshot_interval` (see `crate::maps` for what that guarantees).
+//! - Nothing is done to the target itself (no ptrace, no seccomp, no preload): if the recorder
+//!   dies its events close and the target runs on unaffected.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::events::{Backend, BackendChoice, EventError, EventSpec, Pmus, SAMPLER_FLAGS};
+use crate::maps::{self, Tracker};
+use crate::perf::{flag, mmap_page, sample, PerfEventAttr};
+use crate::ring::{self, Record};
+
+/// Everything `tierlab record` can set.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub backend: BackendChoice,
+    pub event: Option<String>,
+    /// Reset value R (`None`: the backend's default).
+    pub period: Option<u64>,
+    /// Bytes of records per drain (the wake-up watermark); the ring is at least twice this.
+    pub buffer_size: u64,
+    pub ldlat: u64,
+    pub l3_miss_only: bool,
+    /// Keep mappings at least this long.
+    pub min_mapping: u64,
+    /// Longest time between two `/proc/PID/maps` snapshots.
+    pub snapshot_interval_ns: u64,
+    /// A ring not drained for this long is drained anyway (so data reaches the disk).
+    pub flush_interval_ns: u64,
+    /// Where the PMUs are listed (tests); `None` is the system's sysfs.
+    pub pmus_root: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            backend: BackendChoice::Auto,
+            event: None,
+            period: None,
+            buffer_size: 64 << 10,
+            ldlat: crate::events::intel::DEFAULT_LDLAT,
+            l3_miss_only: false,
+            min_mapping: 4 << 20,
+            snapshot_interval_ns: 20_000_000,
+            flush_interval_ns: 250_000_000,
+            pmus_root: None,
+        }
+    }
+}
+
+/// Why recording could not start or go on.
+#[derive(Debug)]
+pub enum LiveError {
+    Event(EventError),
+    /// A system call failed: what was being done, and the OS error.
+    Os {
+        what: String,
+        err: std::io::Error,
+    },
+    Usage(String),
+}
+
+impl fmt::Display for LiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LiveError::Event(e) => write!(f, "{e}"),
+            LiveError::Os { what, err } => write!(f, "{what}: {err}"),
+            LiveError::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for LiveError {}
+
+impl From<EventError> for LiveError {
+    fn from(e: EventError) -> Self {
+        LiveError::Event(e)
+    }
+}
+
+fn os_err(what: impl Into<String>) -> LiveError {
+    LiveError::Os { what: what.into(), err: std::io::Error::last_os_error() }
+}
+
+/// Rows produced by one poll, ready for the recording's tables.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub time_ns: Vec<u64>,
+    pub tid: Vec<u32>,
+    pub cpu: Vec<u32>,
+    pub addr: Vec<u64>,
+    pub ip: Vec<u64>,
+    pub weight: Vec<u64>,
+    pub data_src: Vec<u64>,
+    pub drain: Vec<u64>,
+    /// Drains: (time_ns, cpu, drain, records).
+    pub drains: Vec<(u64, u32, u64, u32)>,
+    pub mappings: Vec<maps::Event>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.time_ns.is_empty() && self.drains.is_empty() && self.mappings.is_empty()
+    }
+}
+
+/// Accounting of a recording.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub samples: u64,
+    /// LOST records, and the records they say were dropped (ring full).
+    pub lost_records: u64,
+    pub lost: u64,
+    /// Samples the PMU itself dropped (LOST_SAMPLES).
+    pub lost_samples: u64,
+    pub throttled: u64,
+    pub unthrottled: u64,
+    pub drains: u64,
+    /// Drains triggered by the watermark vs by the flush timer / the end.
+    pub watermark_drains: u64,
+    pub timer_drains: u64,
+    /// Samples without a data address (IBS ops that were not loads/stores).
+    pub samples_without_addr: u64,
+    /// Samples of other processes (only when the kernel lacks `inherit_thread`).
+    pub other_process_samples: u64,
+    pub corrupt_rings: u64,
+    pub unparsed_records: u64,
+    pub snapshots: u64,
+    pub max_snapshot_gap_ns: u64,
+    pub threads: u64,
+}
+
+#[allow(dead_code)] // `fd` documents which event owns the ring.
+struct Ring {
+    cpu: u32,
+    fd: i32,
+    base: *mut u8,
+    map_len: usize,
+    data_offset: usize,
+    data_size: usize,
+    last_drain_ns: u64,
+}
+
+impl Ring {
+    fn head(&self) -> u64 {
+        // SAFETY: `base` maps the control page for the ring's lifetime; data_head is written by
+        // the kernel, read with an acquire fence after the load as the ABI requires.
+        let v = unsafe { std::ptr::read_volatile(self.base.add(mmap_page::DATA_HEAD) as *const u64) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        v
+    }
+    fn tail(&self) -> u64 {
+        // SAFETY: as above; only this process writes data_tail.
+        unsafe { std::ptr::read_volatile(self.base.add(mmap_page::DATA_TAIL) as *const u64) }
+    }
+    fn set_tail(&self, tail: u64) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(self.base.add(mmap_page::DATA_TAIL) as *mut u64, tail) }
+    }
+    fn data(&self) -> &[u8] {
+        // SAFETY: the data area lies within the mapping and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `open_ring` mapped, once.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+        }
+    }
+}
+
+/// How the target ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Running,
+    /// Exited with this status (launched commands).
+    Code(i32),
+    /// Killed by this signal (launched commands).
+    Signal(i32),
+    /// Gone (attached processes: the status belongs to their parent).
+    Gone,
+}
+
+/// A recording in progress.
+pub struct Recorder {
+    cfg: Config,
+    pub spec: EventSpec,
+    /// Why `auto` did not pick the backends before the chosen one.
+    pub auto_notes: Vec<String>,
+    pub pid: i32,
+    pub launched: bool,
+    pidfd: i32,
+    fds: Vec<i32>,
+    rings: Vec<Ring>,
+    id_types: HashMap<u64, u64>,
+    /// Kernel lacks `inherit_thread`: child processes are followed too and must be filtered.
+    filter_pid: bool,
+    t0: u64,
+    tracker: Tracker,
+    last_snapshot_ns: u64,
+    pub stats: Stats,
+    tids: BTreeSet<u32>,
+    next_drain: u64,
+    exit: Exit,
+    scratch: Vec<u8>,
+    pending: Batch,
+    pub flags_dropped: Vec<String>,
+}
+
+/// Sample type bits of the `sample_id_all` trailer every event of a ring shares.
+const ID_TYPE: u64 = sample::TID | sample::TIME | sample::CPU | sample::IDENTIFIER;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Online CPUs, from `/sys/devices/system/cpu/online` (`0-3,6`).
+pub fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = parse_cpu_list(text.trim());
+    if cpus.is_empty() {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+        cpus = (0..n).collect();
+    }
+    cpus
+}
+
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => {
+                if let Ok(a) = part.parse() {
+                    cpus.push(a);
+                }
+            }
+        }
+    }
+    cpus
+}
+
+fn paranoid() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or("?".into())
+}
+
+fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32, group: i32) -> Result<i32, std::io::Error> {
+    // SAFETY: the attribute is a valid, fully initialised perf_event_attr of the size it says.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            group,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(fd as i32)
+    }
+}
+
+/// `PERF_FLAG_FD_CLOEXEC`.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+// ioctl numbers (`_IO('$', n)`, `_IOR('$', 7, u64)`).
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const IOC_ID: libc::c_ulong = 0x8008_2407;
+
+fn ioctl(fd: i32, req: libc::c_ulong, arg: libc::c_ulong) -> Result<(), std::io::Error> {
+    // SAFETY: perf ioctls on a perf fd; ID writes one u64 to the pointer passed as `arg`.
+    if unsafe { libc::ioctl(fd, req as _, arg) } < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn event_id(fd: i32) -> Result<u64, std::io::Error> {
+    let mut id: u64 = 0;
+    ioctl(fd, IOC_ID, &mut id as *mut u64 as libc::c_ulong)?;
+    Ok(id)
+}
+
+fn close(fd: i32) {
+    if fd >= 0 {
+        // SAFETY: closing a descriptor this recorder opened.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Resolve a command name like `execvp` does (a name with `/` is used as is).
+pub fn resolve_command(cmd: &OsStr) -> Result<PathBuf, LiveError> {
+    let display = cmd.to_string_lossy();
+    if cmd.is_empty() {
+        return Err(LiveError::Usage("no command given".into()));
+    }
+    let is_exec = |p: &Path| {
+        let Ok(c) = CString::new(p.as_os_str().as_bytes()) else { return false };
+        // SAFETY: access() on a NUL-terminated path.
+        p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
+    };
+    if cmd.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(cmd);
+        if !p.exists() {
+            return Err(LiveError::Usage(format!("{display}: no such file")));
+        }
+        if !is_exec(&p) {
+            return Err(LiveError::Usage(format!("{display}: not an executable file")));
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let p = dir.join(cmd);
+        if is_exec(&p) {
+            return Ok(p);
+        }
+    }
+    Err(LiveError::Usage(format!("{display}: command not found")))
+}
+
+impl Recorder {
+    fn encode(cfg: &Config) -> Result<(EventSpec, Vec<String>), LiveError> {
+        let pmus = match &cfg.pmus_root {
+            Some(root) => Pmus::at(root),
+            None => Pmus::system(),
+        };
+        let (backend, notes) = match cfg.backend {
+            BackendChoice::Use(b) => (b, Vec::new()),
+            BackendChoice::Auto => pmus.auto(),
+        };
+        let spec = pmus.event(backend, cfg.event.as_deref(), cfg.period, cfg.ldlat, cfg.l3_miss_only)?;
+        Ok((spec, notes))
+    }
+
+    fn new(cfg: Config, spec: EventSpec, notes: Vec<String>, pid: i32, launched: bool) -> Self {
+        let min = cfg.min_mapping;
+        Recorder {
+            cfg,
+            spec,
+            auto_notes: notes,
+            pid,
+            launched,
+            pidfd: -1,
+            fds: Vec::new(),
+            rings: Vec::new(),
+            id_types: HashMap::new(),
+            filter_pid: false,
+            t0: 0,
+            tracker: Tracker::new(min),
+            last_snapshot_ns: 0,
+            stats: Stats::default(),
+            tids: BTreeSet::new(),
+            next_drain: 0,
+            exit: Exit::Running,
+            scratch: Vec::new(),
+            pending: Batch::default(),
+            flags_dropped: Vec::new(),
+        }
+    }
+
+    /// Bytes of the ring's data area for a buffer size (a power of two of pages, at least
+    /// twice the watermark).
+    pub fn ring_data_size(buffer_size: u64) -> usize {
+        let page = 4096u64;
+        let pages = (2 * buffer_size.max(1)).div_ceil(page).max(1).next_power_of_two();
+        (pages * page) as usize
+    }
+
+    fn sampler_attr(&self, enable_on_exec: bool) -> PerfEventAttr {
+        let mut a = self.spec.attr;
+        a.flags |= SAMPLER_FLAGS
+            | flag::DISABLED
+            | flag::INHERIT
+            | flag::INHERIT_THREAD
+            | flag::WATERMARK
+            | flag::MMAP
+            | flag::MMAP2
+            | flag::MMAP_DATA
+            | flag::COMM
+            | flag::COMM_EXEC
+            | flag::TASK
+            | flag::USE_CLOCKID;
+        if enable_on_exec {
+            a.flags |= flag::ENABLE_ON_EXEC;
+        }
+        a.clockid = libc::CLOCK_MONOTONIC;
+        a.wakeup = self.cfg.buffer_size.min(u64::from(u32::MAX)) as u32;
+        a
+    }
+
+    /// Open the sampler on (tid, cpu), dropping flags the kernel or PMU refuses, in order.
+    fn open_sampler(&mut self, tid: i32, cpu: u32, enable_on_exec: bool) -> Result<i32, LiveError> {
+        let mut attr = self.sampler_attr(enable_on_exec);
+        for f in &self.flags_dropped {
+            drop_flag(&mut attr, f);
+        }
+        let mut leader_fd = -1;
+        if let Some(mut leader) = self.spec.leader {
+            leader.flags |= SAMPLER_FLAGS | flag::DISABLED | flag::INHERIT;
+            if enable_on_exec {
+                leader.flags |= flag::ENABLE_ON_EXEC;
+            }
+            leader_fd = perf_event_open(&leader, tid, cpu as i32, -1)
+                .map_err(|e| self.open_error("mem-loads-aux (group leader)", tid, cpu, e))?;
+            self.fds.push(leader_fd);
+        }
+        let fallbacks = ["inherit_thread", "exclude_kernel", "weight+data_src"];
+        loop {
+            match perf_event_open(&attr, tid, cpu as i32, leader_fd) {
+                Ok(fd) => {
+                    self.fds.push(fd);
+                    return Ok(fd);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::E2BIG) => {
+                    let next = fallbacks
+                        .iter()
+                        .find(|f| !self.flags_dropped.iter().any(|d| d == *f) && applies(&attr, f));
+                    match next {
+                        Some(f) => {
+                            drop_flag(&mut attr, f);
+                            self.flags_dropped.push(f.to_string());
+                            if *f == "inherit_thread" {
+                                self.filter_pid = true;
+                            }
+                        }
+                        None => return Err(self.open_error(&self.spec.name.clone(), tid, cpu, e)),
+                    }
+                }
+                Err(e) => return Err(self.open_error(&self.spec.name.clone(), tid, cpu, e)),
+            }
+        }
+    }
+
+    fn open_error(&self, name: &str, tid: i32, cpu: u32, e: std::io::Error) -> LiveError {
+        let what = format!("perf_event_open({name}, {}, tid {tid}, cpu {cpu})", self.spec.backend);
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => format!(
+                "; not allowed with kernel.perf_event_paranoid = {}: run as root, give CAP_PERFMON, or \
+                 `sysctl kernel.perf_event_paranoid=2` (own processes, user space)",
+                paranoid()
+            ),
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) => {
+                format!(
+                    "; this CPU or kernel does not support the event; use --backend {}",
+                    Backend::PageFaults
+                )
+            }
+            Some(libc::ESRCH) => "; the process is gone".into(),
+            Some(libc::EMFILE) | Some(libc::ENFILE) => "; too many open files (raise `ulimit -n`)".into(),
+            _ => String::new(),
+        };
+        LiveError::Os { what: format!("{what}{hint}"), err: e }
+    }
+
+    fn open_ring(&mut self, fd: i32, cpu: u32) -> Result<(), LiveError> {
+        let data_size = Self::ring_data_size(self.cfg.buffer_size);
+        let map_len = data_size + 4096;
+        // SAFETY: mapping a perf fd's ring as documented (control page + 2^n data pages).
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let err = std::io::Error::last_os_error();
+            let hint = if matches!(err.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOMEM)) {
+                " (the ring exceeds kernel.perf_event_mlock_kb for this user: lower --buffer-size)"
+            } else {
+                ""
+            };
+            return Err(LiveError::Os {
+                what: format!("mmap of the {data_size}-byte ring of cpu {cpu}{hint}"),
+                err,
+            });
+        }
+        let base = base as *mut u8;
+        // SAFETY: the control page was just mapped.
+        let (off, size) = unsafe {
+            (
+                std::ptr::read_volatile(base.add(mmap_page::DATA_OFFSET) as *const u64),
+                std::ptr::read_volatile(base.add(mmap_page::DATA_SIZE) as *const u64),
+            )
+        };
+        let (data_offset, data_size) =
+            if size == 0 { (4096, data_size) } else { (off as usize, size as usize) };
+        self.rings.push(Ring { cpu, fd, base, map_len, data_offset, data_size, last_drain_ns: 0 });
+        Ok(())
+    }
+
+    /// Open the events of `tids` on every online CPU; the first thread's event of a CPU owns
+    /// the ring, the others write into it.
+    fn open_events(&mut self, tids: &[i32], enable_on_exec: bool) -> Result<(), LiveError> {
+        let cpus = online_cpus();
+        for &cpu in &cpus {
+            let ring_idx = self.rings.iter().position(|r| r.cpu == cpu);
+            let mut owner = ring_idx.map(|i| self.rings[i].fd);
+            for &tid in tids {
+                let fd = match self.open_sampler(tid, cpu, enable_on_exec) {
+                    Ok(fd) => fd,
+                    // A thread that exited since it was listed.
+                    Err(LiveError::Os { err, .. })
+                        if err.raw_os_error() == Some(libc::ESRCH) && tid != self.pid =>
+                    {
+                        continue
+                    }
+                    Err(e) => return Err(e),
+                };
+                let id =
+                    event_id(fd).map_err(|err| LiveError::Os { what: "PERF_EVENT_IOC_ID".into(), err })?;
+                self.id_types.insert(id, self.spec.attr.sample_type);
+                match owner {
+                    None => {
+                        self.open_ring(fd, cpu)?;
+                        owner = Some(fd);
+                    }
+                    Some(o) => ioctl(fd, IOC_SET_OUTPUT, o as libc::c_ulong).map_err(|err| {
+                        LiveError::Os { what: format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}"), err }
+                    })?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fork `argv`, open the events on the child, then let it exec.
+    pub fn launch(cfg: Config, argv: &[OsString]) -> Result<Recorder, LiveError> {
+        let (spec, notes) = Self::encode(&cfg)?;
+        let Some(cmd) = argv.first() else { return Err(LiveError::Usage("no command given".into())) };
+        let path = resolve_command(cmd)?;
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| LiveError::Usage(format!("{}: path contains a NUL byte", path.display())))?;
+        let c_args: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| LiveError::Usage("an argument contains a NUL byte".into()))?;
+        let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
+        c_argv.push(std::ptr::null());
+
+        let mut go = [0i32; 2];
+        let mut err_pipe = [0i32; 2];
+        // SAFETY: pipe2 fills the arrays.
+        if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(os_err("pipe2"));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::pipe2(err_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            close(go[0]);
+            close(go[1]);
+            return Err(os_err("pipe2"));
+        }
+        // SAFETY: the child only calls async-signal-safe functions (read, signal, sigprocmask,
+        // execv, write, _exit) on data prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(os_err("fork"));
+        }
+        if pid == 0 {
+            // SAFETY: in the child, see above.
+            unsafe {
+                libc::close(go[1]);
+                libc::close(err_pipe[0]);
+                // Undo what a Python parent changed: ignored SIGPIPE/SIGXFSZ, blocked signals.
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                let mut b = 0u8;
+                loop {
+                    let n = libc::read(go[0], &mut b as *mut u8 as *mut libc::c_void, 1);
+                    if n == 1 {
+                        break;
+                    }
+                    if n == 0 || *libc::__errno_location() != libc::EINTR {
+                        libc::_exit(127); // the recorder gave up before starting us
+                    }
+                }
+                libc::execv(c_path.as_ptr(), c_argv.as_ptr());
+                let e = *libc::__errno_location();
+                libc::write(err_pipe[1], &e as *const i32 as *const libc::c_void, 4);
+                libc::_exit(127);
+            }
+        }
+        close(go[0]);
+        close(err_pipe[1]);
+        let mut rec = Recorder::new(cfg, spec, notes, pid, true);
+        let reap = |pid: i32| {
+            let mut st = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+        };
+        if let Err(e) = rec.open_events(&[pid], true) {
+            close(go[1]); // the child reads EOF and exits 127 without running the command
+            close(err_pipe[0]);
+            reap(pid);
+            return Err(e);
+        }
+        rec.t0 = monotonic_ns();
+        let one = 1u8;
+        // SAFETY: writing one byte to our pipe.
+        unsafe { libc::write(go[1], &one as *const u8 as *const libc::c_void, 1) };
+        close(go[1]);
+        let mut errno = 0i32;
+        // SAFETY: reading at most 4 bytes into an i32.
+        let n = unsafe { libc::read(err_pipe[0], &mut errno as *mut i32 as *mut libc::c_void, 4) };
+        close(err_pipe[0]);
+        if n == 4 {
+            reap(pid);
+            return Err(LiveError::Os {
+                what: format!("exec {}", path.display()),
+                err: std::io::Error::from_raw_os_error(errno),
+            });
+        }
+        rec.pidfd = pidfd_open(pid)?;
+        rec.tids.insert(pid as u32);
+        rec.last_snapshot_ns = 0;
+        Ok(rec)
+    }
+
+    /// Attach to a running process: every thread, and every thread it creates.
+    pub fn attach(cfg: Config, pid: i32) -> Result<Recorder, LiveError> {
+        let (spec, notes) = Self::encode(&cfg)?;
+        if pid <= 0 || !Path::new(&format!("/proc/{pid}")).is_dir() {
+            return Err(LiveError::Usage(format!("--pid {pid}: no such process")));
+        }
+        let mut rec = Recorder::new(cfg, spec, notes, pid, false);
+        rec.pidfd = pidfd_open(pid)?;
+        raise_nofile_limit();
+        let mut opened: BTreeSet<i32> = BTreeSet::new();
+        // Threads created while we open are inherited from a thread already opened, or seen by
+        // the next listing; stop when a listing brings nothing new.
+        for _ in 0..100 {
+            let tids: Vec<i32> = list_tids(pid)?.into_iter().filter(|t| !opened.contains(t)).collect();
+            if tids.is_empty() {
+                break;
+            }
+            rec.open_events(&tids, false)?;
+            opened.extend(&tids);
+        }
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .map_err(|err| LiveError::Os { what: format!("/proc/{pid}/maps"), err })?;
+        rec.t0 = monotonic_ns();
+        rec.tracker.initial(0, &maps::parse_maps(&maps));
+        for &fd in &rec.fds {
+            ioctl(fd, IOC_ENABLE, 0)
+                .map_err(|err| LiveError::Os { what: "PERF_EVENT_IOC_ENABLE".into(), err })?;
+        }
+        rec.tids.extend(opened.iter().map(|t| *t as u32));
+        Ok(rec)
+    }
+
+    /// Nanoseconds since the recording started.
+    pub fn now_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.t0)
+    }
+
+    /// The ring's data area size in bytes.
+    pub fn ring_bytes(&self) -> usize {
+        Self::ring_data_size(self.cfg.buffer_size)
+    }
+
+    pub fn cpus(&self) -> Vec<u32> {
+        self.rings.iter().map(|r| r.cpu).collect()
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.exit
+    }
+
+    fn drain_ring(&mut self, idx: usize, watermark: bool) {
+        let now = self.now_ns();
+        self.rings[idx].last_drain_ns = now;
+        let ring = &self.rings[idx];
+        let (tail, head) = (ring.tail(), ring.head());
+        if head == tail {
+            return;
+        }
+        let cpu = ring.cpu;
+        let drain = self.next_drain;
+        let mut records: Vec<Vec<u8>> = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let res = ring::for_each_record(ring.data(), tail, head, &mut scratch, |r| records.push(r.to_vec()));
+        self.scratch = scratch;
+        if res.is_err() {
+            self.stats.corrupt_rings += 1;
+        }
+        self.rings[idx].set_tail(head);
+        let mut n = 0u32;
+        for r in &records {
+            if self.handle(r, drain) {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.pending.drains.push((now, cpu, drain, n));
+            self.next_drain += 1;
+            self.stats.drains += 1;
+            if watermark {
+                self.stats.watermark_drains += 1;
+            } else {
+                self.stats.timer_drains += 1;
+            }
+        }
+    }
+
+    fn rel(&self, t: Option<u64>) -> u64 {
+        t.map(|t| t.saturating_sub(self.t0)).unwrap_or_else(|| self.now_ns())
+    }
+
+    /// Act on one record; true when it was a sample kept for the recording.
+    fn handle(&mut self, raw: &[u8], drain: u64) -> bool {
+        let types = &self.id_types;
+        let rec = match ring::parse_record(raw, ID_TYPE, |id| types.get(&id).copied()) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.unparsed_records += 1;
+                return false;
+            }
+        };
+        match rec {
+            Record::Sample(s) => {
+                if self.filter_pid && s.pid != self.pid as u32 {
+                    self.stats.other_process_samples += 1;
+                    return false;
+                }
+                if s.addr == 0 {
+                    self.stats.samples_without_addr += 1;
+                    return false;
+                }
+                let b = &mut self.pending;
+                b.time_ns.push(s.time.saturating_sub(self.t0));
+                b.tid.push(s.tid);
+                b.cpu.push(s.cpu);
+                b.addr.push(s.addr);
+                b.ip.push(s.ip);
+                b.weight.push(s.weight);
+                b.data_src.push(s.data_src);
+                b.drain.push(drain);
+                self.stats.samples += 1;
+                self.tids.insert(s.tid);
+                true
+            }
+            Record::Mmap { pid, addr, len, filename, sid, .. } => {
+                if pid == self.pid as u32 {
+                    let t = self.rel(sid.time);
+                    self.tracker.on_mmap(t, addr, len, &filename);
+                }
+                false
+            }
+            Record::Comm { pid, exec: true, sid, .. } if pid == self.pid as u32 => {
+                let t = self.rel(sid.time);
+                self.tracker.on_exec(t);
+                false
+            }
+            Record::Lost { lost, .. } => {
+                self.stats.lost_records += 1;
+                self.stats.lost += lost;
+                false
+            }
+            Record::LostSamples { lost, .. } => {
+                self.stats.lost_samples += lost;
+                false
+            }
+            Record::Throttle { .. } => {
+                self.stats.throttled += 1;
+                false
+            }
+            Record::Unthrottle { .. } => {
+                self.stats.unthrottled += 1;
+                false
+            }
+            Record::Fork { pid, tid, .. } if pid == self.pid as u32 => {
+                self.tids.insert(tid);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn snapshot(&mut self) {
+        self.last_snapshot_ns = self.now_ns();
+        if self.exit != Exit::Running {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else { return };
+        let vmas = maps::parse_maps(&text);
+        // An exiting process shows no mappings at all: that is not an unmapping.
+        if vmas.is_empty() {
+            return;
+        }
+        let t = self.now_ns();
+        self.tracker.on_snapshot(t, &vmas);
+        self.stats.snapshots = self.tracker.snapshots;
+        self.stats.max_snapshot_gap_ns = self.tracker.max_snapshot_gap_ns;
+    }
+
+    fn check_exit(&mut self) {
+        if self.exit != Exit::Running {
+            return;
+        }
+        let mut pfd = libc::pollfd { fd: self.pidfd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: polling one valid descriptor without waiting.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 0) } > 0;
+        if !ready {
+            return;
+        }
+        if self.launched {
+            let mut st = 0;
+            // SAFETY: reaping our own child.
+            let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+            if r == self.pid {
+                self.exit = if libc::WIFSIGNALED(st) {
+                    Exit::Signal(libc::WTERMSIG(st))
+                } else {
+                    Exit::Code(libc::WEXITSTATUS(st))
+                };
+            }
+        } else {
+            self.exit = Exit::Gone;
+        }
+    }
+
+    /// Wait up to `timeout_ms` for data, drain what is due, and return the rows produced.
+    /// Returns early (with what was gathered) when a signal interrupts the wait.
+    pub fn poll(&mut self, timeout_ms: i32) -> Batch {
+        if self.exit == Exit::Running {
+            let until_snapshot = (self.last_snapshot_ns + self.cfg.snapshot_interval_ns)
+                .saturating_sub(self.now_ns())
+                / 1_000_000;
+            let timeout = (timeout_ms as u64).min(until_snapshot.max(1)) as i32;
+            let mut pfds: Vec<libc::pollfd> = self
+                .rings
+                .iter()
+                .map(|r| libc::pollfd { fd: r.fd, events: libc::POLLIN, revents: 0 })
+                .collect();
+            pfds.push(libc::pollfd { fd: self.pidfd, events: libc::POLLIN, revents: 0 });
+            // SAFETY: polling descriptors we own.
+            let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
+            if n > 0 {
+                let mut drained = false;
+                let ready: Vec<usize> =
+                    (0..self.rings.len()).filter(|&i| pfds[i].revents & libc::POLLIN != 0).collect();
+                for i in ready {
+                    {
+                        self.drain_ring(i, true);
+                        drained = true;
+                    }
+                }
+                if drained {
+                    self.snapshot();
+                }
+            }
+        }
+        self.check_exit();
+        let now = self.now_ns();
+        for i in 0..self.rings.len() {
+            if now.saturating_sub(self.rings[i].last_drain_ns) >= self.cfg.flush_interval_ns {
+                self.drain_ring(i, false);
+            }
+        }
+        if now.saturating_sub(self.last_snapshot_ns) >= self.cfg.snapshot_interval_ns {
+            self.snapshot();
+        }
+        self.take()
+    }
+
+    /// Drain everything left (the target exited, or recording stops) and take the last rows.
+    pub fn finish(&mut self) -> Batch {
+        self.check_exit();
+        for i in 0..self.rings.len() {
+            self.drain_ring(i, false);
+        }
+        self.snapshot();
+        self.take()
+    }
+
+    fn take(&mut self) -> Batch {
+        let mut b = std::mem::take(&mut self.pending);
+        b.mappings = self.tracker.take_events();
+        self.stats.threads = self.tids.len() as u64;
+        b
+    }
+
+    /// Thread ids seen (at the start and in samples).
+    pub fn threads(&self) -> Vec<u32> {
+        self.tids.iter().copied().collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.rings.clear();
+        for fd in self.fds.drain(..) {
+            close(fd);
+        }
+        close(self.pidfd);
+        if self.launched && self.exit == Exit::Running {
+            // Reap the child if it is already gone; otherwise it runs on (and init reaps it).
+            let mut st = 0;
+            // SAFETY: non-blocking wait for our own child.
+            unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+        }
+    }
+}
+
+fn applies(attr: &PerfEventAttr, what: &str) -> bool {
+    match what {
+        "inherit_thread" => attr.has(flag::INHERIT_THREAD),
+        "exclude_kernel" => attr.has(flag::EXCLUDE_KERNEL),
+        "weight+data_src" => attr.sample_type & (sample::WEIGHT | sample::DATA_SRC) != 0,
+        _ => false,
+    }
+}
+
+fn drop_flag(attr: &mut PerfEventAttr, what: &str) {
+    match what {
+        "inherit_thread" => attr.flags &= !flag::INHERIT_THREAD,
+        "exclude_kernel" => attr.flags &= !flag::EXCLUDE_KERNEL,
+        "weight+data_src" => attr.sample_type &= !(sample::WEIGHT | sample::DATA_SRC),
+        _ => {}
+    }
+}
+
+fn pidfd_open(pid: i32) -> Result<i32, LiveError> {
+    // SAFETY: pidfd_open(pid, 0) has no memory arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(os_err(format!("pidfd_open({pid}) (needs Linux 5.3 or later)")));
+    }
+    Ok(fd as i32)
+}
+
+fn list_tids(pid: i32) -> Result<Vec<i32>, LiveError> {
+    let dir = format!("/proc/{pid}/task");
+    let rd = std::fs::read_dir(&dir).map_err(|err| LiveError::Os { what: dir.clone(), err })?;
+    let mut tids: Vec<i32> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: get/setrlimit on a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes() {
+        assert_eq!(Recorder::ring_data_size(64 << 10), 128 << 10);
+        assert_eq!(Recorder::ring_data_size(8 << 10), 16 << 10);
+        assert_eq!(Recorder::ring_data_size(1), 4096);
+        assert_eq!(Recorder::ring_data_size(5000), 16384);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), vec![0, 1, 2, 3, 6]);
+        assert_eq!(parse_cpu_list("0"), vec![0]);
+        assert!(parse_cpu_list("").is_empty());
+    }
+
+    #[test]
+    fn command_resolution() {
+        assert!(resolve_command(OsStr::new("sh")).is_ok());
+        let e = resolve_command(OsStr::new("no-such-command-tierlab")).unwrap_err().to_string();
+        assert_eq!(e, "no-such-command-tierlab: command not found");
+        let e = resolve_command(OsStr::new("./no/such/file")).unwrap_err().to_string();
+        assert!(e.ends_with("no such file"), "{e}");
+    }
+
+    #[test]
+    fn launch_records_page_faults_of_a_real_program() {
+        let cfg =
+            Config { backend: BackendChoice::Use(Backend::PageFaults), min_mapping: 0, ..Config::default() };
+        // `sh -c` touches pages (its own startup) and exits quickly.
+        let argv: Vec<OsString> = ["sh", "-c", "exit 3"].iter().map(OsString::from).collect();
+        let mut rec = match Recorder::launch(cfg, &argv) {
+            Ok(r) => r,
+            Err(e) => {
+                // perf_event_open may be forbidden where these tests run (containers).
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let mut samples = 0;
+        let mut maps = 0;
+        for _ in 0..2000 {
+            let b = rec.poll(50);
+            samples += b.time_ns.len();
+            maps += b.mappings.len();
+            if rec.exit() != Exit::Running {
+                break;
+            }
+        }
+        let b = rec.finish();
+        samples += b.time_ns.len();
+        maps += b.mappings.len();
+        assert_eq!(rec.exit(), Exit::Code(3));
+        assert!(samples > 10, "{samples} samples");
+        assert!(maps > 0);
+        assert_eq!(rec.stats.samples as usize, samples);
+    }
+
+    #[test]
+    fn launch_of_a_missing_command_is_an_error() {
+        let cfg = Config { backend: BackendChoice::Use(Backend::PageFaults), ..Config::default() };
+        let e = Recorder::launch(cfg, &[OsString::from("tierlab-no-such-cmd")]).err().unwrap();
+        assert!(e.to_string().contains("command not found"));
+    }
+}
