@@ -114,7 +114,7 @@ fn replay_from_dict(d: &Bound<'_, PyDict>) -> PyResult<ReplayData> {
 
 /// Run a scenario. See the Python package for the shape of the returned dict.
 #[pyfunction]
-#[pyo3(signature = (spec, overrides=Vec::new(), seed=None, progress=None, replay=None))]
+#[pyo3(signature = (spec, overrides=Vec::new(), seed=None, progress=None, replay=None, techniques=None))]
 fn run(
     py: Python<'_>,
     spec: &str,
@@ -122,8 +122,10 @@ fn run(
     seed: Option<u64>,
     progress: Option<PyObject>,
     replay: Option<Bound<'_, PyDict>>,
+    techniques: Option<Vec<String>>,
 ) -> PyResult<PyObject> {
-    let (sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    let (mut sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    scenario::select_techniques(&mut sc, &src, techniques.as_deref()).map_err(to_py)?;
     let replay = match replay {
         Some(d) => Some(Arc::new(replay_from_dict(&d)?)),
         None => None,
@@ -324,6 +326,22 @@ fn replay_path(spec: &str, overrides: Vec<String>) -> PyResult<Option<String>> {
     })
 }
 
+/// A scenario's sweep: (name, [(label, [overrides])]) (no points when it has none).
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new()))]
+fn sweep_points(spec: &str, overrides: Vec<String>) -> PyResult<(String, Vec<(String, Vec<String>)>)> {
+    let (sc, _) = scenario::open(spec, &overrides, None).map_err(to_py)?;
+    Ok((sc.report.sweep_name.clone(), sc.sweep.iter().map(|p| (p.label.clone(), p.set.clone())).collect()))
+}
+
+/// A scenario's telemetry techniques: [(label, kind)].
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new()))]
+fn techniques(spec: &str, overrides: Vec<String>) -> PyResult<Vec<(String, String)>> {
+    let (sc, _) = scenario::open(spec, &overrides, None).map_err(to_py)?;
+    Ok(sc.telemetry.iter().map(|t| (t.label(), t.kind().to_string())).collect())
+}
+
 /// Engine benchmarks: simulated accesses per second.
 #[pyfunction]
 #[pyo3(signature = (quick=false))]
@@ -344,6 +362,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(replay_path, m)?)?;
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_points, m)?)?;
+    m.add_function(wrap_pyfunction!(techniques, m)?)?;
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -29,6 +29,9 @@ fn main() {
                     println!("{k} = {v:?}");
                 }
             }
+            let acc = r.stats.get_u64("machine.accesses") as f64;
+            println!("wall_seconds = {:.3}", r.wall_seconds);
+            println!("accesses_per_wall_second = {:.0}", acc / r.wall_seconds);
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -13,6 +13,7 @@ pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
+pub mod telemetry;
 pub mod units;
 pub mod workload;
 

@@ -43,15 +43,35 @@ pub struct Scenario {
     pub machine: MachineConfig,
     /// The workload.
     pub workload: WorkloadConfig,
-    /// Telemetry observers (none are registered yet).
+    /// Telemetry observers (`[[telemetry]]` tables; `kind` = pte-scan, damon, telescope,
+    /// pebs). `tierlab run` runs them all on one machine; `tierlab telemetry` runs each on a
+    /// machine of its own.
     #[serde(default)]
-    pub telemetry: Vec<toml::Table>,
+    pub telemetry: Vec<crate::telemetry::TelemetryConfig>,
+    /// How telemetry is scored against ground truth.
+    #[serde(default)]
+    pub scoring: crate::telemetry::ScoringConfig,
     /// Memory-management policies (none are registered yet).
     #[serde(default)]
     pub policies: Vec<toml::Table>,
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
+    /// Sweep points: each runs the scenario with its overrides applied (e.g. one point per
+    /// footprint). Empty: the scenario runs as it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// One point of a sweep.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepPoint {
+    /// Label in tables and plots (`1GB`, `cores=8`).
+    pub label: String,
+    /// Overrides (`key=value`, as `--set` takes them) applied for this point.
+    #[serde(default)]
+    pub set: Vec<String>,
 }
 
 /// Options of the built-in reports.
@@ -61,11 +81,18 @@ pub struct ReportConfig {
     /// Address bins of the access heatmap (split among mappings by size, at least one each).
     #[serde(default = "d_bins")]
     pub heatmap_bins: usize,
+    /// What the sweep points are called in reports and JSON (`footprints`, `cores`, ...).
+    #[serde(default = "d_sweep_name")]
+    pub sweep_name: String,
+}
+
+fn d_sweep_name() -> String {
+    "points".into()
 }
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        ReportConfig { heatmap_bins: d_bins() }
+        ReportConfig { heatmap_bins: d_bins(), sweep_name: d_sweep_name() }
     }
 }
 
@@ -263,14 +290,37 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     if sc.report.heatmap_bins == 0 || sc.report.heatmap_bins > 100_000 {
         return Err(err("report.heatmap_bins", format!("{} is not in 1..=100000", sc.report.heatmap_bins)));
     }
-    if let Some(t) = sc.telemetry.first() {
-        let kind = t.get("kind").and_then(|v| v.as_str()).unwrap_or("?");
-        return Err(err(
-            "telemetry",
-            format!(
-                "unknown telemetry kind `{kind}`: no telemetry techniques are registered in this version"
-            ),
-        ));
+    for (i, p) in sc.sweep.iter().enumerate() {
+        if p.label.is_empty() || sc.sweep[..i].iter().any(|q| q.label == p.label) {
+            return Err(err(
+                &format!("sweep[{i}].label"),
+                format!("`{}` must be non-empty and unique", p.label),
+            ));
+        }
+        for o in &p.set {
+            let mut t = toml::Table::new();
+            apply_override(&mut t, o).map_err(|e| err(&format!("sweep[{i}].set"), e.to_string()))?;
+        }
+    }
+    let mut labels: Vec<String> = Vec::new();
+    for (i, t) in sc.telemetry.iter().enumerate() {
+        let l = t.label();
+        if l.is_empty() || l.contains('.') || l.contains(char::is_whitespace) {
+            return Err(err(
+                &format!("telemetry[{i}].name"),
+                format!("`{l}` must be non-empty, without dots or spaces"),
+            ));
+        }
+        if labels.contains(&l) {
+            return Err(err(
+                &format!("telemetry[{i}].name"),
+                format!("two techniques are named `{l}`; give each a distinct `name`"),
+            ));
+        }
+        labels.push(l);
+    }
+    if !(sc.scoring.target > 0.0 && sc.scoring.target <= 1.0) {
+        return Err(err("scoring.target", format!("{} is not in (0, 1]", sc.scoring.target)));
     }
     if let Some(t) = sc.policies.first() {
         let kind = t.get("kind").and_then(|v| v.as_str()).unwrap_or("?");
@@ -462,6 +512,23 @@ pub fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
         }
     }
     span.map(|s| line_of_offset(text, s.start))
+}
+
+/// Keep only the telemetry techniques named in `only` (labels); `Some(&[])` removes all (a
+/// baseline run). Unknown names are an error listing the available ones.
+pub fn select_techniques(sc: &mut Scenario, src: &Source, only: Option<&[String]>) -> Result<()> {
+    let Some(only) = only else { return Ok(()) };
+    let labels: Vec<String> = sc.telemetry.iter().map(|t| t.label()).collect();
+    for o in only {
+        if !labels.contains(o) {
+            return Err(SimError::Config {
+                at: Location { file: src.file.clone(), line: None, field: Some("telemetry".into()) },
+                msg: format!("no technique named `{o}` (the scenario has: {})", labels.join(", ")),
+            });
+        }
+    }
+    sc.telemetry.retain(|t| only.contains(&t.label()));
+    Ok(())
 }
 
 /// Resolve, load and build-context in one step (what the CLI does).

@@ -12,6 +12,7 @@ use crate::groundtruth::WindowTruth;
 use crate::machine::{CoreCounters, Machine};
 use crate::scenario::{build_ctx, Scenario, Source};
 use crate::stats::{Stats, StatsSource};
+use crate::telemetry::{score, Observer, ObserverCtx, TelemetryBuildCtx};
 use crate::workload::{Access, BuildCtx, Step, Workload};
 
 /// Progress of a run, reported to the caller's callback.
@@ -152,6 +153,17 @@ pub struct RunResult {
     pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
 }
 
+struct ObsSlot {
+    label: String,
+    kind: &'static str,
+    obs: Box<dyn Observer>,
+    core: usize,
+    cpu_ps: u64,
+    precision: Vec<f64>,
+    recall: Vec<f64>,
+    window_end_s: Vec<f64>,
+}
+
 struct Batch {
     buf: Vec<Access>,
     pos: usize,
@@ -175,6 +187,7 @@ pub struct Simulation {
     mappings: Vec<MappingInfo>,
     windows: u64,
     prev: Snapshot,
+    observers: Vec<ObsSlot>,
 }
 
 #[derive(Clone, Default)]
@@ -247,6 +260,30 @@ impl Simulation {
             })
             .collect();
         let prev = sum_counters(&machine);
+        let mut observers = Vec::new();
+        for (index, t) in scenario.telemetry.iter().enumerate() {
+            let tctx = TelemetryBuildCtx {
+                seed: scenario.seed,
+                scenario_file: ctx.scenario_file.clone(),
+                index,
+                cores: scenario.machine.cores,
+                threads,
+            };
+            let mut obs = t.build(&tctx)?;
+            let core = tctx.core(t.core())?;
+            let mut cpu_ps = 0;
+            obs.start(&mut ObserverCtx { machine: &mut machine, now_ns: 0, core, cpu_ps: &mut cpu_ps })?;
+            observers.push(ObsSlot {
+                label: t.label(),
+                kind: t.kind(),
+                obs,
+                core,
+                cpu_ps,
+                precision: Vec::new(),
+                recall: Vec::new(),
+                window_end_s: Vec::new(),
+            });
+        }
         Ok(Simulation {
             window_ps: scenario.window.0 * 1000,
             quantum_ps: scenario.quantum.0 * 1000,
@@ -263,6 +300,7 @@ impl Simulation {
             mappings,
             windows: 0,
             prev,
+            observers,
         })
     }
 
@@ -310,6 +348,34 @@ impl Simulation {
         }
     }
 
+    fn next_observer_ps(&self) -> u64 {
+        self.observers.iter().map(|o| o.obs.next_event_ns().saturating_mul(1000)).min().unwrap_or(u64::MAX)
+    }
+
+    /// Run every observer event due at or before `now_ps`, in time order then scenario order.
+    fn fire_observers(&mut self, now_ps: u64) -> Result<()> {
+        loop {
+            let mut due: Option<(u64, usize)> = None;
+            for (i, o) in self.observers.iter().enumerate() {
+                let t = o.obs.next_event_ns();
+                if t.saturating_mul(1000) <= now_ps && due.is_none_or(|(bt, _)| t < bt) {
+                    due = Some((t, i));
+                }
+            }
+            let Some((t, i)) = due else { return Ok(()) };
+            let o = &mut self.observers[i];
+            let mut ctx =
+                ObserverCtx { machine: &mut self.machine, now_ns: t, core: o.core, cpu_ps: &mut o.cpu_ps };
+            o.obs.on_event(&mut ctx)?;
+            if o.obs.next_event_ns() <= t {
+                return Err(SimError::runtime(format!(
+                    "telemetry `{}` did not advance its next event past {t} ns",
+                    o.label
+                )));
+            }
+        }
+    }
+
     fn all_done(&self) -> bool {
         self.batches.iter().all(|b| b.done && b.pos == b.buf.len())
     }
@@ -318,6 +384,27 @@ impl Simulation {
         self.machine.flush_ground_truth();
         let w = self.machine.gt.close(self.windows, start_ps / 1000, end_ps / 1000);
         self.heatmap.add_window(&w);
+        let mut obs_cols = Vec::new();
+        if !self.observers.is_empty() {
+            let truth: Vec<u64> = w.hot_pages(self.scenario.scoring.truth_threshold).collect();
+            obs_cols.push(("truth_bytes".to_string(), (truth.len() as u64 * 4096) as f64));
+            for o in &mut self.observers {
+                let rep = o.obs.hot_set(start_ps / 1000, end_ps / 1000, &self.machine);
+                let sc = score(&rep, &truth);
+                let p = format!("telemetry.{}", o.label);
+                o.precision.push(sc.precision());
+                o.recall.push(sc.recall());
+                o.window_end_s.push(end_ps as f64 / 1e12);
+                obs_cols.push((format!("{p}.precision"), sc.precision()));
+                obs_cols.push((format!("{p}.recall"), sc.recall()));
+                obs_cols.push((format!("{p}.reported_bytes"), sc.reported as f64));
+                let cpu = o.cpu_ps + o.obs.hw_cpu_ps(&self.machine);
+                obs_cols.push((format!("{p}.cpu_s"), cpu as f64 / 1e12));
+                for (k, v) in o.obs.window_columns() {
+                    obs_cols.push((format!("{p}.{k}"), v));
+                }
+            }
+        }
         let now = sum_counters(&self.machine);
         let d = |a: u64, b: u64| (a - b) as f64;
         let mut row = vec![
@@ -347,6 +434,7 @@ impl Simulation {
             row.push((format!("node.{}.accesses", n.cfg.name), d(now.node_acc[i], self.prev.node_acc[i])));
             row.push((format!("node.{}.resident_bytes", n.cfg.name), (n.used_pages * 4096) as f64));
         }
+        row.extend(obs_cols);
         self.timeseries.push_row(row);
         self.prev = now;
         self.windows += 1;
@@ -364,11 +452,15 @@ impl Simulation {
         'outer: loop {
             let window_end = (window_start + self.window_ps).min(self.end_ps);
             while frontier < window_end {
-                frontier = (frontier + self.quantum_ps).min(window_end);
+                let next_obs = self.next_observer_ps();
+                frontier = (frontier + self.quantum_ps).min(window_end).min(next_obs.max(frontier + 1));
                 for t in 0..self.threads {
                     if self.machine.cores[t].clock_ps < frontier {
                         self.run_core(t, frontier)?;
                     }
+                }
+                if next_obs <= frontier {
+                    self.fire_observers(frontier)?;
                 }
                 if self.all_done() {
                     break;
@@ -429,6 +521,39 @@ impl Simulation {
         stats.set("run.interrupted", interrupted as u64);
         stats.set("run.threads", self.threads);
         stats.set("run.ground_truth_accesses", self.machine.gt.total_accesses);
+        let target = self.scenario.scoring.target;
+        if !self.observers.is_empty() {
+            stats.set("scoring.target", target);
+            stats.set("scoring.truth_threshold", self.scenario.scoring.truth_threshold as u64);
+        }
+        for o in &self.observers {
+            let p = format!("telemetry.{}", o.label);
+            stats.set(format!("{p}.kind"), o.kind);
+            let mean = |v: &[f64]| {
+                let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                if f.is_empty() {
+                    f64::NAN
+                } else {
+                    f.iter().sum::<f64>() / f.len() as f64
+                }
+            };
+            stats.set(format!("{p}.mean_precision"), mean(&o.precision));
+            stats.set(format!("{p}.mean_recall"), mean(&o.recall));
+            let first = |v: &[f64]| v.iter().position(|&x| x >= target).map(|i| o.window_end_s[i]);
+            if let Some(t) = first(&o.precision) {
+                stats.set(format!("{p}.time_to_precision"), t);
+            }
+            if let Some(t) = first(&o.recall) {
+                stats.set(format!("{p}.time_to_recall"), t);
+            }
+            let cpu = o.cpu_ps + o.obs.hw_cpu_ps(&self.machine);
+            stats.set(format!("{p}.cpu_seconds"), cpu as f64 / 1e12);
+            stats.set(format!("{p}.core"), o.core);
+            o.obs.report_stats(&p, &mut stats);
+        }
+        let app_s =
+            (0..self.threads).map(|t| self.machine.cores[t].clock_ps).max().unwrap_or(0) as f64 / 1e12;
+        stats.set("run.app_seconds", app_s);
         Ok(RunResult {
             scenario: self.scenario.clone(),
             stats,

@@ -17,8 +17,11 @@ fn shared_masim(name: &str) -> Option<String> {
     }
 }
 
-/// (phase index, phase name, [(region, accesses)]) read back from the stats.
-fn phases(stats: &Stats) -> Vec<(usize, String, Vec<(String, u64)>)> {
+/// (phase index, phase name, [(region, accesses)]) of one phase.
+type Phase = (usize, String, Vec<(String, u64)>);
+
+/// The phases read back from the stats.
+fn phases(stats: &Stats) -> Vec<Phase> {
     let mut out = Vec::new();
     for i in 0.. {
         let name = match stats.get(&format!("workload.phase.{i}.name")) {

@@ -13,6 +13,7 @@
 pub mod cost;
 pub mod memory;
 pub mod pagetable;
+pub mod pebs;
 pub mod tlb;
 
 use std::collections::BTreeMap;
@@ -244,6 +245,10 @@ pub struct Core {
     node: u8,
     /// Ground-truth coalescing cache.
     gt: Box<crate::groundtruth::Coalescer>,
+    /// PEBS: events left until the next record, and the event mask (bit 0 loads, bit 1
+    /// stores; 0 = sampling off).
+    pebs_left: u64,
+    pebs_mask: u8,
 }
 
 /// Flush behaviour of an Accessed-bit clear.
@@ -283,6 +288,8 @@ pub struct Machine {
     fault_2m_ps: u64,
     /// Accesses outside any mapping (the run stops with an error on the first one).
     pub segfaults: u64,
+    /// The PEBS hardware, when a sampling observer enabled it.
+    pub pebs: Option<pebs::PebsHw>,
 }
 
 const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps below 2^47
@@ -317,6 +324,8 @@ impl Machine {
                 cost_to,
                 node,
                 gt: Box::default(),
+                pebs_left: u64::MAX,
+                pebs_mask: 0,
             });
         }
         let mut pt = PageTables::new();
@@ -336,6 +345,7 @@ impl Machine {
             fault_4k_ps: ps(c.fault_ns + 4096.0 / c.zero_gbps),
             fault_2m_ps: ps(c.fault_ns + (2u64 << 20) as f64 / c.zero_gbps),
             segfaults: 0,
+            pebs: None,
         }
     }
 
@@ -351,6 +361,12 @@ impl Machine {
         let c = &mut self.cores[core];
         c.c.accesses += 1;
         c.c.writes += write as u64;
+        // PEBS event counting: decrement for the sampled kinds only (mask 0 = off).
+        c.pebs_left -= ((c.pebs_mask >> write as u8) & 1) as u64;
+        if c.pebs_left == 0 {
+            self.pebs_record(core, a);
+        }
+        let c = &mut self.cores[core];
         // Ground truth (coalesced per core).
         c.gt.count(a.addr >> 12, &mut self.gt);
         // Fast path: same page as the previous access of this core. That page is the
@@ -469,6 +485,42 @@ impl Machine {
         c.c.fault_ps += cost;
         c.clock_ps += cost;
         Ok(0)
+    }
+
+    #[cold]
+    fn pebs_record(&mut self, core: usize, a: Access) {
+        let clock = self.cores[core].clock_ps;
+        let Some(hw) = self.pebs.as_mut() else {
+            self.cores[core].pebs_left = u64::MAX;
+            return;
+        };
+        let cost = hw.record(core, a.addr, a.kind.code(), clock);
+        let period = hw.cfg.period.max(1);
+        let c = &mut self.cores[core];
+        c.pebs_left = period;
+        c.clock_ps += cost;
+        c.c.background_ps += cost;
+    }
+
+    /// Turn PEBS sampling on with `cfg` (replacing any earlier configuration).
+    pub fn enable_pebs(&mut self, cfg: pebs::PebsHwConfig) {
+        let mask = (cfg.loads as u8) | ((cfg.stores as u8) << 1);
+        let period = cfg.period.max(1);
+        for c in &mut self.cores {
+            c.pebs_mask = mask;
+            c.pebs_left = period;
+        }
+        self.pebs = Some(pebs::PebsHw::new(cfg, self.cores.len()));
+    }
+
+    /// Change the reset value (takes effect at each core's next record).
+    pub fn set_pebs_period(&mut self, period: u64) {
+        if let Some(hw) = self.pebs.as_mut() {
+            hw.cfg.period = period.max(1);
+            for c in &mut self.cores {
+                c.pebs_left = c.pebs_left.min(period.max(1));
+            }
+        }
     }
 
     /// Charge `ns` of background work to `core` (its clock advances).
@@ -837,6 +889,32 @@ mod tests {
         }
         assert_eq!(m.cores[0].c.page_faults, 2);
         assert_eq!(m.cores[0].c.tlb_misses, 2);
+    }
+
+    #[test]
+    fn pebs_samples_every_rth_event_and_interrupts_when_full() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        m.enable_pebs(pebs::PebsHwConfig {
+            loads: true,
+            stores: false,
+            period: 10,
+            capacity: 42,
+            threshold: 37,
+            interrupt_ps: ps(10_000.0),
+        });
+        // 1000 loads and 1000 stores: loads only are counted.
+        for k in 0..1000u64 {
+            m.access(0, Access::read(a + k * 64)).unwrap();
+            m.access(0, Access::write(a + k * 64)).unwrap();
+        }
+        let hw = m.pebs.as_ref().unwrap();
+        assert_eq!(hw.cores[0].samples, 100, "N/R records for N events");
+        assert_eq!(hw.cores[0].interrupts, 2, "100 records, interrupt every 37");
+        assert_eq!(hw.drained.len(), 2);
+        assert_eq!(hw.drained[0].records.len(), 37);
+        assert_eq!(hw.drained[0].records[0].0, a + 9 * 64, "the 10th load");
+        assert_eq!(m.cores[0].c.background_ps, 2 * ps(10_000.0));
     }
 
     #[test]

@@ -64,7 +64,6 @@ impl Level {
 }
 
 const NONE: u32 = u32::MAX;
-const BULK: u32 = 1 << 31;
 
 #[inline]
 fn bit(b: &[u64; 8], i: usize) -> bool {
@@ -82,29 +81,27 @@ fn count(b: &[u64; 8]) -> u32 {
     b.iter().map(|w| w.count_ones()).sum()
 }
 
-/// An upper-level table (PGD, PUD or PMD).
+/// Flag bits of an upper-level entry (the rest, bits 0..27, hold the child table index, or
+/// the node of a 2 MiB page or of a bulk-populated PTE range).
+const P: u32 = 1 << 31; // present
+const A: u32 = 1 << 30; // accessed
+const D: u32 = 1 << 29; // dirty
+const LEAF: u32 = 1 << 28; // PMD entry maps a 2 MiB page
+const BULK_E: u32 = 1 << 27; // PMD entry: 512 present 4 KiB pages, bits clear, no PTE table
+const IDX: u32 = (1 << 27) - 1;
+
+/// An upper-level table (PGD, PUD or PMD): 512 packed entries, like hardware page-table
+/// entries, so reading an entry touches one cache line.
 #[derive(Clone)]
 struct Upper {
-    child: Box<[u32; ENTRIES]>,
-    present: [u64; 8],
-    accessed: [u64; 8],
-    dirty: [u64; 8],
-    /// PMD only: entry maps a 2 MiB page (child = node).
-    leaf: [u64; 8],
+    e: [u32; ENTRIES],
     /// Number of present entries.
     used: u32,
 }
 
 impl Upper {
     fn new() -> Self {
-        Upper {
-            child: Box::new([NONE; ENTRIES]),
-            present: [0; 8],
-            accessed: [0; 8],
-            dirty: [0; 8],
-            leaf: [0; 8],
-            used: 0,
-        }
+        Upper { e: [0; ENTRIES], used: 0 }
     }
 }
 
@@ -278,7 +275,7 @@ impl PageTables {
     }
     /// Approximate bytes used by the page-table structures.
     pub fn heap_bytes(&self) -> usize {
-        self.uppers.len() * (std::mem::size_of::<Upper>() + 4 * ENTRIES)
+        self.uppers.len() * std::mem::size_of::<Upper>()
             + self.ptes.len() * std::mem::size_of::<PteTable>()
             + self.ptes.iter().filter(|p| p.nodes.is_some()).count() * ENTRIES
     }
@@ -288,19 +285,18 @@ impl PageTables {
         let mut t = 0u32;
         for level in [Level::Pgd, Level::Pud] {
             let i = level.index(va);
-            let c = self.uppers[t as usize].child[i];
-            t = if c == NONE {
+            let e = self.uppers[t as usize].e[i];
+            t = if e & P == 0 {
                 if !create {
                     return None;
                 }
                 let n = self.alloc_upper();
                 let u = &mut self.uppers[t as usize];
-                u.child[i] = n;
-                set(&mut u.present, i);
+                u.e[i] = P | n;
                 u.used += 1;
                 n
             } else {
-                c
+                e & IDX
             };
         }
         Some(t)
@@ -309,43 +305,43 @@ impl PageTables {
     fn pmd_table_ro(&self, va: u64) -> Option<u32> {
         let mut t = 0u32;
         for level in [Level::Pgd, Level::Pud] {
-            let c = self.uppers[t as usize].child[level.index(va)];
-            if c == NONE {
+            let e = self.uppers[t as usize].e[level.index(va)];
+            if e & P == 0 {
                 return None;
             }
-            t = c;
+            t = e & IDX;
         }
         Some(t)
     }
 
-    /// Make the PMD entry of `va` point at a real PTE table (materializing a bulk entry).
+    /// Make the PMD entry `i` of table `pmd` point at a real PTE table (materializing a bulk
+    /// entry); None when it is not present or maps a 2 MiB page.
     fn pte_table(&mut self, pmd: u32, i: usize) -> Option<u32> {
-        let c = self.uppers[pmd as usize].child[i];
-        let u = &self.uppers[pmd as usize];
-        if !bit(&u.present, i) || bit(&u.leaf, i) {
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 || e & LEAF != 0 {
             return None;
         }
-        if c & BULK != 0 {
-            let node = (c & 0xff) as u8;
+        if e & BULK_E != 0 {
+            let node = (e & 0xff) as u8;
             let idx = self.alloc_pte(PteTable::full(node));
-            self.uppers[pmd as usize].child[i] = idx;
+            let u = &mut self.uppers[pmd as usize];
+            u.e[i] = (e & (P | A | D)) | idx;
             self.stats.materialized += 1;
             return Some(idx);
         }
-        Some(c)
+        Some(e & IDX)
     }
 
     /// Map one 4 KiB page at `va` on `node`. Returns false if it was already present.
     pub fn map_4k(&mut self, va: u64, node: u8) -> bool {
         let pmd = self.pmd_table(va, true).expect("create");
         let i = Level::Pmd.index(va);
-        let u = &self.uppers[pmd as usize];
-        assert!(!bit(&u.leaf, i), "4 KiB page inside a 2 MiB mapping");
-        let pte_idx = if !bit(&u.present, i) {
+        let e = self.uppers[pmd as usize].e[i];
+        assert!(e & LEAF == 0, "4 KiB page inside a 2 MiB mapping");
+        let pte_idx = if e & P == 0 {
             let idx = self.alloc_pte(PteTable::empty());
             let u = &mut self.uppers[pmd as usize];
-            u.child[i] = idx;
-            set(&mut u.present, i);
+            u.e[i] = P | idx;
             u.used += 1;
             idx
         } else {
@@ -372,14 +368,10 @@ impl PageTables {
         let pmd = self.pmd_table(va, true).expect("create");
         let i = Level::Pmd.index(va);
         let u = &mut self.uppers[pmd as usize];
-        if bit(&u.present, i) {
+        if u.e[i] & P != 0 {
             return false;
         }
-        u.child[i] = node as u32;
-        set(&mut u.present, i);
-        set(&mut u.leaf, i);
-        clr(&mut u.accessed, i);
-        clr(&mut u.dirty, i);
+        u.e[i] = P | LEAF | node as u32;
         u.used += 1;
         self.present_2m += 1;
         true
@@ -399,11 +391,8 @@ impl PageTables {
                 let pmd = self.pmd_table(va, true).expect("create");
                 let i = Level::Pmd.index(va);
                 let u = &mut self.uppers[pmd as usize];
-                if !bit(&u.present, i) {
-                    u.child[i] = BULK | node as u32;
-                    set(&mut u.present, i);
-                    clr(&mut u.accessed, i);
-                    clr(&mut u.dirty, i);
+                if u.e[i] & P == 0 {
+                    u.e[i] = P | BULK_E | node as u32;
                     u.used += 1;
                     self.present_4k += 512;
                     made += 512;
@@ -432,15 +421,14 @@ impl PageTables {
             let stop = pmd_end.min(end);
             if let Some(pmd) = self.pmd_table_ro(va) {
                 let i = Level::Pmd.index(va);
-                let u = &self.uppers[pmd as usize];
-                if bit(&u.present, i) {
-                    let c = u.child[i];
-                    if bit(&u.leaf, i) {
-                        freed(c as u8, 512);
+                let e = self.uppers[pmd as usize].e[i];
+                if e & P != 0 {
+                    if e & LEAF != 0 {
+                        freed((e & 0xff) as u8, 512);
                         self.present_2m -= 1;
                         self.clear_pmd_entry(pmd, i);
-                    } else if c & BULK != 0 && va == pmd_start && stop == pmd_end {
-                        freed((c & 0xff) as u8, 512);
+                    } else if e & BULK_E != 0 && va == pmd_start && stop == pmd_end {
+                        freed((e & 0xff) as u8, 512);
                         self.present_4k -= 512;
                         self.clear_pmd_entry(pmd, i);
                     } else {
@@ -474,11 +462,7 @@ impl PageTables {
 
     fn clear_pmd_entry(&mut self, pmd: u32, i: usize) {
         let u = &mut self.uppers[pmd as usize];
-        u.child[i] = NONE;
-        clr(&mut u.present, i);
-        clr(&mut u.accessed, i);
-        clr(&mut u.dirty, i);
-        clr(&mut u.leaf, i);
+        u.e[i] = 0;
         u.used -= 1;
     }
 
@@ -487,26 +471,21 @@ impl PageTables {
         let mut va = start & !((1 << 30) - 1);
         while va < end {
             let pgd_i = Level::Pgd.index(va);
-            let pud_t = self.uppers[0].child[pgd_i];
-            if pud_t != NONE {
+            let pe = self.uppers[0].e[pgd_i];
+            if pe & P != 0 {
+                let pud_t = pe & IDX;
                 let pud_i = Level::Pud.index(va);
-                let pmd_t = self.uppers[pud_t as usize].child[pud_i];
-                if pmd_t != NONE && self.uppers[pmd_t as usize].used == 0 {
-                    self.free_uppers.push(pmd_t);
+                let ue = self.uppers[pud_t as usize].e[pud_i];
+                if ue & P != 0 && self.uppers[(ue & IDX) as usize].used == 0 {
+                    self.free_uppers.push(ue & IDX);
                     let u = &mut self.uppers[pud_t as usize];
-                    u.child[pud_i] = NONE;
-                    clr(&mut u.present, pud_i);
-                    clr(&mut u.accessed, pud_i);
-                    clr(&mut u.dirty, pud_i);
+                    u.e[pud_i] = 0;
                     u.used -= 1;
                 }
                 if self.uppers[pud_t as usize].used == 0 {
                     self.free_uppers.push(pud_t);
                     let u = &mut self.uppers[0];
-                    u.child[pgd_i] = NONE;
-                    clr(&mut u.present, pgd_i);
-                    clr(&mut u.accessed, pgd_i);
-                    clr(&mut u.dirty, pgd_i);
+                    u.e[pgd_i] = 0;
                     u.used -= 1;
                 }
             }
@@ -528,38 +507,28 @@ impl PageTables {
             let mut t = 0usize;
             for level in [Level::Pgd, Level::Pud] {
                 let i = level.index(va);
-                let u = &mut self.uppers[t];
-                let c = u.child[i];
-                if c == NONE {
+                let e = &mut self.uppers[t].e[i];
+                if *e & P == 0 {
                     *memo = WalkMemo::EMPTY;
                     return Walk { translation: Translation::NotPresent, levels: level as u8 + 1 };
                 }
-                set(&mut u.accessed, i);
-                if upper_dirty {
-                    set(&mut u.dirty, i);
-                }
-                t = c as usize;
+                *e |= if upper_dirty { A | D } else { A };
+                t = (*e & IDX) as usize;
             }
             *memo = WalkMemo { key, pmd: t as u32, epoch: self.epoch, dirty: upper_dirty };
             t as u32
         };
         let i = Level::Pmd.index(va);
-        let u = &mut self.uppers[pmd as usize];
-        if !bit(&u.present, i) {
+        let e = &mut self.uppers[pmd as usize].e[i];
+        if *e & P == 0 {
             return Walk { translation: Translation::NotPresent, levels: 3 };
         }
-        set(&mut u.accessed, i);
-        let c = u.child[i];
-        if bit(&u.leaf, i) {
-            if write {
-                set(&mut u.dirty, i);
-            }
-            return Walk { translation: Translation::Page2M { node: c as u8 }, levels: 3 };
+        if *e & LEAF != 0 {
+            *e |= if write { A | D } else { A };
+            return Walk { translation: Translation::Page2M { node: (*e & 0xff) as u8 }, levels: 3 };
         }
-        if upper_dirty {
-            set(&mut u.dirty, i);
-        }
-        let pt = if c & BULK != 0 { self.pte_table(pmd, i).expect("bulk") } else { c };
+        *e |= if upper_dirty { A | D } else { A };
+        let pt = if *e & BULK_E != 0 { self.pte_table(pmd, i).expect("bulk") } else { *e & IDX };
         let p = &mut self.ptes[pt as usize];
         let j = Level::Pte.index(va);
         if !bit(&p.present, j) {
@@ -576,12 +545,12 @@ impl PageTables {
     pub fn set_dirty(&mut self, va: u64) {
         if let Some(pmd) = self.pmd_table_ro(va) {
             let i = Level::Pmd.index(va);
-            let u = &mut self.uppers[pmd as usize];
-            if !bit(&u.present, i) {
+            let e = self.uppers[pmd as usize].e[i];
+            if e & P == 0 {
                 return;
             }
-            if bit(&u.leaf, i) {
-                set(&mut u.dirty, i);
+            if e & LEAF != 0 {
+                self.uppers[pmd as usize].e[i] |= D;
                 return;
             }
             if let Some(pt) = self.pte_table(pmd, i) {
@@ -593,35 +562,35 @@ impl PageTables {
         }
     }
 
-    /// Locate the entry of `va` at `level`: (table kind, table index, entry index), or None
-    /// when a table on the way is missing or the entry is not present.
+    /// Locate the entry of `va` at `level`: (upper?, table index, entry index), or None
+    /// when a table on the way is missing or the entry is not present. A PTE under a bulk
+    /// entry is reported with table index `NONE` (present, bits clear).
     fn locate(&self, va: u64, level: Level) -> Option<(bool, u32, usize)> {
         let mut t = 0u32;
         for l in [Level::Pgd, Level::Pud, Level::Pmd] {
             let i = l.index(va);
-            let u = &self.uppers[t as usize];
-            if !bit(&u.present, i) {
+            let e = self.uppers[t as usize].e[i];
+            if e & P == 0 {
                 return None;
             }
             if l == level {
                 return Some((true, t, i));
             }
             if l == Level::Pmd {
-                if bit(&u.leaf, i) {
+                if e & LEAF != 0 {
                     return None; // no PTE level under a 2 MiB page
                 }
-                let c = u.child[i];
-                if c & BULK != 0 {
-                    // Bulk entry: PTEs present, bits clear; report through a pseudo table.
+                if e & BULK_E != 0 {
                     return Some((false, NONE, Level::Pte.index(va)));
                 }
+                let c = e & IDX;
                 let j = Level::Pte.index(va);
                 if !bit(&self.ptes[c as usize].present, j) {
                     return None;
                 }
                 return Some((false, c, j));
             }
-            t = u.child[i];
+            t = e & IDX;
         }
         None
     }
@@ -631,10 +600,10 @@ impl PageTables {
         self.locate(va, level).is_some()
     }
 
-    /// Whether the entry at `level` covering `va` is a leaf mapping a 2 MiB page.
+    /// Whether `va` is mapped by a 2 MiB page.
     pub fn is_huge(&self, va: u64) -> bool {
         match self.locate(va, Level::Pmd) {
-            Some((true, t, i)) => bit(&self.uppers[t as usize].leaf, i),
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & LEAF != 0,
             _ => false,
         }
     }
@@ -642,7 +611,7 @@ impl PageTables {
     /// Test the Accessed bit of `va`'s entry at `level` (false when not present).
     pub fn test_accessed(&self, va: u64, level: Level) -> bool {
         match self.locate(va, level) {
-            Some((true, t, i)) => bit(&self.uppers[t as usize].accessed, i),
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & A != 0,
             Some((false, NONE, _)) => false,
             Some((false, t, j)) => bit(&self.ptes[t as usize].accessed, j),
             None => false,
@@ -652,7 +621,7 @@ impl PageTables {
     /// Test the Dirty bit of `va`'s entry at `level`.
     pub fn test_dirty(&self, va: u64, level: Level) -> bool {
         match self.locate(va, level) {
-            Some((true, t, i)) => bit(&self.uppers[t as usize].dirty, i),
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & D != 0,
             Some((false, NONE, _)) => false,
             Some((false, t, j)) => bit(&self.ptes[t as usize].dirty, j),
             None => false,
@@ -664,14 +633,12 @@ impl PageTables {
     pub fn test_and_clear_accessed(&mut self, va: u64, level: Level) -> bool {
         match self.locate(va, level) {
             Some((true, t, i)) => {
-                let u = &mut self.uppers[t as usize];
-                let was = bit(&u.accessed, i);
-                if was {
-                    clr(&mut u.accessed, i);
-                    // Cached walk paths skip PGD/PUD bits only; a PMD bit is set by every walk.
-                    if level < Level::Pmd {
-                        self.epoch += 1;
-                    }
+                let e = &mut self.uppers[t as usize].e[i];
+                let was = *e & A != 0;
+                *e &= !A;
+                // Cached walk paths skip PGD/PUD bits only; a PMD bit is set by every walk.
+                if was && level < Level::Pmd {
+                    self.epoch += 1;
                 }
                 was
             }
@@ -690,9 +657,9 @@ impl PageTables {
     pub fn test_and_clear_dirty(&mut self, va: u64, level: Level) -> bool {
         match self.locate(va, level) {
             Some((true, t, i)) => {
-                let u = &mut self.uppers[t as usize];
-                let was = bit(&u.dirty, i);
-                clr(&mut u.dirty, i);
+                let e = &mut self.uppers[t as usize].e[i];
+                let was = *e & D != 0;
+                *e &= !D;
                 if was && level < Level::Pmd {
                     self.epoch += 1;
                 }
@@ -713,41 +680,36 @@ impl PageTables {
     pub fn node_of(&self, va: u64) -> Option<u8> {
         let pmd = self.pmd_table_ro(va)?;
         let i = Level::Pmd.index(va);
-        let u = &self.uppers[pmd as usize];
-        if !bit(&u.present, i) {
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 {
             return None;
         }
-        let c = u.child[i];
-        if bit(&u.leaf, i) {
-            return Some(c as u8);
+        if e & (LEAF | BULK_E) != 0 {
+            return Some((e & 0xff) as u8);
         }
-        if c & BULK != 0 {
-            return Some((c & 0xff) as u8);
-        }
-        let p = &self.ptes[c as usize];
+        let p = &self.ptes[(e & IDX) as usize];
         let j = Level::Pte.index(va);
         bit(&p.present, j).then(|| p.node_of(j))
     }
 
     /// Change the node of the present page at `va` (page migration). Returns the old node.
     pub fn set_node(&mut self, va: u64, node: u8) -> Result<u8> {
-        let pmd =
-            self.pmd_table_ro(va).ok_or_else(|| SimError::runtime(format!("migrate: {va:#x} not mapped")))?;
+        let missing = || SimError::runtime(format!("migrate: {va:#x} not mapped"));
+        let pmd = self.pmd_table_ro(va).ok_or_else(missing)?;
         let i = Level::Pmd.index(va);
-        let u = &mut self.uppers[pmd as usize];
-        if !bit(&u.present, i) {
-            return Err(SimError::runtime(format!("migrate: {va:#x} not mapped")));
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 {
+            return Err(missing());
         }
-        if bit(&u.leaf, i) {
-            let old = u.child[i] as u8;
-            u.child[i] = node as u32;
-            return Ok(old);
+        if e & LEAF != 0 {
+            self.uppers[pmd as usize].e[i] = (e & !0xff) | node as u32;
+            return Ok((e & 0xff) as u8);
         }
         let pt = self.pte_table(pmd, i).expect("pte");
         let p = &mut self.ptes[pt as usize];
         let j = Level::Pte.index(va);
         if !bit(&p.present, j) {
-            return Err(SimError::runtime(format!("migrate: {va:#x} not mapped")));
+            return Err(missing());
         }
         let old = p.node_of(j);
         p.set_node(j, node, false);
@@ -768,12 +730,13 @@ impl PageTables {
                 continue;
             };
             let i = Level::Pmd.index(va);
-            let u = &self.uppers[pmd as usize];
-            if !bit(&u.present, i) || bit(&u.leaf, i) {
+            let e = self.uppers[pmd as usize].e[i];
+            if e & P == 0 || e & LEAF != 0 {
                 va = pmd_end;
                 continue;
             }
-            let c = u.child[i];
+            let bulk = e & BULK_E != 0;
+            let c = e & IDX;
             let stop = pmd_end.min(end);
             while va < stop {
                 let w = Level::Pte.index(va) >> 6;
@@ -786,7 +749,7 @@ impl PageTables {
                     let keep = (end - va).div_ceil(4096);
                     mask &= if keep >= 64 { !0 } else { (1u64 << keep) - 1 };
                 }
-                if c & BULK != 0 {
+                if bulk {
                     f(va, mask, 0);
                 } else {
                     let p = &mut self.ptes[c as usize];

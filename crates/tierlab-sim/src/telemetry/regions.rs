@@ -1,0 +1,1 @@
+//! Shared region machinery of DAMON and Telescope (in progress).
