@@ -181,6 +181,10 @@ impl Ring {
     }
 }
 
+// SAFETY: the mapping is process-wide and owned by the ring; moving the owner to another
+// thread (the binding releases the GIL while polling) does not change who may touch it.
+unsafe impl Send for Ring {}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmapping what `open_ring` mapped, once.

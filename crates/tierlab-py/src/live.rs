@@ -1,8 +1,391 @@
-//! Python bindings of the live Linux recorder (`tierlab-live`).
+//! Python bindings of the live recorder (`tierlab-live`): `LiveRecorder` (launch / attach,
+//! poll, finish), backend detection, and the streaming lackey parser of `tierlab trace`.
+//!
+//! Columns cross the boundary as little-endian bytes (numpy `frombuffer` turns them into
+//! arrays without copying row by row); mapping events as a list of tuples.
 
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use tierlab_live::events::{Backend, BackendChoice, Pmus};
+use tierlab_live::lackey;
+
+create_exception!(
+    _native,
+    LiveError,
+    PyRuntimeError,
+    "Live recording could not start or go on (no PMU, no permission, no such process, ...)."
+);
+
+fn le_bytes<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    v: &[T],
+    f: fn(T) -> [u8; N],
+) -> Bound<'py, PyBytes> {
+    let mut out = Vec::with_capacity(v.len() * N);
+    for x in v {
+        out.extend_from_slice(&f(*x));
+    }
+    PyBytes::new_bound(py, &out)
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::*;
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    use tierlab_live::session::{Batch, Config, Exit, Recorder};
+
+    fn live_err(e: impl std::fmt::Display) -> PyErr {
+        LiveError::new_err(e.to_string())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn config(
+        backend: &str,
+        event: Option<String>,
+        period: Option<u64>,
+        buffer_size: u64,
+        ldlat: u64,
+        l3_miss_only: bool,
+        min_mapping: u64,
+        snapshot_interval_ns: u64,
+        flush_interval_ns: u64,
+        pmus_root: Option<PathBuf>,
+    ) -> PyResult<Config> {
+        let backend = BackendChoice::parse(backend).ok_or_else(|| {
+            live_err(format!(
+                "--backend {backend}: unknown (choose from auto, intel-pebs, amd-ibs, page-faults)"
+            ))
+        })?;
+        if buffer_size < 64 {
+            return Err(live_err(format!("--buffer-size {buffer_size}: at least 64 bytes")));
+        }
+        Ok(Config {
+            backend,
+            event,
+            period,
+            buffer_size,
+            ldlat,
+            l3_miss_only,
+            min_mapping,
+            snapshot_interval_ns: snapshot_interval_ns.max(1_000_000),
+            flush_interval_ns: flush_interval_ns.max(1_000_000),
+            pmus_root,
+        })
+    }
+
+    fn batch_to_py<'py>(py: Python<'py>, b: &Batch) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        let s = PyDict::new_bound(py);
+        s.set_item("time_ns", le_bytes(py, &b.time_ns, u64::to_le_bytes))?;
+        s.set_item("tid", le_bytes(py, &b.tid, u32::to_le_bytes))?;
+        s.set_item("cpu", le_bytes(py, &b.cpu, u32::to_le_bytes))?;
+        s.set_item("addr", le_bytes(py, &b.addr, u64::to_le_bytes))?;
+        s.set_item("ip", le_bytes(py, &b.ip, u64::to_le_bytes))?;
+        s.set_item("weight", le_bytes(py, &b.weight, u64::to_le_bytes))?;
+        s.set_item("data_src", le_bytes(py, &b.data_src, u64::to_le_bytes))?;
+        s.set_item("drain", le_bytes(py, &b.drain, u64::to_le_bytes))?;
+        d.set_item("samples", s)?;
+        let dr = PyDict::new_bound(py);
+        let col = |i: usize| -> Vec<u64> {
+            b.drains
+                .iter()
+                .map(|r| match i {
+                    0 => r.0,
+                    1 => u64::from(r.1),
+                    2 => r.2,
+                    _ => u64::from(r.3),
+                })
+                .collect()
+        };
+        dr.set_item("time_ns", le_bytes(py, &col(0), u64::to_le_bytes))?;
+        dr.set_item("cpu", le_bytes(py, &col(1), u64::to_le_bytes))?;
+        dr.set_item("drain", le_bytes(py, &col(2), u64::to_le_bytes))?;
+        dr.set_item("records", le_bytes(py, &col(3), u64::to_le_bytes))?;
+        d.set_item("drains", dr)?;
+        let maps = PyList::empty_bound(py);
+        for m in &b.mappings {
+            maps.append((
+                m.time_ns,
+                if m.map { "map" } else { "unmap" },
+                m.start,
+                m.length,
+                m.name.as_str(),
+            ))?;
+        }
+        d.set_item("mappings", maps)?;
+        Ok(d)
+    }
+
+    /// A recording in progress: `LiveRecorder.launch(argv, ...)` or `LiveRecorder.attach(pid, ...)`,
+    /// then `poll()` until `exit` is not `None`, then `finish()`.
+    #[pyclass(module = "tierlab._native")]
+    pub struct LiveRecorder {
+        rec: Option<Recorder>,
+    }
+
+    impl LiveRecorder {
+        fn get(&mut self) -> PyResult<&mut Recorder> {
+            self.rec.as_mut().ok_or_else(|| live_err("the recorder is closed"))
+        }
+        fn get_ref(&self) -> PyResult<&Recorder> {
+            self.rec.as_ref().ok_or_else(|| live_err("the recorder is closed"))
+        }
+    }
+
+    #[pymethods]
+    impl LiveRecorder {
+        /// Fork `argv`, open the events on it, then let it exec.
+        #[staticmethod]
+        #[pyo3(signature = (argv, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
+            l3_miss_only=false, min_mapping=4194304, snapshot_interval_ns=20_000_000,
+            flush_interval_ns=250_000_000, pmus_root=None))]
+        #[allow(clippy::too_many_arguments)]
+        fn launch(
+            argv: Vec<OsString>,
+            backend: &str,
+            event: Option<String>,
+            period: Option<u64>,
+            buffer_size: u64,
+            ldlat: u64,
+            l3_miss_only: bool,
+            min_mapping: u64,
+            snapshot_interval_ns: u64,
+            flush_interval_ns: u64,
+            pmus_root: Option<PathBuf>,
+        ) -> PyResult<Self> {
+            let cfg = config(
+                backend,
+                event,
+                period,
+                buffer_size,
+                ldlat,
+                l3_miss_only,
+                min_mapping,
+                snapshot_interval_ns,
+                flush_interval_ns,
+                pmus_root,
+            )?;
+            let rec = Recorder::launch(cfg, &argv).map_err(live_err)?;
+            Ok(LiveRecorder { rec: Some(rec) })
+        }
+
+        /// Attach to process `pid` (every thread, and every thread it creates).
+        #[staticmethod]
+        #[pyo3(signature = (pid, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
+            l3_miss_only=false, min_mapping=4194304, snapshot_interval_ns=20_000_000,
+            flush_interval_ns=250_000_000, pmus_root=None))]
+        #[allow(clippy::too_many_arguments)]
+        fn attach(
+            pid: i32,
+            backend: &str,
+            event: Option<String>,
+            period: Option<u64>,
+            buffer_size: u64,
+            ldlat: u64,
+            l3_miss_only: bool,
+            min_mapping: u64,
+            snapshot_interval_ns: u64,
+            flush_interval_ns: u64,
+            pmus_root: Option<PathBuf>,
+        ) -> PyResult<Self> {
+            let cfg = config(
+                backend,
+                event,
+                period,
+                buffer_size,
+                ldlat,
+                l3_miss_only,
+                min_mapping,
+                snapshot_interval_ns,
+                flush_interval_ns,
+                pmus_root,
+            )?;
+            let rec = Recorder::attach(cfg, pid).map_err(live_err)?;
+            Ok(LiveRecorder { rec: Some(rec) })
+        }
+
+        /// Wait up to `timeout_ms` for data (the GIL is released), drain what is due and return
+        /// the rows: `{"samples": {col: bytes}, "drains": {col: bytes (u64)}, "mappings": [...]}`.
+        #[pyo3(signature = (timeout_ms=100))]
+        fn poll<'py>(&mut self, py: Python<'py>, timeout_ms: i32) -> PyResult<Bound<'py, PyDict>> {
+            let rec = self.get()?;
+            let batch = py.allow_threads(|| rec.poll(timeout_ms));
+            batch_to_py(py, &batch)
+        }
+
+        /// Drain everything left and return the last rows.
+        fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+            let rec = self.get()?;
+            let batch = py.allow_threads(|| rec.finish());
+            batch_to_py(py, &batch)
+        }
+
+        /// Close the events and rings (the target, if still running, runs on).
+        fn close(&mut self) {
+            self.rec = None;
+        }
+
+        /// `None` while the target runs; else `("exit", code)`, `("signal", n)` or `("gone", 0)`.
+        #[getter]
+        fn exit(&self) -> PyResult<Option<(&'static str, i32)>> {
+            Ok(match self.get_ref()?.exit() {
+                Exit::Running => None,
+                Exit::Code(c) => Some(("exit", c)),
+                Exit::Signal(s) => Some(("signal", s)),
+                Exit::Gone => Some(("gone", 0)),
+            })
+        }
+
+        #[getter]
+        fn pid(&self) -> PyResult<i32> {
+            Ok(self.get_ref()?.pid)
+        }
+
+        #[getter]
+        fn now_ns(&self) -> PyResult<u64> {
+            Ok(self.get_ref()?.now_ns())
+        }
+
+        /// What the recording used: backend, event, encodings, ring, flags the kernel refused.
+        fn parameters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+            let r = self.get_ref()?;
+            let d = PyDict::new_bound(py);
+            d.set_item("backend", r.spec.backend.name())?;
+            d.set_item("event", r.spec.name.as_str())?;
+            d.set_item("perf_type", r.spec.attr.type_)?;
+            d.set_item("config", format!("{:#x}", r.spec.attr.config))?;
+            d.set_item("config1", format!("{:#x}", r.spec.attr.config1))?;
+            d.set_item("precise_ip", r.spec.attr.precise_ip())?;
+            d.set_item("period", r.spec.attr.sample_period)?;
+            d.set_item("sample_type", format!("{:#x}", r.spec.attr.sample_type))?;
+            d.set_item("group_leader", r.spec.leader.map(|l| format!("{:#x}", l.config)))?;
+            d.set_item("ring_bytes", r.ring_bytes())?;
+            d.set_item("cpus", r.cpus())?;
+            d.set_item("flags_dropped", r.flags_dropped.clone())?;
+            d.set_item("auto_notes", r.auto_notes.clone())?;
+            Ok(d)
+        }
+
+        /// The accounting: samples, lost, throttling, drains, snapshots, threads.
+        fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+            let r = self.get_ref()?;
+            let s = &r.stats;
+            let d = PyDict::new_bound(py);
+            for (k, v) in [
+                ("samples", s.samples),
+                ("lost_records", s.lost_records),
+                ("lost", s.lost),
+                ("lost_samples", s.lost_samples),
+                ("throttled", s.throttled),
+                ("unthrottled", s.unthrottled),
+                ("drains", s.drains),
+                ("watermark_drains", s.watermark_drains),
+                ("timer_drains", s.timer_drains),
+                ("samples_without_addr", s.samples_without_addr),
+                ("other_process_samples", s.other_process_samples),
+                ("corrupt_rings", s.corrupt_rings),
+                ("unparsed_records", s.unparsed_records),
+                ("maps_snapshots", s.snapshots),
+                ("max_snapshot_gap_ns", s.max_snapshot_gap_ns),
+                ("threads", s.threads),
+            ] {
+                d.set_item(k, v)?;
+            }
+            d.set_item("tids", r.threads())?;
+            Ok(d)
+        }
+    }
+
+    pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_class::<LiveRecorder>()
+    }
+}
+
+/// Which backends this machine supports: `{"auto": name, "backends": {name: None | reason}}`.
+#[pyfunction]
+#[pyo3(signature = (pmus_root=None))]
+fn live_backends(py: Python<'_>, pmus_root: Option<std::path::PathBuf>) -> PyResult<Bound<'_, PyDict>> {
+    let pmus = pmus_root.map(Pmus::at).unwrap_or_else(Pmus::system);
+    let d = PyDict::new_bound(py);
+    let b = PyDict::new_bound(py);
+    b.set_item(Backend::IntelPebs.name(), pmus.intel().err().map(|e| e.to_string()))?;
+    b.set_item(Backend::AmdIbs.name(), pmus.amd_ibs().err().map(|e| e.to_string()))?;
+    b.set_item(Backend::PageFaults.name(), None::<String>)?;
+    d.set_item("backends", b)?;
+    d.set_item("auto", pmus.auto().0.name())?;
+    let ev = PyDict::new_bound(py);
+    for backend in Backend::ALL {
+        ev.set_item(backend.name(), backend.events().to_vec())?;
+    }
+    d.set_item("events", ev)?;
+    Ok(d)
+}
+
+/// The streaming parser of lackey's `--trace-mem=yes` output.
+#[pyclass(module = "tierlab._native")]
+struct LackeyParser {
+    parser: lackey::Parser,
+    out: lackey::Accesses,
+}
+
+#[pymethods]
+impl LackeyParser {
+    #[new]
+    fn new() -> Self {
+        LackeyParser { parser: lackey::Parser::new(), out: lackey::Accesses::default() }
+    }
+
+    /// Parse a chunk; returns the accesses it completed as `{time_ns, addr, kind}` bytes
+    /// (u64, u64, u8) and Valgrind's own message lines.
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+        self.out.clear();
+        let (parser, out) = (&mut self.parser, &mut self.out);
+        py.allow_threads(|| parser.feed(chunk, out)).map_err(|e| LiveError::new_err(e.to_string()))?;
+        self.columns(py)
+    }
+
+    /// End of the output (a last line without newline).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.out.clear();
+        self.parser.finish(&mut self.out).map_err(|e| LiveError::new_err(e.to_string()))?;
+        self.columns(py)
+    }
+
+    /// Counts so far: lines, instructions, loads, stores, modifies, accesses.
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = &self.parser;
+        let d = PyDict::new_bound(py);
+        d.set_item("lines", p.line)?;
+        d.set_item("instructions", p.instructions)?;
+        d.set_item("loads", p.loads)?;
+        d.set_item("stores", p.stores)?;
+        d.set_item("modifies", p.modifies)?;
+        d.set_item("accesses", p.accesses())?;
+        Ok(d)
+    }
+}
+
+impl LackeyParser {
+    fn columns<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        d.set_item("time_ns", le_bytes(py, &self.out.time, u64::to_le_bytes))?;
+        d.set_item("addr", le_bytes(py, &self.out.addr, u64::to_le_bytes))?;
+        d.set_item("kind", PyBytes::new_bound(py, &self.out.kind))?;
+        d.set_item("messages", std::mem::take(&mut self.parser.messages))?;
+        Ok(d)
+    }
+}
 
 /// Register the live-recording functions on the module.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("LiveError", m.py().get_type_bound::<LiveError>())?;
+    m.add_function(wrap_pyfunction!(live_backends, m)?)?;
+    m.add_class::<LackeyParser>()?;
+    #[cfg(target_os = "linux")]
+    linux::register(m)?;
     Ok(())
 }
