@@ -81,7 +81,25 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
 }
+#: The core tables: every recording has them (possibly empty).
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
+
+#: Optional tables: present only in recordings whose source produces them.
+#: ``regions``: DAMON-style region snapshots (``tierlab import damo``): one row per region per
+#: snapshot, ``nr_accesses`` of the aggregation interval ``[time_ns, end_ns)``.
+SCHEMAS["regions"] = pa.schema(
+    [
+        ("time_ns", pa.uint64()),
+        ("end_ns", pa.uint64()),
+        ("target", pa.uint32()),
+        ("start", pa.uint64()),
+        ("end", pa.uint64()),
+        ("nr_accesses", pa.uint32()),
+        ("age", pa.uint32()),
+    ]
+)
+OPTIONAL_TABLES: tuple[str, ...] = ("regions",)
+ALL_TABLES: tuple[str, ...] = TABLES + OPTIONAL_TABLES
 
 #: Codes of the ``kind`` column of ``accesses``.
 KIND_LOAD = 0
@@ -219,9 +237,9 @@ class RecordingWriter:
             "machine": dict(machine or {}),
             "tables": {table: 0 for table in TABLES},
         }
-        self._parts = {table: 0 for table in TABLES}
-        self._buffers: dict[str, list[pa.Table]] = {table: [] for table in TABLES}
-        self._buffered = {table: 0 for table in TABLES}
+        self._parts = {table: 0 for table in ALL_TABLES}
+        self._buffers: dict[str, list[pa.Table]] = {table: [] for table in ALL_TABLES}
+        self._buffered = {table: 0 for table in ALL_TABLES}
         self._closed = False
         self._write_meta()
 
@@ -254,8 +272,24 @@ class RecordingWriter:
         """Append drains: ``time_ns, cpu, drain, records``."""
         self._append("drains", data, columns)
 
+    def append_regions(self, data: Any = None, **columns: Any) -> None:
+        """Append region snapshots (optional table): ``time_ns, end_ns, target, start, end,
+        nr_accesses, age``."""
+        self._append("regions", data, columns)
+
+    def update_meta(self, **fields: Any) -> None:
+        """Set top-level fields of ``meta.json`` (``parameters``, ``machine``, or fields of the
+        writer's own such as ``accounting``); written at the next :meth:`flush` or
+        :meth:`close`. The format's own fields cannot be set."""
+        reserved = {"format", "version", "created", "complete", "tables"}
+        bad = sorted(reserved & set(fields))
+        if bad:
+            raise RecordingError(f"update_meta: {', '.join(bad)} cannot be set")
+        self._meta.update(fields)
+
     # -- writing ---------------------------------------------------------------------------
     def _write_part(self, table: str, data: pa.Table) -> None:
+        (self.path / table).mkdir(exist_ok=True)
         final = self.path / table / _part_name(self._parts[table])
         # Hidden name: pyarrow/pandas skip dot-files and the `*.parquet` glob does not match.
         tmp = final.with_name(f".{final.name}.tmp")
@@ -264,7 +298,7 @@ class RecordingWriter:
             os.fsync(f.fileno())
         os.replace(tmp, final)
         self._parts[table] += 1
-        self._meta["tables"][table] += data.num_rows
+        self._meta["tables"][table] = self._meta["tables"].get(table, 0) + data.num_rows
 
     def _flush_table(self, table: str) -> None:
         if not self._buffers[table]:
@@ -282,7 +316,7 @@ class RecordingWriter:
         """Write every buffered row as new parts, then rewrite ``meta.json``."""
         if self._closed:
             return
-        for table in TABLES:
+        for table in ALL_TABLES:
             self._flush_table(table)
         self._write_meta()
 
@@ -290,9 +324,9 @@ class RecordingWriter:
         """Flush, give every empty table one empty part, and mark the recording complete."""
         if self._closed:
             return
-        for table in TABLES:
+        for table in ALL_TABLES:
             self._flush_table(table)
-            if self._parts[table] == 0:
+            if self._parts[table] == 0 and table in TABLES:
                 self._write_part(table, SCHEMAS[table].empty_table())
         self._meta["complete"] = True
         self._write_meta()
@@ -348,7 +382,7 @@ class Recording:
     def parts(self, table: str) -> list[Path]:
         """The Parquet parts of ``table``, in order."""
         if table not in SCHEMAS:
-            raise KeyError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
+            raise KeyError(f"unknown table {table!r} (tables: {', '.join(ALL_TABLES)})")
         d = self.path / table
         if not d.is_dir():
             return []
@@ -407,6 +441,11 @@ class Recording:
     def drains(self) -> pd.DataFrame:
         """All drains (``time_ns, cpu, drain, records``)."""
         return self._frame("drains")
+
+    def regions(self) -> pd.DataFrame:
+        """Region snapshots, an optional table (``time_ns, end_ns, target, start, end,
+        nr_accesses, age``); empty when the recording has none."""
+        return self._frame("regions")
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -484,10 +523,12 @@ def write_recording(
 
 
 __all__: Sequence[str] = [
+    "ALL_TABLES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "KIND_LOAD",
     "KIND_STORE",
+    "OPTIONAL_TABLES",
     "SCHEMAS",
     "TABLES",
     "Recording",

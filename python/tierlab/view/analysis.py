@@ -1,0 +1,265 @@
+"""The numbers behind ``tierlab view``: per mapping, samples, pages touched, the heatmap
+matrix and the histogram of pages by samples; in total, samples, losses and drain intervals.
+
+Works on every recording: samples (live or simulated PEBS, imports), else accesses (traces),
+else DAMON region snapshots (``regions``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tierlab.recording import Recording
+from tierlab.view import history
+from tierlab.view.history import PAGE, Mapping
+
+
+@dataclass
+class ViewOptions:
+    #: Pages per heatmap row (the paper's blocks of 4 pages); raised when a mapping would need
+    #: more than ``max_rows`` rows.
+    group: int = 4
+    #: x axis: ``drain`` (one column per drain = sample set), ``time`` (time bins) or ``auto``
+    #: (drains when the recording has them).
+    x: str = "auto"
+    bins: int = 100
+    max_rows: int = 512
+    max_columns: int = 600
+    max_mappings: int = 12
+    min_mapping: int = 0
+
+
+@dataclass
+class MappingView:
+    mapping: Mapping
+    samples: int
+    pages_touched: int
+    threads: int
+    first_ns: int | None
+    last_ns: int | None
+    block_pages: int
+    #: Heatmap: counts[row, column]; row = block of pages from the mapping's start.
+    counts: np.ndarray
+    x_kind: str
+    #: Column edges: drain indices (drain axis) or nanoseconds (time axis).
+    x_edges: np.ndarray
+    drains_per_column: int
+    #: Pages by number of samples: hist_n[i] samples -> hist_pages[i] pages (n >= 1).
+    hist_n: np.ndarray
+    hist_pages: np.ndarray
+    files: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mapping
+        return {
+            "id": m.id,
+            "name": m.name,
+            "start": m.start,
+            "length": m.length,
+            "pages": m.pages,
+            "map_time_ns": m.map_time_ns,
+            "unmap_time_ns": m.unmap_time_ns,
+            "derived": m.derived,
+            "samples": self.samples,
+            "pages_touched": self.pages_touched,
+            "touched_fraction": self.pages_touched / m.pages if m.pages else 0.0,
+            "threads": self.threads,
+            "first_sample_ns": self.first_ns,
+            "last_sample_ns": self.last_ns,
+            "heatmap": {
+                "x": self.x_kind,
+                "columns": int(self.counts.shape[1]),
+                "rows": int(self.counts.shape[0]),
+                "block_pages": self.block_pages,
+                "drains_per_column": self.drains_per_column,
+            },
+            "histogram": {
+                "samples_per_page": self.hist_n.tolist(),
+                "pages": self.hist_pages.tolist(),
+            },
+            "files": self.files,
+        }
+
+
+@dataclass
+class View:
+    path: str
+    source: str
+    points: str
+    mappings: list[MappingView]
+    totals: dict[str, Any]
+    drain_intervals_ns: np.ndarray
+    files: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recording": self.path,
+            "source": self.source,
+            "points": self.points,
+            "mappings": [m.to_json() for m in self.mappings],
+            "totals": self.totals,
+            "files": self.files,
+        }
+
+
+def _points(rec: Recording) -> tuple[str, pd.DataFrame]:
+    """What to plot: samples if any, else accesses, else region snapshots expanded."""
+    s = rec.samples()
+    if len(s):
+        return "samples", s
+    a = rec.accesses()
+    if len(a):
+        a = a.assign(drain=np.zeros(len(a), dtype=np.uint64))
+        return "accesses", a
+    return "samples", s
+
+
+def drain_intervals(drains: pd.DataFrame) -> np.ndarray:
+    """Time between consecutive drains of the same CPU's buffer (ns)."""
+    if len(drains) < 2:
+        return np.empty(0)
+    gaps = []
+    for _, g in drains.groupby("cpu", sort=True):
+        t = np.sort(g["time_ns"].to_numpy(dtype=np.float64))
+        if t.size > 1:
+            gaps.append(np.diff(t))
+    return np.concatenate(gaps) if gaps else np.empty(0)
+
+
+def _summary(values: np.ndarray) -> dict[str, Any]:
+    if values.size == 0:
+        return {"count": 0}
+    return {
+        "count": int(values.size),
+        "mean_ns": float(values.mean()),
+        "median_ns": float(np.median(values)),
+        "min_ns": float(values.min()),
+        "max_ns": float(values.max()),
+    }
+
+
+def _mapping_view(
+    m: Mapping,
+    pts: pd.DataFrame,
+    x_kind: str,
+    x_range: tuple[int, int],
+    opts: ViewOptions,
+) -> MappingView:
+    addr = pts["addr"].to_numpy(dtype=np.uint64)
+    t = pts["time_ns"].to_numpy(dtype=np.uint64)
+    base = m.start // PAGE * PAGE
+    page = ((addr - np.uint64(base)) // np.uint64(PAGE)).astype(np.int64)
+    pages = m.pages
+    group = max(1, opts.group)
+    if -(-pages // group) > opts.max_rows:
+        group = -(-pages // opts.max_rows)
+    rows = max(1, -(-pages // group))
+    lo, hi = x_range
+    if x_kind == "drain":
+        span = max(1, hi - lo + 1)
+        per = max(1, -(-span // opts.max_columns))
+        cols = max(1, -(-span // per))
+        col = (pts["drain"].to_numpy(dtype=np.int64) - lo) // per
+        edges = lo + np.arange(cols + 1, dtype=np.float64) * per
+    else:
+        per = 1
+        cols = max(1, opts.bins)
+        width = max(1, math.ceil((hi - lo + 1) / cols))
+        col = (t.astype(np.int64) - lo) // width
+        edges = lo + np.arange(cols + 1, dtype=np.float64) * width
+    col = np.clip(col, 0, cols - 1)
+    row = np.clip(page // group, 0, rows - 1)
+    counts = np.zeros((rows, cols), dtype=np.int64)
+    np.add.at(counts, (row, col), 1)
+    per_page = np.bincount(page.clip(0, pages - 1), minlength=pages) if page.size else np.zeros(0)
+    touched = per_page[per_page > 0]
+    hist_n, hist_pages = (
+        np.unique(touched, return_counts=True) if touched.size else (np.empty(0), np.empty(0))
+    )
+    return MappingView(
+        mapping=m,
+        samples=int(addr.size),
+        pages_touched=int(touched.size),
+        threads=int(pts["tid"].nunique()) if len(pts) else 0,
+        first_ns=int(t.min()) if t.size else None,
+        last_ns=int(t.max()) if t.size else None,
+        block_pages=group,
+        counts=counts,
+        x_kind=x_kind,
+        x_edges=edges,
+        drains_per_column=per,
+        hist_n=np.asarray(hist_n, dtype=np.int64),
+        hist_pages=np.asarray(hist_pages, dtype=np.int64),
+    )
+
+
+def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
+    opts = opts or ViewOptions()
+    kind, pts = _points(rec)
+    drains = rec.drains()
+    maps = history.build(rec.mappings())
+    derived = False
+    if not maps:
+        maps = history.derive(pts["addr"].to_numpy(dtype=np.uint64))
+        derived = True
+    maps = [m for m in maps if m.length >= opts.min_mapping]
+    addr = pts["addr"].to_numpy(dtype=np.uint64)
+    t = pts["time_ns"].to_numpy(dtype=np.uint64)
+    owner = history.assign(maps, t, addr)
+    by_id = {m.id: m for m in maps}
+
+    x_kind = opts.x
+    if x_kind == "auto":
+        x_kind = "drain" if kind == "samples" and len(drains) > 1 else "time"
+    if x_kind == "drain":
+        d = pts["drain"].to_numpy(dtype=np.int64) if len(pts) else np.zeros(1, dtype=np.int64)
+        all_d = drains["drain"].to_numpy(dtype=np.int64) if len(drains) else d
+        x_range = (int(min(d.min(), all_d.min())), int(max(d.max(), all_d.max())))
+    else:
+        x_range = (int(t.min()), int(t.max())) if t.size else (0, 0)
+
+    views = []
+    counts = pd.Series(owner[owner >= 0]).value_counts()
+    for mid, _n in counts.items():
+        sel = owner == mid
+        views.append(_mapping_view(by_id[int(mid)], pts[sel], x_kind, x_range, opts))
+    views.sort(key=lambda v: (-v.samples, v.mapping.start))
+    shown = views[: opts.max_mappings]
+    shown.sort(key=lambda v: (v.mapping.start, v.mapping.map_time_ns))
+
+    acc = rec.meta.get("accounting") or {}
+    intervals = drain_intervals(drains)
+    totals = {
+        kind: len(pts),
+        "samples": len(rec.samples()),
+        "accesses": len(rec.accesses()),
+        "assigned": int((owner >= 0).sum()),
+        "unassigned": int((owner < 0).sum()),
+        "mappings": len(maps),
+        "mappings_with_points": len(views),
+        "mappings_shown": len(shown),
+        "mapping_events": len(rec.mappings()),
+        "mappings_derived": derived,
+        "drains": len(drains),
+        "drain_interval": _summary(intervals),
+        "threads": int(pts["tid"].nunique()) if len(pts) else 0,
+        "duration_ns": int(t.max() - t.min()) if t.size else 0,
+        "lost": int(acc.get("lost", 0) or 0),
+        "lost_records": int(acc.get("lost_records", 0) or 0),
+        "lost_samples": int(acc.get("lost_samples", 0) or 0),
+        "throttled": int(acc.get("throttled", 0) or 0),
+        "complete": bool(rec.meta.get("complete", False)),
+    }
+    return View(
+        path=str(rec.path),
+        source=str(rec.meta.get("source", "")),
+        points=kind,
+        mappings=shown,
+        totals=totals,
+        drain_intervals_ns=intervals,
+    )
