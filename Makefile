@@ -14,9 +14,9 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test bench rust-tools clean
+.PHONY: install demo test bench rust-tools system-tools clean
 
-install: $(BUILD_STAMP)
+install: $(BUILD_STAMP) system-tools
 
 # The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): when
 # `python3 -m venv` fails and we are root, install it and try again.
@@ -49,6 +49,21 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" \
 	  $(BIN)/maturin develop --release --quiet
 	touch $@
+
+# Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`) and a
+# C compiler (the test programs). Installed when missing and we are root; else the tests skip.
+system-tools:
+	@for tool in valgrind:valgrind cc:gcc; do \
+	  cmd=$${tool%%:*}; pkg=$${tool##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: $$cmd not found; installing $$pkg"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) \
+	      || echo "make: could not install $$pkg: the tests that need $$cmd will be skipped"; \
+	  else \
+	    echo "make: $$cmd not found: the tests that need it will be skipped (install $$pkg)"; \
+	  fi; \
+	done
 
 demo: install
 	$(BIN)/tierlab run demo --out demo-out

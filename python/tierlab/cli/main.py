@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tierlab.cli import bench, export, record, run, scenarios, telemetry, view
+from tierlab.cli import bench, export, record, run, scenarios, telemetry, trace, view
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     ArgumentParser,
@@ -14,7 +14,7 @@ from tierlab.cli.common import (
     print_error,
 )
 
-SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view)
+SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace)
 
 
 def build_parser() -> ArgumentParser:
