@@ -5,7 +5,17 @@ from __future__ import annotations
 import os
 import sys
 
-from tierlab.cli import bench, export, record, run, scenarios, telemetry, trace, view
+from tierlab.cli import (
+    bench,
+    export,
+    imports,
+    record,
+    run,
+    scenarios,
+    telemetry,
+    trace,
+    view,
+)
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     ArgumentParser,
@@ -14,7 +24,7 @@ from tierlab.cli.common import (
     print_error,
 )
 
-SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace)
+SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace, imports)
 
 
 def build_parser() -> ArgumentParser:

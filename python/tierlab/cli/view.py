@@ -97,8 +97,9 @@ def main(args: argparse.Namespace) -> int:
     )
     for v in view.mappings:
         m = v.mapping
+        name = m.name or "(unnamed)"
         print(
-            f"  #{m.id} {m.name} @ {m.start:#x} {m.length / 2**20:.1f} MiB: {v.samples} "
+            f"  #{m.id} {name} @ {m.start:#x} {m.length / 2**20:.1f} MiB: {v.samples} "
             f"{view.points}, {v.pages_touched}/{m.pages} pages touched, {v.threads} thread(s)"
         )
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")

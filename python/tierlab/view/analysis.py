@@ -198,9 +198,120 @@ def _mapping_view(
     )
 
 
+def _region_mapping_view(
+    m: Mapping, regs: pd.DataFrame, snaps: dict[tuple[int, int], int], opts: ViewOptions
+) -> MappingView:
+    """DAMON regions of one derived mapping: every page of a region has its nr_accesses."""
+    pages = m.pages
+    group = max(1, opts.group)
+    if -(-pages // group) > opts.max_rows:
+        group = -(-pages // opts.max_rows)
+    rows = max(1, -(-pages // group))
+    cols = max(1, len(snaps))
+    counts = np.zeros((rows, cols), dtype=np.int64)
+    bounds = [m.start, m.end]
+    for start, end, nr, key in zip(
+        regs["start"].tolist(),
+        regs["end"].tolist(),
+        regs["nr_accesses"].tolist(),
+        zip(regs["target"].tolist(), regs["time_ns"].tolist(), strict=True),
+        strict=True,
+    ):
+        r0 = (start - m.start) // PAGE // group
+        r1 = max(r0 + 1, -(-((end - m.start) // PAGE) // group))
+        counts[r0:r1, snaps[key]] = np.maximum(counts[r0:r1, snaps[key]], nr)
+        bounds += [start, end]
+    # Accesses per page summed over snapshots, piecewise constant between region boundaries.
+    edges = np.unique(np.clip(np.asarray(bounds, dtype=np.int64), m.start, m.end))
+    total = np.zeros(max(0, edges.size - 1), dtype=np.int64)
+    lo = np.searchsorted(edges, regs["start"].to_numpy(dtype=np.int64))
+    hi = np.searchsorted(edges, regs["end"].to_numpy(dtype=np.int64))
+    diff = np.zeros(edges.size, dtype=np.int64)
+    np.add.at(diff, lo, regs["nr_accesses"].to_numpy(dtype=np.int64))
+    np.add.at(diff, hi, -regs["nr_accesses"].to_numpy(dtype=np.int64))
+    total = np.cumsum(diff)[:-1] if edges.size > 1 else total
+    npages = np.diff(edges) // PAGE if edges.size > 1 else np.zeros(0, dtype=np.int64)
+    hist = pd.Series(npages[total > 0]).groupby(total[total > 0]).sum()
+    return MappingView(
+        mapping=m,
+        samples=int(regs["nr_accesses"].sum()),
+        pages_touched=int(npages[total > 0].sum()),
+        threads=int(regs["target"].nunique()),
+        first_ns=int(regs["time_ns"].min()) if len(regs) else None,
+        last_ns=int(regs["time_ns"].max()) if len(regs) else None,
+        block_pages=group,
+        counts=counts,
+        x_kind="snapshot",
+        x_edges=np.arange(cols + 1, dtype=np.float64),
+        drains_per_column=1,
+        hist_n=np.asarray(hist.index, dtype=np.int64),
+        hist_pages=np.asarray(hist.to_numpy(), dtype=np.int64),
+    )
+
+
+def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
+    regs = rec.regions()
+    ranges = regs[["start", "end"]].drop_duplicates().sort_values("start")
+    maps: list[Mapping] = []
+    for start, end in zip(ranges["start"].tolist(), ranges["end"].tolist(), strict=True):
+        if maps and start <= maps[-1].end:
+            last = maps[-1]
+            last.length = max(last.end, end) - last.start
+        else:
+            maps.append(
+                Mapping(len(maps), start, end - start, f"region {len(maps)}", 0, derived=True)
+            )
+    maps = [m for m in maps if m.length >= opts.min_mapping]
+    keys = sorted(
+        set(zip(regs["target"].tolist(), regs["time_ns"].tolist(), strict=True)),
+        key=lambda k: (k[1], k[0]),
+    )
+    snaps = {k: i for i, k in enumerate(keys)}
+    views = []
+    for m in maps:
+        sel = regs[(regs["start"] >= m.start) & (regs["end"] <= m.end)]
+        views.append(_region_mapping_view(m, sel, snaps, opts))
+    views.sort(key=lambda v: (-v.samples, v.mapping.start))
+    shown = sorted(views[: opts.max_mappings], key=lambda v: v.mapping.start)
+    times = np.asarray(sorted({k[1] for k in keys}), dtype=np.float64)
+    totals = {
+        "regions": len(regs),
+        "samples": 0,
+        "accesses": 0,
+        "snapshots": len(keys),
+        "nr_accesses": int(regs["nr_accesses"].sum()),
+        "assigned": len(regs),
+        "unassigned": 0,
+        "mappings": len(maps),
+        "mappings_with_points": len(views),
+        "mappings_shown": len(shown),
+        "mapping_events": 0,
+        "mappings_derived": True,
+        "drains": 0,
+        "drain_interval": {"count": 0},
+        "threads": int(regs["target"].nunique()),
+        "duration_ns": int(times.max() - times.min()) if times.size else 0,
+        "lost": 0,
+        "lost_records": 0,
+        "lost_samples": 0,
+        "throttled": 0,
+        "complete": bool(rec.meta.get("complete", False)),
+    }
+    return View(
+        str(rec.path),
+        str(rec.meta.get("source", "")),
+        "regions",
+        shown,
+        totals,
+        np.diff(times) if times.size > 1 else np.empty(0),
+    )
+
+
 def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     opts = opts or ViewOptions()
     kind, pts = _points(rec)
+    if not len(pts) and len(rec.regions()):
+        return _analyze_regions(rec, opts)
     drains = rec.drains()
     maps = history.build(rec.mappings())
     derived = False

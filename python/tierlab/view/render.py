@@ -29,7 +29,7 @@ def _save(fig: Figure, out: Path, stem: str) -> list[Path]:
 
 def _label(v: MappingView) -> str:
     m = v.mapping
-    return f"#{m.id} {m.name} @ {m.start:#x} ({m.length / 2**20:.1f} MiB)"
+    return f"#{m.id} {m.name or '(unnamed)'} @ {m.start:#x} ({m.length / 2**20:.1f} MiB)"
 
 
 def heatmap_figure(v: MappingView, points: str) -> Figure:
@@ -39,7 +39,10 @@ def heatmap_figure(v: MappingView, points: str) -> Figure:
     fig = Figure(figsize=(9, 5), layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(f"{_label(v)}: {v.samples} {points}", fontsize=10)
-    if v.x_kind == "drain":
+    if v.x_kind == "snapshot":
+        ax.set_xlabel("snapshot (aggregation interval)")
+        x = v.x_edges
+    elif v.x_kind == "drain":
         per = f" ({v.drains_per_column} per column)" if v.drains_per_column > 1 else ""
         ax.set_xlabel(f"sample set (drain index){per}")
         x = v.x_edges
@@ -62,7 +65,8 @@ def heatmap_figure(v: MappingView, points: str) -> Figure:
         rasterized=True,
     )
     ax.set_facecolor("#f4f4f4")
-    fig.colorbar(mesh, ax=ax, label=f"{points} per block and column (log)")
+    what = "nr_accesses of the region" if points == "regions" else f"{points} per block and column"
+    fig.colorbar(mesh, ax=ax, label=f"{what} (log)")
     return fig
 
 
