@@ -335,4 +335,38 @@ def test_buffer_size_sets_the_drain_rate(programs, can_record, tmp_path: Path) -
     assert len(ds) > len(db)
     # A watermark drain delivers about B bytes of records (48-byte samples).
     assert int(ds["records"].median()) <= 2 * 8192 // 48
-    assert Recording.open(small).meta["parameters"]["ring_bytes"] == 16384
+    assert Recording.open(small).meta["parameters"]["ring_bytes"] == 512 << 10
+
+
+def test_overhead_reports_an_interval(programs, can_record) -> None:
+    res = tierlab(
+        "overhead",
+        "-n",
+        "2",
+        "--warmup",
+        "0",
+        "--backend",
+        "page-faults",
+        "--json",
+        "--",
+        programs["touch_pages"],
+        "64",
+    )
+    assert res.returncode == 0, res.stderr
+    d = res.json()
+    assert d["runs"] == 2 and len(d["baseline_s"]) == 2 and len(d["recorded_s"]) == 2
+    assert all(n >= 64 for n in d["samples"])
+    lo, hi = d["ci95"]
+    assert lo <= hi
+    assert d["parameters"]["backend"] == "page-faults"
+    err = assert_user_error(tierlab("overhead", "-n", "1", "--", "true"))
+    assert "--runs must be at least 2" in err
+
+
+def test_bootstrap_interval_of_constant_runs_is_exact() -> None:
+    from tierlab.live.overhead import bootstrap_ci
+
+    lo, hi = bootstrap_ci([1.0, 1.0, 1.0], [1.1, 1.1, 1.1])
+    assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+    lo, hi = bootstrap_ci([1.0, 1.2, 0.8, 1.0], [1.5, 1.5, 1.4, 1.6])
+    assert 0.2 < lo < 0.5 < hi < 0.8

@@ -9,8 +9,10 @@
 //! - A launched command is forked, waits on a pipe until the events are open on it
 //!   (`enable_on_exec`), then execs: nothing it does after `exec` is missed.
 //! - The wake-up watermark is `--buffer-size` bytes (the PEBS buffer's interrupt threshold);
-//!   the ring holds at least twice that, so records keep landing while a drain runs. A drain
-//!   is one read of one CPU's ring; every sample names the drain that delivered it.
+//!   the ring holds at least twice that and at least 512 KiB, and a thread of its own drains
+//!   it ([`Background`]), so records keep landing while a drain runs and while the owner
+//!   writes. A drain is one read of one CPU's ring; every sample names the drain that
+//!   delivered it.
 //! - Mapping history: perf `MMAP2` records plus `/proc/PID/maps` snapshots at every drain and
 //!   at least every `snapshot_interval` (see `crate::maps` for what that guarantees).
 //! - Nothing is done to the target itself (no ptrace, no seccomp, no preload): if the recorder
@@ -232,6 +234,11 @@ pub struct Recorder {
     pub flags_dropped: Vec<String>,
 }
 
+/// The smallest ring: 512 KiB (plus the control page: the 516 KiB per CPU that
+/// `kernel.perf_event_mlock_kb` grants every user by default), so a burst of records while
+/// the drain thread is descheduled is absorbed rather than lost.
+pub const MIN_RING_BYTES: u64 = 512 << 10;
+
 /// Sample type bits of the `sample_id_all` trailer every event of a ring shares.
 const ID_TYPE: u64 = sample::TID | sample::TIME | sample::CPU | sample::IDENTIFIER;
 
@@ -404,7 +411,8 @@ impl Recorder {
     /// twice the watermark).
     pub fn ring_data_size(buffer_size: u64) -> usize {
         let page = 4096u64;
-        let pages = (2 * buffer_size.max(1)).div_ceil(page).max(1).next_power_of_two();
+        let bytes = (2 * buffer_size.max(1)).max(MIN_RING_BYTES);
+        let pages = bytes.div_ceil(page).max(1).next_power_of_two();
         (pages * page) as usize
     }
 
@@ -1006,10 +1014,11 @@ mod tests {
 
     #[test]
     fn ring_sizes() {
-        assert_eq!(Recorder::ring_data_size(64 << 10), 128 << 10);
-        assert_eq!(Recorder::ring_data_size(8 << 10), 16 << 10);
-        assert_eq!(Recorder::ring_data_size(1), 4096);
-        assert_eq!(Recorder::ring_data_size(5000), 16384);
+        assert_eq!(Recorder::ring_data_size(64 << 10), 512 << 10);
+        assert_eq!(Recorder::ring_data_size(8 << 10), 512 << 10);
+        assert_eq!(Recorder::ring_data_size(1), 512 << 10);
+        assert_eq!(Recorder::ring_data_size(300 << 10), 1 << 20);
+        assert_eq!(Recorder::ring_data_size(1 << 20), 2 << 20);
     }
 
     #[test]
@@ -1066,5 +1075,150 @@ mod tests {
         let cfg = Config { backend: BackendChoice::Use(Backend::PageFaults), ..Config::default() };
         let e = Recorder::launch(cfg, &[OsString::from("tierlab-no-such-cmd")]).err().unwrap();
         assert!(e.to_string().contains("command not found"));
+    }
+}
+
+impl Batch {
+    /// Append `other`'s rows.
+    pub fn extend(&mut self, other: Batch) {
+        self.time_ns.extend(other.time_ns);
+        self.tid.extend(other.tid);
+        self.cpu.extend(other.cpu);
+        self.addr.extend(other.addr);
+        self.ip.extend(other.ip);
+        self.weight.extend(other.weight);
+        self.data_src.extend(other.data_src);
+        self.drain.extend(other.drain);
+        self.drains.extend(other.drains);
+        self.mappings.extend(other.mappings);
+    }
+}
+
+/// What the drain thread shares with its owner.
+#[derive(Debug, Default)]
+struct Shared {
+    batch: Batch,
+    stats: Stats,
+    exit: Option<Exit>,
+    threads: Vec<u32>,
+    now_ns: u64,
+    /// The thread drained everything and stopped.
+    done: bool,
+}
+
+/// A [`Recorder`] drained by a thread of its own, so the rings are emptied while the owner
+/// is busy (writing to disk): the owner takes the rows gathered so far with
+/// [`Background::take`]. The static facts of the recording are copied out at the start.
+pub struct Background {
+    shared: std::sync::Arc<(std::sync::Mutex<Shared>, std::sync::Condvar)>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    pub spec: EventSpec,
+    pub auto_notes: Vec<String>,
+    pub flags_dropped: Vec<String>,
+    pub pid: i32,
+    pub ring_bytes: usize,
+    pub cpus: Vec<u32>,
+}
+
+impl Background {
+    /// Start draining `rec` every `interval_ms` at most (sooner when a watermark is reached).
+    pub fn start(mut rec: Recorder, interval_ms: i32) -> Background {
+        use std::sync::atomic::Ordering;
+        let shared =
+            std::sync::Arc::new((std::sync::Mutex::new(Shared::default()), std::sync::Condvar::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let info = (
+            rec.spec.clone(),
+            rec.auto_notes.clone(),
+            rec.flags_dropped.clone(),
+            rec.pid,
+            rec.ring_bytes(),
+            rec.cpus(),
+        );
+        let (sh, st) = (shared.clone(), stop.clone());
+        let publish = move |rec: &Recorder, b: Batch, done: bool| {
+            let (lock, cv) = &*sh;
+            let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            g.batch.extend(b);
+            g.stats = rec.stats.clone();
+            g.threads = rec.threads();
+            g.now_ns = rec.now_ns();
+            if rec.exit() != Exit::Running {
+                g.exit = Some(rec.exit());
+            }
+            g.done = done;
+            cv.notify_all();
+        };
+        let handle = std::thread::Builder::new()
+            .name("tierlab-drain".into())
+            .spawn(move || {
+                while !st.load(Ordering::Relaxed) {
+                    let b = rec.poll(interval_ms);
+                    publish(&rec, b, false);
+                    if rec.exit() != Exit::Running {
+                        break;
+                    }
+                }
+                let b = rec.finish();
+                publish(&rec, b, true);
+                // `rec` drops here: events and rings close; the target runs on.
+            })
+            .ok();
+        let (spec, auto_notes, flags_dropped, pid, ring_bytes, cpus) = info;
+        Background { shared, stop, handle, spec, auto_notes, flags_dropped, pid, ring_bytes, cpus }
+    }
+
+    /// Wait up to `timeout_ms` for rows, then take what was gathered. The second value is
+    /// true once the drain thread has finished (the target exited, or [`Background::stop`]).
+    pub fn take(&self, timeout_ms: u64) -> (Batch, bool) {
+        let (lock, cv) = &*self.shared;
+        let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if g.batch.is_empty() && !g.done {
+            let (g2, _) = cv
+                .wait_timeout(g, std::time::Duration::from_millis(timeout_ms))
+                .unwrap_or_else(|e| e.into_inner());
+            g = g2;
+        }
+        (std::mem::take(&mut g.batch), g.done)
+    }
+
+    /// Stop recording: the thread drains what is left and ends. Returns the last rows.
+    pub fn stop(&mut self) -> Batch {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        let (lock, _) = &*self.shared;
+        let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut g.batch)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).stats.clone()
+    }
+
+    pub fn threads(&self) -> Vec<u32> {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).threads.clone()
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).now_ns
+    }
+
+    /// How the target ended, once the drain thread has seen it.
+    pub fn exit(&self) -> Option<Exit> {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).exit
+    }
+
+    /// True once the thread drained everything and stopped.
+    pub fn done(&self) -> bool {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).done
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

@@ -36,7 +36,7 @@ mod linux {
     use super::*;
     use std::ffi::OsString;
     use std::path::PathBuf;
-    use tierlab_live::session::{Batch, Config, Exit, Recorder};
+    use tierlab_live::session::{Background, Batch, Config, Exit, Recorder};
 
     fn live_err(e: impl std::fmt::Display) -> PyErr {
         LiveError::new_err(e.to_string())
@@ -124,15 +124,21 @@ mod linux {
     /// then `poll()` until `exit` is not `None`, then `finish()`.
     #[pyclass(module = "tierlab._native")]
     pub struct LiveRecorder {
-        rec: Option<Recorder>,
+        rec: Option<Background>,
     }
 
+    /// How often the drain thread looks at the rings when no watermark wakes it (ms).
+    const DRAIN_POLL_MS: i32 = 50;
+
     impl LiveRecorder {
-        fn get(&mut self) -> PyResult<&mut Recorder> {
+        fn get(&mut self) -> PyResult<&mut Background> {
             self.rec.as_mut().ok_or_else(|| live_err("the recorder is closed"))
         }
-        fn get_ref(&self) -> PyResult<&Recorder> {
+        fn get_ref(&self) -> PyResult<&Background> {
             self.rec.as_ref().ok_or_else(|| live_err("the recorder is closed"))
+        }
+        fn started(rec: Recorder) -> Self {
+            LiveRecorder { rec: Some(Background::start(rec, DRAIN_POLL_MS)) }
         }
     }
 
@@ -170,7 +176,7 @@ mod linux {
                 pmus_root,
             )?;
             let rec = Recorder::launch(cfg, &argv).map_err(live_err)?;
-            Ok(LiveRecorder { rec: Some(rec) })
+            Ok(Self::started(rec))
         }
 
         /// Attach to process `pid` (every thread, and every thread it creates).
@@ -205,22 +211,23 @@ mod linux {
                 pmus_root,
             )?;
             let rec = Recorder::attach(cfg, pid).map_err(live_err)?;
-            Ok(LiveRecorder { rec: Some(rec) })
+            Ok(Self::started(rec))
         }
 
-        /// Wait up to `timeout_ms` for data (the GIL is released), drain what is due and return
-        /// the rows: `{"samples": {col: bytes}, "drains": {col: bytes (u64)}, "mappings": [...]}`.
+        /// Wait up to `timeout_ms` for rows (the GIL is released) and take those the drain
+        /// thread gathered: `{"samples": {col: bytes}, "drains": {col: bytes (u64)},
+        /// "mappings": [...]}`.
         #[pyo3(signature = (timeout_ms=100))]
-        fn poll<'py>(&mut self, py: Python<'py>, timeout_ms: i32) -> PyResult<Bound<'py, PyDict>> {
+        fn poll<'py>(&mut self, py: Python<'py>, timeout_ms: u64) -> PyResult<Bound<'py, PyDict>> {
             let rec = self.get()?;
-            let batch = py.allow_threads(|| rec.poll(timeout_ms));
+            let (batch, _) = py.allow_threads(|| rec.take(timeout_ms));
             batch_to_py(py, &batch)
         }
 
-        /// Drain everything left and return the last rows.
+        /// Stop recording: drain everything left and return the last rows.
         fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             let rec = self.get()?;
-            let batch = py.allow_threads(|| rec.finish());
+            let batch = py.allow_threads(|| rec.stop());
             batch_to_py(py, &batch)
         }
 
@@ -229,14 +236,19 @@ mod linux {
             self.rec = None;
         }
 
-        /// `None` while the target runs; else `("exit", code)`, `("signal", n)` or `("gone", 0)`.
+        /// `None` while the target runs (or its last rows are not drained yet); else
+        /// `("exit", code)`, `("signal", n)` or `("gone", 0)`.
         #[getter]
         fn exit(&self) -> PyResult<Option<(&'static str, i32)>> {
-            Ok(match self.get_ref()?.exit() {
-                Exit::Running => None,
-                Exit::Code(c) => Some(("exit", c)),
-                Exit::Signal(s) => Some(("signal", s)),
-                Exit::Gone => Some(("gone", 0)),
+            let rec = self.get_ref()?;
+            if !rec.done() {
+                return Ok(None);
+            }
+            Ok(match rec.exit() {
+                None | Some(Exit::Running) => None,
+                Some(Exit::Code(c)) => Some(("exit", c)),
+                Some(Exit::Signal(s)) => Some(("signal", s)),
+                Some(Exit::Gone) => Some(("gone", 0)),
             })
         }
 
@@ -263,8 +275,8 @@ mod linux {
             d.set_item("period", r.spec.attr.sample_period)?;
             d.set_item("sample_type", format!("{:#x}", r.spec.attr.sample_type))?;
             d.set_item("group_leader", r.spec.leader.map(|l| format!("{:#x}", l.config)))?;
-            d.set_item("ring_bytes", r.ring_bytes())?;
-            d.set_item("cpus", r.cpus())?;
+            d.set_item("ring_bytes", r.ring_bytes)?;
+            d.set_item("cpus", r.cpus.clone())?;
             d.set_item("flags_dropped", r.flags_dropped.clone())?;
             d.set_item("auto_notes", r.auto_notes.clone())?;
             Ok(d)
@@ -273,7 +285,7 @@ mod linux {
         /// The accounting: samples, lost, throttling, drains, snapshots, threads.
         fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             let r = self.get_ref()?;
-            let s = &r.stats;
+            let s = &r.stats();
             let d = PyDict::new_bound(py);
             for (k, v) in [
                 ("samples", s.samples),

@@ -9,6 +9,7 @@ from tierlab.cli import (
     bench,
     export,
     imports,
+    overhead,
     record,
     run,
     scenarios,
@@ -24,7 +25,7 @@ from tierlab.cli.common import (
     print_error,
 )
 
-SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace, imports)
+SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace, imports, overhead)
 
 
 def build_parser() -> ArgumentParser:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -179,6 +180,7 @@ def record(
     overwrite: bool = False,
     on_poll: Callable[[Any], None] | None = None,
     source: str | None = None,
+    devnull_stdout: bool = False,
 ) -> RecordResult:
     """Record ``argv`` (launched) or process ``pid`` (attached) into recording ``out``
     (``None``: record and count, write nothing). Raises ``tierlab._native.LiveError`` when
@@ -190,7 +192,19 @@ def record(
     if (argv is None) == (pid is None):
         raise ValueError("record: give either argv or pid")
     if argv is not None:
-        rec = _native.LiveRecorder.launch(list(argv), **opts.native_kwargs())
+        saved = None
+        if devnull_stdout:  # the child inherits fd 1 at the fork inside launch()
+            sys.stdout.flush()
+            saved = os.dup(1)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        try:
+            rec = _native.LiveRecorder.launch(list(argv), **opts.native_kwargs())
+        finally:
+            if saved is not None:
+                os.dup2(saved, 1)
+                os.close(saved)
     else:
         rec = _native.LiveRecorder.attach(int(pid), **opts.native_kwargs())  # type: ignore[arg-type]
     params = dict(rec.parameters())

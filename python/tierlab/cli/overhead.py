@@ -1,0 +1,96 @@
+"""``tierlab overhead -- CMD``: the slowdown recording causes, with a confidence interval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
+from tierlab.cli.record import BACKENDS, _size
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "overhead",
+        help="measure the overhead of recording a command",
+        description="Run CMD N times without and N times with `tierlab record`, interleaved, "
+        "and report the overhead (mean recorded run time / mean baseline - 1) with a 95%% "
+        "bootstrap confidence interval. The target's output is discarded.",
+    )
+    p.add_argument("-n", "--runs", type=int, default=5, help="runs of each kind (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="uncounted runs of each kind first")
+    p.add_argument("--backend", choices=BACKENDS, default="auto")
+    p.add_argument("--event")
+    p.add_argument("--period", type=int, metavar="R")
+    p.add_argument("--buffer-size", type=_size, default=64 << 10, metavar="B")
+    p.add_argument("--ldlat", type=int, default=30, metavar="N")
+    p.add_argument("--min-mapping", type=_size, default=4 << 20, metavar="SIZE")
+    p.add_argument("--keep", type=Path, metavar="DIR", help="keep the recordings in DIR")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    p.set_defaults(func=main, parser=p)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tierlab import _native
+    from tierlab.live.overhead import OverheadError, measure
+    from tierlab.live.recorder import RecordOptions
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        args.parser.error("nothing to measure: give -- CMD [ARGS...]")
+    if args.runs < 2:
+        args.parser.error("--runs must be at least 2")
+    if args.warmup < 0:
+        args.parser.error("--warmup must not be negative")
+    opts = RecordOptions(
+        backend=args.backend,
+        event=args.event,
+        period=args.period,
+        buffer_size=args.buffer_size,
+        ldlat=args.ldlat,
+        min_mapping=args.min_mapping,
+    )
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+
+    def progress(kind: str, i: int, dt: float) -> None:
+        if not args.json:
+            print(f"  run {i + 1} {kind:9s} {dt * 1e3:9.2f} ms", file=sys.stderr)
+
+    try:
+        res = measure(
+            command,
+            runs=args.runs,
+            warmup=args.warmup,
+            options=opts,
+            keep=args.keep,
+            on_run=progress,
+        )
+    except (_native.LiveError, OverheadError) as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    if args.json:
+        sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
+        return EXIT_OK
+    d = res.to_json()
+    p = res.parameters
+    lo, hi = res.ci95
+    print(
+        f"{' '.join(command)}: {p['backend']} {p['event']} period {p['period']}, "
+        f"buffer {p['buffer_size']} B, {res.runs} runs of each"
+    )
+    print(f"  baseline  mean {d['baseline_mean_s'] * 1e3:.2f} ms")
+    print(
+        f"  recorded  mean {d['recorded_mean_s'] * 1e3:.2f} ms  "
+        f"({sum(res.samples) // res.runs} samples, {sum(res.drains) // res.runs} drains, "
+        f"{sum(res.lost) // res.runs} lost records per run)"
+    )
+    print(
+        f"  overhead  {res.overhead * 100:+.1f} %  (95% CI {lo * 100:+.1f} % .. {hi * 100:+.1f} %)"
+    )
+    return EXIT_OK
