@@ -1,0 +1,213 @@
+"""`tierlab view` on recordings built here with exact contents (the shape a simulated PEBS run
+writes: samples + drains + mappings), and the mapping history rules."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import assert_user_error, tierlab
+from tierlab.recording import RecordingWriter
+from tierlab.view import history
+
+PAGE = 4096
+A = 0x7F00_0000_0000
+B = 0x7F10_0000_0000
+
+
+def _samples(t, addr, drain, tid=1, cpu=0, event="pebs-model"):
+    n = len(addr)
+    return {
+        "time_ns": np.asarray(t, dtype=np.uint64),
+        "tid": np.full(n, tid, dtype=np.uint32),
+        "cpu": np.full(n, cpu, dtype=np.uint32),
+        "addr": np.asarray(addr, dtype=np.uint64),
+        "ip": np.zeros(n, dtype=np.uint64),
+        "weight": np.zeros(n, dtype=np.uint64),
+        "data_src": np.zeros(n, dtype=np.uint64),
+        "event": [event] * n,
+        "drain": np.asarray(drain, dtype=np.uint64),
+    }
+
+
+@pytest.fixture()
+def simulated(tmp_path: Path) -> Path:
+    """Two CPUs, 10 drains each alternating; mapping A (64 pages) sampled page p (p+1) times
+    over the drains; mapping B (16 pages) unmapped at t=500: later samples there are in no
+    mapping; one sample outside everything."""
+    rec = tmp_path / "sim"
+    with RecordingWriter(rec, source="tierlab-sim test") as w:
+        w.append_mappings(
+            time_ns=[0, 0, 500],
+            event=["map", "map", "unmap"],
+            start=[A, B, B],
+            length=[64 * PAGE, 16 * PAGE, 16 * PAGE],
+            name=["a", "b", "b"],
+        )
+        t, addr, drain = [], [], []
+        for p in range(64):
+            for k in range(p + 1):
+                d = (p + k) % 20
+                t.append(d * 50 + 1)
+                addr.append(A + p * PAGE + 8 * k)
+                drain.append(d)
+        w.append_samples(_samples(t, addr, drain))
+        # B: 3 samples before its unmap (drains 2, 4, 8), 2 after (drains 12, 16) -> dropped.
+        w.append_samples(_samples([101, 201, 401, 601, 801], [B] * 5, [2, 4, 8, 12, 16], tid=2))
+        w.append_samples(_samples([5], [0x1000], [0], tid=3))
+        w.append_drains(
+            time_ns=[d * 50 + 40 for d in range(20)],
+            cpu=[d % 2 for d in range(20)],
+            drain=list(range(20)),
+            records=[0] * 20,
+        )
+    return rec
+
+
+def test_view_numbers(simulated: Path) -> None:
+    res = tierlab("view", simulated, "--json")
+    assert res.returncode == 0, res.stderr
+    v = res.json()
+    assert v["points"] == "samples"
+    t = v["totals"]
+    n_a = sum(p + 1 for p in range(64))
+    assert t["samples"] == n_a + 5 + 1
+    assert t["assigned"] == n_a + 3
+    assert t["unassigned"] == 3  # two in B after its unmap, one outside every mapping
+    assert t["drains"] == 20
+    # Drains alternate CPUs: each CPU drains every 100 ns.
+    assert t["drain_interval"]["count"] == 18
+    assert t["drain_interval"]["mean_ns"] == pytest.approx(100.0)
+    a, b = sorted(v["mappings"], key=lambda m: m["start"])
+    assert (a["name"], a["pages"], a["samples"], a["pages_touched"]) == ("a", 64, n_a, 64)
+    assert a["histogram"] == {"samples_per_page": list(range(1, 65)), "pages": [1] * 64}
+    assert a["heatmap"] == {
+        "x": "drain",
+        "columns": 20,
+        "rows": 16,
+        "block_pages": 4,
+        "drains_per_column": 1,
+    }
+    assert (b["samples"], b["pages_touched"], b["threads"]) == (3, 1, 1)
+    assert b["unmap_time_ns"] == 500
+    assert set(a) >= {"start", "length", "samples", "pages_touched"}
+    assert set(t) >= {"samples", "lost", "drains"}
+
+
+def test_view_files_and_html(simulated: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = tierlab("view", simulated, "-o", out, "--group", "8", "--x", "time", "--bins", "10")
+    assert res.returncode == 0, res.stderr
+    assert "wrote" in res.stdout
+    for name in (
+        "index.html",
+        "view.json",
+        "drain-intervals.png",
+        "drain-intervals.svg",
+        "pages-touched.png",
+        "pages-touched.svg",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    pngs = sorted(p.name for p in out.glob("mapping-*.png"))
+    assert pngs == [
+        "mapping-0-heatmap.png",
+        "mapping-0-histogram.png",
+        "mapping-1-heatmap.png",
+        "mapping-1-histogram.png",
+    ]
+    html = (out / "index.html").read_text()
+    srcs = re.findall(r'src="([^"]+)"', html)
+    assert len(srcs) == 6 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert base64.b64decode(srcs[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    v = pd.read_json(out / "view.json", typ="series")
+    heat = v["mappings"][0]["heatmap"]
+    assert (heat["x"], heat["columns"], heat["block_pages"]) == ("time", 10, 8)
+    # The default output directory sits beside the recording.
+    res = tierlab("view", simulated)
+    assert res.returncode == 0, res.stderr
+    assert (simulated.parent / "sim.view" / "index.html").is_file()
+
+
+def test_view_options(simulated: Path) -> None:
+    v = tierlab("view", simulated, "--json", "--min-mapping", "128KiB", "--group", "1").json()
+    assert [m["name"] for m in v["mappings"]] == ["a"]
+    assert v["mappings"][0]["heatmap"]["rows"] == 64
+    v = tierlab("view", simulated, "--json", "--max-mappings", "1").json()
+    assert [m["name"] for m in v["mappings"]] == ["a"]
+
+
+def test_many_drains_are_merged_into_columns(tmp_path: Path) -> None:
+    rec = tmp_path / "r"
+    n = 1500
+    with RecordingWriter(rec) as w:
+        w.append_mappings(time_ns=[0], event=["map"], start=[A], length=[1 << 30], name=["big"])
+        w.append_samples(_samples(np.arange(n), A + np.arange(n) * PAGE * 100, np.arange(n)))
+        w.append_drains(
+            time_ns=np.arange(n), cpu=np.zeros(n), drain=np.arange(n), records=np.ones(n)
+        )
+    m = tierlab("view", rec, "--json").json()["mappings"][0]
+    assert m["heatmap"]["drains_per_column"] == 3
+    assert m["heatmap"]["columns"] == 500
+    assert m["heatmap"]["rows"] <= 512  # 262144 pages in blocks large enough
+    assert m["pages"] == 262144 and m["pages_touched"] == n
+
+
+def test_empty_and_missing_recordings(tmp_path: Path) -> None:
+    rec = tmp_path / "empty"
+    with RecordingWriter(rec):
+        pass
+    res = tierlab("view", rec, "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    v = tierlab("view", rec, "--json").json()
+    assert v["mappings"] == [] and v["totals"]["samples"] == 0
+    err = assert_user_error(tierlab("view", tmp_path / "nope"))
+    assert "no such recording" in err
+    err = assert_user_error(tierlab("view", rec, "--group", "0"))
+    assert "--group" in err
+
+
+def _events(rows):
+    return pd.DataFrame(rows, columns=["time_ns", "event", "start", "length", "name"])
+
+
+def test_history_split_and_replace() -> None:
+    maps = history.build(
+        _events(
+            [
+                (0, "map", 0x10000, 0x8000, "x"),
+                (10, "unmap", 0x12000, 0x2000, ""),  # a hole in the middle: x is split
+                (20, "map", 0x14000, 0x1000, "y"),  # replaces part of x at t=20
+            ]
+        )
+    )
+    assert [m.name for m in maps] == ["x", "y"]
+    addr = np.array([0x12000, 0x12000, 0x14000, 0x14000, 0x17000, 0x30000], dtype=np.uint64)
+    t = np.array([5, 15, 15, 25, 25, 25], dtype=np.uint64)
+    assert history.assign(maps, t, addr).tolist() == [0, -1, 0, 1, 0, -1]
+    assert maps[0].unmap_time_ns is None  # parts of x live on
+
+
+def test_history_order_of_equal_times_and_full_unmap() -> None:
+    maps = history.build(
+        _events([(7, "map", 0x1000, 0x1000, "x"), (9, "unmap", 0x1000, 0x1000, "")])
+    )
+    assert maps[0].unmap_time_ns == 9
+    owner = history.assign(
+        maps, np.array([7, 8, 9], dtype=np.uint64), np.full(3, 0x1800, dtype=np.uint64)
+    )
+    assert owner.tolist() == [0, 0, -1]
+
+
+def test_derived_regions() -> None:
+    addr = np.array([0x1000, 0x3000, 0x1000 + (2 << 20), 0x10_0000_0000], dtype=np.uint64)
+    regions = history.derive(addr)
+    assert [(r.start, r.length) for r in regions] == [
+        (0x1000, 0x3000),
+        (0x1000 + (2 << 20), PAGE),
+        (0x10_0000_0000, PAGE),
+    ]
