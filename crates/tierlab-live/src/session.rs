@@ -158,6 +158,8 @@ struct Ring {
     data_offset: usize,
     data_size: usize,
     last_drain_ns: u64,
+    /// The owning event's task exited: the fd reports POLLHUP from now on.
+    hup: bool,
 }
 
 impl Ring {
@@ -220,8 +222,11 @@ pub struct Recorder {
     fds: Vec<i32>,
     rings: Vec<Ring>,
     id_types: HashMap<u64, u64>,
-    /// Kernel lacks `inherit_thread`: child processes are followed too and must be filtered.
+    /// Kernel lacks `inherit_thread`, or events are CPU-wide: samples of other processes
+    /// arrive and must be dropped.
     filter_pid: bool,
+    /// One event per CPU for every process (IBS PMUs that refuse per-task events).
+    cpu_wide: bool,
     t0: u64,
     tracker: Tracker,
     last_snapshot_ns: u64,
@@ -394,6 +399,7 @@ impl Recorder {
             rings: Vec::new(),
             id_types: HashMap::new(),
             filter_pid: false,
+            cpu_wide: false,
             t0: 0,
             tracker: Tracker::new(min),
             last_snapshot_ns: 0,
@@ -481,6 +487,20 @@ impl Recorder {
         }
     }
 
+    /// The sampler on every process of `cpu` (IBS PMUs without per-task support), enabled at
+    /// once: the recorder keeps only the target's samples. Needs CAP_PERFMON or
+    /// `perf_event_paranoid` <= 0.
+    fn open_cpu_wide(&mut self, cpu: u32) -> Result<i32, LiveError> {
+        let mut attr = cpu_wide_attr(&self.sampler_attr(false));
+        for f in &self.flags_dropped {
+            drop_flag(&mut attr, f);
+        }
+        let fd = perf_event_open(&attr, -1, cpu as i32, -1)
+            .map_err(|e| self.open_error(&format!("{} cpu-wide", self.spec.name), -1, cpu, e))?;
+        self.fds.push(fd);
+        Ok(fd)
+    }
+
     fn open_error(&self, name: &str, tid: i32, cpu: u32, e: std::io::Error) -> LiveError {
         let what = format!("perf_event_open({name}, {}, tid {tid}, cpu {cpu})", self.spec.backend);
         let hint = match e.raw_os_error() {
@@ -538,7 +558,16 @@ impl Recorder {
         };
         let (data_offset, data_size) =
             if size == 0 { (4096, data_size) } else { (off as usize, size as usize) };
-        self.rings.push(Ring { cpu, fd, base, map_len, data_offset, data_size, last_drain_ns: 0 });
+        self.rings.push(Ring {
+            cpu,
+            fd,
+            base,
+            map_len,
+            data_offset,
+            data_size,
+            last_drain_ns: 0,
+            hup: false,
+        });
         Ok(())
     }
 
@@ -549,9 +578,30 @@ impl Recorder {
         for &cpu in &cpus {
             let ring_idx = self.rings.iter().position(|r| r.cpu == cpu);
             let mut owner = ring_idx.map(|i| self.rings[i].fd);
+            // CPU-wide mode: one event per CPU, already open for this CPU.
+            if self.cpu_wide && owner.is_some() {
+                continue;
+            }
             for &tid in tids {
-                let fd = match self.open_sampler(tid, cpu, enable_on_exec) {
+                let opened = if self.cpu_wide {
+                    self.open_cpu_wide(cpu)
+                } else {
+                    self.open_sampler(tid, cpu, enable_on_exec)
+                };
+                let fd = match opened {
                     Ok(fd) => fd,
+                    // IBS PMUs that only count CPU-wide refuse per-task events: fall back to one
+                    // event per CPU and keep only the target's samples.
+                    Err(LiveError::Os { err, .. })
+                        if self.spec.backend == Backend::AmdIbs
+                            && !self.cpu_wide
+                            && matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) =>
+                    {
+                        self.cpu_wide = true;
+                        self.filter_pid = true;
+                        self.flags_dropped.push("per-task (cpu-wide ibs_op, samples filtered by pid)".into());
+                        self.open_cpu_wide(cpu)?
+                    }
                     // A thread that exited since it was listed.
                     Err(LiveError::Os { err, .. })
                         if err.raw_os_error() == Some(libc::ESRCH) && tid != self.pid =>
@@ -567,6 +617,9 @@ impl Recorder {
                     None => {
                         self.open_ring(fd, cpu)?;
                         owner = Some(fd);
+                        if self.cpu_wide {
+                            break;
+                        }
                     }
                     Some(o) => ioctl(fd, IOC_SET_OUTPUT, o as libc::c_ulong).map_err(|err| {
                         LiveError::Os { what: format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}"), err }
@@ -884,20 +937,25 @@ impl Recorder {
                 .saturating_sub(self.now_ns())
                 / 1_000_000;
             let timeout = (timeout_ms as u64).min(until_snapshot.max(1)) as i32;
+            // A ring whose owning event's task exited reports POLLHUP forever: it is left out
+            // of the wait (the flush timer and the final drain still read it), or the wait
+            // would spin.
             let mut pfds: Vec<libc::pollfd> = self
                 .rings
                 .iter()
-                .map(|r| libc::pollfd { fd: r.fd, events: libc::POLLIN, revents: 0 })
+                .map(|r| libc::pollfd { fd: if r.hup { -1 } else { r.fd }, events: libc::POLLIN, revents: 0 })
                 .collect();
             pfds.push(libc::pollfd { fd: self.pidfd, events: libc::POLLIN, revents: 0 });
-            // SAFETY: polling descriptors we own.
+            // SAFETY: polling descriptors we own (negative ones are ignored).
             let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
             if n > 0 {
                 let mut drained = false;
-                let ready: Vec<usize> =
-                    (0..self.rings.len()).filter(|&i| pfds[i].revents & libc::POLLIN != 0).collect();
-                for i in ready {
-                    {
+                for (i, pfd) in pfds.iter().take(self.rings.len()).enumerate() {
+                    let ev = pfd.revents;
+                    if ev & (libc::POLLHUP | libc::POLLERR) != 0 {
+                        self.rings[i].hup = true;
+                    }
+                    if ev & libc::POLLIN != 0 {
                         self.drain_ring(i, true);
                         drained = true;
                     }
@@ -957,6 +1015,13 @@ impl Drop for Recorder {
             unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
         }
     }
+}
+
+/// A per-task sampler turned into a CPU-wide one: no inheritance, no enable-on-exec, enabled.
+pub fn cpu_wide_attr(attr: &PerfEventAttr) -> PerfEventAttr {
+    let mut a = *attr;
+    a.flags &= !(flag::INHERIT | flag::INHERIT_THREAD | flag::ENABLE_ON_EXEC | flag::DISABLED);
+    a
 }
 
 fn applies(attr: &PerfEventAttr, what: &str) -> bool {
@@ -1019,6 +1084,15 @@ mod tests {
         assert_eq!(Recorder::ring_data_size(1), 512 << 10);
         assert_eq!(Recorder::ring_data_size(300 << 10), 1 << 20);
         assert_eq!(Recorder::ring_data_size(1 << 20), 2 << 20);
+    }
+
+    #[test]
+    fn cpu_wide_attributes() {
+        let mut a = crate::events::amd_ibs_event(11, 4096, true, false).unwrap().attr;
+        a.flags |= flag::INHERIT | flag::INHERIT_THREAD | flag::ENABLE_ON_EXEC | flag::DISABLED | flag::MMAP2;
+        let c = cpu_wide_attr(&a);
+        assert_eq!(c.flags, flag::MMAP2);
+        assert_eq!((c.type_, c.config, c.sample_period), (11, 1 << 19, 4096));
     }
 
     #[test]
