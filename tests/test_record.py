@@ -327,15 +327,17 @@ def test_existing_recording_is_not_overwritten(programs, can_record, tmp_path: P
 
 
 def test_buffer_size_sets_the_drain_rate(programs, can_record, tmp_path: Path) -> None:
-    # A smaller watermark drains the same faults in more, smaller drains.
+    # 3000 faults are ~144 KB of 48-byte records: an 8 KiB watermark wakes the drain thread
+    # many times; a 256 KiB one never (only the flush timer and the end drain).
     small, big = tmp_path / "s", tmp_path / "b"
     record(small, programs["touch_pages"], 3000, extra=("--buffer-size", "8KiB"))
     record(big, programs["touch_pages"], 3000, extra=("--buffer-size", "256KiB"))
-    ds, db = Recording.open(small).drains(), Recording.open(big).drains()
-    assert len(ds) > len(db)
-    # A watermark drain delivers about B bytes of records (48-byte samples).
-    assert int(ds["records"].median()) <= 2 * 8192 // 48
-    assert Recording.open(small).meta["parameters"]["ring_bytes"] == 512 << 10
+    rs, rb = Recording.open(small), Recording.open(big)
+    assert rs.meta["accounting"]["watermark_drains"] >= 1
+    assert rb.meta["accounting"]["watermark_drains"] == 0
+    assert len(rs.drains()) >= len(rb.drains())
+    assert rs.meta["parameters"]["watermark_bytes"] == 8192
+    assert rs.meta["parameters"]["ring_bytes"] == 512 << 10
 
 
 def test_overhead_reports_an_interval(programs, can_record) -> None:
