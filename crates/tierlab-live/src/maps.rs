@@ -157,6 +157,34 @@ impl Tracker {
                 return;
             }
         }
+        // The kernel merges a new anonymous mapping with an adjacent one and reports the
+        // merged range: when it holds kept mappings whole and the rest is large enough to keep,
+        // the rest is the new mapping and the kept ones live on.
+        let inside: Vec<(u64, u64)> = self
+            .kept
+            .range(..end)
+            .filter(|(s, k)| **s < end && k.end > start)
+            .map(|(s, k)| (*s, k.end))
+            .collect();
+        if !inside.is_empty() && inside.iter().all(|&(s, e)| s >= start && e <= end) {
+            let mut gaps = Vec::new();
+            let mut pos = start;
+            for &(s, e) in &inside {
+                if s > pos {
+                    gaps.push((pos, s));
+                }
+                pos = pos.max(e);
+            }
+            if pos < end {
+                gaps.push((pos, end));
+            }
+            if !gaps.is_empty() && gaps.iter().all(|&(a, b)| b - a >= self.min_len) {
+                for (a, b) in gaps {
+                    self.insert(time_ns, a, b, &name, true);
+                }
+                return;
+            }
+        }
         self.insert(time_ns, start, end, &name, true);
     }
 
@@ -339,6 +367,26 @@ mod tests {
         // But a second MMAP2 of the same range is (munmap + mmap between snapshots).
         t.on_mmap(42, 0x500_0000, 6 * MIB, "[heap]");
         assert_eq!(t.take_events().len(), 2);
+    }
+
+    #[test]
+    fn merged_neighbours_stay_separate_mappings() {
+        let mut t = Tracker::new(4 * MIB);
+        t.on_mmap(10, 0x1000_0000, 48 * MIB, "//anon");
+        // A new 8 MiB buffer right below it; the kernel reports the merged 56 MiB area.
+        t.on_mmap(20, 0x1000_0000 - 8 * MIB, 56 * MIB, "//anon");
+        assert_eq!(
+            t.take_events(),
+            vec![
+                ev(10, true, 0x1000_0000, 48 * MIB, "[anon]"),
+                ev(20, true, 0x1000_0000 - 8 * MIB, 8 * MIB, "[anon]")
+            ]
+        );
+        // A small extension (heap growth) replaces the kept mapping by the grown one.
+        t.on_mmap(30, 0x1000_0000 - 8 * MIB, 56 * MIB + 65536, "//anon");
+        let e = t.take_events();
+        assert_eq!(e.last().unwrap(), &ev(30, true, 0x1000_0000 - 8 * MIB, 56 * MIB + 65536, "[anon]"));
+        assert_eq!(t.live().len(), 1);
     }
 
     #[test]
