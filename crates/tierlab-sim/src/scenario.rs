@@ -51,9 +51,11 @@ pub struct Scenario {
     /// How telemetry is scored against ground truth.
     #[serde(default)]
     pub scoring: crate::telemetry::ScoringConfig,
-    /// Memory-management policies (none are registered yet).
-    #[serde(default)]
-    pub policies: Vec<toml::Table>,
+    /// Memory-management policies (`[[policies]]` tables; `kind` = fifo, lru, lru-exact,
+    /// clock, cmcp: the page-replacement policy of the hierarchical memory mode, which
+    /// `[machine.hmem]` turns on; at most one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<crate::machine::replacement::PolicyConfig>,
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
@@ -153,6 +155,26 @@ pub const BUILTINS: &[Builtin] = &[
         name: "cg-16core",
         description: "CG-like sparse matrix-vector products (27-point matrix) on 16 cores",
         text: include_str!("../scenarios/cg-16core.toml"),
+    },
+    Builtin {
+        name: "cmcp-table1",
+        description: "CMCP paper Table 1: per-core page faults, remote TLB invalidations, dTLB misses of FIFO, LRU, CMCP at 8..56 cores",
+        text: include_str!("../scenarios/cmcp-table1.toml"),
+    },
+    Builtin {
+        name: "cmcp-scaling",
+        description: "CMCP paper Figure 7: performance vs cores, shared page tables vs PSPT, per policy",
+        text: include_str!("../scenarios/cmcp-scaling.toml"),
+    },
+    Builtin {
+        name: "cmcp-p",
+        description: "CMCP paper Figure 9: CMCP's relative performance vs p (fraction of prioritized pages) at 56 cores",
+        text: include_str!("../scenarios/cmcp-p.toml"),
+    },
+    Builtin {
+        name: "cmcp-pagesize",
+        description: "CMCP paper Figure 10: 4 KiB / 64 KiB / 2 MiB pages vs memory provided (FIFO, 56 cores)",
+        text: include_str!("../scenarios/cmcp-pagesize.toml"),
     },
     Builtin {
         name: "zipf-tiered",
@@ -322,12 +344,29 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     if !(sc.scoring.target > 0.0 && sc.scoring.target <= 1.0) {
         return Err(err("scoring.target", format!("{} is not in (0, 1]", sc.scoring.target)));
     }
-    if let Some(t) = sc.policies.first() {
-        let kind = t.get("kind").and_then(|v| v.as_str()).unwrap_or("?");
-        return Err(err(
-            "policies",
-            format!("unknown policy kind `{kind}`: no policies are registered in this version"),
-        ));
+    for (i, p) in sc.policies.iter().enumerate() {
+        p.check().map_err(|(f, m)| err(&format!("policies[{i}].{f}"), m))?;
+    }
+    if sc.policies.len() > 1 {
+        return Err(err("policies", "only one replacement policy can run at a time".into()));
+    }
+    match (sc.policies.first(), &sc.machine.hmem) {
+        (Some(p), None) => {
+            return Err(err(
+                "policies[0].kind",
+                format!(
+                    "replacement policy `{}` needs the hierarchical memory mode: add [machine.hmem] with fast_memory",
+                    p.kind()
+                ),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                "machine.hmem",
+                "the hierarchical memory mode needs a replacement policy: add [[policies]] with kind = \"fifo\", \"lru\", \"lru-exact\", \"clock\" or \"cmcp\"".into(),
+            ))
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -241,6 +241,7 @@ impl Simulation {
             machine.mm_cpumask[t] = true;
         }
         workload.setup(&mut machine)?;
+        machine.start_hmem(&scenario.policies, &ctx.scenario_file)?;
         let end_ns = match scenario.duration {
             Some(d) => d.0,
             None => workload.natural_duration_ns().unwrap_or(0),
@@ -452,7 +453,7 @@ impl Simulation {
         'outer: loop {
             let window_end = (window_start + self.window_ps).min(self.end_ps);
             while frontier < window_end {
-                let next_obs = self.next_observer_ps();
+                let next_obs = self.next_observer_ps().min(self.machine.next_policy_event_ps());
                 frontier = (frontier + self.quantum_ps).min(window_end).min(next_obs.max(frontier + 1));
                 for t in 0..self.threads {
                     if self.machine.cores[t].clock_ps < frontier {
@@ -461,6 +462,7 @@ impl Simulation {
                 }
                 if next_obs <= frontier {
                     self.fire_observers(frontier)?;
+                    self.machine.fire_policy(frontier);
                 }
                 if self.all_done() {
                     break;

@@ -11,9 +11,11 @@
 //! that does it.
 
 pub mod cost;
+pub mod hmem;
 pub mod memory;
 pub mod pagetable;
 pub mod pebs;
+pub mod replacement;
 pub mod tlb;
 
 use std::collections::BTreeMap;
@@ -69,6 +71,10 @@ pub struct MachineConfig {
     /// Memory nodes; default: the two-tier machine of [`memory::default_nodes`].
     #[serde(default = "memory::default_nodes")]
     pub nodes: Vec<NodeConfig>,
+    /// Hierarchical memory mode (fast memory = node 0 with a capacity limit, slow memory
+    /// behind a link, OS page replacement by the scenario's policy); absent = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hmem: Option<hmem::HmemConfig>,
 }
 
 fn d_cores() -> usize {
@@ -158,6 +164,9 @@ impl MachineConfig {
         }
         self.tlb.validate().map_err(|(f, m)| (f.to_string(), m))?;
         self.cost.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        if let Some(h) = &self.hmem {
+            h.validate(self.cores)?;
+        }
         Ok(())
     }
 
@@ -290,6 +299,8 @@ pub struct Machine {
     pub segfaults: u64,
     /// The PEBS hardware, when a sampling observer enabled it.
     pub pebs: Option<pebs::PebsHw>,
+    /// The hierarchical memory mode, when configured.
+    pub hmem: Option<Box<hmem::Hmem>>,
 }
 
 const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps below 2^47
@@ -346,6 +357,7 @@ impl Machine {
             fault_2m_ps: ps(c.fault_ns + (2u64 << 20) as f64 / c.zero_gbps),
             segfaults: 0,
             pebs: None,
+            hmem: cfg.hmem.as_ref().map(|h| Box::new(hmem::Hmem::new(h, cfg))),
         }
     }
 
@@ -384,6 +396,9 @@ impl Machine {
 
     #[inline(never)]
     fn access_slow(&mut self, core: usize, addr: u64, write: bool) -> Result<()> {
+        if self.hmem.is_some() {
+            return self.access_hmem(core, addr, write);
+        }
         let c = &mut self.cores[core];
         let mut extra = 0u64;
         let (node, huge, dirty) = match c.tlb.lookup(addr) {
@@ -616,6 +631,7 @@ impl Machine {
         self.vmas
             .insert(start, Vma { start, len, name: opts.name.clone(), page_size: ps_, mapped_at_ns: now });
         self.mapping_log.push((now, true, start, len, opts.name.clone()));
+        self.hmem_add_area(start, len);
         if opts.populate {
             self.populate(start, len, opts.thread)?;
         }
@@ -631,6 +647,10 @@ impl Machine {
             .get(&start)
             .cloned()
             .ok_or_else(|| SimError::runtime(format!("populate: no mapping at {start:#x}")))?;
+        if self.hmem.is_some() {
+            self.hmem_populate(start, len);
+            return Ok(());
+        }
         let end = start + len;
         let core = core.min(self.cores.len() - 1);
         let mut va = start;
@@ -725,6 +745,7 @@ impl AddressSpace for Machine {
         for (n, p) in freed {
             self.mem.free(n, p);
         }
+        self.hmem_unmap(v.start, v.len);
         let initiator = 0;
         self.invalidate_range(initiator, v.start, v.start + v.len);
         let now = self.now_ns();
@@ -780,6 +801,7 @@ impl StatsSource for Machine {
             out.set(format!("{p}.allocated_bytes"), n.allocated_pages * 4096);
             out.set(format!("{p}.tier"), n.cfg.tier as u64);
         }
+        self.hmem_stats(out);
     }
 }
 

@@ -39,6 +39,7 @@ pub mod replay;
 pub mod spmv;
 pub mod stencil;
 pub mod stream;
+pub mod sweep3d;
 pub mod uniform;
 pub mod zipf;
 
@@ -207,4 +208,5 @@ registry! {
     "spmv" => Spmv(spmv::SpmvParams),
     "hotset" => Hotset(hotset::HotsetParams),
     "replay" => Replay(replay::ReplayParams),
+    "sweep3d" => Sweep3d(sweep3d::Sweep3dParams),
 }

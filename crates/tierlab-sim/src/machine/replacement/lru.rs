@@ -1,0 +1,308 @@
+//! `lru`: a Linux-like two-list LRU approximation, as the CMCP paper's baseline: active and
+//! inactive lists maintained by an Accessed-bit scanner that runs every `scan_period`
+//! (default 10 ms) on a dedicated core.
+//!
+//! Rules (from `reference/memory-management.md`, "Linux's two-list LRU"):
+//! - a newly faulted page enters the inactive list's head (the newest end); with `refault`
+//!   on (off by default, see [`LruParams::refault`]), a page whose refault distance
+//!   (evictions + activations since its eviction) is at most the active list's size is
+//!   activated directly (the workingset shadow entries);
+//! - each scan first ages the active list while it is too big: the inactive list is too
+//!   small when `inactive * ratio < active`, `ratio = int_sqrt(10 * fast memory in GB)` (1
+//!   below 1 GB); pages leave the active list's tail (oldest end) for the inactive head, their
+//!   Accessed bits tested and cleared on the way (anonymous pages are deactivated even when
+//!   referenced);
+//! - then it scans the inactive list from its tail (`scan_ratio` pages per page evicted since
+//!   the previous scan, at least 32: scanning follows reclaim, as kswapd's does), testing and
+//!   clearing the Accessed bits of every PTE mapping each page: referenced and already marked referenced, or referenced
+//!   through more than one PTE -> activated (active head); referenced once -> marked
+//!   referenced and rotated to the inactive head (one more trip); not referenced -> left at
+//!   the tail, the next victims;
+//! - eviction (in the faulting core) first restores the inactive:active balance by moving
+//!   active tail pages to the inactive head (without testing their bits: statistics are the
+//!   scanner's job, kept off the application's cores as in the paper), then takes the
+//!   inactive list's tail.
+//!
+//! Every Accessed bit the scanner clears costs a TLB invalidation on the cores whose PTE had
+//! it: the price the CMCP paper shows LRU pays on many cores.
+
+use serde::{Deserialize, Serialize};
+
+use super::{DList, Frames, Links, PageId, PageVec, PolicyBuildCtx, PolicyParams, Replacement};
+use crate::error::Result;
+use crate::stats::Stats;
+use crate::units::Duration;
+
+/// Parameters of `lru`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LruParams {
+    /// Period of the Accessed-bit scanner. Default 10 ms (the paper's timer).
+    #[serde(default = "d_period")]
+    pub scan_period: Duration,
+    /// Inactive:active ratio target; absent = Linux's `int_sqrt(10 * GB)` of fast memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_ratio: Option<u64>,
+    /// Activate refaulting pages whose refault distance fits the active list (Linux's
+    /// workingset detection, 3.15 and later). Default false: the paper's LRU follows the
+    /// Linux 2.6 algorithm (Mauerer 2008), which has none.
+    #[serde(default)]
+    pub refault: bool,
+    /// Inactive pages a scan examines per page evicted since the previous scan (reclaim-
+    /// driven, as kswapd scans in proportion to what it must reclaim), at least 32 (Linux's
+    /// SWAP_CLUSTER_MAX); 0 = the whole inactive list every scan. Default 4.
+    #[serde(default = "d_ratio")]
+    pub scan_ratio: f64,
+}
+
+fn d_ratio() -> f64 {
+    4.0
+}
+
+fn d_period() -> Duration {
+    Duration(10_000_000)
+}
+impl Default for LruParams {
+    fn default() -> Self {
+        LruParams { scan_period: d_period(), inactive_ratio: None, refault: false, scan_ratio: d_ratio() }
+    }
+}
+
+/// Integer square root (floor).
+pub fn int_sqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+/// Linux's inactive ratio for a memory of `bytes`: `int_sqrt(10 * GB)`, at least 1.
+pub fn linux_inactive_ratio(bytes: u64) -> u64 {
+    let gb = bytes >> 30;
+    if gb == 0 {
+        1
+    } else {
+        int_sqrt(10 * gb).max(1)
+    }
+}
+
+impl PolicyParams for LruParams {
+    fn build(&self, ctx: &PolicyBuildCtx) -> Result<Box<dyn Replacement>> {
+        if let Err((f, m)) = self.check() {
+            return Err(ctx.error(&f, m));
+        }
+        let ratio = self.inactive_ratio.unwrap_or_else(|| linux_inactive_ratio(ctx.capacity_bytes));
+        Ok(Box::new(Lru::new(self, ratio, ctx.pages as usize)))
+    }
+    fn check(&self) -> std::result::Result<(), (String, String)> {
+        if self.scan_period.0 == 0 {
+            return Err(("scan_period".into(), "must be > 0".into()));
+        }
+        if !(self.scan_ratio.is_finite() && self.scan_ratio >= 0.0) {
+            return Err(("scan_ratio".into(), format!("{} must be a number >= 0", self.scan_ratio)));
+        }
+        if self.inactive_ratio == Some(0) {
+            return Err(("inactive_ratio".into(), "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+const ACTIVE: u8 = 1;
+const REFERENCED: u8 = 2;
+const NO_SHADOW: u64 = u64::MAX;
+
+/// The Linux-like LRU.
+pub struct Lru {
+    period_ns: u64,
+    ratio: u64,
+    refault: bool,
+    scan_ratio: f64,
+    /// Evictions at the previous scan.
+    evictions_at_scan: u64,
+    evictions: u64,
+    links: Links,
+    active: DList,
+    inactive: DList,
+    flags: PageVec<u8>,
+    /// Eviction-time value of `age` per evicted page (`NO_SHADOW` = none).
+    shadow: Vec<u64>,
+    /// Evictions plus activations so far (Linux's nonresident age).
+    age: u64,
+    c: LruCounters,
+}
+
+/// Counters of the Linux-like LRU.
+#[derive(Clone, Debug, Default)]
+pub struct LruCounters {
+    /// Scans run.
+    pub scans: u64,
+    /// Inactive pages examined by scans.
+    pub scanned: u64,
+    /// Active pages deactivated (their bits tested on the way).
+    pub deactivated: u64,
+    /// Pages moved to the active list by scans.
+    pub activated: u64,
+    /// Referenced-once pages given one more trip.
+    pub rotated: u64,
+    /// Refaulting pages activated at fault time.
+    pub refault_activated: u64,
+    /// Victims taken from the active list (the inactive list was empty).
+    pub evicted_active: u64,
+    /// Active pages deactivated by reclaim to keep the ratio between scans (bits untested).
+    pub deactivated_in_reclaim: u64,
+}
+
+impl Lru {
+    /// A policy with `params`, inactive ratio `ratio`, for `pages` page ids.
+    pub fn new(params: &LruParams, ratio: u64, pages: usize) -> Self {
+        Lru {
+            period_ns: params.scan_period.0,
+            ratio: ratio.max(1),
+            refault: params.refault,
+            scan_ratio: params.scan_ratio,
+            evictions_at_scan: 0,
+            evictions: 0,
+            links: Links::with_pages(pages),
+            active: DList::default(),
+            inactive: DList::default(),
+            flags: PageVec::with_pages(pages),
+            shadow: vec![NO_SHADOW; pages],
+            age: 0,
+            c: LruCounters::default(),
+        }
+    }
+    /// The lists (oldest first): (inactive, active).
+    pub fn lists(&self) -> (Vec<PageId>, Vec<PageId>) {
+        (self.inactive.to_vec(&self.links), self.active.to_vec(&self.links))
+    }
+    /// The counters.
+    pub fn counters(&self) -> &LruCounters {
+        &self.c
+    }
+    /// Whether `page` carries the software referenced mark.
+    pub fn is_marked_referenced(&self, page: PageId) -> bool {
+        self.flags.get(page) & REFERENCED != 0
+    }
+
+    fn activate(&mut self, p: PageId) {
+        self.active.push_back(&mut self.links, p);
+        self.flags.set(p, ACTIVE);
+        self.age += 1;
+    }
+
+    /// One scan: age the active list, then examine the inactive list from its tail.
+    pub fn scan(&mut self, f: &mut dyn Frames) {
+        self.c.scans += 1;
+        while self.inactive.len() as u64 * self.ratio < self.active.len() as u64 {
+            let p = self.active.pop_front(&mut self.links).expect("active");
+            f.test_and_clear_young(p);
+            self.inactive.push_back(&mut self.links, p);
+            self.flags.set(p, 0);
+            self.c.deactivated += 1;
+        }
+        let mut n = self.inactive.len() as u64;
+        if self.scan_ratio > 0.0 {
+            let due = (self.scan_ratio * (self.evictions - self.evictions_at_scan) as f64).ceil() as u64;
+            n = n.min(due.max(32));
+        }
+        self.evictions_at_scan = self.evictions;
+        let mut keep: Vec<PageId> = Vec::new();
+        for _ in 0..n {
+            let p = self.inactive.pop_front(&mut self.links).expect("inactive");
+            self.c.scanned += 1;
+            let refs = f.test_and_clear_young(p);
+            let was_referenced = self.flags.get(p) & REFERENCED != 0;
+            if refs == 0 {
+                // TestClearPageReferenced: an unreferenced page loses its mark.
+                self.flags.set(p, 0);
+                keep.push(p);
+            } else if was_referenced || refs > 1 {
+                self.activate(p);
+                self.c.activated += 1;
+            } else {
+                self.flags.set(p, REFERENCED);
+                self.inactive.push_back(&mut self.links, p);
+                self.c.rotated += 1;
+            }
+        }
+        // Unreferenced pages stay at the tail in their order.
+        for &p in keep.iter().rev() {
+            self.inactive.push_front(&mut self.links, p);
+        }
+    }
+}
+
+impl Replacement for Lru {
+    fn on_fault_in(&mut self, page: PageId, _f: &mut dyn Frames) {
+        let s = self.shadow.get(page as usize).copied().unwrap_or(NO_SHADOW);
+        if self.refault && s != NO_SHADOW && self.age - s <= self.active.len() as u64 {
+            self.activate(page);
+            self.c.refault_activated += 1;
+        } else {
+            self.inactive.push_back(&mut self.links, page);
+            self.flags.set(page, 0);
+        }
+    }
+    fn evict(&mut self, _f: &mut dyn Frames) -> PageId {
+        // Reclaim keeps the lists balanced between scans; the pages' Accessed bits are left
+        // for the scanner (no statistics work on the application's cores).
+        while self.inactive.len() as u64 * self.ratio < self.active.len() as u64 {
+            let p = self.active.pop_front(&mut self.links).expect("active");
+            self.inactive.push_back(&mut self.links, p);
+            self.flags.set(p, 0);
+            self.c.deactivated_in_reclaim += 1;
+        }
+        let p = if let Some(p) = self.inactive.pop_front(&mut self.links) {
+            p
+        } else {
+            self.c.evicted_active += 1;
+            self.active.pop_front(&mut self.links).expect("lru: evict with no resident page")
+        };
+        self.flags.set(p, 0);
+        self.evictions += 1;
+        if self.refault {
+            if self.shadow.len() <= p as usize {
+                self.shadow.resize((p as usize + 1).max(self.shadow.len() * 2), NO_SHADOW);
+            }
+            self.shadow[p as usize] = self.age;
+        }
+        self.age += 1;
+        p
+    }
+    fn remove(&mut self, page: PageId) {
+        if self.flags.get(page) & ACTIVE != 0 {
+            self.active.remove(&mut self.links, page);
+        } else {
+            self.inactive.remove(&mut self.links, page);
+        }
+        self.flags.set(page, 0);
+        if let Some(s) = self.shadow.get_mut(page as usize) {
+            *s = NO_SHADOW;
+        }
+    }
+    fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+    fn tick(&mut self, _now_ns: u64, f: &mut dyn Frames) {
+        self.scan(f);
+    }
+    fn report_stats(&self, prefix: &str, out: &mut Stats) {
+        let c = &self.c;
+        out.set(format!("{prefix}.inactive_ratio"), self.ratio);
+        out.set(format!("{prefix}.scans"), c.scans);
+        out.set(format!("{prefix}.scanned"), c.scanned);
+        out.set(format!("{prefix}.deactivated"), c.deactivated);
+        out.set(format!("{prefix}.activated"), c.activated);
+        out.set(format!("{prefix}.rotated"), c.rotated);
+        out.set(format!("{prefix}.refault_activated"), c.refault_activated);
+        out.set(format!("{prefix}.evicted_active"), c.evicted_active);
+        out.set(format!("{prefix}.deactivated_in_reclaim"), c.deactivated_in_reclaim);
+        out.set(format!("{prefix}.active_pages"), self.active.len());
+        out.set(format!("{prefix}.inactive_pages"), self.inactive.len());
+    }
+}
