@@ -354,6 +354,26 @@ fn bench_engine(py: Python<'_>, quick: bool) -> PyResult<PyObject> {
     Ok(d.into_py(py))
 }
 
+/// Replay a page trace (little-endian u64 page numbers) through replacement policy `kind`
+/// (default parameters, every access visible: no TLB) with `capacity` frames:
+/// `(requests, misses, seconds)`, the time covering the whole replay.
+#[pyfunction]
+fn policy_replay(py: Python<'_>, kind: &str, pages: &[u8], capacity: u64) -> PyResult<(u64, u64, f64)> {
+    let trace = bytes_as(pages, "pages", u64::from_le_bytes)?;
+    py.allow_threads(|| {
+        let t = std::time::Instant::now();
+        let o = tierlab_sim::machine::replacement::replay_trace(kind, &trace, capacity)?;
+        Ok((o.requests, o.misses, t.elapsed().as_secs_f64()))
+    })
+    .map_err(to_py)
+}
+
+/// The registered replacement policies.
+#[pyfunction]
+fn policy_kinds() -> Vec<String> {
+    tierlab_sim::machine::replacement::KINDS.iter().map(|s| s.to_string()).collect()
+}
+
 /// The `tierlab._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -364,6 +384,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_points, m)?)?;
     m.add_function(wrap_pyfunction!(techniques, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_kinds, m)?)?;
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

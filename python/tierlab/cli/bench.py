@@ -1,9 +1,11 @@
-"""``tierlab bench engine``: measure the engine's throughput (accesses per second)."""
+"""``tierlab bench engine``: the engine's throughput (accesses per second).
+``tierlab bench policies``: replacement policies against libCacheSim on one page trace."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -23,6 +25,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     e.add_argument("--quick", action="store_true", help="shorter measurement (less precise)")
     e.set_defaults(func=engine)
+    pol = what.add_parser(
+        "policies",
+        help="replacement policies vs libCacheSim",
+        description="Replay one page trace (half Zipf-distributed hot pages, half a cyclic "
+        "scan) through tierlab's fifo, exact lru and clock and, in the same process, through "
+        "libCacheSim's FIFO, LRU and Clock: requests per second of each (best of --repeat) "
+        "and the ratio. The miss counts must be equal; a difference is reported as an error.",
+    )
+    pol.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    pol.add_argument(
+        "--requests", type=int, default=5_000_000, metavar="N", help="trace length (default 5e6)"
+    )
+    pol.add_argument("--repeat", type=int, default=3, metavar="K", help="runs per side (best)")
+    pol.set_defaults(func=policies)
 
 
 def engine(args: argparse.Namespace) -> int:
@@ -37,4 +53,46 @@ def engine(args: argparse.Namespace) -> int:
     for name, rate in results.items():
         table.add_row(name, f"{rate:,.0f}", f"{rate / 1e6:.1f}")
     Console().print(table)
+    return 0
+
+
+def policies(args: argparse.Namespace) -> int:
+    try:
+        import libcachesim  # noqa: F401
+    except ImportError:
+        print(
+            "tierlab: error: libCacheSim is not installed (pip install libcachesim)",
+            file=sys.stderr,
+        )
+        return 2
+    from tierlab.policies import bench_policies
+
+    res = bench_policies(args.requests, args.repeat)
+    bad = [k for k, v in res.items() if v["misses_tierlab"] != v["misses_libcachesim"]]
+    if args.json:
+        out = {k: {x: v[x] for x in ("tierlab", "libcachesim", "ratio")} for k, v in res.items()}
+        print(json.dumps(out, indent=2))
+    else:
+        table = Table(
+            title=f"replacement policies, {args.requests:,} requests, 100,000 frames",
+            title_justify="left",
+            box=None,
+        )
+        for c in ("policy", "tierlab req/s", "libCacheSim req/s", "ratio", "misses"):
+            table.add_column(c, justify="left" if c == "policy" else "right")
+        for k, v in res.items():
+            table.add_row(
+                k,
+                f"{v['tierlab']:,.0f}",
+                f"{v['libcachesim']:,.0f}",
+                f"{v['ratio']:.1f}x",
+                f"{v['misses_tierlab']:,}",
+            )
+        Console().print(table)
+    if bad:
+        print(
+            f"tierlab: error: miss counts differ from libCacheSim for {', '.join(bad)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -7,6 +7,7 @@ import sys
 
 from tierlab.cli import (
     bench,
+    coremap,
     export,
     imports,
     overhead,
@@ -25,7 +26,19 @@ from tierlab.cli.common import (
     print_error,
 )
 
-SUBCOMMANDS = (run, scenarios, export, bench, telemetry, record, view, trace, imports, overhead)
+SUBCOMMANDS = (
+    run,
+    scenarios,
+    export,
+    bench,
+    telemetry,
+    record,
+    view,
+    trace,
+    imports,
+    overhead,
+    coremap,
+)
 
 
 def build_parser() -> ArgumentParser:

@@ -1,0 +1,126 @@
+"""``tierlab coremap SCENARIO``: the distribution of pages by the number of cores mapping
+them (the CMCP paper's Figure 6), from the per-core page tables of the hierarchical mode."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, add_scenario_args, check_overrides
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "coremap",
+        help="pages by number of mapping cores",
+        description="Run a scenario in the hierarchical memory mode and show how many pages "
+        "were mapped by 1, 2, 3, ... cores over the run (every core that ever installed a "
+        "PTE for the page counts). With --points, run those sweep points instead of the base "
+        "scenario (e.g. tierlab coremap cmcp-table1 --points '*/56/fifo').",
+    )
+    p.add_argument("scenario", help="scenario file or built-in name")
+    add_scenario_args(p)
+    p.add_argument("--points", metavar="GLOB", help="run the sweep points whose label matches")
+    p.add_argument("--json", action="store_true", help="print {run: {cores: pages}} as JSON")
+    p.add_argument(
+        "--out", type=Path, metavar="DIR", help="write coremap.json/.csv/.png/.svg into DIR"
+    )
+    p.set_defaults(func=main, parser=p)
+
+
+def _runs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    from tierlab.policies import sweep_points
+
+    if not args.points:
+        return [("", [])]
+    _name, points = sweep_points(args.scenario, args.overrides, args.points)
+    if not points:
+        args.parser.error(f"--points {args.points!r} matches no sweep point")
+    return points
+
+
+def main(args: argparse.Namespace) -> int:
+    check_overrides(args.parser, args.overrides)
+    from tierlab.api import native
+    from tierlab.policies import coremap, record
+
+    err = Console(stderr=True)
+    dists: dict[str, dict[int, int]] = {}
+    for label, ov in _runs(args):
+        raw = native().run(args.scenario, [*ov, *args.overrides], args.seed)
+        d = coremap(raw["stats_flat"])
+        if not d:
+            print(
+                "tierlab: error: the core map is known in the hierarchical memory mode only: "
+                "the scenario needs [machine.hmem] and a [[policies]] entry",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        rec = record(label, raw)
+        name = label or f"{rec['workload']}, {rec.get('cores', '?')} cores"
+        dists[name] = d
+        if not args.json and sys.stderr.isatty():
+            err.print(f"{name}: {sum(d.values())} pages", highlight=False)
+    if args.out is not None:
+        write(dists, args.out)
+    if args.json:
+        sys.stdout.write(
+            json.dumps({k: {str(c): n for c, n in d.items()} for k, d in dists.items()}, indent=2)
+            + "\n"
+        )
+        return EXIT_OK
+    out = Console()
+    for name, d in dists.items():
+        total = sum(d.values()) or 1
+        table = Table(title=name, title_justify="left", box=None)
+        for c in ("cores mapping", "pages", "% of pages", "cumulative %"):
+            table.add_column(c, justify="right")
+        cum = 0
+        for c, n in d.items():
+            cum += n
+            table.add_row(str(c), f"{n:,}", f"{100 * n / total:.1f}", f"{100 * cum / total:.1f}")
+        out.print(table)
+    if args.out is not None:
+        out.print(f"wrote coremap.json, coremap.csv, coremap.png, coremap.svg to {args.out}")
+    return EXIT_OK
+
+
+def write(dists: dict[str, dict[int, int]], out_dir: Path) -> None:
+    """The distributions as JSON, CSV (run, cores, pages, share) and a grouped bar plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "coremap.json").write_text(
+        json.dumps({k: {str(c): n for c, n in d.items()} for k, d in dists.items()}, indent=2)
+        + "\n"
+    )
+    rows: list[dict[str, Any]] = []
+    for k, d in dists.items():
+        total = sum(d.values()) or 1
+        rows.extend({"run": k, "cores": c, "pages": n, "share": n / total} for c, n in d.items())
+    pd.DataFrame(rows).to_csv(out_dir / "coremap.csv", index=False)
+    top = max((max(d) for d in dists.values() if d), default=1)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * top + 3), 3.4))
+    width = 0.8 / max(1, len(dists))
+    for i, (k, d) in enumerate(dists.items()):
+        total = sum(d.values()) or 1
+        xs = [c + (i - (len(dists) - 1) / 2) * width for c in d]
+        ax.bar(xs, [100 * n / total for n in d.values()], width=width, label=k)
+    ax.set_xlabel("number of cores mapping the page")
+    ax.set_ylabel("% of pages")
+    ax.set_title("pages by number of mapping cores")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(out_dir / f"coremap.{ext}", dpi=110)
+    plt.close(fig)
