@@ -305,7 +305,8 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
                 )
             ax.set_title(w)
             ax.set_xlabel("cores")
-            ax.set_ylabel("performance (no movement, fewest cores = 1)")
+            if j == 0:
+                ax.set_ylabel("performance (no movement, fewest cores = 1)")
             ax.legend(fontsize=7)
         title = "scaling: shared page tables vs PSPT"
     elif kind == "p":
@@ -345,7 +346,8 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
             ax.invert_xaxis()
             ax.set_title(w)
             ax.set_xlabel("memory provided (% of footprint)")
-            ax.set_ylabel("relative performance")
+            if j == 0:
+                ax.set_ylabel("relative performance")
             ax.legend(fontsize=8)
         title = "page sizes vs memory constraint (FIFO)"
     else:

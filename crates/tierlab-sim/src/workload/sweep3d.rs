@@ -29,6 +29,9 @@
 //!   a tendency loop per variable (the variable with its 6 neighbours; dens, the three
 //!   momenta and pres at the point; write its tendency), an update loop per variable (variable += tendency).
 //!
+//! With `init`, a first z-split pass writes every point of every array (NAS initializes its
+//! arrays in the program, so the data is born in fast memory).
+//!
 //! Pages are therefore mostly touched by a thread's z part and, in BT and LU, by the thread
 //! owning their y part: the sharing pattern of Figure 6 of the paper (SCALE: mostly private,
 //! halos shared by two cores; LU and BT: mostly fewer than six cores).
@@ -81,6 +84,10 @@ pub struct Sweep3dParams {
     /// Bulk-populate the arrays at setup (default false).
     #[serde(default)]
     pub populate: bool,
+    /// Initialize every array before the first iteration (a z-split pass writing each point
+    /// of each array, as NAS's initialization routines do). Default false.
+    #[serde(default)]
+    pub init: bool,
 }
 
 fn d_n() -> u64 {
@@ -286,8 +293,15 @@ impl WorkloadParams for Sweep3dParams {
             ));
         }
         let l = layout(self.preset);
-        let st = (0..self.threads).map(|_| ThreadState::default()).collect();
-        Ok(Box::new(Sweep3d { p: self.clone(), base: vec![0; l.names.len()], l, st }))
+        let st =
+            (0..self.threads).map(|_| ThreadState { init_done: !self.init, ..Default::default() }).collect();
+        let init = Phase::Points {
+            split: Dim::Z,
+            descending: false,
+            reads: Vec::new(),
+            writes: (0..l.names.len()).collect(),
+        };
+        Ok(Box::new(Sweep3d { p: self.clone(), base: vec![0; l.names.len()], l, init, st }))
     }
 }
 
@@ -299,12 +313,15 @@ struct ThreadState {
     unit: u64,
     points: u64,
     done: bool,
+    init_done: bool,
 }
 
 /// The `sweep3d` workload.
 pub struct Sweep3d {
     p: Sweep3dParams,
     l: Layout,
+    /// The initialization pass.
+    init: Phase,
     base: Vec<u64>,
     st: Vec<ThreadState>,
 }
@@ -431,13 +448,21 @@ impl Workload for Sweep3d {
             if s.done {
                 return Ok(Step::Done);
             }
-            let ph = &self.l.phases[s.phase].1;
+            let in_init = !s.init_done;
+            let ph = if in_init { &self.init } else { &self.l.phases[s.phase].1 };
             let (n_units, ..) = self.units(t, ph);
             let unit = s.unit;
             let pts = if unit < n_units { self.emit_unit(t, ph, unit, out) } else { 0 };
             let s = &mut self.st[t];
-            s.points += pts;
             s.unit += 1;
+            if in_init {
+                if s.unit >= n_units {
+                    s.unit = 0;
+                    s.init_done = true;
+                }
+                continue;
+            }
+            s.points += pts;
             if s.unit >= n_units {
                 s.unit = 0;
                 s.phase += 1;
@@ -499,6 +524,17 @@ mod tests {
                     })
                     .sum();
                 assert_eq!(writes, 2 * 5 * 6 * 7 * per_point, "{preset} x{threads}");
+                // The initialization pass writes every array once more.
+                let p: Sweep3dParams = toml::from_str(&format!(
+                    "preset = \"{preset}\"\nnx = 5\nny = 6\nnz = 7\nthreads = {threads}\niterations = 2\ninit = true"
+                ))
+                .unwrap();
+                let mut w = p.build(&ctx()).unwrap();
+                let mut mem = MockSpace::new();
+                w.setup(&mut mem).unwrap();
+                let mut w_init = 0u64;
+                drive(w.as_mut(), &mut mem, 1, 0, |_, _, acc| w_init += acc.is_write() as u64);
+                assert_eq!(w_init, writes + 5 * 6 * 7 * l.names.len() as u64, "{preset} init");
             }
         }
     }
