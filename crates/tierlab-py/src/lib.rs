@@ -326,10 +326,13 @@ fn replay_path(spec: &str, overrides: Vec<String>) -> PyResult<Option<String>> {
     })
 }
 
+/// A sweep's name and its points: (label, overrides).
+type SweepPoints = (String, Vec<(String, Vec<String>)>);
+
 /// A scenario's sweep: (name, [(label, [overrides])]) (no points when it has none).
 #[pyfunction]
 #[pyo3(signature = (spec, overrides=Vec::new()))]
-fn sweep_points(spec: &str, overrides: Vec<String>) -> PyResult<(String, Vec<(String, Vec<String>)>)> {
+fn sweep_points(spec: &str, overrides: Vec<String>) -> PyResult<SweepPoints> {
     let (sc, _) = scenario::open(spec, &overrides, None).map_err(to_py)?;
     Ok((sc.report.sweep_name.clone(), sc.sweep.iter().map(|p| (p.label.clone(), p.set.clone())).collect()))
 }
