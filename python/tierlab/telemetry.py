@@ -38,6 +38,11 @@ class TechniqueResult:
     accesses: int
     slowdown: float | None
     wall_seconds: float
+    #: Sample-based techniques (PEBS): samples, interrupts, drains, mean samples per drain
+    #: (sample set), distinct pages seen, reset value at the end.
+    sampling: dict[str, float] = field(default_factory=dict)
+    #: The raw native result (samples and mapping log) when kept (``keep_samples``).
+    raw: dict[str, Any] | None = field(default=None, repr=False)
 
     def as_json(self, target: float) -> dict[str, Any]:
         tag = f"{target:g}".replace(".", "_")
@@ -80,6 +85,7 @@ class Comparison:
                         "mean_recall": r.mean_recall,
                         "observer_cpu_s": r.observer_cpu_seconds,
                         "slowdown": r.slowdown,
+                        **r.sampling,
                         "wall_s": r.wall_seconds,
                     }
                 )
@@ -98,17 +104,31 @@ def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
+#: Per-technique stats of sample-based techniques shown in the table (stat -> column).
+SAMPLING_COLUMNS = {
+    "samples": "samples",
+    "interrupts": "interrupts",
+    "mean_samples_per_drain": "samples_per_set",
+    "pages_seen": "pages_seen",
+    "period": "period",
+}
+
+
 def _run_one(
-    spec: str, overrides: list[str], seed: int | None, technique: str | None
+    spec: str, overrides: list[str], seed: int | None, technique: str | None, keep: bool
 ) -> dict[str, Any]:
     """Worker: one run with only `technique` attached (None = baseline)."""
     nat = native()
     raw = nat.run(spec, overrides, seed, None, None, [] if technique is None else [technique])
-    return {
+    out = {
         "timeseries": raw["timeseries"],
         "stats_flat": raw["stats_flat"],
         "wall_seconds": raw["wall_seconds"],
     }
+    if keep:
+        for k in ("samples", "mapping_log", "name", "seed", "stats"):
+            out[k] = raw.get(k)
+    return out
 
 
 def compare(
@@ -118,10 +138,19 @@ def compare(
     seed: int | None = None,
     set: Iterable[str] | None = None,
     jobs: int = 2,
+    baseline: bool = True,
+    keep_samples: bool = False,
     on_done: Callable[[str, str, float], None] | None = None,
 ) -> Comparison:
     """Run every technique (or those named) of `scenario` on its own machine, plus a
-    baseline, for every sweep point; see the module docs."""
+    baseline, for every sweep point; see the module docs.
+
+    Slowdown is the baseline's accesses over the technique's, minus one (the same simulated
+    time does less work). Without a baseline run (``baseline=False``), it is the time the
+    technique charged to the application's cores (interrupts, work on a shared core) over
+    the rest of their time, which leaves out second-order effects such as extra TLB misses
+    after flushes. ``keep_samples`` keeps each run's samples (PEBS records) and mapping log in
+    :attr:`TechniqueResult.raw` (see :func:`write_sample_recordings`)."""
     spec = str(scenario)
     base = build_overrides(None, set)
     nat = native()
@@ -147,14 +176,14 @@ def compare(
     jobs_list = [
         (label, [*sets, *base], tech)
         for label, sets in points
-        for tech in [None, *(n for n, _ in available)]
+        for tech in [*([None] if baseline else []), *(n for n, _ in available)]
     ]
     raw: dict[tuple[str, str], dict[str, Any]] = {}
     ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
         futures: dict[Future[dict[str, Any]], tuple[str, str]] = {}
         for label, ov, tech in jobs_list:
-            fut = pool.submit(_run_one, spec, ov, seed, tech)
+            fut = pool.submit(_run_one, spec, ov, seed, tech, keep_samples and tech is not None)
             futures[fut] = (label, tech or BASELINE)
         try:
             for fut in _as_completed(futures):
@@ -189,8 +218,14 @@ def compare(
                 mean_recall=_f(st.get(f"{p}.mean_recall")),
                 observer_cpu_seconds=float(st.get(f"{p}.cpu_seconds", 0.0)),
                 accesses=acc,
-                slowdown=(base_acc / acc - 1.0) if base_acc and acc else None,
+                slowdown=(base_acc / acc - 1.0) if base_acc and acc else _charged_slowdown(st, p),
                 wall_seconds=float(r["wall_seconds"]),
+                sampling={
+                    col: st[f"{p}.{stat}"]
+                    for stat, col in SAMPLING_COLUMNS.items()
+                    if f"{p}.{stat}" in st
+                },
+                raw=r if keep_samples else None,
             )
             ts = pd.DataFrame(r["timeseries"])
             cols = {
@@ -208,6 +243,46 @@ def compare(
     cmp.target = target
     cmp.timeseries = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return cmp
+
+
+def write_sample_recordings(cmp: Comparison, out_dir: Any, view: bool = True) -> list[str]:
+    """For every sample-based technique run with ``keep_samples``, write its samples as a
+    recording ``OUT/[POINT-]samples-<technique>/`` (readable by ``tierlab view``) and, with
+    ``view``, the view of it (heatmaps per mapping, histogram, drain intervals) into
+    ``OUT/[POINT-]view-<technique>/``."""
+    from pathlib import Path
+
+    from tierlab.api import Result
+    from tierlab.reporters.samples import write_sample_recordings as write_recs
+
+    out = Path(out_dir)
+    written: list[str] = []
+    for point, techs in cmp.results.items():
+        for r in techs.values():
+            if r.raw is None or not r.raw.get("samples"):
+                continue
+            res = Result.from_native(dict(r.raw))
+            sub = out / point.replace("/", "_") if point else out
+            sub.mkdir(parents=True, exist_ok=True)
+            for rec in write_recs(res, sub):
+                written.append(str(rec))
+                if view:
+                    from tierlab.recording import Recording
+                    from tierlab.view import analysis, render
+
+                    v = analysis.analyze(Recording.open(rec))
+                    vdir = sub / rec.name.replace("samples-", "view-", 1)
+                    vdir.mkdir(exist_ok=True)
+                    written.extend(str(x) for x in render.write(v, vdir))
+    return written
+
+
+def _charged_slowdown(st: dict[str, Any], p: str) -> float | None:
+    app = float(st.get("run.app_seconds", 0.0))
+    stolen = float(st.get(f"{p}.app_cpu_seconds", 0.0))
+    if app <= 0.0 or stolen >= app:
+        return None
+    return stolen / (app - stolen)
 
 
 def _f(x: Any) -> float:

@@ -194,6 +194,22 @@ fn run(
         log.append((*t, if *is_map { "map" } else { "unmap" }, *start, *len, name.clone()))?;
     }
     out.set_item("mapping_log", log)?;
+    // Samples of the sample-based techniques, as columns of the recording's `samples` table.
+    let samples = PyDict::new_bound(py);
+    for (label, rows) in &r.samples {
+        let d = PyDict::new_bound(py);
+        d.set_item("time_ns", rows.iter().map(|s| s.time_ns).collect::<Vec<u64>>())?;
+        d.set_item("tid", rows.iter().map(|s| s.tid).collect::<Vec<u32>>())?;
+        d.set_item("cpu", rows.iter().map(|s| s.cpu).collect::<Vec<u32>>())?;
+        d.set_item("addr", rows.iter().map(|s| s.addr).collect::<Vec<u64>>())?;
+        d.set_item("ip", rows.iter().map(|s| s.ip).collect::<Vec<u64>>())?;
+        d.set_item("weight", rows.iter().map(|s| s.weight).collect::<Vec<u64>>())?;
+        d.set_item("data_src", rows.iter().map(|s| s.data_src).collect::<Vec<u64>>())?;
+        d.set_item("event", rows.iter().map(|s| s.event.as_str()).collect::<Vec<&str>>())?;
+        d.set_item("drain", rows.iter().map(|s| s.drain).collect::<Vec<u64>>())?;
+        samples.set_item(label, d)?;
+    }
+    out.set_item("samples", samples)?;
     out.set_item("summary", summary(&r))?;
     Ok(out.into_py(py))
 }

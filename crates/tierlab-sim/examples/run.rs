@@ -1,5 +1,5 @@
 //! Run a scenario from the command line without Python (for profiling):
-//! `cargo run --release -p tierlab-sim --example run -- SPEC [key=value ...]`
+//! `cargo run --release -p tierlab-sim --example run -- SPEC [key=value ...] [only=TECH,...]`
 //! `cargo run --release -p tierlab-sim --example run -- --bench`
 
 fn main() {
@@ -22,7 +22,17 @@ fn main() {
         eprintln!("usage: run SPEC [key=value ...] | --bench [quick]");
         std::process::exit(2);
     };
-    match tierlab_sim::sim::run_spec(spec, &args[1..], None) {
+    // `only=A,B` keeps those telemetry techniques (`only=` none); other args are overrides.
+    let only: Option<Vec<String>> = args[1..]
+        .iter()
+        .find_map(|a| a.strip_prefix("only="))
+        .map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect());
+    let overrides: Vec<String> = args[1..].iter().filter(|a| !a.starts_with("only=")).cloned().collect();
+    let result = tierlab_sim::scenario::open(spec, &overrides, None).and_then(|(mut sc, src)| {
+        tierlab_sim::scenario::select_techniques(&mut sc, &src, only.as_deref())?;
+        tierlab_sim::sim::Simulation::new(sc, &src, None)?.run(&mut |_| tierlab_sim::sim::Control::Continue)
+    });
+    match result {
         Ok(r) => {
             for (k, v) in r.stats.iter() {
                 if !k.starts_with("machine.core.") {

@@ -157,6 +157,21 @@ pub const BUILTINS: &[Builtin] = &[
         text: include_str!("../scenarios/cg-16core.toml"),
     },
     Builtin {
+        name: "telescope-5tb",
+        description: "10 GB of hot needles in a 5 TiB heap, 250 s: DAMON, PEBS and Telescope (bounded, flex) as in the paper",
+        text: include_str!("../scenarios/telescope-5tb.toml"),
+    },
+    Builtin {
+        name: "telescope-footprints",
+        description: "hot-data detection of DAMON vs Telescope at 1 GB, 10 GB, 100 GB (10% hot) and 5 TiB (10 GB hot)",
+        text: include_str!("../scenarios/telescope-footprints.toml"),
+    },
+    Builtin {
+        name: "pebs-minife",
+        description: "PEBS paper's MiniFE experiment: CG on a 6 MiB buffer sampled with R = 64/128/256 and B = 8/16/32 KiB",
+        text: include_str!("../scenarios/pebs-minife.toml"),
+    },
+    Builtin {
         name: "cmcp-table1",
         description: "CMCP paper Table 1: per-core page faults, remote TLB invalidations, dTLB misses of FIFO, LRU, CMCP at 8..56 cores",
         text: include_str!("../scenarios/cmcp-table1.toml"),

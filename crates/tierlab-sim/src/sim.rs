@@ -151,6 +151,8 @@ pub struct RunResult {
     pub wall_seconds: f64,
     /// Mapping events: (time ns, map?, start, len, name).
     pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
+    /// Samples of the sample-based techniques (PEBS), per technique label, in drain order.
+    pub samples: Vec<(String, Vec<tierlab_core::Sample>)>,
 }
 
 struct ObsSlot {
@@ -511,6 +513,21 @@ impl Simulation {
         }
         let p = Progress { sim_ns: frontier / 1000, total_ns, accesses: self.machine.total(|c| c.accesses) };
         progress(p);
+        let end_ns = self.machine.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0) / 1000;
+        let mut samples = Vec::new();
+        for o in &mut self.observers {
+            let mut ctx = ObserverCtx {
+                machine: &mut self.machine,
+                now_ns: end_ns,
+                core: o.core,
+                cpu_ps: &mut o.cpu_ps,
+            };
+            o.obs.finish(&mut ctx)?;
+            let s = o.obs.samples();
+            if !s.is_empty() {
+                samples.push((o.label.clone(), s));
+            }
+        }
         let wall_seconds = wall.elapsed().as_secs_f64();
         let mut stats = Stats::new();
         stats.collect(&self.machine);
@@ -551,6 +568,10 @@ impl Simulation {
             let cpu = o.cpu_ps + o.obs.hw_cpu_ps(&self.machine);
             stats.set(format!("{p}.cpu_seconds"), cpu as f64 / 1e12);
             stats.set(format!("{p}.core"), o.core);
+            // Time taken from the application: hardware interrupts land on application cores;
+            // the observer's own work does when its core runs an application thread.
+            let app_cpu = o.obs.hw_cpu_ps(&self.machine) + if o.core < self.threads { o.cpu_ps } else { 0 };
+            stats.set(format!("{p}.app_cpu_seconds"), app_cpu as f64 / 1e12);
             o.obs.report_stats(&p, &mut stats);
         }
         let app_s =
@@ -565,6 +586,7 @@ impl Simulation {
             interrupted,
             wall_seconds,
             mapping_log: self.machine.mapping_log.clone(),
+            samples,
         })
     }
 }

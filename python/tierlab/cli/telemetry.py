@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, add_scenario_args, check_overrides
-from tierlab.telemetry import compare, plot
+from tierlab.telemetry import compare, plot, write_sample_recordings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,10 +30,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="only these techniques (names as in the scenario), comma-separated",
     )
     add_scenario_args(p)
-    p.add_argument("--out", type=Path, metavar="DIR", help="write tables and plots into DIR")
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write tables and plots into DIR; for sample-based techniques (PEBS) also their "
+        "samples as recordings (samples-NAME/, for tierlab view) and their views (view-NAME/)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     p.add_argument(
         "--jobs", type=int, default=2, help="runs in parallel (default 2: one per core here)"
+    )
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the run without telemetry; slowdown then counts only the time charged to "
+        "the application's cores",
     )
     p.set_defaults(func=main, parser=p)
 
@@ -63,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         set=args.overrides,
         jobs=args.jobs,
+        baseline=not args.no_baseline,
+        keep_samples=args.out is not None,
         on_done=None if args.json else done,
     )
     table = cmp.table()
@@ -74,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
         cmp.timeseries.to_parquet(args.out / "telemetry_timeseries.parquet", index=False)
         (args.out / "telemetry.json").write_text(json.dumps(cmp.as_json(), indent=2) + "\n")
         plot(cmp, str(args.out / "precision_recall"))
+        # Sample-based techniques: their samples as recordings, and views of them.
+        write_sample_recordings(cmp, args.out)
     if args.json:
         sys.stdout.write(json.dumps(cmp.as_json(), indent=2) + "\n")
     else:
@@ -81,7 +97,8 @@ def main(args: argparse.Namespace) -> int:
         t = Table(title=f"telemetry on {args.scenario}")
         cols = list(table.columns)
         for c in cols:
-            t.add_column(c, justify="left" if c in ("technique", "kind", cmp.sweep_name) else "right")
+            left = c in ("technique", "kind", cmp.sweep_name)
+            t.add_column(c, justify="left" if left else "right")
         for _, row in table.iterrows():
             t.add_row(*[_fmt(row[c]) for c in cols])
         out.print(t)

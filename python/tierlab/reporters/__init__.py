@@ -51,6 +51,7 @@ def atomic_output(path: Path) -> Iterator[Path]:
 def reporters() -> list[Reporter]:
     """One instance of every reporter, in writing order."""
     from tierlab.reporters.heatmap import HeatmapReporter
+    from tierlab.reporters.samples import SamplesReporter
     from tierlab.reporters.scenario import ScenarioReporter
     from tierlab.reporters.stats_json import StatsJsonReporter
     from tierlab.reporters.summary import SummaryReporter
@@ -62,6 +63,7 @@ def reporters() -> list[Reporter]:
         SummaryReporter(),
         TimeseriesReporter(),
         HeatmapReporter(),
+        SamplesReporter(),
     ]
 
 

@@ -10,6 +10,7 @@
 //! (scanners, interrupts, shootdown handling) is charged with [`Machine::charge`] to the core
 //! that does it.
 
+pub mod cache;
 pub mod cost;
 pub mod hmem;
 pub mod memory;
@@ -65,6 +66,11 @@ pub struct MachineConfig {
     /// TLB geometry.
     #[serde(default)]
     pub tlb: TlbConfig,
+    /// Per-core data cache model (`[machine.cache]`: size, ways, line); absent = none.
+    /// Needed by PEBS's `l2-miss-loads` event. (Access costs still use
+    /// `cost.cache_hit_fraction`.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<cache::CacheConfig>,
     /// Cost model.
     #[serde(default)]
     pub cost: CostConfig,
@@ -163,6 +169,9 @@ impl MachineConfig {
             return e("machine.remote_factor", format!("{} must be >= 1", self.remote_factor));
         }
         self.tlb.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        if let Some(c) = &self.cache {
+            c.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        }
         self.cost.validate().map_err(|(f, m)| (f.to_string(), m))?;
         if let Some(h) = &self.hmem {
             h.validate(self.cores)?;
@@ -258,6 +267,8 @@ pub struct Core {
     /// stores; 0 = sampling off).
     pebs_left: u64,
     pebs_mask: u8,
+    /// Data cache model (off unless `machine.cache` is set).
+    pub cache: cache::Cache,
 }
 
 /// Flush behaviour of an Accessed-bit clear.
@@ -337,6 +348,7 @@ impl Machine {
                 gt: Box::default(),
                 pebs_left: u64::MAX,
                 pebs_mask: 0,
+                cache: cache::Cache::new(cfg.cache.as_ref()),
             });
         }
         let mut pt = PageTables::new();
@@ -374,7 +386,7 @@ impl Machine {
         c.c.accesses += 1;
         c.c.writes += write as u64;
         // PEBS event counting: decrement for the sampled kinds only (mask 0 = off).
-        c.pebs_left -= ((c.pebs_mask >> write as u8) & 1) as u64;
+        c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
         if c.pebs_left == 0 {
             self.pebs_record(core, a);
         }
@@ -519,7 +531,7 @@ impl Machine {
 
     /// Turn PEBS sampling on with `cfg` (replacing any earlier configuration).
     pub fn enable_pebs(&mut self, cfg: pebs::PebsHwConfig) {
-        let mask = (cfg.loads as u8) | ((cfg.stores as u8) << 1);
+        let mask = cfg.mask();
         let period = cfg.period.max(1);
         for c in &mut self.cores {
             c.pebs_mask = mask;
@@ -772,6 +784,11 @@ impl StatsSource for Machine {
         out.set("machine.walk_levels", sum(&|c| c.walk_levels));
         out.set("machine.page_faults", sum(&|c| c.page_faults));
         out.set("machine.dirty_assists", sum(&|c| c.dirty_assists));
+        if self.cfg.cache.is_some() {
+            out.set("machine.cache.hits", self.cores.iter().map(|c| c.cache.hits).sum::<u64>());
+            out.set("machine.cache.misses", self.cores.iter().map(|c| c.cache.misses).sum::<u64>());
+            out.set("machine.cache.load_misses", self.cores.iter().map(|c| c.cache.load_misses).sum::<u64>());
+        }
         out.set("machine.time.access_s", sum(&|c| c.access_ps) as f64 / 1e12);
         out.set("machine.time.fault_s", sum(&|c| c.fault_ps) as f64 / 1e12);
         out.set("machine.time.tlb_maintenance_s", sum(&|c| c.tlb_maint_ps) as f64 / 1e12);
@@ -924,6 +941,7 @@ mod tests {
             capacity: 42,
             threshold: 37,
             interrupt_ps: ps(10_000.0),
+            miss_only: false,
         });
         // 1000 loads and 1000 stores: loads only are counted.
         for k in 0..1000u64 {

@@ -23,6 +23,18 @@ pub struct PebsHwConfig {
     pub threshold: usize,
     /// Interrupt handler cost, ps.
     pub interrupt_ps: u64,
+    /// Count only accesses that miss the cores' cache model (L2_MISS_LOADS).
+    pub miss_only: bool,
+}
+
+impl PebsHwConfig {
+    /// The event mask: bit 0 loads, bit 1 stores, bit 2 ([`super::cache::MISS_ONLY`]) only
+    /// cache misses.
+    pub fn mask(&self) -> u8 {
+        (self.loads as u8)
+            | ((self.stores as u8) << 1)
+            | if self.miss_only { super::cache::MISS_ONLY } else { 0 }
+    }
 }
 
 /// A batch of records handed over by one interrupt (or a final flush).
@@ -70,9 +82,10 @@ impl PebsHw {
         PebsHw { cfg, cores: vec![PebsCore::default(); cores], drained: Vec::new(), drains: 0 }
     }
 
-    /// The event mask: bit 0 loads, bit 1 stores.
+    /// The event mask: bit 0 loads, bit 1 stores, bit 2 ([`super::cache::MISS_ONLY`]) only
+    /// cache misses.
     pub fn mask(&self) -> u8 {
-        (self.cfg.loads as u8) | ((self.cfg.stores as u8) << 1)
+        self.cfg.mask()
     }
 
     /// Write a record for `core`; returns the interrupt cost in ps when the buffer reached

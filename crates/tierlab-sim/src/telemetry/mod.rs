@@ -101,8 +101,18 @@ pub trait Observer: Send {
     fn hw_cpu_ps(&self, _machine: &Machine) -> u64 {
         0
     }
-    /// Publish technique-specific stats under `prefix` (`telemetry.<name>.`).
+    /// Publish technique-specific stats under `prefix` (`telemetry.<name>`, no trailing dot).
     fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
+    /// Called once when the run ends (after the last window): flush what is still buffered.
+    fn finish(&mut self, _ctx: &mut ObserverCtx) -> Result<()> {
+        Ok(())
+    }
+    /// Sample-based techniques: every sample taken, as rows of the recording format's
+    /// `samples` table (written by `tierlab run --out` as a recording `tierlab view` reads).
+    /// Region-based techniques return nothing.
+    fn samples(&self) -> Vec<tierlab_core::Sample> {
+        Vec::new()
+    }
 }
 
 /// Build-time context of an observer.

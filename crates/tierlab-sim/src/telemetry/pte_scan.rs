@@ -11,10 +11,11 @@
 //! space and charges `ns_per_pte` per PTE read (the 512 entries of every present PTE table in
 //! range, one per present 2 MiB leaf; empty PMD/PUD entries are skipped for free, as
 //! `pmd_none` is) to the observer's core, then schedules the next chunk after the time that
-//! chunk cost. A pass starts `interval` after the previous one started, or at once when the
-//! previous pass took longer (at terabyte scale the scanner is then always busy, which is the
-//! point of Telescope's comparison: 1 TB = 256 Mi PTEs, over a minute per pass). The first
-//! pass starts at `interval` ("clear, wait, check": bits start clear at time 0).
+//! chunk cost (divided by `max_cpu` when the scanner may use only part of its core). A pass
+//! starts `interval` after the previous one started, or at once when the previous pass took
+//! longer (at terabyte scale the scanner is then always busy, which is the point of
+//! Telescope's comparison: 1 TB = 256 Mi PTEs, over a minute per pass). The first pass starts
+//! at `interval` ("clear, wait, check": bits start clear at time 0).
 //!
 //! # TLB flush
 //! `flush = false` (default) clears bits without flushing, as x86 Linux does for young-bit
@@ -84,6 +85,11 @@ pub struct PteScanParams {
     /// What is reported hot: `last-check` (default) or `last-pass`.
     #[serde(default)]
     pub report: PteReport,
+    /// Share of its core the scanner may take: after a chunk that took `t`, the next starts
+    /// `t / max_cpu` later. Default 1.0 (flat out, as "over a minute per TB" assumes); lower
+    /// it when the scanner shares a core with the application.
+    #[serde(default = "d_max_cpu")]
+    pub max_cpu: f64,
 }
 
 fn d_interval() -> Duration {
@@ -94,6 +100,9 @@ fn d_ns_per_pte() -> f64 {
 }
 fn d_chunk() -> u64 {
     65_536
+}
+fn d_max_cpu() -> f64 {
+    1.0
 }
 
 impl TelemetryParams for PteScanParams {
@@ -106,6 +115,9 @@ impl TelemetryParams for PteScanParams {
         }
         if self.chunk_ptes == 0 || self.chunk_ptes > 1 << 30 {
             return Err(ctx.err("chunk_ptes", format!("{} is not in 1..=2^30", self.chunk_ptes)));
+        }
+        if !(self.max_cpu > 0.0 && self.max_cpu <= 1.0) {
+            return Err(ctx.err("max_cpu", format!("{} is not in (0, 1]", self.max_cpu)));
         }
         Ok(Box::new(PteScan::new(self.clone())))
     }
@@ -315,8 +327,8 @@ impl Observer for PteScan {
             self.flushes += 1;
         }
         // The chunk's work (scan and any flush) ends when the observer's core finishes it.
-        let took_ns = ctx.machine.cores[core].clock_ps.saturating_sub(clock0).div_ceil(1000);
-        let end = now + took_ns.max(1);
+        let took_ns = ctx.machine.cores[core].clock_ps.saturating_sub(clock0) as f64 / 1000.0;
+        let end = now + ((took_ns / self.p.max_cpu).ceil() as u64).max(1);
         if done {
             self.in_pass = false;
             self.passes += 1;
@@ -344,8 +356,7 @@ impl Observer for PteScan {
                     break;
                 }
             }
-            let mut it = vmas.clone();
-            while let Some((vs, ve)) = it.next() {
+            for (vs, ve) in vmas.clone() {
                 if vs >= e {
                     break;
                 }
@@ -379,5 +390,292 @@ impl Observer for PteScan {
         out.set(format!("{prefix}.scan_seconds"), self.scan_ps as f64 / 1e12);
         out.set(format!("{prefix}.last_pass_seconds"), self.last_pass_ns as f64 / 1e9);
         out.set(format!("{prefix}.ns_per_pte"), self.p.ns_per_pte);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{MachineConfig, Vma};
+    use crate::units::ByteSize;
+    use crate::workload::{AddressSpace, MapOptions};
+    use tierlab_core::Access;
+
+    /// Two cores: the application on core 0, the scanner on core 1.
+    fn machine() -> Machine {
+        let mut cfg = MachineConfig { cores: 2, ..MachineConfig::default() };
+        cfg.nodes[1].capacity = ByteSize(2 << 40);
+        let mut m = Machine::new(&cfg);
+        m.mm_cpumask[0] = true;
+        m
+    }
+
+    fn scanner(text: &str) -> PteScan {
+        let p: PteScanParams = toml::from_str(text).unwrap();
+        let ctx = TelemetryBuildCtx { cores: 2, threads: 1, ..Default::default() };
+        p.build(&ctx).unwrap(); // validation
+        PteScan::new(p)
+    }
+
+    /// Run events until `passes` passes completed; returns the observer's CPU time, ps.
+    fn run_passes(o: &mut PteScan, m: &mut Machine, passes: u64) -> u64 {
+        let mut cpu = 0;
+        while o.passes < passes {
+            let now = o.next_event_ns();
+            o.on_event(&mut ObserverCtx { machine: m, now_ns: now, core: 1, cpu_ps: &mut cpu }).unwrap();
+            assert!(o.next_event_ns() > now);
+        }
+        cpu
+    }
+
+    fn pages(r: &HotReport) -> Vec<u64> {
+        match r {
+            HotReport::Regions(v) => v.iter().flat_map(|&(s, e)| (s >> 12)..(e >> 12)).collect(),
+            HotReport::Pages(p) => p.clone(),
+        }
+    }
+
+    #[test]
+    fn finds_exactly_the_touched_pages_and_clears_them() {
+        let mut m = machine();
+        let a = m.mmap(300 * 4096, MapOptions::named("a")).unwrap();
+        let b = m.mmap(5 * 4096, MapOptions::named("b")).unwrap();
+        let touched = [a, a + 4096, a + 63 * 4096, a + 64 * 4096, a + 299 * 4096, b + 2 * 4096];
+        for &t in &touched {
+            m.access(0, Access::read(t + 8)).unwrap();
+        }
+        let mut o = scanner("interval = \"10ms\"");
+        run_passes(&mut o, &mut m, 1);
+        let want: Vec<u64> = touched.iter().map(|t| t >> 12).collect();
+        assert_eq!(pages(&o.hot_set(0, 1, &m)), want);
+        assert_eq!(o.found, 6);
+        // The PTE slots of the mappings' ranges in present PTE tables: 300 + 5.
+        assert_eq!(o.ptes, 305);
+        for &t in &touched {
+            assert!(!m.test_accessed(t, Level::Pte), "cleared");
+        }
+        // Nothing touched since: the next pass finds nothing (last-check reports it).
+        run_passes(&mut o, &mut m, 2);
+        assert_eq!(pages(&o.hot_set(0, 1, &m)), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn charges_ns_per_pte_for_every_pte_read() {
+        let mut m = machine();
+        // 3 MiB populated: one bulk PMD entry (512) + 256 PTEs mapped page by page, in two
+        // PTE-table spans; read slots = 512 + 256.
+        let opts = MapOptions { populate: true, ..MapOptions::named("h") };
+        m.mmap(3 << 20, opts).unwrap();
+        let mut o = scanner("interval = \"1s\"\nns_per_pte = 100.0\nchunk_ptes = 100");
+        let cpu = run_passes(&mut o, &mut m, 1);
+        assert_eq!(o.ptes, 768);
+        assert_eq!(cpu, 768 * 100 * 1000, "ns_per_pte per PTE, in ps");
+        assert_eq!(m.cores[1].c.background_ps, cpu);
+        // Chunks of 100 slots: the pass spans 768 slots, so 8 events, and lasted 76.8 us.
+        assert_eq!(o.last_pass_ns, 76_800);
+        // At most a quarter of the core: the same pass spans four times as long.
+        let mut m2 = machine();
+        m2.mmap(3 << 20, MapOptions { populate: true, ..MapOptions::named("h") }).unwrap();
+        let mut paced = scanner("interval = \"1s\"\nns_per_pte = 100.0\nchunk_ptes = 100\nmax_cpu = 0.25");
+        assert_eq!(run_passes(&mut paced, &mut m2, 1), cpu);
+        assert_eq!(paced.last_pass_ns, 4 * 76_800);
+        let mut s = Stats::new();
+        o.report_stats("t", &mut s);
+        assert_eq!(s.get_u64("t.ptes_scanned"), 768);
+    }
+
+    #[test]
+    fn full_pass_of_a_bulk_terabyte_takes_over_a_minute_and_materializes_nothing() {
+        let mut m = machine();
+        let opts = MapOptions { populate: true, ..MapOptions::named("heap") };
+        let heap = m.mmap(1 << 40, opts).unwrap();
+        let hot = [heap + (7 << 30) + 5 * 4096, heap + (900 << 30), heap + (1 << 40) - 4096];
+        for &h in &hot {
+            m.access(0, Access::write(h)).unwrap();
+        }
+        let tables = m.pt.tables().1;
+        let materialized = m.pt.stats.materialized;
+        assert_eq!(materialized, 3);
+        let mut o = scanner("");
+        let cpu = run_passes(&mut o, &mut m, 1);
+        assert_eq!(m.pt.tables().1, tables, "the scan created no PTE table");
+        assert_eq!(m.pt.stats.materialized, materialized);
+        assert_eq!(o.ptes, 1 << 28, "256 Mi PTEs");
+        let secs = o.last_pass_ns as f64 / 1e9;
+        assert!(secs > 60.0 && (secs - 67.108864).abs() < 1e-6, "{secs}");
+        assert_eq!(cpu, (1u64 << 28) * 250 * 1000);
+        assert_eq!(pages(&o.hot_set(0, 1, &m)), hot.iter().map(|h| h >> 12).collect::<Vec<_>>());
+        // It proceeded in simulated time: the next pass starts right after (pass > interval).
+        assert_eq!(o.next_event_ns(), 1_000_000_000 + o.last_pass_ns);
+    }
+
+    #[test]
+    fn window_columns_show_pass_progress() {
+        let mut m = machine();
+        m.mmap(4 << 20, MapOptions { populate: true, ..MapOptions::named("h") }).unwrap();
+        let mut o = scanner("chunk_ptes = 256");
+        let mut cpu = 0;
+        let cols = |o: &PteScan| o.window_columns().into_iter().map(|(_, v)| v).collect::<Vec<_>>();
+        assert_eq!(cols(&o), vec![0.0, 0.0]);
+        for k in 1..=4 {
+            let now = o.next_event_ns();
+            o.on_event(&mut ObserverCtx { machine: &mut m, now_ns: now, core: 1, cpu_ps: &mut cpu }).unwrap();
+            let want_passes = (k == 4) as u64 as f64;
+            assert_eq!(cols(&o), vec![k as f64 / 4.0, want_passes], "event {k}");
+        }
+    }
+
+    #[test]
+    fn without_flush_tlb_hits_are_missed_with_flush_they_are_seen() {
+        for flush in [false, true] {
+            let mut m = machine();
+            let a = m.mmap(16 * 4096, MapOptions::named("a")).unwrap();
+            // Two pages in the TLB.
+            m.access(0, Access::read(a)).unwrap();
+            m.access(0, Access::read(a + 4096)).unwrap();
+            let mut o = scanner(&format!("interval = \"1ms\"\nflush = {flush}"));
+            run_passes(&mut o, &mut m, 1);
+            assert_eq!(pages(&o.hot_set(0, 1, &m)).len(), 2);
+            // Touched again: TLB hits unless the scan flushed.
+            m.access(0, Access::read(a + 64)).unwrap();
+            m.access(0, Access::read(a + 4096 + 64)).unwrap();
+            run_passes(&mut o, &mut m, 2);
+            let found = pages(&o.hot_set(0, 1, &m)).len();
+            if flush {
+                assert_eq!(found, 2);
+                assert_eq!(o.flushes, 2, "one shootdown per pass with cleared bits");
+                assert_eq!(m.cores[1].c.shootdowns_sent, 2);
+                assert_eq!(m.cores[0].c.remote_invalidations, 2);
+            } else {
+                assert_eq!(found, 0, "cleared bits hidden by the TLB");
+                assert_eq!(m.cores[0].c.remote_invalidations, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn huge_pages_are_scanned_at_the_pmd() {
+        let mut m = machine();
+        let opts = MapOptions { page_size: Some(PageSize::Huge2M), ..MapOptions::named("h") };
+        let a = m.mmap(8 << 20, opts).unwrap();
+        m.access(0, Access::read(a + (2 << 20) + 100)).unwrap();
+        let mut o = scanner("interval = \"1ms\"");
+        run_passes(&mut o, &mut m, 1);
+        assert_eq!(o.ptes, 1, "one present PMD leaf");
+        let want: Vec<u64> = ((a + (2 << 20)) >> 12..(a + (4 << 20)) >> 12).collect();
+        assert_eq!(pages(&o.hot_set(0, 1, &m)), want);
+        assert!(!m.test_accessed(a + (2 << 20), Level::Pmd));
+    }
+
+    #[test]
+    fn last_check_mixes_passes_at_the_cursor_last_pass_waits() {
+        for report in ["last-check", "last-pass"] {
+            let mut m = machine();
+            let a = m.mmap(4 << 20, MapOptions { populate: true, ..MapOptions::named("h") }).unwrap();
+            let (lo, hi) = (a + 4096, a + (3 << 20));
+            m.access(0, Access::read(lo)).unwrap();
+            m.access(0, Access::read(hi)).unwrap();
+            let mut o = scanner(&format!("interval = \"1ms\"\nchunk_ptes = 512\nreport = \"{report}\""));
+            let mut cpu = 0;
+            let mut step = |o: &mut PteScan, m: &mut Machine| {
+                let now = o.next_event_ns();
+                o.on_event(&mut ObserverCtx { machine: m, now_ns: now, core: 1, cpu_ps: &mut cpu }).unwrap();
+            };
+            let last_check = report == "last-check";
+            // Pass 1 half done (one PMD of two): last-check knows `lo`, last-pass nothing yet.
+            step(&mut o, &mut m);
+            let want = if last_check { vec![lo >> 12] } else { vec![] };
+            assert_eq!(pages(&o.hot_set(0, 1, &m)), want, "{report}");
+            step(&mut o, &mut m);
+            assert_eq!(o.passes, 1);
+            assert_eq!(pages(&o.hot_set(0, 1, &m)), vec![lo >> 12, hi >> 12], "{report}");
+            // Pass 2 half done over untouched memory: last-check drops `lo` (checked, clear)
+            // and keeps `hi` (last checked by pass 1); last-pass still reports pass 1.
+            step(&mut o, &mut m);
+            let want = if last_check { vec![hi >> 12] } else { vec![lo >> 12, hi >> 12] };
+            assert_eq!(pages(&o.hot_set(0, 1, &m)), want, "{report}");
+            step(&mut o, &mut m);
+            assert_eq!(pages(&o.hot_set(0, 1, &m)), Vec::<u64>::new(), "{report}");
+        }
+    }
+
+    #[test]
+    fn reports_are_clipped_to_live_mappings() {
+        let mut m = machine();
+        let a = m.mmap(8 * 4096, MapOptions::named("a")).unwrap();
+        let b = m.mmap(8 * 4096, MapOptions::named("b")).unwrap();
+        m.access(0, Access::read(a)).unwrap();
+        m.access(0, Access::read(b)).unwrap();
+        let mut o = scanner("interval = \"1ms\"");
+        run_passes(&mut o, &mut m, 1);
+        m.munmap(a).unwrap();
+        assert_eq!(o.hot_set(0, 1, &m), HotReport::Regions(vec![(b, b + 4096)]));
+        let _: Option<&Vma> = m.vma_of(b);
+    }
+
+    #[test]
+    fn in_a_scenario_it_finds_the_hot_set_deterministically() {
+        let text = r#"
+seed = 7
+duration = "1s"
+window = "125ms"
+[machine]
+cores = 2
+[workload]
+kind = "hotset"
+heap_size = "1GiB"
+hot_size = "8MiB"
+needles = 8
+[[telemetry]]
+kind = "pte-scan"
+interval = "125ms"
+flush = true
+"#;
+        let run = || {
+            let src =
+                crate::scenario::Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() };
+            let sc = crate::scenario::load(&src, &[], None).unwrap();
+            crate::sim::Simulation::new(sc, &src, None)
+                .unwrap()
+                .run(&mut |_| crate::sim::Control::Continue)
+                .unwrap()
+        };
+        let a = run();
+        let b = run();
+        assert_eq!(a.stats, b.stats);
+        assert_eq!(a.timeseries.columns, b.timeseries.columns);
+        let prec = a.timeseries.column("telemetry.pte-scan.precision").unwrap();
+        let rec = a.timeseries.column("telemetry.pte-scan.recall").unwrap();
+        assert_eq!(rec.len(), 8);
+        // From the second window on, every window sees a full pass (65 ms per 1 GiB).
+        for w in 1..8 {
+            assert!(prec[w] > 0.99 && rec[w] > 0.99, "window {w}: {} {}", prec[w], rec[w]);
+        }
+        let g = |k: &str| a.stats.get(&format!("telemetry.pte-scan.{k}")).unwrap().as_f64();
+        assert_eq!(g("passes"), 7.0);
+        assert!((g("last_pass_seconds") - 262_144.0 * 250e-9).abs() < 1e-3);
+        // Its CPU time is the scan plus the initiator side of its shootdowns.
+        assert!(g("cpu_seconds") >= g("ptes_scanned") * 250e-9);
+        assert!(g("flushes") >= 7.0);
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        let ctx = TelemetryBuildCtx { cores: 2, threads: 1, index: 3, ..Default::default() };
+        let bad = |t: &str| {
+            let p: PteScanParams = toml::from_str(t).unwrap();
+            p.build(&ctx).err().unwrap().to_string()
+        };
+        assert!(bad("interval = 0").contains("telemetry[3].interval"));
+        assert!(bad("chunk_ptes = 0").contains("telemetry[3].chunk_ptes"));
+        assert!(bad("ns_per_pte = -1.0").contains("ns_per_pte"));
+        assert!(bad("max_cpu = 0.0").contains("telemetry[3].max_cpu"));
+        assert!(toml::from_str::<PteScanParams>("nspte = 1").is_err(), "unknown fields rejected");
+        let p: PteScanParams = toml::from_str("").unwrap();
+        assert_eq!(p.label(), "pte-scan");
+        assert_eq!(
+            (p.ns_per_pte, p.chunk_ptes, p.flush, p.interval.0),
+            (250.0, 65_536, false, 1_000_000_000)
+        );
     }
 }

@@ -1,0 +1,88 @@
+"""Samples of the simulated sample-based techniques (PEBS) as recordings.
+
+For every technique that took samples, ``samples-<technique>/`` is a recording in the same
+format as ``tierlab record`` writes (``docs/formats.md``): the ``samples`` table (one row per
+PEBS record, ``drain`` = the sample set it was delivered in, one timestamp per drain), the
+``drains`` table (one row per drain: time, core, records) and the ``mappings`` table (the run's
+map/unmap history). ``tierlab view OUT/samples-<technique>`` draws it like a live recording.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from tierlab.reporters import Reporter
+
+if TYPE_CHECKING:
+    from tierlab.api import Result
+
+
+def _dir_name(label: str) -> str:
+    return "samples-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+
+
+def drains_of(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per drain (``time_ns, cpu, drain, records``) from the samples' ``drain`` column."""
+    if samples.empty:
+        return pd.DataFrame({"time_ns": [], "cpu": [], "drain": [], "records": []})
+    g = samples.groupby("drain", sort=True)
+    return pd.DataFrame(
+        {
+            "time_ns": g["time_ns"].first().to_numpy(np.uint64),
+            "cpu": g["cpu"].first().to_numpy(np.uint32),
+            "drain": g.size().index.to_numpy(np.uint64),
+            "records": g.size().to_numpy(np.uint32),
+        }
+    )
+
+
+def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
+    """Write one recording per sampling technique of ``result`` into ``out_dir``."""
+    from tierlab.recording import RecordingWriter
+
+    samples = result.raw.get("samples") or {}
+    log = result.raw.get("mapping_log") or []
+    mappings = pd.DataFrame(
+        {
+            "time_ns": np.asarray([r[0] for r in log], dtype=np.uint64),
+            "event": [r[1] for r in log],
+            "start": np.asarray([r[2] for r in log], dtype=np.uint64),
+            "length": np.asarray([r[3] for r in log], dtype=np.uint64),
+            "name": [r[4] for r in log],
+        }
+    )
+    stats = result.stats_flat
+    written: list[Path] = []
+    for label, cols in samples.items():
+        frame = pd.DataFrame(cols)
+        path = out_dir / _dir_name(label)
+        prefix = f"telemetry.{label}."
+        params = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
+        with RecordingWriter(
+            path,
+            source="tierlab-sim",
+            parameters={"scenario": result.name, "seed": result.seed, "technique": label, **params},
+            machine={"simulated": True, "cores": stats.get("run.threads")},
+            overwrite=True,
+        ) as w:
+            w.append_samples(frame)
+            w.append_drains(drains_of(frame))
+            w.append_mappings(mappings)
+        written.append(path)
+    return written
+
+
+class SamplesReporter(Reporter):
+    """``samples-<technique>/``: a recording per sampling technique (see module docs)."""
+
+    name = "samples"
+    # Directories, one per sampling technique (named after its label).
+    files: ClassVar[tuple[str, ...]] = ("samples-<technique>/",)
+
+    def write(self, result: Result, out_dir: Path) -> list[Path]:
+        return write_sample_recordings(result, out_dir)
