@@ -11,6 +11,7 @@ from tierlab.cli import (
     export,
     imports,
     overhead,
+    place,
     record,
     run,
     scenarios,
@@ -38,6 +39,7 @@ SUBCOMMANDS = (
     imports,
     overhead,
     coremap,
+    place,
 )
 
 
