@@ -269,6 +269,11 @@ def test_attach_and_ctrl_c_keeps_data_and_target(programs, can_record, tmp_path:
         # The 64 MiB buffer mapped before attaching is in the history (from /proc/PID/maps).
         m = r.mappings()
         assert ((m["event"] == "map") & (m["length"] >= 64 << 20) & (m["time_ns"] == 0)).any()
+        # Nothing handed over by the kernel is dropped by the interrupt: the accounting and the
+        # tables agree.
+        acc = r.meta["accounting"]
+        assert acc["mapping_events"] == len(m)
+        assert acc["samples"] == len(s)
         v = tierlab("view", rec, "--json").json()
         big = [x for x in v["mappings"] if x["length"] >= 64 << 20]
         assert big and big[0]["samples"] > 0

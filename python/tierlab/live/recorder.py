@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -236,7 +238,6 @@ def record(
         rec.close()
         raise
     sink = _Sink(writer, str(params["event"]))
-    interrupted = False
     last_flush = time.monotonic()
 
     def accounting() -> dict[str, Any]:
@@ -249,22 +250,34 @@ def record(
         a["target_exit"] = None if ex is None else {"how": ex[0], "value": ex[1]}
         return a
 
+    # Ctrl-C sets a flag instead of raising: a KeyboardInterrupt raised between a poll and the
+    # append of its batch (or inside the append) would drop records the kernel already handed
+    # over. The loop checks the flag after each batch is stored.
+    stop = threading.Event()
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    in_main = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:
-        while rec.exit is None:
-            sink.add(rec.poll(100))
-            if on_poll is not None:
-                on_poll(rec)
-            if writer is not None and time.monotonic() - last_flush >= opts.flush_interval_s:
-                writer.update_meta(accounting=accounting())
-                writer.flush()
-                last_flush = time.monotonic()
-    except KeyboardInterrupt:
-        interrupted = True
-    target_s = rec.now_ns / 1e9
-    try:
+        try:
+            while rec.exit is None and not stop.is_set():
+                sink.add(rec.poll(100))
+                if on_poll is not None:
+                    on_poll(rec)
+                if writer is not None and time.monotonic() - last_flush >= opts.flush_interval_s:
+                    writer.update_meta(accounting=accounting())
+                    writer.flush()
+                    last_flush = time.monotonic()
+        except KeyboardInterrupt:  # raised by on_poll or by a handler installed elsewhere
+            stop.set()
+        target_s = rec.now_ns / 1e9
         sink.add(rec.finish())
-    except KeyboardInterrupt:
-        interrupted = True
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, old_handler)
+    interrupted = stop.is_set()
     acc = accounting()
     acc["interrupted"] = interrupted
     exit_ = rec.exit
