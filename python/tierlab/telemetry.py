@@ -24,6 +24,10 @@ from tierlab.api import build_overrides, native
 BASELINE = "(baseline)"
 
 
+class TelemetryError(ValueError):
+    """A comparison that cannot run as asked (no techniques, unknown technique names)."""
+
+
 @dataclass
 class TechniqueResult:
     """One technique's figures on one sweep point."""
@@ -159,13 +163,13 @@ def compare(
         points = [("", [])]
     available = [(str(n), str(k)) for n, k in nat.techniques(spec, base)]
     if not available:
-        raise ValueError(f"{spec}: the scenario has no [[telemetry]] techniques to compare")
+        raise TelemetryError(f"{spec}: the scenario has no [[telemetry]] techniques to compare")
     names = [n for n, _ in available]
     if techniques is not None:
         wanted = [t.strip() for t in techniques if t.strip()]
         unknown = [t for t in wanted if t not in names]
         if unknown:
-            raise ValueError(
+            raise TelemetryError(
                 f"{spec}: no technique named {', '.join(unknown)} (the scenario has: "
                 f"{', '.join(names)})"
             )

@@ -9,11 +9,13 @@ pub mod bench;
 pub mod error;
 pub mod groundtruth;
 pub mod machine;
+pub mod placement;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
 pub mod telemetry;
+pub mod tiering;
 pub mod units;
 pub mod workload;
 

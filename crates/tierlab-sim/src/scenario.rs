@@ -56,6 +56,15 @@ pub struct Scenario {
     /// `[machine.hmem]` turns on; at most one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<crate::machine::replacement::PolicyConfig>,
+    /// Page placement policy (`[placement]`, `kind` = first-touch, interleave,
+    /// profile-guided; see `placement`); absent = the machine's `placement` rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementConfig>,
+    /// Tiering policy (`[tiering]`, `kind` = hottest-first, hemem, memtis, numa-tiering;
+    /// see `tiering`): promotion to the fast node and demotion, following the telemetry
+    /// technique named by `telemetry`; absent = pages stay where they were placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiering: Option<crate::tiering::TieringConfig>,
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
@@ -195,6 +204,16 @@ pub const BUILTINS: &[Builtin] = &[
         name: "zipf-tiered",
         description: "YCSB-like Zipfian accesses over 24 GiB on a 16 GiB DRAM + CXL machine",
         text: include_str!("../scenarios/zipf-tiered.toml"),
+    },
+    Builtin {
+        name: "tiering-kv",
+        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering",
+        text: include_str!("../scenarios/tiering-kv.toml"),
+    },
+    Builtin {
+        name: "numa-placement",
+        description: "profile-guided ccNUMA placement vs first touch and interleave on 2 and 4 nodes (serially initialized STREAM and Jacobi)",
+        text: include_str!("../scenarios/numa-placement.toml"),
     },
 ];
 
@@ -361,6 +380,31 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     }
     for (i, p) in sc.policies.iter().enumerate() {
         p.check().map_err(|(f, m)| err(&format!("policies[{i}].{f}"), m))?;
+    }
+    if let Some(p) = &sc.placement {
+        p.check(sc).map_err(|(f, m)| err(&format!("placement.{f}"), m))?;
+    }
+    if let Some(t) = &sc.tiering {
+        let relocate = |e: SimError| match e {
+            SimError::Config { at, msg } => err(at.field.as_deref().unwrap_or("tiering"), msg),
+            other => other,
+        };
+        if sc.machine.hmem.is_some() {
+            return Err(err(
+                "tiering.kind",
+                "tiering cannot run in the hierarchical memory mode ([machine.hmem])".into(),
+            ));
+        }
+        let tctx = crate::tiering::TieringBuildCtx {
+            seed: sc.seed,
+            scenario_file: src.file.clone(),
+            cores: sc.machine.cores,
+            threads: 1,
+            nodes: sc.machine.nodes.len(),
+            telemetry_kind: None,
+        };
+        t.common().check(&tctx).map_err(relocate)?;
+        t.build(&tctx).map_err(relocate)?;
     }
     if sc.policies.len() > 1 {
         return Err(err("policies", "only one replacement policy can run at a time".into()));

@@ -12,7 +12,7 @@ use crate::groundtruth::WindowTruth;
 use crate::machine::{CoreCounters, Machine};
 use crate::scenario::{build_ctx, Scenario, Source};
 use crate::stats::{Stats, StatsSource};
-use crate::telemetry::{score, Observer, ObserverCtx, TelemetryBuildCtx};
+use crate::telemetry::{score, Observer, ObserverCtx, TelemetryBuildCtx, TruthRule};
 use crate::workload::{Access, BuildCtx, Step, Workload};
 
 /// Progress of a run, reported to the caller's callback.
@@ -190,6 +190,8 @@ pub struct Simulation {
     windows: u64,
     prev: Snapshot,
     observers: Vec<ObsSlot>,
+    placement: Option<Box<dyn crate::placement::PlacementPolicy>>,
+    tiering: Option<crate::tiering::Tiering>,
 }
 
 #[derive(Clone, Default)]
@@ -242,7 +244,21 @@ impl Simulation {
         for t in 0..threads {
             machine.mm_cpumask[t] = true;
         }
+        let mut placement = crate::placement::build(&scenario, ctx, threads)?;
+        if let Some(p) = placement.as_mut() {
+            p.prepare(&mut machine)?;
+        }
         workload.setup(&mut machine)?;
+        if scenario.scoring.truth == TruthRule::Declared && workload.declared_hot_ranges(0, 1).is_none() {
+            return Err(SimError::config(
+                &ctx.scenario_file,
+                "scoring.truth",
+                format!(
+                    "\"declared\" needs a workload that declares its hot set (hotset); `{}` does not: use \"accessed\"",
+                    scenario.workload.kind()
+                ),
+            ));
+        }
         machine.start_hmem(&scenario.policies, &ctx.scenario_file)?;
         let end_ns = match scenario.duration {
             Some(d) => d.0,
@@ -287,6 +303,33 @@ impl Simulation {
                 window_end_s: Vec::new(),
             });
         }
+        if let Some(p) = placement.as_mut() {
+            p.start(&mut machine)?;
+        }
+        let tiering = match &scenario.tiering {
+            Some(cfg) => {
+                let labels: Vec<String> = observers.iter().map(|o| o.label.clone()).collect();
+                let kinds: Vec<&'static str> = observers.iter().map(|o| o.kind).collect();
+                let tctx = crate::tiering::TieringBuildCtx {
+                    seed: scenario.seed,
+                    scenario_file: ctx.scenario_file.clone(),
+                    cores: scenario.machine.cores,
+                    threads,
+                    nodes: scenario.machine.nodes.len(),
+                    telemetry_kind: None,
+                };
+                let mut t = crate::tiering::Tiering::new(
+                    cfg,
+                    &tctx,
+                    &labels,
+                    &kinds,
+                    scenario.scoring.truth_threshold,
+                )?;
+                t.start(&mut machine)?;
+                Some(t)
+            }
+            None => None,
+        };
         Ok(Simulation {
             window_ps: scenario.window.0 * 1000,
             quantum_ps: scenario.quantum.0 * 1000,
@@ -304,7 +347,32 @@ impl Simulation {
             windows: 0,
             prev,
             observers,
+            placement,
+            tiering,
         })
+    }
+
+    fn next_tiering_ps(&self) -> u64 {
+        self.tiering.as_ref().map_or(u64::MAX, |t| t.next_event_ps())
+    }
+
+    fn next_placement_ps(&self) -> u64 {
+        self.placement.as_ref().map(|p| p.next_event_ns().saturating_mul(1000)).unwrap_or(u64::MAX)
+    }
+
+    /// Run the placement policy's events due at or before `now_ps`.
+    fn fire_placement(&mut self, now_ps: u64) -> Result<()> {
+        let Some(p) = self.placement.as_mut() else { return Ok(()) };
+        while p.next_event_ns().saturating_mul(1000) <= now_ps {
+            let t = p.next_event_ns();
+            p.on_event(t, &mut self.machine)?;
+            if p.next_event_ns() <= t {
+                return Err(SimError::runtime(format!(
+                    "placement policy did not advance its next event past {t} ns"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Run core `t` until its clock reaches `target_ps` or its thread finishes.
@@ -367,9 +435,15 @@ impl Simulation {
             }
             let Some((t, i)) = due else { return Ok(()) };
             let o = &mut self.observers[i];
+            if let Some(tier) = self.tiering.as_mut() {
+                tier.before_observer(i, o.obs.as_ref(), &mut self.machine, t)?;
+            }
             let mut ctx =
                 ObserverCtx { machine: &mut self.machine, now_ns: t, core: o.core, cpu_ps: &mut o.cpu_ps };
             o.obs.on_event(&mut ctx)?;
+            if let Some(tier) = self.tiering.as_mut() {
+                tier.after_observer(i, o.obs.as_ref(), &mut self.machine, t)?;
+            }
             if o.obs.next_event_ns() <= t {
                 return Err(SimError::runtime(format!(
                     "telemetry `{}` did not advance its next event past {t} ns",
@@ -389,10 +463,26 @@ impl Simulation {
         self.heatmap.add_window(&w);
         let mut obs_cols = Vec::new();
         if !self.observers.is_empty() {
-            let truth: Vec<u64> = w.hot_pages(self.scenario.scoring.truth_threshold).collect();
+            let truth: Vec<u64> = match self.scenario.scoring.truth {
+                TruthRule::Accessed => w.hot_pages(self.scenario.scoring.truth_threshold).collect(),
+                TruthRule::Declared => {
+                    let mut ranges =
+                        self.workload.declared_hot_ranges(start_ps / 1000, end_ps / 1000).unwrap_or_default();
+                    ranges.sort_unstable();
+                    let mut pages = Vec::new();
+                    for (s, l) in ranges {
+                        pages.extend((s >> 12)..((s + l).div_ceil(4096)));
+                    }
+                    pages.dedup();
+                    pages
+                }
+            };
             obs_cols.push(("truth_bytes".to_string(), (truth.len() as u64 * 4096) as f64));
-            for o in &mut self.observers {
+            for (i, o) in self.observers.iter_mut().enumerate() {
                 let rep = o.obs.hot_set(start_ps / 1000, end_ps / 1000, &self.machine);
+                if let Some(tier) = self.tiering.as_mut() {
+                    tier.on_window_report(i, o.obs.as_ref(), &rep, &mut self.machine, end_ps / 1000);
+                }
                 let sc = score(&rep, &truth);
                 let p = format!("telemetry.{}", o.label);
                 o.precision.push(sc.precision());
@@ -438,13 +528,25 @@ impl Simulation {
             row.push((format!("node.{}.resident_bytes", n.cfg.name), (n.used_pages * 4096) as f64));
         }
         row.extend(obs_cols);
+        row.extend(self.workload.window_columns(start_ps / 1000, end_ps / 1000));
+        if let Some(tier) = self.tiering.as_mut() {
+            row.extend(tier.window_columns(&self.machine, &w));
+        }
         self.timeseries.push_row(row);
         self.prev = now;
         self.windows += 1;
     }
 
     /// Run to the end (or until `progress` says stop).
-    pub fn run(mut self, progress: &mut dyn FnMut(Progress) -> Control) -> Result<RunResult> {
+    pub fn run(self, progress: &mut dyn FnMut(Progress) -> Control) -> Result<RunResult> {
+        self.run_with_placement(progress).map(|r| r.0)
+    }
+
+    /// Run to the end and hand back the placement policy too (a profiling run's plan).
+    pub fn run_with_placement(
+        mut self,
+        progress: &mut dyn FnMut(Progress) -> Control,
+    ) -> Result<(RunResult, Option<Box<dyn crate::placement::PlacementPolicy>>)> {
         let wall = Instant::now();
         let mut last_report = Instant::now();
         let mut window_start = 0u64;
@@ -455,7 +557,11 @@ impl Simulation {
         'outer: loop {
             let window_end = (window_start + self.window_ps).min(self.end_ps);
             while frontier < window_end {
-                let next_obs = self.next_observer_ps().min(self.machine.next_policy_event_ps());
+                let next_obs = self
+                    .next_observer_ps()
+                    .min(self.machine.next_policy_event_ps())
+                    .min(self.next_placement_ps())
+                    .min(self.next_tiering_ps());
                 frontier = (frontier + self.quantum_ps).min(window_end).min(next_obs.max(frontier + 1));
                 for t in 0..self.threads {
                     if self.machine.cores[t].clock_ps < frontier {
@@ -465,6 +571,10 @@ impl Simulation {
                 if next_obs <= frontier {
                     self.fire_observers(frontier)?;
                     self.machine.fire_policy(frontier);
+                    self.fire_placement(frontier)?;
+                    if let Some(tier) = self.tiering.as_mut() {
+                        tier.fire(&mut self.machine, frontier)?;
+                    }
                 }
                 if self.all_done() {
                     break;
@@ -528,10 +638,19 @@ impl Simulation {
                 samples.push((o.label.clone(), s));
             }
         }
+        if let Some(p) = self.placement.as_mut() {
+            p.finish(end_ns, &mut self.machine)?;
+        }
         let wall_seconds = wall.elapsed().as_secs_f64();
         let mut stats = Stats::new();
         stats.collect(&self.machine);
         self.workload.report_stats(&mut stats);
+        if let Some(tier) = &self.tiering {
+            tier.report_stats(&self.machine, &mut stats);
+        }
+        if let (Some(p), Some(cfg)) = (&self.placement, &self.scenario.placement) {
+            crate::placement::report(cfg.kind(), p.as_ref(), &self.machine, self.threads, &mut stats);
+        }
         let sim_s = self.machine.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0) as f64 / 1e12;
         stats.set("run.simulated_seconds", sim_s);
         stats.set("run.windows", self.windows);
@@ -577,7 +696,7 @@ impl Simulation {
         let app_s =
             (0..self.threads).map(|t| self.machine.cores[t].clock_ps).max().unwrap_or(0) as f64 / 1e12;
         stats.set("run.app_seconds", app_s);
-        Ok(RunResult {
+        let result = RunResult {
             scenario: self.scenario.clone(),
             stats,
             timeseries: self.timeseries,
@@ -587,7 +706,8 @@ impl Simulation {
             wall_seconds,
             mapping_log: self.machine.mapping_log.clone(),
             samples,
-        })
+        };
+        Ok((result, self.placement.take()))
     }
 }
 

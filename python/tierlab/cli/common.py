@@ -61,7 +61,9 @@ def error_exit_code(exc: BaseException) -> int | None:
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
-    if isinstance(exc, RecordingError | OSError | ImportError):
+    from tierlab.telemetry import TelemetryError
+
+    if isinstance(exc, RecordingError | TelemetryError | OSError | ImportError):
         return EXIT_USAGE
     return None
 

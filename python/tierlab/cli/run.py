@@ -66,7 +66,11 @@ def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
     from tierlab.policies import sweep_points
 
-    _name, points = sweep_points(args.scenario, args.overrides)
+    name, points = sweep_points(args.scenario, args.overrides)
+    if points and name == "tiering":
+        from tierlab.tiering import run_tiering_cli
+
+        return run_tiering_cli(args)
     if points:
         return run_sweep_cli(args)
     err = Console(stderr=True)
@@ -114,7 +118,15 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     )
     if args.points and not sweep.records and not sweep.interrupted:
         args.parser.error(f"--points {args.points!r} matches no sweep point")
+    if sweep.sweep_name == "placement":
+        from tierlab.placement_sim import placement_records
+
+        sweep.records = placement_records(sweep.records)
     written = write_sweep(sweep, args.out) if args.out is not None else []
+    if args.out is not None and sweep.sweep_name == "placement":
+        from tierlab.placement_sim import write_placement
+
+        written += write_placement(sweep.records, args.out)
     if args.json:
         sys.stdout.write(json.dumps(sweep.records, indent=2, default=str) + "\n")
         sys.stdout.flush()
@@ -127,6 +139,8 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
             c
             for c in (
                 "label",
+                "kernel",
+                "nodes",
                 "policy",
                 "page_tables",
                 "page_size",
@@ -136,13 +150,17 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
                 "dtlb_misses",
                 "run_time_s",
                 "relative_performance",
+                "savings_pct",
+                "overhead_pct",
             )
             if any(c in r for r in sweep.records)
         ]
         for c in cols:
             table.add_column(
                 c,
-                justify="left" if c in ("label", "policy", "page_tables", "page_size") else "right",
+                justify="left"
+                if c in ("label", "kernel", "policy", "page_tables", "page_size")
+                else "right",
             )
         for r in sweep.records:
             table.add_row(*(_fmt(r.get(c)) for c in cols))

@@ -98,6 +98,9 @@ pub struct Memory {
     fallback: Vec<Vec<u8>>,
     placement: Placement,
     next_interleave: usize,
+    /// Preferred nodes by virtual address (a placement plan, e.g. profile-guided affinity):
+    /// sorted, disjoint `(start, end, node)` byte ranges consulted by [`Memory::allocate_at`].
+    pub preferred: Vec<(u64, u64, u8)>,
 }
 
 impl Memory {
@@ -141,7 +144,43 @@ impl Memory {
             fallback,
             placement,
             next_interleave: 0,
+            preferred: Vec::new(),
         }
+    }
+
+    /// The rule for new pages outside [`Memory::preferred`].
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// Change the rule for new pages (a placement policy's choice).
+    pub fn set_placement(&mut self, p: Placement) {
+        self.placement = p;
+    }
+
+    /// The preferred node of `va` and the end of the run of addresses from `va` that share
+    /// that preference (`None`: no preference up to the returned end).
+    pub fn preferred_run(&self, va: u64) -> (Option<u8>, u64) {
+        let i = self.preferred.partition_point(|r| r.1 <= va);
+        match self.preferred.get(i) {
+            Some(&(s, e, n)) if s <= va => (Some(n), e),
+            Some(&(s, _, _)) => (None, s),
+            None => (None, u64::MAX),
+        }
+    }
+
+    /// Like [`Memory::allocate`] for pages at `va`: a preferred node with room wins, else the
+    /// placement rule decides.
+    pub fn allocate_at(&mut self, core: usize, va: u64, pages: u64) -> Option<u8> {
+        if let (Some(n), _) = self.preferred_run(va) {
+            if (n as usize) < self.nodes.len() && self.has_room(n, pages) {
+                let node = &mut self.nodes[n as usize];
+                node.used_pages += pages;
+                node.allocated_pages += pages;
+                return Some(n);
+            }
+        }
+        self.allocate(core, pages)
     }
 
     /// Choose a node for `pages` 4 KiB pages faulted by `core` and account them. `None` when

@@ -312,6 +312,44 @@ pub struct Machine {
     pub pebs: Option<pebs::PebsHw>,
     /// The hierarchical memory mode, when configured.
     pub hmem: Option<Box<hmem::Hmem>>,
+    /// TLB-miss sampling (a placement policy's profile source), when enabled.
+    pub tlb_sampler: Option<crate::placement::sampling::TlbMissSampler>,
+    /// NUMA hint faults armed by a tiering policy (pages protected by its scanner), if any.
+    pub hint: Option<Box<crate::tiering::hint::HintFaults>>,
+    /// Page migrations done ([`Machine::migrate_page`], [`Machine::migrate_pages`]).
+    pub migration: MigrationCounters,
+}
+
+/// Counters of page migrations.
+#[derive(Clone, Debug, Default)]
+pub struct MigrationCounters {
+    /// Pages moved (of any size).
+    pub moves: u64,
+    /// Of them, 2 MiB pages.
+    pub huge_moves: u64,
+    /// Moves to a faster tier (lower tier rank).
+    pub promotions: u64,
+    /// Moves to a slower tier (higher tier rank).
+    pub demotions: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Time spent copying, ps (charged to the migrating cores).
+    pub copy_ps: u64,
+    /// Shootdowns done for migrations (one per single page or batch).
+    pub shootdowns: u64,
+}
+
+/// What a batch migration did ([`Machine::migrate_pages`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Migrated {
+    /// Pages moved (of any size).
+    pub pages: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Time charged to the migrating core, ns (copies plus the shootdown).
+    pub ns: f64,
+    /// The batch stopped early because the target node was full.
+    pub out_of_room: bool,
 }
 
 const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps below 2^47
@@ -370,6 +408,9 @@ impl Machine {
             segfaults: 0,
             pebs: None,
             hmem: cfg.hmem.as_ref().map(|h| Box::new(hmem::Hmem::new(h, cfg))),
+            tlb_sampler: None,
+            hint: None,
+            migration: MigrationCounters::default(),
         }
     }
 
@@ -425,8 +466,20 @@ impl Machine {
             }
             TlbHit::Miss => {
                 c.c.tlb_misses += 1;
+                if let Some(s) = self.tlb_sampler.as_mut() {
+                    let cost = s.on_miss(core, addr, c.clock_ps);
+                    c.clock_ps += cost;
+                    c.c.background_ps += cost;
+                }
                 let (node, huge, walk_ps) = self.walk_and_fault(core, addr, write)?;
                 extra += walk_ps;
+                if let Some(h) = self.hint.as_deref_mut() {
+                    // A NUMA hint fault when the walk reached a page protected by a scanner.
+                    let c = &mut self.cores[core];
+                    let f = h.on_walk(core, addr, c.clock_ps);
+                    c.clock_ps += f;
+                    c.c.fault_ps += f;
+                }
                 let c = &mut self.cores[core];
                 c.tlb.fill(addr, huge, node | if write { tlb::DIRTY } else { 0 });
                 (node, huge, write)
@@ -494,7 +547,8 @@ impl Machine {
             PageSize::Huge2M => (512, self.fault_2m_ps),
         };
         let huge = vma.page_size == PageSize::Huge2M;
-        let node = self.mem.allocate(core, pages).ok_or_else(|| {
+        let base = if huge { addr & !((2u64 << 20) - 1) } else { addr & !4095 };
+        let node = self.mem.allocate_at(core, base, pages).ok_or_else(|| {
             SimError::runtime(format!(
                 "out of memory: no node has room for a {} page at {addr:#x} (all {} nodes full, {} bytes total)",
                 if huge { "2 MiB" } else { "4 KiB" },
@@ -548,6 +602,134 @@ impl Machine {
                 c.pebs_left = c.pebs_left.min(period.max(1));
             }
         }
+    }
+
+    /// Move the present page holding `va` to node `to` (page migration): the node accounting
+    /// moves, every core that may cache the translation is shot down (from `core`), and the
+    /// copy over the link (page bytes at the slower of the two nodes' bandwidths) is charged
+    /// to `core`. Returns the whole cost in ns (copy plus the initiator's shootdown time);
+    /// 0 when the page is already there. Errors: page not present, no room on `to`, no such
+    /// node, or the hierarchical memory mode (which moves pages itself).
+    pub fn migrate_page(&mut self, va: u64, to: u8, core: usize) -> Result<f64> {
+        let m = self.migrate_batch(&[va], to, core)?;
+        if m.out_of_room {
+            return Err(SimError::runtime(format!("migrate_page: node {to} has no room for {va:#x}")));
+        }
+        Ok(m.ns)
+    }
+
+    /// Move the pages holding each of `vas` to node `to` as one batch (Linux's
+    /// `migrate_pages` with a batched TLB flush): each page's copy is charged to `core` as in
+    /// [`Machine::migrate_page`], and one shootdown covers the batch (per entry up to the
+    /// flush ceiling, else full flushes; see [`Machine::shootdown_entries`]). Pages already
+    /// on `to` are skipped. Stops at the first page that does not fit (`out_of_room`);
+    /// errors when an address is not present or `to` does not exist.
+    pub fn migrate_pages(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
+        self.migrate_batch(vas, to, core)
+    }
+
+    fn migrate_batch(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
+        if self.hmem.is_some() {
+            return Err(SimError::runtime("migrate_page: not available in the hierarchical memory mode"));
+        }
+        if to as usize >= self.mem.nodes.len() {
+            return Err(SimError::runtime(format!("migrate_page: node {to} does not exist")));
+        }
+        if core >= self.cores.len() {
+            return Err(SimError::runtime(format!("migrate_page: core {core} does not exist")));
+        }
+        let mut out = Migrated::default();
+        let mut entries: Vec<u64> = Vec::with_capacity(vas.len().min(4096));
+        let mut copy_ps = 0u64;
+        for &va in vas {
+            let from = self
+                .pt
+                .node_of(va)
+                .ok_or_else(|| SimError::runtime(format!("migrate_page: {va:#x} is not present")))?;
+            if from == to {
+                continue;
+            }
+            let huge = self.pt.is_huge(va);
+            let bytes: u64 = if huge { 2 << 20 } else { 4096 };
+            if !self.mem.transfer(from, to, bytes / 4096) {
+                out.out_of_room = true;
+                break;
+            }
+            let base = va & !(bytes - 1);
+            self.pt.set_node(base, to)?;
+            let (nf, nt) = (&self.mem.nodes[from as usize].cfg, &self.mem.nodes[to as usize].cfg);
+            // GB/s = bytes per ns.
+            copy_ps += ps(bytes as f64 / nf.bandwidth_gbps.min(nt.bandwidth_gbps));
+            let mc = &mut self.migration;
+            mc.moves += 1;
+            mc.huge_moves += huge as u64;
+            mc.bytes += bytes;
+            mc.promotions += (nt.tier < nf.tier) as u64;
+            mc.demotions += (nt.tier > nf.tier) as u64;
+            entries.push(base);
+            out.pages += 1;
+            out.bytes += bytes;
+        }
+        if entries.is_empty() {
+            return Ok(out);
+        }
+        let before = self.cores[core].clock_ps;
+        let c = &mut self.cores[core];
+        c.clock_ps += copy_ps;
+        c.c.background_ps += copy_ps;
+        self.migration.copy_ps += copy_ps;
+        self.migration.shootdowns += 1;
+        self.shootdown_entries(core, &entries);
+        out.ns = (self.cores[core].clock_ps - before) as f64 / 1000.0;
+        Ok(out)
+    }
+
+    /// Invalidate the translations of the pages at `vas` (one TLB entry each, 4 KiB or
+    /// 2 MiB) with one shootdown from `initiator`: per entry up to the flush ceiling, else a
+    /// full flush, on the initiator and on the other cores of the address space's CPU mask,
+    /// charged as [`Machine::invalidate_range`] charges it.
+    pub fn shootdown_entries(&mut self, initiator: usize, vas: &[u64]) {
+        if vas.is_empty() {
+            return;
+        }
+        let n = vas.len() as u64;
+        let full = n > self.cfg.cost.flush_ceiling_pages;
+        let cost = &self.cfg.cost;
+        let local_ps = if full { ps(cost.full_flush_ns) } else { ps(cost.invlpg_ns * n as f64) };
+        let target_ps = ps(cost.shootdown_target_ns);
+        let mut targets = 0usize;
+        for (i, core) in self.cores.iter_mut().enumerate() {
+            if i == initiator || !self.mm_cpumask[i] {
+                continue;
+            }
+            targets += 1;
+            if full {
+                core.tlb.flush();
+            } else {
+                for &va in vas {
+                    core.tlb.invalidate(va);
+                }
+            }
+            core.last_base = u64::MAX;
+            core.c.remote_invalidations += 1;
+            core.clock_ps += target_ps;
+            core.c.tlb_maint_ps += target_ps;
+        }
+        let init_ps = local_ps + ps(cost.shootdown_ns(targets));
+        let me = &mut self.cores[initiator];
+        if full {
+            me.tlb.flush();
+            me.c.local_flushes += 1;
+        } else {
+            for &va in vas {
+                me.tlb.invalidate(va);
+            }
+            me.c.local_invalidations += n;
+        }
+        me.last_base = u64::MAX;
+        me.c.shootdowns_sent += (targets > 0) as u64;
+        me.clock_ps += init_ps;
+        me.c.tlb_maint_ps += init_ps;
     }
 
     /// Charge `ns` of background work to `core` (its clock advances).
@@ -667,9 +849,13 @@ impl Machine {
         let core = core.min(self.cores.len() - 1);
         let mut va = start;
         while va < end {
-            let chunk_end = ((va | ((2u64 << 20) - 1)) + 1).min(end);
+            let mut chunk_end = ((va | ((2u64 << 20) - 1)) + 1).min(end);
+            if vma.page_size == PageSize::Base4K && !self.mem.preferred.is_empty() {
+                // A placement plan may prefer different nodes within the chunk.
+                chunk_end = chunk_end.min(self.mem.preferred_run(va).1.max(va + 4096));
+            }
             let pages = (chunk_end - va) / 4096;
-            let node = self.mem.allocate(core, pages).ok_or_else(|| {
+            let node = self.mem.allocate_at(core, va, pages).ok_or_else(|| {
                 SimError::runtime(format!(
                     "out of memory while populating `{}`: {} of {} bytes placed, every node is full",
                     vma.name,
@@ -677,6 +863,58 @@ impl Machine {
                     len
                 ))
             })?;
+            match vma.page_size {
+                PageSize::Huge2M => {
+                    self.pt.map_2m(va, node);
+                }
+                PageSize::Base4K => {
+                    self.pt.populate_4k(va, chunk_end, node);
+                }
+            }
+            va = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// Bulk-populate `[start, start+len)` of the mapping starting at `start` on node `node`
+    /// (like [`Machine::populate`], but bound to one node, as `mbind` plus a prefault would
+    /// place it). No fault cost is charged.
+    pub fn populate_on(&mut self, start: u64, len: u64, node: u8) -> Result<()> {
+        let vma = self
+            .vmas
+            .get(&start)
+            .cloned()
+            .ok_or_else(|| SimError::runtime(format!("populate: no mapping at {start:#x}")))?;
+        if self.hmem.is_some() {
+            return Err(SimError::runtime(format!(
+                "populate `{}` on node {node}: not available in the hierarchical memory mode",
+                vma.name
+            )));
+        }
+        let Some(n) = self.mem.nodes.get(node as usize) else {
+            return Err(SimError::runtime(format!(
+                "populate `{}` on node {node}: the machine has {} nodes",
+                vma.name,
+                self.mem.nodes.len()
+            )));
+        };
+        let len = len.min(vma.len);
+        if !self.mem.has_room(node, len.div_ceil(4096)) {
+            return Err(SimError::runtime(format!(
+                "out of memory while populating `{}` ({len} bytes) on node {node} (`{}`): {} bytes free",
+                vma.name,
+                n.cfg.name,
+                (n.capacity_pages - n.used_pages) * 4096
+            )));
+        }
+        let end = start + len;
+        let mut va = start;
+        while va < end {
+            let chunk_end = ((va | ((2u64 << 20) - 1)) + 1).min(end);
+            let pages = (chunk_end - va) / 4096;
+            let n = &mut self.mem.nodes[node as usize];
+            n.used_pages += pages;
+            n.allocated_pages += pages;
             match vma.page_size {
                 PageSize::Huge2M => {
                     self.pt.map_2m(va, node);
@@ -747,6 +985,10 @@ impl AddressSpace for Machine {
         self.add_vma(addr, len, &opts)
     }
 
+    fn populate_on(&mut self, start: u64, len: u64, node: u8) -> Result<()> {
+        Machine::populate_on(self, start, len, node)
+    }
+
     fn munmap(&mut self, addr: u64) -> Result<()> {
         let v = self
             .vmas
@@ -800,6 +1042,17 @@ impl StatsSource for Machine {
         out.set("machine.pagetable.pte_tables", p);
         out.set("machine.pagetable.materialized", self.pt.stats.materialized);
         out.set("machine.mappings", self.vmas.len());
+        let mc = &self.migration;
+        out.set("machine.migrations", mc.moves);
+        out.set("machine.migration.huge_pages", mc.huge_moves);
+        out.set("machine.migration.promotions", mc.promotions);
+        out.set("machine.migration.demotions", mc.demotions);
+        out.set("machine.migration.bytes", mc.bytes);
+        out.set("machine.migration.shootdowns", mc.shootdowns);
+        out.set("machine.time.migration_copy_s", mc.copy_ps as f64 / 1e12);
+        if let Some(h) = &self.hint {
+            h.report_stats("machine.hint", out);
+        }
         for (i, c) in self.cores.iter().enumerate() {
             let p = format!("machine.core.{i}");
             out.set(format!("{p}.accesses"), c.c.accesses);

@@ -83,8 +83,9 @@ impl ObserverCtx<'_> {
     }
 }
 
-/// A telemetry technique. See the module docs for the contract.
-pub trait Observer: Send {
+/// A telemetry technique. See the module docs for the contract. (`Any` lets a consumer of
+/// reports, such as a tiering policy, read a technique's richer state by its concrete type.)
+pub trait Observer: Send + std::any::Any {
     /// Called once at time 0 after the workload's setup.
     fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()>;
     /// Simulated time (ns) of the next event; `u64::MAX` for none.
@@ -206,6 +207,17 @@ registry! {
     "pebs" => Pebs(pebs::PebsParams),
 }
 
+/// The ground-truth rule of scoring (`scoring.truth`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TruthRule {
+    /// Pages accessed at least `truth_threshold` times in the window.
+    #[default]
+    Accessed,
+    /// The workload's declared hot set during the window.
+    Declared,
+}
+
 /// How ground truth's hot set is defined for scoring (`[scoring]` in a scenario).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,6 +227,13 @@ pub struct ScoringConfig {
     /// hot-set workloads, the pages of the regions the current phase accesses).
     #[serde(default = "d_truth")]
     pub truth_threshold: u32,
+    /// Which pages are truly hot: `accessed` (default: pages accessed at least
+    /// `truth_threshold` times in the window, from exact ground truth) or `declared` (the hot
+    /// set the workload declares, e.g. hotset's needles in place during the window, all their
+    /// pages: the masim-style rule "the regions the current phase accesses", which does not
+    /// depend on how many of their pages a window happens to touch).
+    #[serde(default)]
+    pub truth: TruthRule,
     /// Precision/recall level for the "time to reach" figures.
     #[serde(default = "d_target")]
     pub target: f64,
@@ -229,7 +248,7 @@ fn d_target() -> f64 {
 
 impl Default for ScoringConfig {
     fn default() -> Self {
-        ScoringConfig { truth_threshold: d_truth(), target: d_target() }
+        ScoringConfig { truth_threshold: d_truth(), truth: TruthRule::default(), target: d_target() }
     }
 }
 

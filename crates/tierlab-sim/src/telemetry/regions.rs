@@ -778,7 +778,7 @@ impl<S: Sampler> RegionObserver<S> {
     }
 }
 
-impl<S: Sampler> Observer for RegionObserver<S> {
+impl<S: Sampler + 'static> Observer for RegionObserver<S> {
     fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         self.mon.init(ctx.machine);
         let n = self.prepare(ctx.machine);

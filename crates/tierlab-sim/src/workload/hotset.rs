@@ -297,6 +297,11 @@ impl Workload for Hotset {
         self.p.threads
     }
 
+    /// The needles in place for most of the window (the epoch of its midpoint).
+    fn declared_hot_ranges(&self, start_ns: u64, end_ns: u64) -> Option<Vec<(u64, u64)>> {
+        Some(self.hot_ranges_at(start_ns + (end_ns.saturating_sub(start_ns)) / 2))
+    }
+
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let opts = MapOptions {
             name: "heap".into(),

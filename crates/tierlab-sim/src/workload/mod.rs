@@ -32,8 +32,10 @@ use std::path::PathBuf;
 pub use tierlab_core::{Access, AccessKind};
 
 pub mod hotset;
+pub mod kv;
 pub mod masim;
 pub mod masim_config;
+pub mod omp_kernel;
 pub mod pointer_chase;
 pub mod replay;
 pub mod spmv;
@@ -97,6 +99,14 @@ pub trait AddressSpace {
     /// Unmap a whole mapping previously returned by `mmap` (its pages are freed and every
     /// core that may cache a translation is invalidated).
     fn munmap(&mut self, addr: u64) -> Result<()>;
+    /// Bulk-populate `len` bytes of the mapping that starts at `start` on memory node `node`
+    /// (bound there, as `mbind` plus a prefault would place them; no fault cost). Errors when
+    /// the node does not exist or lacks room.
+    fn populate_on(&mut self, start: u64, _len: u64, node: u8) -> Result<()> {
+        Err(SimError::runtime(format!(
+            "populating the mapping at {start:#x} on node {node} is not supported by this address space"
+        )))
+    }
 }
 
 /// Whether a thread has more to do.
@@ -143,9 +153,20 @@ pub trait Workload: Send {
     fn discard(&mut self, _t: usize, _unexecuted: &[Access]) {}
     /// Publish the workload's stats (under `workload.`).
     fn report_stats(&self, _out: &mut Stats) {}
+    /// Extra time-series columns for the window `[start_ns, end_ns)` that just closed, as
+    /// (name, value) (e.g. `kv.throughput`); the same names every window.
+    fn window_columns(&mut self, _start_ns: u64, _end_ns: u64) -> Vec<(String, f64)> {
+        Vec::new()
+    }
     /// Total simulated time the workload wants when the scenario gives no duration
     /// (masim: the sum of its phases times `repeat`); `None` = runs until it reports Done.
     fn natural_duration_ns(&self) -> Option<u64> {
+        None
+    }
+    /// The hot set the workload declares for the window `[start_ns, end_ns)`, as page-aligned
+    /// `(start, length)` ranges (hotset: its needles; the ground truth of
+    /// `scoring.truth = "declared"`); `None` = the workload declares none.
+    fn declared_hot_ranges(&self, _start_ns: u64, _end_ns: u64) -> Option<Vec<(u64, u64)>> {
         None
     }
 }
@@ -209,4 +230,6 @@ registry! {
     "hotset" => Hotset(hotset::HotsetParams),
     "replay" => Replay(replay::ReplayParams),
     "sweep3d" => Sweep3d(sweep3d::Sweep3dParams),
+    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelParams),
+    "kv" => Kv(kv::KvParams),
 }

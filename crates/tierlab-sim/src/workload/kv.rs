@@ -1,0 +1,467 @@
+//! `kv`: a key-value store (Redis-like) under YCSB-like requests.
+//!
+//! # Model
+//! `keys` records live in a **value slab** in insertion order (key 0 first), each
+//! `record_size = 64 + value_size` bytes rounded up to 64 (one line of header: the hash
+//! entry and the key, then the value), as an allocator fills a slab during YCSB's load
+//! phase. A **hash index** of `2^ceil(log2(keys))` 8-byte buckets (load factor <= 1) maps a
+//! key to its record; the bucket of key `k` is a seeded hash of `k`. A request picks a key
+//! from `distribution` and touches the key's bucket (one load), the record's header line
+//! (one load), then every line of the value: loads for a read (YCSB `read`), stores for an
+//! update (YCSB `update`, `1 - read_fraction` of the requests).
+//!
+//! Distributions (YCSB's generators): `zipfian` (ZipfianGenerator over insertion order:
+//! key 0 is the most popular; theta 0.99, YCSB's `zipfian` constant), `scrambled-zipfian`
+//! (ScrambledZipfianGenerator: the same popularity at hashed positions — YCSB's default
+//! for `requestdistribution=zipfian`; here a seeded bijection), `latest`
+//! (SkewedLatestGenerator: the most recently inserted key is the most popular), `uniform`.
+//!
+//! Each thread is one server thread (Redis serves requests one at a time) with `clients`
+//! closed-loop YCSB clients that resubmit as soon as they get an answer (no think time).
+//! A request's **service time** is the simulated time its thread spent from its first access
+//! to the start of the next request: the modeled cost of its accesses plus whatever the
+//! machine charged that core meanwhile (PEBS interrupts, TLB shootdowns, hint faults,
+//! promotions in fault context). Requests queue FIFO, so with `clients` outstanding
+//! requests a request's **latency** is its own service time plus those of the `clients - 1`
+//! requests served before it (fewer while the queue fills at start). Throughput is requests
+//! per simulated second. Latency
+//! percentiles come from a log-linear histogram (64 sub-buckets per power of two, <= 1.6%
+//! relative error), per window (`kv.*` time-series columns) and over the run
+//! (`workload.kv.*` stats).
+//!
+//! Placement: `node = N` bulk-populates both mappings on memory node N (as `mbind` and a
+//! prefault would; e.g. the slow tier, where Telescope's Redis data was initialized);
+//! without it, `populate = true` places pages by the machine's placement rule, and
+//! `populate = false` faults them in on first touch.
+
+use super::{
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+};
+use crate::error::{Result, SimError};
+use crate::rng::{derive, splitmix64, Rng};
+use crate::stats::Stats;
+use crate::units::ByteSize;
+use crate::workload::pointer_chase::Permutation;
+use crate::workload::uniform::{check_fraction, fraction_threshold};
+use crate::workload::zipf::ZipfSampler;
+use serde::{Deserialize, Serialize};
+
+/// YCSB request distributions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// Zipfian over insertion order (key 0 most popular).
+    Zipfian,
+    /// Zipfian popularity at hashed key positions.
+    ScrambledZipfian,
+    /// Zipfian over recency (the last inserted key most popular).
+    Latest,
+    /// Every key equally likely.
+    Uniform,
+}
+
+/// Parameters of the `kv` workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvParams {
+    /// Number of keys (records). Default 1,000,000.
+    #[serde(default = "d_keys")]
+    pub keys: u64,
+    /// Bytes per value. Default 1 KiB (YCSB: 10 fields of 100 bytes).
+    #[serde(default = "d_value")]
+    pub value_size: ByteSize,
+    /// Request distribution. Default `scrambled-zipfian` (YCSB's `zipfian`).
+    #[serde(default = "d_dist")]
+    pub distribution: Distribution,
+    /// Zipf exponent. Default 0.99 (YCSB).
+    #[serde(default = "d_theta")]
+    pub theta: f64,
+    /// Fraction of requests that are reads (the rest updates). Default 0.95 (YCSB workload B).
+    #[serde(default = "d_read")]
+    pub read_fraction: f64,
+    /// Requests per thread; 0 (default) = until the scenario's duration.
+    #[serde(default)]
+    pub requests: u64,
+    /// Server threads (one per core). Default 1.
+    #[serde(default = "d_threads")]
+    pub threads: usize,
+    /// Closed-loop clients per server thread (outstanding requests). Default 1.
+    #[serde(default = "d_threads")]
+    pub clients: usize,
+    /// Page size of both mappings; absent = machine default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate at setup (default true).
+    #[serde(default = "d_true")]
+    pub populate: bool,
+    /// Populate on this memory node (e.g. the slow tier); absent = by the placement rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u8>,
+}
+
+fn d_keys() -> u64 {
+    1_000_000
+}
+fn d_value() -> ByteSize {
+    ByteSize(1024)
+}
+fn d_dist() -> Distribution {
+    Distribution::ScrambledZipfian
+}
+fn d_theta() -> f64 {
+    0.99
+}
+fn d_read() -> f64 {
+    0.95
+}
+fn d_threads() -> usize {
+    1
+}
+fn d_true() -> bool {
+    true
+}
+
+/// Log-linear latency histogram (ns).
+#[derive(Clone, Debug)]
+pub struct LatencyHist {
+    counts: Vec<u64>,
+    n: u64,
+    sum: u128,
+}
+
+const SUB: u64 = 64;
+
+impl Default for LatencyHist {
+    fn default() -> Self {
+        LatencyHist { counts: vec![0; (SUB * 60) as usize], n: 0, sum: 0 }
+    }
+}
+
+impl LatencyHist {
+    fn index(v: u64) -> usize {
+        if v < SUB {
+            return v as usize;
+        }
+        let msb = 63 - v.leading_zeros() as u64;
+        let shift = msb - 6;
+        (SUB + shift * SUB + ((v >> shift) - SUB)) as usize
+    }
+
+    fn value(i: usize) -> f64 {
+        let i = i as u64;
+        if i < SUB {
+            return i as f64;
+        }
+        let shift = (i - SUB) / SUB;
+        let top = (i - SUB) % SUB + SUB;
+        let low = top << shift;
+        low as f64 + ((1u64 << shift) as f64 - 1.0) / 2.0
+    }
+
+    /// Record one latency (ns).
+    pub fn add(&mut self, v: u64) {
+        let i = Self::index(v).min(self.counts.len() - 1);
+        self.counts[i] += 1;
+        self.n += 1;
+        self.sum += v as u128;
+    }
+
+    /// Values recorded.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Mean, ns (NaN when empty).
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            f64::NAN
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+
+    /// The `q`-quantile (0 < q <= 1), ns, as its bucket's midpoint (NaN when empty).
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.n == 0 {
+            return f64::NAN;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        let mut acc = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= rank {
+                return Self::value(i);
+            }
+        }
+        Self::value(self.counts.len() - 1)
+    }
+
+    fn clear(&mut self) {
+        if self.n > 0 {
+            self.counts.iter_mut().for_each(|c| *c = 0);
+            self.n = 0;
+            self.sum = 0;
+        }
+    }
+}
+
+impl WorkloadParams for KvParams {
+    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        let f = &ctx.scenario_file;
+        check_threads("kv", self.threads, ctx)?;
+        check_fraction(ctx, "read_fraction", self.read_fraction)?;
+        if self.keys == 0 {
+            return Err(SimError::config(f, "workload.keys", "the store needs at least one key"));
+        }
+        if self.value_size.0 == 0 {
+            return Err(SimError::config(f, "workload.value_size", "must be at least 1 byte"));
+        }
+        if !(self.theta.is_finite() && self.theta >= 0.0) {
+            return Err(SimError::config(
+                f,
+                "workload.theta",
+                format!("must be a number >= 0, got {}", self.theta),
+            ));
+        }
+        let record = (64 + self.value_size.0).div_ceil(64) * 64;
+        if self.keys.checked_mul(record).is_none_or(|b| b >= 1 << 46) {
+            return Err(SimError::config(f, "workload.keys", "keys x record size exceeds 64 TiB"));
+        }
+        if self.requests == 0 && ctx.duration_ns == 0 {
+            return Err(SimError::config(
+                f,
+                "workload.requests",
+                "requests = 0 runs until the scenario's duration, but the scenario sets none",
+            ));
+        }
+        if self.clients == 0 || self.clients > 1 << 20 {
+            return Err(SimError::config(
+                f,
+                "workload.clients",
+                format!("{} is not in 1..=1048576", self.clients),
+            ));
+        }
+        if self.node.is_some() && !self.populate {
+            return Err(SimError::config(
+                f,
+                "workload.node",
+                "`node` places populated memory: set populate = true",
+            ));
+        }
+        let buckets = self.keys.next_power_of_two();
+        Ok(Box::new(Kv {
+            sampler: ZipfSampler::new(self.keys, self.theta),
+            perm: (self.distribution == Distribution::ScrambledZipfian)
+                .then(|| Permutation::new(self.keys, derive(ctx.seed, "workload.kv.scramble", 0))),
+            bucket_seed: derive(ctx.seed, "workload.kv.hash", 0),
+            buckets,
+            record,
+            index: 0,
+            slab: 0,
+            rngs: (0..self.threads).map(|t| Rng::derived(ctx.seed, "workload.kv", t as u64)).collect(),
+            started: vec![None; self.threads],
+            queues: vec![std::collections::VecDeque::with_capacity(self.clients); self.threads],
+            queued_ns: vec![0; self.threads],
+            issued: vec![0; self.threads],
+            reads: 0,
+            updates: 0,
+            pending: Vec::new(),
+            win: LatencyHist::default(),
+            all: LatencyHist::default(),
+            last_done_ns: 0,
+            p: self.clone(),
+        }))
+    }
+}
+
+/// The `kv` workload.
+pub struct Kv {
+    p: KvParams,
+    sampler: ZipfSampler,
+    perm: Option<Permutation>,
+    bucket_seed: u64,
+    buckets: u64,
+    record: u64,
+    index: u64,
+    slab: u64,
+    rngs: Vec<Rng>,
+    /// Start time of each thread's request in flight.
+    started: Vec<Option<u64>>,
+    /// Service times of the last `clients` requests of each thread, and their sum.
+    queues: Vec<std::collections::VecDeque<u64>>,
+    queued_ns: Vec<u64>,
+    issued: Vec<u64>,
+    reads: u64,
+    updates: u64,
+    /// (completion ns, latency ns) of requests not yet counted in a window.
+    pending: Vec<(u64, u64)>,
+    win: LatencyHist,
+    all: LatencyHist,
+    last_done_ns: u64,
+}
+
+impl Kv {
+    /// The key a Zipf rank (1-based) or a uniform draw selects.
+    fn key_of(&self, rank: u64) -> u64 {
+        let r = rank - 1;
+        match self.p.distribution {
+            Distribution::Zipfian | Distribution::Uniform => r,
+            Distribution::ScrambledZipfian => self.perm.as_ref().map_or(r, |p| p.apply(r)),
+            Distribution::Latest => self.p.keys - 1 - r,
+        }
+    }
+
+    /// Address of key `k`'s index bucket.
+    pub fn bucket_addr(&self, k: u64) -> u64 {
+        let mut s = k ^ self.bucket_seed;
+        self.index + (splitmix64(&mut s) & (self.buckets - 1)) * 8
+    }
+
+    /// Address of key `k`'s record.
+    pub fn record_addr(&self, k: u64) -> u64 {
+        self.slab + k * self.record
+    }
+
+    fn map(&self, mem: &mut dyn AddressSpace, len: u64, name: &str) -> Result<u64> {
+        let opts = MapOptions {
+            name: name.into(),
+            page_size: self.p.page_size,
+            populate: self.p.populate && self.p.node.is_none(),
+            thread: 0,
+        };
+        let a = mem.mmap(len, opts)?;
+        if let Some(n) = self.p.node {
+            mem.populate_on(a, len, n)?;
+        }
+        Ok(a)
+    }
+}
+
+impl Workload for Kv {
+    fn threads(&self) -> usize {
+        self.p.threads
+    }
+
+    fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
+        self.index = self.map(mem, self.buckets * 8, "kv.index")?;
+        self.slab = self.map(mem, self.p.keys * self.record, "kv.slab")?;
+        Ok(())
+    }
+
+    fn next_batch(
+        &mut self,
+        t: usize,
+        now_ns: u64,
+        out: &mut Vec<Access>,
+        _mem: &mut dyn AddressSpace,
+    ) -> Result<Step> {
+        if let Some(s) = self.started[t].take() {
+            let service = now_ns - s;
+            let q = &mut self.queues[t];
+            if q.len() == self.p.clients {
+                self.queued_ns[t] -= q.pop_front().unwrap_or(0);
+            }
+            q.push_back(service);
+            self.queued_ns[t] += service;
+            let lat = self.queued_ns[t];
+            self.pending.push((now_ns, lat));
+            self.all.add(lat);
+            self.last_done_ns = self.last_done_ns.max(now_ns);
+        }
+        if self.p.requests > 0 && self.issued[t] >= self.p.requests {
+            return Ok(Step::Done);
+        }
+        let rng = &mut self.rngs[t];
+        let rank = if self.p.distribution == Distribution::Uniform {
+            1 + rng.below(self.p.keys)
+        } else {
+            self.sampler.sample(rng)
+        };
+        let read = self.p.read_fraction >= 1.0 || rng.next_u64() < fraction_threshold(self.p.read_fraction);
+        let k = self.key_of(rank);
+        let rec = self.record_addr(k);
+        out.push(Access::read(self.bucket_addr(k)));
+        out.push(Access::read(rec));
+        let lines = self.p.value_size.0.div_ceil(64);
+        for l in 0..lines {
+            let a = rec + 64 + l * 64;
+            out.push(if read { Access::read(a) } else { Access::write(a) });
+        }
+        if read {
+            self.reads += 1;
+        } else {
+            self.updates += 1;
+        }
+        self.started[t] = Some(now_ns);
+        self.issued[t] += 1;
+        Ok(Step::Continue)
+    }
+
+    fn window_columns(&mut self, start_ns: u64, end_ns: u64) -> Vec<(String, f64)> {
+        self.win.clear();
+        let mut keep = Vec::new();
+        for &(done, lat) in &self.pending {
+            if done < end_ns {
+                self.win.add(lat);
+            } else {
+                keep.push((done, lat));
+            }
+        }
+        self.pending = keep;
+        let secs = end_ns.saturating_sub(start_ns) as f64 / 1e9;
+        let n = self.win.len() as f64;
+        vec![
+            ("kv.requests".into(), n),
+            ("kv.throughput".into(), if secs > 0.0 { n / secs } else { 0.0 }),
+            ("kv.mean_us".into(), self.win.mean() / 1e3),
+            ("kv.p50_us".into(), self.win.quantile(0.50) / 1e3),
+            ("kv.p95_us".into(), self.win.quantile(0.95) / 1e3),
+            ("kv.p99_us".into(), self.win.quantile(0.99) / 1e3),
+        ]
+    }
+
+    fn report_stats(&self, out: &mut Stats) {
+        let p = "workload.kv";
+        out.set(format!("{p}.keys"), self.p.keys);
+        out.set(format!("{p}.record_bytes"), self.record);
+        out.set(format!("{p}.index_bytes"), self.buckets * 8);
+        out.set(format!("{p}.slab_bytes"), self.p.keys * self.record);
+        out.set(format!("{p}.requests"), self.all.len());
+        out.set(format!("{p}.reads"), self.reads);
+        out.set(format!("{p}.updates"), self.updates);
+        let secs = self.last_done_ns as f64 / 1e9;
+        out.set(format!("{p}.throughput"), if secs > 0.0 { self.all.len() as f64 / secs } else { 0.0 });
+        out.set(format!("{p}.mean_us"), self.all.mean() / 1e3);
+        out.set(format!("{p}.p50_us"), self.all.quantile(0.50) / 1e3);
+        out.set(format!("{p}.p95_us"), self.all.quantile(0.95) / 1e3);
+        out.set(format!("{p}.p99_us"), self.all.quantile(0.99) / 1e3);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_close() {
+        let mut h = LatencyHist::default();
+        for v in 1..=10_000u64 {
+            h.add(v * 10);
+        }
+        for (q, want) in [(0.5, 50_000.0), (0.95, 95_000.0), (0.99, 99_000.0)] {
+            let got = h.quantile(q);
+            assert!((got / want - 1.0).abs() < 0.02, "q{q}: {got} vs {want}");
+        }
+        assert!((h.mean() - 50_005.0).abs() < 1e-6);
+        for v in [0u64, 1, 63, 64, 65, 1000, 123_456_789] {
+            let i = LatencyHist::index(v);
+            let back = LatencyHist::value(i);
+            assert!((back - v as f64).abs() <= (v as f64) * 0.016 + 0.5, "{v} -> {back}");
+        }
+    }
+}

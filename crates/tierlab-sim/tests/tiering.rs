@@ -1,0 +1,271 @@
+//! Tiering: page migration, the policies, the rate limit, determinism and config errors.
+
+use tierlab_sim::machine::{Machine, MachineConfig};
+use tierlab_sim::scenario::{load, Source};
+use tierlab_sim::sim::{Control, RunResult, Simulation};
+use tierlab_sim::units::ByteSize;
+use tierlab_sim::workload::{Access, AddressSpace, MapOptions, PageSize};
+
+fn src(text: &str) -> Source {
+    Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() }
+}
+
+fn run(text: &str, overrides: &[&str]) -> RunResult {
+    let s = src(text);
+    let ov: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+    let sc = load(&s, &ov, None).unwrap_or_else(|e| panic!("{e}"));
+    Simulation::new(sc, &s, None).unwrap().run(&mut |_| Control::Continue).unwrap()
+}
+
+fn f(r: &RunResult, k: &str) -> f64 {
+    r.stats.get(k).unwrap_or_else(|| panic!("no stat {k}")).as_f64()
+}
+
+/// A two-tier machine: 2 cores, 64 MiB fast (90 ns, 100 GB/s), 1 GiB slow (300 ns, 10 GB/s).
+fn machine(cores: usize) -> Machine {
+    let mut cfg = MachineConfig { cores, ..MachineConfig::default() };
+    cfg.nodes[0].capacity = ByteSize(64 << 20);
+    cfg.nodes[0].bandwidth_gbps = 100.0;
+    cfg.nodes[1].capacity = ByteSize(1 << 30);
+    cfg.nodes[1].latency_ns = 300.0;
+    cfg.nodes[1].bandwidth_gbps = 10.0;
+    let mut m = Machine::new(&cfg);
+    m.mm_cpumask = vec![true; cores];
+    m
+}
+
+#[test]
+fn migrate_page_moves_and_charges() {
+    let mut m = machine(2);
+    let a = m.mmap(16 << 20, MapOptions::named("x")).unwrap();
+    m.populate_on(a, 16 << 20, 1).unwrap();
+    assert_eq!(m.resident_bytes(), vec![0, 16 << 20]);
+    // Both cores cache the page's translation.
+    m.access(0, Access::read(a)).unwrap();
+    m.access(1, Access::read(a)).unwrap();
+    let (c0, c1) = (m.cores[0].clock_ps, m.cores[1].clock_ps);
+    let ns = m.migrate_page(a + 100, 0, 0).unwrap();
+    assert_eq!(m.pt.node_of(a), Some(0));
+    assert_eq!(m.pt.node_of(a + 4096), Some(1), "only that page moved");
+    assert_eq!(m.resident_bytes(), vec![4096, (16 << 20) - 4096]);
+    // Copy 4096 B at min(100, 10) GB/s = 409.6 ns, one INVLPG (100 ns), a shootdown to one
+    // core (1500 ns) charged to the initiator; the target pays its handler (1000 ns).
+    let want = 409.6 + 100.0 + 1500.0;
+    assert!((ns - want).abs() < 0.01, "{ns} vs {want}");
+    assert_eq!(m.cores[0].clock_ps - c0, (want * 1000.0).round() as u64);
+    assert_eq!(m.cores[1].clock_ps - c1, 1_000_000);
+    assert!(!m.cores[1].tlb.caches(a), "the other core's entry was shot down");
+    assert_eq!((m.migration.moves, m.migration.promotions, m.migration.bytes), (1, 1, 4096));
+    // The next access sees the fast node's latency.
+    let before = m.cores[1].node_accesses[0];
+    m.access(1, Access::read(a + 8)).unwrap();
+    assert_eq!(m.cores[1].node_accesses[0], before + 1);
+    // Same node: nothing to do.
+    assert_eq!(m.migrate_page(a, 0, 0).unwrap(), 0.0);
+    // Errors: not mapped, no such node.
+    assert!(m.migrate_page(0x1000, 0, 0).unwrap_err().to_string().contains("not present"));
+    assert!(m.migrate_page(a, 7, 0).unwrap_err().to_string().contains("does not exist"));
+}
+
+#[test]
+fn migrate_page_needs_room_and_moves_huge_pages_whole() {
+    let mut m = machine(1);
+    let opts = MapOptions { page_size: Some(PageSize::Huge2M), ..MapOptions::named("h") };
+    let h = m.mmap(128 << 20, opts).unwrap();
+    m.populate_on(h, 128 << 20, 1).unwrap();
+    let ns = m.migrate_page(h + (2 << 20) + 5, 0, 0).unwrap();
+    assert!((ns - ((2u64 << 20) as f64 / 10.0 + 100.0)).abs() < 0.01, "{ns}");
+    assert_eq!(m.resident_bytes()[0], 2 << 20);
+    assert_eq!(m.migration.huge_moves, 1);
+    // 64 MiB of fast memory holds 32 huge pages.
+    for k in 0..32u64 {
+        let r = m.migrate_page(h + k * (2 << 20), 0, 0);
+        assert_eq!(r.is_ok(), k < 32);
+    }
+    let e = m.migrate_page(h + 40 * (2 << 20), 0, 0).unwrap_err();
+    assert!(e.to_string().contains("no room"), "{e}");
+    assert_eq!(m.resident_bytes()[0], 64 << 20);
+}
+
+#[test]
+fn batch_migration_shoots_down_once() {
+    let mut m = machine(2);
+    let a = m.mmap(16 << 20, MapOptions::named("x")).unwrap();
+    m.populate_on(a, 16 << 20, 1).unwrap();
+    let pages: Vec<u64> = (0..100).map(|k| a + k * 4096).collect();
+    let r = m.migrate_pages(&pages, 0, 0).unwrap();
+    assert_eq!((r.pages, r.bytes, r.out_of_room), (100, 409_600, false));
+    assert_eq!(m.cores[1].c.remote_invalidations, 1, "one IPI for the batch");
+    assert_eq!(m.cores[0].c.local_flushes, 1, "100 entries > the flush ceiling: a full flush");
+    assert_eq!(m.migration.shootdowns, 1);
+    // Back to the slow node: demotions.
+    m.migrate_pages(&pages[..10], 1, 0).unwrap();
+    assert_eq!(m.migration.demotions, 10);
+}
+
+/// A small tiered key-value store: 200 k keys (218 MB) in the slow tier, 32 MiB of DRAM.
+const KV: &str = r#"
+seed = 3
+duration = "3s"
+window = "500ms"
+[machine]
+cores = 2
+[[machine.nodes]]
+name = "dram"
+capacity = "32MiB"
+latency_ns = 90.0
+bandwidth_gbps = 100.0
+[[machine.nodes]]
+name = "slow"
+capacity = "1GiB"
+latency_ns = 300.0
+bandwidth_gbps = 20.0
+tier = 1
+[workload]
+kind = "kv"
+keys = 200000
+distribution = "zipfian"
+clients = 4
+node = 1
+"#;
+
+const DAMON: &str =
+    r#"telemetry=[{name = "ts", kind = "telescope", sample_interval = "5ms", aggr_interval = "100ms"}]"#;
+
+fn fast_share(r: &RunResult) -> f64 {
+    f(r, "node.dram.accesses") / f(r, "machine.accesses")
+}
+
+#[test]
+fn kv_reports_throughput_and_latency() {
+    let r = run(KV, &["duration=\"500ms\""]);
+    let thr = f(&r, "workload.kv.throughput");
+    let (p50, p95, p99) =
+        (f(&r, "workload.kv.p50_us"), f(&r, "workload.kv.p95_us"), f(&r, "workload.kv.p99_us"));
+    assert!(thr > 10_000.0, "{thr}");
+    assert!(p50 > 0.0 && p50 <= p95 && p95 <= p99, "{p50} {p95} {p99}");
+    // 4 clients: latency about 4 service times; all in the slow tier at 300 ns per access
+    // (18 accesses) without tiering.
+    assert!(p50 > 4.0 * 18.0 * 0.3 && p50 < 4.0 * 18.0 * 0.4, "{p50}");
+    assert_eq!(f(&r, "node.dram.accesses"), 0.0);
+    let ts = &r.timeseries;
+    let col = ts.column("kv.throughput").unwrap();
+    assert_eq!(col.len(), 1);
+    assert!((col[0] - f(&r, "workload.kv.requests") / 0.5).abs() / col[0] < 0.01);
+    assert!(ts.column("kv.p95_us").unwrap()[0] > 0.0);
+}
+
+#[test]
+fn each_policy_promotes_hot_data() {
+    let base = run(KV, &[]);
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("hottest-first", vec![DAMON, r#"tiering={kind = "hottest-first", telemetry = "ts"}"#]),
+        (
+            "hemem",
+            vec![
+                r#"telemetry=[{name = "p", kind = "pebs", period = 101}]"#,
+                r#"tiering={kind = "hemem", telemetry = "p"}"#,
+            ],
+        ),
+        (
+            "memtis",
+            vec![
+                r#"telemetry=[{name = "p", kind = "pebs", event = "loads", period = 199}]"#,
+                r#"tiering={kind = "memtis", telemetry = "p", interval = "100ms"}"#,
+            ],
+        ),
+        (
+            "numa-tiering",
+            vec![r#"tiering={kind = "numa-tiering", scan_period = "50ms", scan_delay = "50ms"}"#],
+        ),
+    ];
+    for (kind, ov) in cases {
+        let r = run(KV, &ov);
+        assert!(
+            matches!(r.stats.get("tiering.kind"), Some(tierlab_sim::stats::StatValue::Str(k)) if k == kind),
+            "{kind}"
+        );
+        let promoted = f(&r, "tiering.promoted_bytes");
+        assert!(promoted > 0.0, "{kind}: nothing promoted");
+        assert!(f(&r, "machine.migration.promotions") > 0.0, "{kind}");
+        let hot = r.timeseries.column("tiering.fast_hot_bytes").unwrap();
+        assert!(*hot.last().unwrap() > 0.0, "{kind}: no hot data in the fast tier");
+        assert!(fast_share(&r) > 0.1, "{kind}: fast share {}", fast_share(&r));
+        assert!(
+            f(&r, "workload.kv.throughput") > 1.05 * f(&base, "workload.kv.throughput"),
+            "{kind}: {} vs baseline {}",
+            f(&r, "workload.kv.throughput"),
+            f(&base, "workload.kv.throughput")
+        );
+        assert!(f(&r, "node.dram.resident_bytes") <= (32 << 20) as f64);
+    }
+}
+
+#[test]
+fn rate_limit_is_honoured() {
+    let r = run(
+        KV,
+        &[
+            DAMON,
+            r#"tiering={kind = "hottest-first", telemetry = "ts", rate_limit_mbps = 2.0}"#,
+            "duration=\"2s\"",
+        ],
+    );
+    let promoted = f(&r, "tiering.promoted_bytes");
+    // 2 MB/s for 2 s plus one bucket (10 ms worth, at least one 2 MiB page).
+    assert!(promoted > 0.0);
+    assert!(promoted <= 2e6 * 2.0 + (2u64 << 20) as f64, "{promoted}");
+    let fast = run(KV, &[DAMON, r#"tiering={kind = "hottest-first", telemetry = "ts"}"#, "duration=\"2s\""]);
+    assert!(f(&fast, "tiering.promoted_bytes") > 2.0 * promoted, "the limit binds");
+}
+
+#[test]
+fn same_seed_same_numbers() {
+    let ov = [DAMON, r#"tiering={kind = "hottest-first", telemetry = "ts"}"#, "duration=\"1s\""];
+    let a = run(KV, &ov);
+    let b = run(KV, &ov);
+    for k in ["workload.kv.requests", "workload.kv.p95_us", "tiering.promoted_bytes", "machine.migrations"] {
+        assert_eq!(f(&a, k), f(&b, k), "{k}");
+    }
+    let c = run(KV, &[&ov[..], &["seed=4"]].concat());
+    assert_ne!(f(&a, "workload.kv.requests"), f(&c, "workload.kv.requests"));
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let s = src(&format!(
+        "{KV}\n[tiering]\nkind = \"hottest-first\"\ntelemetry = \"ts\"\nrate_limt_mbps = 5.0\n"
+    ));
+    let e = load(&s, &[], None).unwrap_err().to_string();
+    assert!(e.contains("rate_limt_mbps") && e.contains("t.toml:"), "{e}");
+    let bad = [
+        (
+            r#"tiering={kind = "hottest-first", telemetry = "ts", rate_limit_mbps = 0.0}"#,
+            "tiering.rate_limit_mbps",
+        ),
+        (r#"tiering={kind = "hottest-first", telemetry = "ts", fast_node = 5}"#, "tiering.fast_node"),
+        (r#"tiering={kind = "hottest-first", telemetry = "ts", fill = 1.5}"#, "tiering.fill"),
+        (r#"tiering={kind = "hemem", telemetry = "p", cooling_threshold = 2}"#, "tiering.cooling_threshold"),
+        (r#"tiering={kind = "memtis", telemetry = "p", max_period = 10}"#, "tiering.max_period"),
+        (r#"tiering={kind = "numa-tiering", scan_size = "1KiB"}"#, "tiering.scan_size"),
+    ];
+    for (o, field) in bad {
+        let e = load(&src(KV), &[o.to_string()], None).unwrap_err().to_string();
+        assert!(e.contains(field), "{o}: {e}");
+    }
+    // Errors found when the simulation is built: the followed technique.
+    let build = |ov: &[&str]| {
+        let s = src(KV);
+        let ov: Vec<String> = ov.iter().map(|o| o.to_string()).collect();
+        let sc = load(&s, &ov, None).unwrap();
+        Simulation::new(sc, &s, None).err().expect("an error").to_string()
+    };
+    let e = build(&[r#"tiering={kind = "hottest-first", telemetry = "nope"}"#]);
+    assert!(e.contains("tiering.telemetry") && e.contains("nope"), "{e}");
+    let e = build(&[DAMON, r#"tiering={kind = "hemem", telemetry = "ts"}"#]);
+    assert!(e.contains("tiering.telemetry") && e.contains("pebs"), "{e}");
+    let e = build(&[r#"tiering={kind = "hottest-first"}"#]);
+    assert!(e.contains("tiering.telemetry"), "{e}");
+    let e = build(&[DAMON, r#"tiering={kind = "numa-tiering", telemetry = "ts"}"#]);
+    assert!(e.contains("tiering.telemetry"), "{e}");
+}

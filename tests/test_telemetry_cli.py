@@ -1,0 +1,56 @@
+"""`tierlab telemetry`: the JSON shape of the issue, tables and plots, per-footprint results,
+and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import assert_user_error, tierlab
+
+KEYS = {
+    "time_to_precision_0_9",
+    "time_to_recall_0_9",
+    "mean_precision",
+    "mean_recall",
+    "observer_cpu_seconds",
+}
+
+
+def test_footprints_json_and_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "fp"
+    res = tierlab(
+        "telemetry", "telescope-footprints", "--techniques", "DAMON,TS-FLX", "--json",
+        "--out", out, "--set", 'duration="2s"', "--no-baseline",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = res.json()
+    assert list(doc) == ["footprints"]
+    assert list(doc["footprints"]) == ["1GB", "10GB", "100GB", "5TB"]
+    for point in doc["footprints"].values():
+        techs = point["techniques"]
+        assert set(techs) == {"DAMON", "TS-FLX"}
+        for figures in techs.values():
+            assert set(figures) >= KEYS
+    fp = doc["footprints"]
+    # DAMON finds the 100 MB hot set of 1 GB but nothing of 10 GB hot in 5 TiB; Telescope
+    # finds both.
+    assert fp["1GB"]["techniques"]["DAMON"]["mean_recall"] > 0.5
+    assert fp["5TB"]["techniques"]["DAMON"]["mean_recall"] < 0.05
+    assert fp["5TB"]["techniques"]["TS-FLX"]["time_to_recall_0_9"] is not None
+    table = pd.read_csv(out / "telemetry.csv")
+    assert len(table) == 8 and set(table["footprints"]) == {"1GB", "10GB", "100GB", "5TB"}
+    ts = pd.read_parquet(out / "telemetry_timeseries.parquet")
+    assert {"precision", "recall", "truth_bytes", "technique"} <= set(ts.columns)
+    for ext in ("png", "svg"):
+        assert (out / f"precision_recall.{ext}").stat().st_size > 1000
+    assert json.loads((out / "telemetry.json").read_text()) == doc
+
+
+def test_unknown_technique_and_scenario_without_telemetry() -> None:
+    err = assert_user_error(tierlab("telemetry", "telescope-5tb", "--techniques", "NOPE"))
+    assert "NOPE" in err and "TS-FLX" in err
+    err = assert_user_error(tierlab("telemetry", "demo"))
+    assert "no [[telemetry]]" in err

@@ -1,0 +1,79 @@
+"""``tierlab run tiering-kv``: one JSON record per tiering configuration, the table and the
+plot (the built-in scenario shrunk to a 218 MB store and 2 simulated seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import tierlab
+
+SMALL = [
+    "--set",
+    "workload.keys=200000",
+    "--set",
+    'duration="2s"',
+    "--set",
+    'window="500ms"',
+    "--set",
+    'machine.nodes[0].capacity="32MiB"',
+    "--set",
+    'machine.nodes[1].capacity="1GiB"',
+]
+
+POLICIES = {
+    "baseline",
+    "DAMON-MOD",
+    "PMU-AGG",
+    "TS-BND",
+    "TS-FLX",
+    "HeMem",
+    "Memtis",
+    "NUMA-tiering",
+}
+
+
+def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = tierlab("run", "tiering-kv", "--json", "--out", out, "--jobs", "2", *SMALL, timeout=300)
+    assert res.returncode == 0, res.stderr
+    recs = json.loads(res.stdout)
+    assert {r["policy"] for r in recs} == POLICIES
+    by = {r["policy"]: r for r in recs}
+    for r in recs:
+        for k in (
+            "fast_tier_bytes",
+            "slow_tier_bytes",
+            "run_time_s",
+            "throughput_rps",
+            "p95_us",
+            "fast_hot_bytes",
+            "migrations",
+        ):
+            assert k in r, (r["policy"], k)
+        assert r["fast_tier_bytes"] == 32 << 20
+        assert r["slow_tier_bytes"] == 1 << 30
+        assert abs(r["run_time_s"] - 2.0) < 0.01
+        assert r["throughput_rps"] > 0 and r["p95_us"] > 0
+    base = by["baseline"]
+    assert base["kind"] == "none" and base["migrations"] == 0
+    assert by["TS-BND"]["kind"] == "hottest-first" and by["TS-BND"]["telemetry"] == "TS-BND"
+    assert by["TS-BND"]["migrations"] > 0 and by["TS-BND"]["fast_hot_bytes"] > 0
+    assert by["TS-BND"]["throughput_rps"] > base["throughput_rps"]
+    # The table and the plot.
+    names = {p.name for p in out.iterdir()}
+    assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names
+    table = (out / "tiering.csv").read_text().splitlines()
+    assert len(table) == 1 + len(POLICIES)
+    series = (out / "tiering_timeseries.csv").read_text().splitlines()
+    assert len(series) == 1 + 4 * len(POLICIES), "four 500 ms windows per policy"
+
+
+def test_points_filter_and_bad_override(tmp_path: Path) -> None:
+    res = tierlab("run", "tiering-kv", "--json", "--points", "TS-*", *SMALL, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert [r["policy"] for r in json.loads(res.stdout)] == ["TS-BND", "TS-FLX"]
+    res = tierlab("run", "tiering-kv", "--points", "HeMem", *SMALL, "--set", "tiering.kind=nope")
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "nope" in res.stderr, res.stderr
