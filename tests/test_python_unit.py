@@ -97,7 +97,7 @@ def test_reporters_write_every_file(tmp_path: Path) -> None:
     result = Result.from_native(fake_raw())
     written = write_all(result, tmp_path / "out")
     expected = {name for rep in reporters() for name in rep.files}
-    assert {p.name for p in written} == expected
+    assert {p.name for p in written} == expected  # no sampling technique: no samples-* dirs
     assert {p.name for p in (tmp_path / "out").iterdir()} == expected  # no temporary leftovers
     out = tmp_path / "out"
     assert pd.read_parquet(out / "timeseries.parquet").equals(result.timeseries)
@@ -125,3 +125,35 @@ def test_summary_render_and_interrupted_message() -> None:
     text = console.export_text()
     assert "fake (seed 3)" in text and "interrupted" in text and "3,123" in text
     assert interrupted_message(result) == "interrupted at 12.500 s of 60 s (simulated time)"
+
+
+def test_reporters_write_sample_recordings(tmp_path: Path) -> None:
+    from fnmatch import fnmatch
+
+    from tierlab.recording import Recording
+
+    raw = fake_raw()
+    raw["mapping_log"] = [(0, "map", 0x1000_0000, 2 << 20, "a")]
+    raw["samples"] = {
+        "PEBS R=64": {
+            "time_ns": [10, 10, 20],
+            "tid": [0, 0, 1],
+            "cpu": [0, 0, 1],
+            "addr": [0x1000_0000, 0x1000_1000, 0x1000_2000],
+            "ip": [0, 0, 0],
+            "weight": [0, 0, 0],
+            "data_src": [0, 0, 0],
+            "event": ["loads"] * 3,
+            "drain": [0, 0, 1],
+        }
+    }
+    written = write_all(Result.from_native(raw), tmp_path / "out")
+    fixed = {name for rep in reporters() for name in rep.files}
+    patterns = [pat for rep in reporters() for pat in rep.patterns]
+    extra = {p.name for p in written} - fixed
+    assert extra == {"samples-PEBS_R_64"}
+    assert all(any(fnmatch(name, pat) for pat in patterns) for name in extra)
+    rec = Recording.open(tmp_path / "out" / "samples-PEBS_R_64")
+    assert rec.samples()["addr"].tolist() == [0x1000_0000, 0x1000_1000, 0x1000_2000]
+    assert rec.drains()["records"].tolist() == [2, 1]
+    assert rec.mappings()["name"].tolist() == ["a"]

@@ -21,15 +21,18 @@ if TYPE_CHECKING:
 class Reporter(ABC):
     """Writes one kind of output of a run.
 
-    Contract: :meth:`write` creates only the files named in :attr:`files` inside ``out_dir``
-    (which exists), each atomically via :func:`atomic_output`, and returns their paths. It
-    must work for interrupted runs and for runs with empty tables.
+    Contract: :meth:`write` creates only files named in :attr:`files` (always written) or
+    matching a glob in :attr:`patterns` (written when the run has that kind of output, e.g.
+    one directory per sampling technique) inside ``out_dir`` (which exists), each atomically,
+    and returns their paths. It must work for interrupted runs and for runs with empty tables.
     """
 
     #: Short name (``--report`` style selection, messages).
     name: ClassVar[str]
-    #: File names this reporter writes.
-    files: ClassVar[tuple[str, ...]]
+    #: File names this reporter always writes.
+    files: ClassVar[tuple[str, ...]] = ()
+    #: Globs (``fnmatch``) of the names it writes only when the run has such output.
+    patterns: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def write(self, result: Result, out_dir: Path) -> list[Path]:

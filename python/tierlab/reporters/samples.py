@@ -81,8 +81,8 @@ class SamplesReporter(Reporter):
     """``samples-<technique>/``: a recording per sampling technique (see module docs)."""
 
     name = "samples"
-    # Directories, one per sampling technique (named after its label).
-    files: ClassVar[tuple[str, ...]] = ("samples-<technique>/",)
+    # Directories, one per sampling technique that took samples (named after its label).
+    patterns: ClassVar[tuple[str, ...]] = ("samples-*",)
 
     def write(self, result: Result, out_dir: Path) -> list[Path]:
         return write_sample_recordings(result, out_dir)
