@@ -267,6 +267,8 @@ pub struct Core {
     /// stores; 0 = sampling off).
     pebs_left: u64,
     pebs_mask: u8,
+    /// The per-access hook is needed: a cache is modelled or PEBS counts events.
+    hooks: bool,
     /// Data cache model (off unless `machine.cache` is set).
     pub cache: cache::Cache,
 }
@@ -386,6 +388,7 @@ impl Machine {
                 gt: Box::default(),
                 pebs_left: u64::MAX,
                 pebs_mask: 0,
+                hooks: cfg.cache.is_some(),
                 cache: cache::Cache::new(cfg.cache.as_ref()),
             });
         }
@@ -426,12 +429,17 @@ impl Machine {
         let c = &mut self.cores[core];
         c.c.accesses += 1;
         c.c.writes += write as u64;
-        // PEBS event counting: decrement for the sampled kinds only (mask 0 = off).
-        c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
-        if c.pebs_left == 0 {
-            self.pebs_record(core, a);
-        }
-        let c = &mut self.cores[core];
+        // The cache model (its state follows every access) and PEBS event counting:
+        // decrement for the sampled kinds only (mask 0 = off).
+        let c = if c.hooks {
+            c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
+            if c.pebs_left == 0 {
+                self.pebs_record(core, a);
+            }
+            &mut self.cores[core]
+        } else {
+            c
+        };
         // Ground truth (coalesced per core).
         c.gt.count(a.addr >> 12, &mut self.gt);
         // Fast path: same page as the previous access of this core. That page is the
@@ -444,17 +452,44 @@ impl Machine {
             c.node_accesses[c.last_node as usize] += 1;
             return Ok(());
         }
-        self.access_slow(core, a.addr, write)
+        // Second fast path: a hit in the L1 4 KiB dTLB that needs no Dirty assist (exactly
+        // what `access_slow` does for it, without its call). The hierarchical mode has hit
+        // semantics of its own (policy notifications), so it always takes the slow path.
+        // A store to a clean entry falls through: the slow path's lookup hits the same
+        // entry again, already the most recent of its set, so LRU order does not change.
+        if self.hmem.is_none() {
+            let Some(d) = c.tlb.l1_4k.lookup(a.addr >> 12) else {
+                return self.access_slow::<true>(core, a.addr, write);
+            };
+            let dirty = d & tlb::DIRTY != 0;
+            if !write || dirty {
+                let node = d & 0x7f;
+                c.c.l1_tlb_hits += 1;
+                let t = c.cost_to[node as usize];
+                c.clock_ps += t;
+                c.c.access_ps += t;
+                c.node_accesses[node as usize] += 1;
+                c.last_mask = !4095;
+                c.last_base = a.addr & !4095;
+                c.last_node = node;
+                c.last_dirty = dirty;
+                return Ok(());
+            }
+        }
+        self.access_slow::<false>(core, a.addr, write)
     }
 
+    /// Everything but the fast paths. `L1_4K_MISSED`: the caller already missed in the L1
+    /// 4 KiB dTLB (the lookup resumes after it).
     #[inline(never)]
-    fn access_slow(&mut self, core: usize, addr: u64, write: bool) -> Result<()> {
+    fn access_slow<const L1_4K_MISSED: bool>(&mut self, core: usize, addr: u64, write: bool) -> Result<()> {
         if self.hmem.is_some() {
             return self.access_hmem(core, addr, write);
         }
         let c = &mut self.cores[core];
         let mut extra = 0u64;
-        let (node, huge, dirty) = match c.tlb.lookup(addr) {
+        let hit = if L1_4K_MISSED { c.tlb.lookup_after_l1_4k_miss(addr) } else { c.tlb.lookup(addr) };
+        let (node, huge, dirty) = match hit {
             TlbHit::L1 { data, huge } => {
                 c.c.l1_tlb_hits += 1;
                 (data & 0x7f, huge, data & tlb::DIRTY != 0)
@@ -590,6 +625,7 @@ impl Machine {
         for c in &mut self.cores {
             c.pebs_mask = mask;
             c.pebs_left = period;
+            c.hooks = mask != 0 || c.cache.enabled();
         }
         self.pebs = Some(pebs::PebsHw::new(cfg, self.cores.len()));
     }
@@ -1120,6 +1156,117 @@ mod tests {
         m.access(0, Access::read(a + 128)).unwrap();
         for l in Level::ALL {
             assert!(m.test_accessed(a, l), "{l:?} after flush");
+        }
+    }
+
+    /// Naive reference of the 4 KiB translation path: L1 and L2 as per-set LRU lists of
+    /// (page, known dirty), walk on a miss, a Dirty assist on a store to a clean entry.
+    struct NaiveTlbs {
+        l1: Vec<Vec<(u64, bool)>>,
+        l2: Vec<Vec<(u64, bool)>>,
+        l1_ways: usize,
+        l2_ways: usize,
+        hits1: u64,
+        hits2: u64,
+        misses: u64,
+        assists: u64,
+    }
+
+    impl NaiveTlbs {
+        fn put(sets: &mut [Vec<(u64, bool)>], ways: usize, e: (u64, bool)) {
+            let s = &mut sets[(e.0 as usize) % sets.len()];
+            if s.len() == ways {
+                s.remove(0);
+            }
+            s.push(e);
+        }
+
+        fn touch(sets: &mut [Vec<(u64, bool)>], vpn: u64) -> Option<bool> {
+            let n = sets.len();
+            let s = &mut sets[(vpn as usize) % n];
+            let i = s.iter().position(|e| e.0 == vpn)?;
+            let e = s.remove(i);
+            s.push(e);
+            Some(e.1)
+        }
+
+        fn set_dirty(sets: &mut [Vec<(u64, bool)>], vpn: u64) {
+            let n = sets.len();
+            for e in sets[(vpn as usize) % n].iter_mut().filter(|e| e.0 == vpn) {
+                e.1 = true;
+            }
+        }
+
+        fn access(&mut self, vpn: u64, write: bool) {
+            let dirty = if let Some(d) = Self::touch(&mut self.l1, vpn) {
+                self.hits1 += 1;
+                d
+            } else if let Some(d) = Self::touch(&mut self.l2, vpn) {
+                self.hits2 += 1;
+                Self::put(&mut self.l1, self.l1_ways, (vpn, d));
+                d
+            } else {
+                self.misses += 1;
+                Self::put(&mut self.l1, self.l1_ways, (vpn, write));
+                Self::put(&mut self.l2, self.l2_ways, (vpn, write));
+                write
+            };
+            if write && !dirty {
+                self.assists += 1;
+                Self::set_dirty(&mut self.l1, vpn);
+                Self::set_dirty(&mut self.l2, vpn);
+            }
+        }
+    }
+
+    /// Differential test of the whole access path (both fast paths and the slow path)
+    /// against the naive reference, on a random mix of reads and writes over more pages than
+    /// the TLBs hold, checked after every access.
+    #[test]
+    fn access_path_matches_naive_tlbs() {
+        let tlb = tlb::TlbConfig {
+            l1_4k_entries: 8,
+            l1_4k_ways: 2,
+            l1_2m_entries: 4,
+            l1_2m_ways: 2,
+            l2_entries: 16,
+            l2_ways: 4,
+        };
+        let cfg = MachineConfig { cores: 1, tlb: tlb.clone(), ..MachineConfig::default() };
+        let mut m = Machine::new(&cfg);
+        m.mm_cpumask = vec![true];
+        let base = m.mmap(64 << 12, MapOptions::named("x")).unwrap();
+        let mut naive = NaiveTlbs {
+            l1: vec![Vec::new(); 4],
+            l2: vec![Vec::new(); 4],
+            l1_ways: 2,
+            l2_ways: 4,
+            hits1: 0,
+            hits2: 0,
+            misses: 0,
+            assists: 0,
+        };
+        let mut rng = crate::rng::Rng::new(7);
+        for i in 0..200_000u64 {
+            // Mostly a small hot set (hits), sometimes any of 64 pages (L2 hits, misses),
+            // runs on one page (the same-page fast path), a third of them stores.
+            let page = match rng.below(10) {
+                0..=5 => rng.below(6),
+                6..=7 => rng.below(64),
+                _ => (base >> 12) % 64,
+            };
+            let addr = base + page * 4096 + rng.below(4096);
+            let write = rng.below(3) == 0;
+            let a = if write { Access::write(addr) } else { Access::read(addr) };
+            m.access(0, a).unwrap();
+            naive.access(addr >> 12, write);
+            let c = &m.cores[0].c;
+            let got = (c.l1_tlb_hits, c.l2_tlb_hits, c.tlb_misses, c.dirty_assists);
+            let want = (naive.hits1, naive.hits2, naive.misses, naive.assists);
+            assert_eq!(got, want, "after access {i} ({a:?})");
+            if write {
+                assert!(m.pt.test_dirty(addr, Level::Pte), "store {i} left the PTE clean");
+            }
         }
     }
 

@@ -88,8 +88,24 @@ impl TlbConfig {
 
 const EMPTY: u64 = u64::MAX;
 
+/// Associativities that keep a packed recency order ([`SetAssoc`]); outside this range,
+/// age stamps.
+const PACKED_WAYS: std::ops::RangeInclusive<usize> = 5..=16;
+const PACKED_MAX_WAYS: usize = 16;
+
 /// One set-associative array. Tags are page numbers (already shifted for the page size).
-/// Replacement is true LRU within a set, kept with per-way age stamps.
+/// Replacement is true LRU within a set, an empty way taken before any valid one.
+///
+/// Two representations of the same order, chosen by associativity for speed (the
+/// differential test against a naive LRU covers both):
+/// - sets of 5 to 16 ways (an STLB) keep their recency order packed in one `u64`: nibble
+///   `r` holds the way at recency rank `r` (0 = most recent), and empty ways always hold
+///   the last ranks. A hit moves its way's nibble to rank 0, an insert takes the way at the
+///   last rank (an empty one if any, else the least recent) and an invalidation moves its
+///   way to the last rank: a few shifts and masks, however many ways;
+/// - narrower sets (an L1 dTLB, where hits dominate) and wider ones (a fully associative
+///   TLB) use per-way age stamps: a hit writes one stamp, and the victim of an insert is
+///   the first way with the smallest stamp, empty ways having stamp 0.
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
     sets: usize,
@@ -97,8 +113,13 @@ pub struct SetAssoc {
     /// `sets - 1` when `sets` is a power of two (the set is the low bits of the page
     /// number, as in hardware), else 0 and the set is the page number modulo `sets`.
     mask: usize,
+    /// `sets` is a power of two (1 included): the set is `tag & mask`.
+    pow2: bool,
     tags: Vec<u64>,
     data: Vec<u8>,
+    /// Packed recency order per set (when `ways <= 16`).
+    order: Vec<u64>,
+    /// Age stamps per way (when `ways > 16`) and their clock.
     stamps: Vec<u64>,
     tick: u64,
 }
@@ -106,18 +127,58 @@ pub struct SetAssoc {
 /// Payload bit: the page is known dirty.
 pub const DIRTY: u8 = 0x80;
 
+/// Every nibble set to 1.
+const NIBBLE_ONES: u64 = 0x1111_1111_1111_1111;
+
+/// Rank of way `w` in the packed order `order` (`w` occurs exactly once in it).
+#[inline]
+fn rank_of(order: u64, w: usize) -> u32 {
+    // Nibbles equal to `w` become 0; the lowest zero nibble is found exactly (a borrow can
+    // only flag nibbles above a true zero).
+    let x = order ^ (w as u64).wrapping_mul(NIBBLE_ONES);
+    let z = x.wrapping_sub(NIBBLE_ONES) & !x & (NIBBLE_ONES << 3);
+    z.trailing_zeros() / 4
+}
+
+/// `order` with the nibble at rank `r` taken out and put at rank 0.
+#[inline]
+fn move_to_front(order: u64, r: u32) -> u64 {
+    let sh = 4 * r;
+    let w = (order >> sh) & 0xf;
+    let below = order & ((1u64 << sh) - 1);
+    let above = if sh + 4 >= 64 { 0 } else { order & !((1u64 << (sh + 4)) - 1) };
+    above | (below << 4) | w
+}
+
+/// `order` (of `ways` nibbles) with the nibble at rank `r` moved to the last rank.
+#[inline]
+fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
+    let sh = 4 * r;
+    let last = 4 * (ways as u32 - 1);
+    let w = (order >> sh) & 0xf;
+    let below = order & ((1u64 << sh) - 1);
+    let above = if sh + 4 >= 64 { 0 } else { order >> (sh + 4) };
+    below | (above << sh) | (w << last)
+}
+
 impl SetAssoc {
     /// An empty array of `entries` entries with `ways` ways.
     pub fn new(entries: usize, ways: usize) -> Self {
         let sets = if entries == 0 { 0 } else { entries / ways };
-        let mask = if sets.is_power_of_two() { sets - 1 } else { 0 };
+        let pow2 = sets.is_power_of_two();
+        let mask = if pow2 { sets - 1 } else { 0 };
+        let packed = PACKED_WAYS.contains(&ways);
+        // Way w at rank w: any order of empty ways will do.
+        let identity = (0..ways.min(PACKED_MAX_WAYS) as u64).fold(0, |o, w| o | (w << (4 * w)));
         SetAssoc {
             sets,
             ways,
             mask,
+            pow2,
             tags: vec![EMPTY; entries],
             data: vec![0; entries],
-            stamps: vec![0; entries],
+            order: if packed { vec![identity; sets] } else { Vec::new() },
+            stamps: if packed { Vec::new() } else { vec![0; entries] },
             tick: 0,
         }
     }
@@ -128,31 +189,46 @@ impl SetAssoc {
     }
 
     #[inline]
-    fn base(&self, tag: u64) -> usize {
-        let set = if self.mask != 0 || self.sets == 1 {
+    fn set_of(&self, tag: u64) -> usize {
+        if self.pow2 {
             (tag as usize) & self.mask
         } else {
             (tag as usize) % self.sets
-        };
-        set * self.ways
+        }
     }
 
+    /// Set and way of `tag` (no page number equals `EMPTY`).
     #[inline]
-    fn find(&self, tag: u64) -> Option<usize> {
+    fn find(&self, tag: u64) -> Option<(usize, usize)> {
         if self.sets == 0 {
             return None;
         }
-        let base = self.base(tag);
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+    }
+
+    /// Make way `w` of `set` the most recent of the set.
+    #[inline]
+    fn touch(&mut self, set: usize, w: usize) {
+        if self.order.is_empty() {
+            self.tick += 1;
+            self.stamps[set * self.ways + w] = self.tick;
+        } else {
+            let o = self.order[set];
+            let r = rank_of(o, w);
+            if r != 0 {
+                self.order[set] = move_to_front(o, r);
+            }
+        }
     }
 
     /// Look `tag` up; on a hit make it most recent and return its payload.
     #[inline]
     pub fn lookup(&mut self, tag: u64) -> Option<u8> {
-        let i = self.find(tag)?;
-        self.tick += 1;
-        self.stamps[i] = self.tick;
-        Some(self.data[i])
+        let (set, w) = self.find(tag)?;
+        self.touch(set, w);
+        Some(self.data[set * self.ways + w])
     }
 
     /// Whether `tag` is cached (no recency update).
@@ -162,8 +238,8 @@ impl SetAssoc {
 
     /// Update the payload of a cached entry (no recency change).
     pub fn update(&mut self, tag: u64, data: u8) {
-        if let Some(i) = self.find(tag) {
-            self.data[i] = data;
+        if let Some((set, w)) = self.find(tag) {
+            self.data[set * self.ways + w] = data;
         }
     }
 
@@ -174,32 +250,53 @@ impl SetAssoc {
         if self.sets == 0 {
             return None;
         }
-        let base = self.base(tag);
-        let mut victim = base;
-        let mut oldest = u64::MAX;
-        for i in base..base + self.ways {
-            if self.tags[i] == EMPTY {
-                victim = i;
-                break;
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        let i = if self.order.is_empty() {
+            let stamps = &self.stamps[base..base + self.ways];
+            let mut victim = 0;
+            let mut oldest = stamps[0];
+            #[allow(clippy::needless_range_loop)] // an index loop: no iterator adapters
+            for w in 1..stamps.len() {
+                if stamps[w] < oldest {
+                    oldest = stamps[w];
+                    victim = w;
+                }
             }
-            if self.stamps[i] < oldest {
-                oldest = self.stamps[i];
-                victim = i;
-            }
-        }
-        let old = self.tags[victim];
-        self.tick += 1;
-        self.tags[victim] = tag;
-        self.data[victim] = data;
-        self.stamps[victim] = self.tick;
+            self.tick += 1;
+            self.stamps[base + victim] = self.tick;
+            base + victim
+        } else {
+            let o = self.order[set];
+            let last = (self.ways - 1) as u32;
+            let w = ((o >> (4 * last)) & 0xf) as usize;
+            self.order[set] = move_to_front(o, last);
+            base + w
+        };
+        let old = self.tags[i];
+        self.tags[i] = tag;
+        self.data[i] = data;
         (old != EMPTY).then_some(old)
+    }
+
+    /// Empty way `w` of `set`: it becomes the first to be refilled.
+    #[inline]
+    fn clear_way(&mut self, set: usize, w: usize) {
+        let i = set * self.ways + w;
+        self.tags[i] = EMPTY;
+        if self.order.is_empty() {
+            self.stamps[i] = 0;
+        } else {
+            let o = self.order[set];
+            self.order[set] = move_to_back(o, rank_of(o, w), self.ways);
+        }
     }
 
     /// Drop `tag` if present; returns whether it was.
     pub fn invalidate(&mut self, tag: u64) -> bool {
         match self.find(tag) {
-            Some(i) => {
-                self.tags[i] = EMPTY;
+            Some((set, w)) => {
+                self.clear_way(set, w);
                 true
             }
             None => false,
@@ -209,6 +306,7 @@ impl SetAssoc {
     /// Drop every entry.
     pub fn flush(&mut self) {
         self.tags.fill(EMPTY);
+        self.stamps.fill(0);
     }
 
     /// Drop every entry whose tag lies in `[lo, hi)`; returns how many.
@@ -217,10 +315,13 @@ impl SetAssoc {
             return (lo..hi).filter(|&t| self.invalidate(t)).count();
         }
         let mut n = 0;
-        for t in self.tags.iter_mut() {
-            if *t != EMPTY && *t >= lo && *t < hi {
-                *t = EMPTY;
-                n += 1;
+        for set in 0..self.sets {
+            for w in 0..self.ways {
+                let t = self.tags[set * self.ways + w];
+                if t != EMPTY && t >= lo && t < hi {
+                    self.clear_way(set, w);
+                    n += 1;
+                }
             }
         }
         n
@@ -282,6 +383,13 @@ impl CoreTlb {
         if let Some(d) = self.l1_4k.lookup(va >> 12) {
             return TlbHit::L1 { data: d, huge: false };
         }
+        self.lookup_after_l1_4k_miss(va)
+    }
+
+    /// [`CoreTlb::lookup`] for a caller that already looked `va` up in the L1 4 KiB array
+    /// and missed (a miss changes nothing, so this is the same lookup without repeating it).
+    #[inline]
+    pub fn lookup_after_l1_4k_miss(&mut self, va: u64) -> TlbHit {
         if self.huge_cached {
             if let Some(d) = self.l1_2m.lookup(va >> 21) {
                 return TlbHit::L1 { data: d, huge: true };
@@ -381,7 +489,7 @@ mod tests {
     /// Differential test against a naive LRU (a recency-ordered list per set).
     #[test]
     fn matches_naive_lru() {
-        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8)] {
+        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (32, 32), (40, 20), (6, 1)] {
             let sets = entries / ways;
             let mut fast = SetAssoc::new(entries, ways);
             let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
@@ -411,6 +519,19 @@ mod tests {
                         s.retain(|&t| t != victim);
                     }
                 }
+                if (x >> 9).is_multiple_of(1009) {
+                    // A range wide enough for the whole-array pass.
+                    let lo = (x >> 17) % (entries as u64 * 3);
+                    let hi = lo + ways as u64 * 4 + 1 + (x >> 40) % (entries as u64);
+                    let want: usize =
+                        naive.iter().map(|s| s.iter().filter(|&&t| t >= lo && t < hi).count()).sum();
+                    assert_eq!(fast.invalidate_range(lo, hi), want, "{entries}/{ways} range {lo}..{hi}");
+                    for s in naive.iter_mut() {
+                        s.retain(|&t| t < lo || t >= hi);
+                    }
+                }
+                let occupied: usize = naive.iter().map(|s| s.len()).sum();
+                assert_eq!(fast.occupancy(), occupied);
             }
         }
     }
