@@ -224,8 +224,12 @@ def test_ctrl_c_keeps_what_was_done(tmp_path: Path) -> None:
 
 
 def test_bench_engine_quick_json() -> None:
-    res = tierlab("bench", "engine", "--quick", "--json", timeout=300)
+    res = tierlab("bench", "engine", "--quick", "--repeat", "2", "--json", timeout=300)
     assert res.returncode == 0, res.stderr
     rates = json.loads(res.stdout)
     for key in ("generate", "machine_1core", "machine_16core"):
         assert rates[key] > 0, key
+        assert len(rates["runs"][key]) == 2
+        assert rates[key] == max(rates["runs"][key])
+    bad = tierlab("bench", "engine", "--repeat", "0")
+    assert bad.returncode == 2 and "--repeat must be at least 1" in bad.stderr
