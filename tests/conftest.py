@@ -38,7 +38,7 @@ def tierlab(
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env={**os.environ, "COLUMNS": "120"},
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
     return Completed(proc.returncode, proc.stdout, proc.stderr)
 

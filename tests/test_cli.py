@@ -24,6 +24,10 @@ def test_scenarios_lists_demo() -> None:
     listed = json.loads(tierlab("scenarios", "--json").stdout)
     assert "demo" in {row["name"] for row in listed}
     assert all(row["description"] for row in listed)
+    # Piped output keeps every cell whole (no 80-column wrapping or "..." truncation).
+    for row in listed:
+        assert row["description"] in res.stdout, row["name"]
+    assert "\u2026" not in res.stdout
 
 
 def test_run_prints_summary() -> None:

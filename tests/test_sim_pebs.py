@@ -44,3 +44,21 @@ def test_pebs_minife_writes_recordings_that_view_reads(tmp_path: Path) -> None:
             table.loc[tech, "interrupts"] + 1,
         )
         assert (out / f"view-{tech}" / "index.html").is_file()
+
+
+def test_pebs_minife_overhead_falls_with_larger_r_and_b() -> None:
+    """MiniFE is fixed work: interrupts make it finish later. Overhead (slowdown against the
+    run without PEBS) is positive and falls with a larger reset value R and buffer B."""
+    res = tierlab(
+        "telemetry", "pebs-minife", "--techniques", "R64-B8K,R64-B32K,R256-B8K", "--json",
+        timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    t = res.json()["techniques"]
+    slow = {name: t[name]["slowdown"] for name in t}
+    assert all(s > 0 for s in slow.values()), slow
+    assert slow["R64-B8K"] > slow["R64-B32K"], "a larger buffer interrupts less often"
+    assert slow["R64-B8K"] > slow["R256-B8K"], "a larger reset value samples less"
+    # The only cost PEBS adds is its interrupts, charged to the application's core.
+    for name in t:
+        assert t[name]["observer_cpu_seconds"] > 0

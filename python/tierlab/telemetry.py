@@ -149,8 +149,10 @@ def compare(
     """Run every technique (or those named) of `scenario` on its own machine, plus a
     baseline, for every sweep point; see the module docs.
 
-    Slowdown is the baseline's accesses over the technique's, minus one (the same simulated
-    time does less work). Without a baseline run (``baseline=False``), it is the time the
+    Slowdown is the baseline's application throughput (accesses per simulated second of the
+    application's cores) over the technique's, minus one: for a run of fixed duration, the
+    same time does less work; for a workload of fixed work, the same work takes longer.
+    Without a baseline run (``baseline=False``), it is the time the
     technique charged to the application's cores (interrupts, work on a shared core) over
     the rest of their time, which leaves out second-order effects such as extra TLB misses
     after flushes. ``keep_samples`` keeps each run's samples (PEBS records) and mapping log in
@@ -203,7 +205,7 @@ def compare(
     frames = []
     for label, _sets in points:
         base_run = raw.get((label, BASELINE))
-        base_acc = base_run["stats_flat"].get("machine.accesses") if base_run else None
+        base_rate = _app_rate(base_run["stats_flat"]) if base_run else None
         cmp.results[label] = {}
         for name in [n for n, _ in available]:
             r = raw.get((label, name))
@@ -222,7 +224,11 @@ def compare(
                 mean_recall=_f(st.get(f"{p}.mean_recall")),
                 observer_cpu_seconds=float(st.get(f"{p}.cpu_seconds", 0.0)),
                 accesses=acc,
-                slowdown=(base_acc / acc - 1.0) if base_acc and acc else _charged_slowdown(st, p),
+                slowdown=(
+                    base_rate / rate - 1.0
+                    if base_rate and (rate := _app_rate(st))
+                    else _charged_slowdown(st, p)
+                ),
                 wall_seconds=float(r["wall_seconds"]),
                 sampling={
                     col: st[f"{p}.{stat}"]
@@ -279,6 +285,13 @@ def write_sample_recordings(cmp: Comparison, out_dir: Any, view: bool = True) ->
                     vdir.mkdir(exist_ok=True)
                     written.extend(str(x) for x in render.write(v, vdir))
     return written
+
+
+def _app_rate(st: dict[str, Any]) -> float | None:
+    """Accesses per simulated second of the application's cores (None when not known)."""
+    acc = st.get("machine.accesses")
+    secs = st.get("run.app_seconds") or st.get("run.simulated_seconds")
+    return float(acc) / float(secs) if acc and secs else None
 
 
 def _charged_slowdown(st: dict[str, Any], p: str) -> float | None:

@@ -231,7 +231,7 @@ def run_tiering_cli(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK
+    from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, stdout_console
 
     err = Console(stderr=True)
     show = not args.no_progress and sys.stderr.isatty()
@@ -255,7 +255,7 @@ def run_tiering_cli(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(sweep.records, indent=2) + "\n")
         sys.stdout.flush()
     else:
-        out = Console()
+        out = stdout_console()
         table = Table(title=f"{args.scenario}: tiering", title_justify="left", box=None)
         for c in TABLE:
             table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")

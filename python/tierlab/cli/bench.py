@@ -8,10 +8,10 @@ import json
 import sys
 from statistics import median
 
-from rich.console import Console
 from rich.table import Table
 
 from tierlab.api import bench_engine
+from tierlab.cli.common import stdout_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def engine(args: argparse.Namespace) -> int:
         table.add_column(f"{c} (M/s)", justify="right")
     for name, rates in runs.items():
         table.add_row(name, *(f"{x / 1e6:.1f}" for x in (max(rates), median(rates), min(rates))))
-    Console().print(table)
+    stdout_console().print(table)
     return 0
 
 
@@ -110,7 +110,7 @@ def policies(args: argparse.Namespace) -> int:
                 f"{v['ratio']:.1f}x",
                 f"{v['misses_tierlab']:,}",
             )
-        Console().print(table)
+        stdout_console().print(table)
     if bad:
         print(
             f"tierlab: error: miss counts differ from libCacheSim for {', '.join(bad)}",

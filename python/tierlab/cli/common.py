@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from rich.console import Console
 
 from tierlab.recording import RecordingError
 
@@ -13,6 +16,15 @@ EXIT_OK = 0
 EXIT_SIMULATION = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+
+def stdout_console(**kwargs: Any) -> Console:
+    """A console for results on stdout: the terminal's width in a terminal; when stdout is a
+    pipe or a file (and ``COLUMNS`` is unset), unbounded, so tables keep every column whole
+    instead of being squeezed into 80 columns."""
+    if sys.stdout.isatty() or "COLUMNS" in os.environ:
+        return Console(**kwargs)
+    return Console(width=100_000, **kwargs)
 
 
 class ArgumentParser(argparse.ArgumentParser):

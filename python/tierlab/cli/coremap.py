@@ -12,7 +12,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, add_scenario_args, check_overrides
+from tierlab.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_scenario_args,
+    check_overrides,
+    stdout_console,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
             + "\n"
         )
         return EXIT_OK
-    out = Console()
+    out = stdout_console()
     for name, d in dists.items():
         total = sum(d.values()) or 1
         table = Table(title=name, title_justify="left", box=None)

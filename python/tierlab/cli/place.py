@@ -20,11 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error, stdout_console
 from tierlab.live.units import parse_size
 
 #: ``place apply``: the plan was not fully applied (see the report).
@@ -252,7 +251,7 @@ def main_plan(args: argparse.Namespace) -> int:
 def _print_apply(report: Any, plan_path: Path, show_pages: bool) -> None:
     from tierlab.place.apply import OUTCOMES
 
-    out = Console(highlight=False)
+    out = stdout_console(highlight=False)
     cmd = " ".join(report.command) or "?"
     head = "dry run: " if report.dry_run else ""
     out.print(escape(f"{head}plan {plan_path} -> pid {report.pid} ({cmd})"))
@@ -367,7 +366,7 @@ def main_show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
         return EXIT_OK
-    out = Console(highlight=False)
+    out = stdout_console(highlight=False)
     out.print(escape(f"pid {report.pid} ({' '.join(report.command) or '?'})"))
     for note in report.notes:
         out.print(escape(f"note: {note}"))

@@ -10,7 +10,13 @@ from pathlib import Path
 from rich.console import Console
 
 from tierlab.api import Result, run_native
-from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, add_scenario_args, check_overrides
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_scenario_args,
+    check_overrides,
+    stdout_console,
+)
 from tierlab.progress import progress_bar
 from tierlab.reporters import write_all
 from tierlab.reporters.stats_json import stats_json
@@ -82,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(stats_json(result))
         sys.stdout.flush()
     else:
-        out = Console()
+        out = stdout_console()
         SummaryReporter().render(result, out)
         if written:
             out.print(f"wrote {len(written)} files to {args.out}")
@@ -131,7 +137,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(sweep.records, indent=2, default=str) + "\n")
         sys.stdout.flush()
     else:
-        out = Console()
+        out = stdout_console()
         table = Table(
             title=f"{args.scenario}: {len(sweep.records)} points", title_justify="left", box=None
         )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
 from tierlab.api import scenarios
+from tierlab.cli.common import stdout_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,5 +32,5 @@ def main(args: argparse.Namespace) -> int:
     table.add_column("description")
     for name, description in rows:
         table.add_row(name, description)
-    Console().print(table)
+    stdout_console().print(table)
     return 0

@@ -10,7 +10,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, add_scenario_args, check_overrides
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_scenario_args,
+    check_overrides,
+    stdout_console,
+)
 from tierlab.telemetry import compare, plot, write_sample_recordings
 
 
@@ -56,6 +62,8 @@ def _fmt(x: object, digits: int = 3) -> str:
     if isinstance(x, float):
         if x != x:  # NaN
             return "-"
+        if x != 0 and abs(x) < 0.1:
+            return f"{x:.{digits}g}"  # small figures (CPU seconds, slowdowns): significant digits
         return f"{x:.{digits}f}"
     return str(x)
 
@@ -93,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(cmp.as_json(), indent=2) + "\n")
     else:
-        out = Console()
+        out = stdout_console()
         t = Table(title=f"telemetry on {args.scenario}")
         cols = list(table.columns)
         for c in cols:
