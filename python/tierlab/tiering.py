@@ -166,14 +166,17 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
     for label, s in sweep.series.items():
         t = s.get("t_end_s", [])
-        axes[0].plot(t, [v / 1e3 for v in s.get("kv.throughput", [])], label=label)
-        axes[1].plot(t, s.get("kv.p95_us", []), label=label)
+        (line,) = axes[0].plot(t, [v / 1e3 for v in s.get("kv.throughput", [])], label=label)
+        # One colour per policy in every panel (the fast-tier panel skips policies without
+        # a fast tier, so its own colour cycle would drift from the legend's).
+        color = line.get_color()
+        axes[1].plot(t, s.get("kv.p95_us", []), label=label, color=color)
         used = s.get("tiering.fast_used_bytes", [])
         hot = s.get("tiering.fast_hot_bytes", [])
         if used:
-            (line,) = axes[2].plot(t, [v / 2**30 for v in used], label=f"{label} used")
+            axes[2].plot(t, [v / 2**30 for v in used], label=f"{label} used", color=color)
             if hot:
-                axes[2].plot(t, [v / 2**30 for v in hot], linestyle="--", color=line.get_color())
+                axes[2].plot(t, [v / 2**30 for v in hot], linestyle="--", color=color)
     axes[0].set_ylabel("throughput (k requests/s)")
     axes[1].set_ylabel("p95 latency (us)")
     axes[2].set_ylabel("fast tier (GiB; dashed: hot)")
@@ -226,6 +229,21 @@ TABLE = (
 )
 
 
+def _cell(column: str, v: object) -> str:
+    """A table cell: sizes in GiB, rates and counts with thousands separators, latencies
+    and times with a few decimals."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if column.endswith("_bytes") and isinstance(v, float | int):
+        gib = v / 2**30
+        return f"{gib:,.0f} GiB" if gib >= 100 else f"{gib:.3g} GiB"
+    if column in ("throughput_rps", "migrations") and isinstance(v, float | int):
+        return f"{v:,.0f}"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
+    return str(v)
+
+
 def run_tiering_cli(args: argparse.Namespace) -> int:
     """``tierlab run`` for a tiering sweep: a table (or ``--json`` records), ``--out`` files."""
     from rich.console import Console
@@ -263,12 +281,7 @@ def run_tiering_cli(args: argparse.Namespace) -> int:
             cells = []
             for c in TABLE:
                 v = r.get(c)
-                if c.endswith("_bytes") and isinstance(v, float | int) and not math.isnan(v):
-                    cells.append(f"{v / 2**30:.3g} GiB")
-                elif isinstance(v, float):
-                    cells.append(f"{v:.4g}")
-                else:
-                    cells.append(str(v))
+                cells.append(_cell(c, v))
             table.add_row(*cells)
         out.print(table)
         if written:
