@@ -157,3 +157,15 @@ def test_reporters_write_sample_recordings(tmp_path: Path) -> None:
     assert rec.samples()["addr"].tolist() == [0x1000_0000, 0x1000_1000, 0x1000_2000]
     assert rec.drains()["records"].tolist() == [2, 1]
     assert rec.mappings()["name"].tolist() == ["a"]
+
+
+def test_telemetry_table_cells() -> None:
+    from tierlab.cli.telemetry import _fmt
+
+    assert _fmt(None) == "-"
+    assert _fmt(float("nan")) == "-"
+    assert _fmt(1249959.0) == "1,249,959"  # a count stored as a float
+    assert _fmt(305.988) == "305.988"
+    assert _fmt(2.0) == "2.000"  # seconds keep their decimals
+    assert _fmt(0.000161) == "0.000161"
+    assert _fmt(7) == "7"

@@ -62,6 +62,8 @@ def _fmt(x: object, digits: int = 3) -> str:
     if isinstance(x, float):
         if x != x:  # NaN
             return "-"
+        if x.is_integer() and abs(x) >= 1000:
+            return f"{int(x):,}"  # counts (samples, interrupts, pages seen)
         if x != 0 and abs(x) < 0.1:
             return f"{x:.{digits}g}"  # small figures (CPU seconds, slowdowns): significant digits
         return f"{x:.{digits}f}"
