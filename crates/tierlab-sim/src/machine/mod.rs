@@ -273,6 +273,23 @@ pub struct Core {
     pub cache: cache::Cache,
 }
 
+impl Core {
+    /// The end of every translated access: charge the memory access of `node` (plus `extra`
+    /// picoseconds of translation work) to this core, and remember the page (a 2 MiB one when
+    /// `huge`) for the same-page fast path, with whether its cached translation is dirty.
+    #[inline(always)]
+    fn complete(&mut self, addr: u64, node: u8, huge: bool, dirty: bool, extra: u64) {
+        let t = self.cost_to[node as usize] + extra;
+        self.clock_ps += t;
+        self.c.access_ps += t;
+        self.node_accesses[node as usize] += 1;
+        self.last_mask = if huge { !((2u64 << 20) - 1) } else { !4095 };
+        self.last_base = addr & self.last_mask;
+        self.last_node = node;
+        self.last_dirty = dirty;
+    }
+}
+
 /// Flush behaviour of an Accessed-bit clear.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flush {
@@ -463,16 +480,8 @@ impl Machine {
             };
             let dirty = d & tlb::DIRTY != 0;
             if !write || dirty {
-                let node = d & 0x7f;
                 c.c.l1_tlb_hits += 1;
-                let t = c.cost_to[node as usize];
-                c.clock_ps += t;
-                c.c.access_ps += t;
-                c.node_accesses[node as usize] += 1;
-                c.last_mask = !4095;
-                c.last_base = a.addr & !4095;
-                c.last_node = node;
-                c.last_dirty = dirty;
+                c.complete(a.addr, d & 0x7f, false, dirty, 0);
                 return Ok(());
             }
         }
@@ -531,15 +540,7 @@ impl Machine {
             extra += self.walk_level_ps;
             dirty = true;
         }
-        let c = &mut self.cores[core];
-        let t = c.cost_to[node as usize] + extra;
-        c.clock_ps += t;
-        c.c.access_ps += t;
-        c.node_accesses[node as usize] += 1;
-        c.last_mask = if huge { !((2u64 << 20) - 1) } else { !4095 };
-        c.last_base = addr & c.last_mask;
-        c.last_node = node;
-        c.last_dirty = dirty;
+        self.cores[core].complete(addr, node, huge, dirty, extra);
         Ok(())
     }
 

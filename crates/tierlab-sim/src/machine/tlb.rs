@@ -91,7 +91,6 @@ const EMPTY: u64 = u64::MAX;
 /// Associativities that keep a packed recency order ([`SetAssoc`]); outside this range,
 /// age stamps.
 const PACKED_WAYS: std::ops::RangeInclusive<usize> = 5..=16;
-const PACKED_MAX_WAYS: usize = 16;
 
 /// One set-associative array. Tags are page numbers (already shifted for the page size).
 /// Replacement is true LRU within a set, an empty way taken before any valid one.
@@ -117,9 +116,9 @@ pub struct SetAssoc {
     pow2: bool,
     tags: Vec<u64>,
     data: Vec<u8>,
-    /// Packed recency order per set (when `ways <= 16`).
+    /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
     order: Vec<u64>,
-    /// Age stamps per way (when `ways > 16`) and their clock.
+    /// Age stamps per way (when `ways` is outside `PACKED_WAYS`; else empty) and their clock.
     stamps: Vec<u64>,
     tick: u64,
 }
@@ -168,8 +167,6 @@ impl SetAssoc {
         let pow2 = sets.is_power_of_two();
         let mask = if pow2 { sets - 1 } else { 0 };
         let packed = PACKED_WAYS.contains(&ways);
-        // Way w at rank w: any order of empty ways will do.
-        let identity = (0..ways.min(PACKED_MAX_WAYS) as u64).fold(0, |o, w| o | (w << (4 * w)));
         SetAssoc {
             sets,
             ways,
@@ -177,7 +174,12 @@ impl SetAssoc {
             pow2,
             tags: vec![EMPTY; entries],
             data: vec![0; entries],
-            order: if packed { vec![identity; sets] } else { Vec::new() },
+            // Way w at rank w: any order of empty ways will do.
+            order: if packed {
+                vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
+            } else {
+                Vec::new()
+            },
             stamps: if packed { Vec::new() } else { vec![0; entries] },
             tick: 0,
         }
