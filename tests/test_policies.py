@@ -203,13 +203,13 @@ def test_cmcp_table1_trends_at_56_cores() -> None:
     for w in ("bt", "cg", "lu", "scale"):
         fifo, lru, cmcp = (recs[(w, p)] for p in ("fifo", "lru", "cmcp"))
         assert lru["page_faults"] < fifo["page_faults"], w
-        # measured 2.1x (CG) to 3.3x (SCALE) at 56 cores; the paper's Table 1: 1.8x and up
-        assert lru["remote_tlb_invalidations"] > 1.8 * fifo["remote_tlb_invalidations"], w
+        # measured 2.1x (LU, SCALE) to 2.7x (CG) at 56 cores, 2.1x to 4.5x over the table;
+        # the paper's Table 1 at 56 cores: 1.8x (CG) to 4.2x (LU)
+        assert lru["remote_tlb_invalidations"] > 2.0 * fifo["remote_tlb_invalidations"], w
         assert cmcp["page_faults"] < fifo["page_faults"], w
         inval = [r["remote_tlb_invalidations"] for r in (fifo, lru, cmcp)]
         assert min(inval) == cmcp["remote_tlb_invalidations"], w
         assert min(r["run_time_s"] for r in (fifo, lru, cmcp)) == cmcp["run_time_s"], w
         dtlb = [r["dtlb_misses"] for r in (fifo, lru, cmcp)]
-        # the paper's spread is ~8%; measured here 0.1-1.6%, except 11% on CG (only ~1,800
-        # misses per core at 56 cores, so LRU's extra invalidations show)
-        assert max(dtlb) < 1.15 * min(dtlb), w
+        # the paper's spread is up to ~8% (LU); measured here at most 0.6% (LU)
+        assert max(dtlb) < 1.03 * min(dtlb), w

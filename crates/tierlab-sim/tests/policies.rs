@@ -7,7 +7,7 @@ use tierlab_sim::machine::hmem::{FastMemory, HmemConfig, HmemPageSize, PageTable
 use tierlab_sim::machine::replacement::cmcp::Cmcp;
 use tierlab_sim::machine::replacement::lru::{linux_inactive_ratio, Lru, LruParams};
 use tierlab_sim::machine::replacement::{
-    compact_ids, replay_ids, replay_trace, Frames, PageId, PolicyConfig, Replacement,
+    compact_ids, replay_ids, replay_trace, Frames, PageId, PolicyConfig, PolicyParams, Replacement,
 };
 use tierlab_sim::machine::{Machine, MachineConfig};
 use tierlab_sim::workload::{AddressSpace, MapOptions};
@@ -82,7 +82,9 @@ impl Frames for Mock {
 
 #[test]
 fn linux_lru_scan_rules() {
-    let params = LruParams { refault: false, inactive_ratio: Some(1), ..LruParams::default() };
+    // The inactive-list rules alone: the active list aged only to keep the ratio.
+    let params =
+        LruParams { refault: false, inactive_ratio: Some(1), active_scan: 0.0, ..LruParams::default() };
     let mut l = Lru::new(&params, 1, 8);
     let mut f = Mock::new(8);
     for p in 0..4 {
@@ -108,6 +110,50 @@ fn linux_lru_scan_rules() {
     assert_eq!(l.evict(&mut f), 3);
     let c = l.counters();
     assert_eq!((c.activated, c.rotated, c.deactivated), (2, 2, 1));
+}
+
+#[test]
+fn linux_lru_timer_scan_passes_over_both_lists() {
+    // The defaults: every scan examines the whole active list, then the whole inactive list.
+    let params = LruParams { inactive_ratio: Some(1), ..LruParams::default() };
+    assert_eq!((params.scan_period.0, params.scan_ratio, params.active_scan), (10_000_000, 0.0, 1.0));
+    let mut l = Lru::new(&params, 1, 8);
+    let mut f = Mock::new(8);
+    for p in 0..6 {
+        l.on_fault_in(p, &mut f);
+    }
+    f.refs[..6].copy_from_slice(&[2, 2, 2, 0, 1, 0]);
+    l.scan(&mut f);
+    assert_eq!(l.lists(), (vec![3, 5, 4], vec![0, 1, 2]));
+    // 0 and 2 referenced again: they stay active (bits cleared); 1 is deactivated; 4, marked,
+    // is referenced again and activated.
+    f.tested.clear();
+    f.refs[0] = 1;
+    f.refs[2] = 1;
+    f.refs[4] = 1;
+    l.scan(&mut f);
+    assert_eq!(f.tested, vec![0, 1, 2, 3, 5, 4, 1], "active list first, then the inactive list");
+    assert_eq!(l.lists(), (vec![3, 5, 1], vec![0, 2, 4]));
+    let c = l.counters();
+    assert_eq!((c.active_rotated, c.deactivated, c.activated, c.rotated), (2, 1, 4, 1));
+    assert_eq!(l.evict(&mut f), 3);
+    // Half the active list: only its oldest page (0) is examined.
+    let half = LruParams { inactive_ratio: Some(1), active_scan: 0.5, ..LruParams::default() };
+    let mut l = Lru::new(&half, 1, 8);
+    let mut f = Mock::new(8);
+    for p in 0..4 {
+        l.on_fault_in(p, &mut f);
+    }
+    f.refs[..4].copy_from_slice(&[2, 2, 2, 2]);
+    l.scan(&mut f);
+    f.tested.clear();
+    l.scan(&mut f);
+    assert_eq!(f.tested[..2], [0, 1], "ceil(4 * 0.5) = 2 active pages examined");
+    assert_eq!(l.lists(), (vec![0, 1], vec![2, 3]));
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let p = LruParams { active_scan: bad, ..LruParams::default() };
+        assert_eq!(p.check().unwrap_err().0, "active_scan");
+    }
 }
 
 #[test]

@@ -115,13 +115,17 @@ def write(dists: dict[str, dict[int, int]], out_dir: Path) -> None:
         total = sum(d.values()) or 1
         rows.extend({"run": k, "cores": c, "pages": n, "share": n / total} for c, n in d.items())
     pd.DataFrame(rows).to_csv(out_dir / "coremap.csv", index=False)
-    top = max((max(d) for d in dists.values() if d), default=1)
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * top + 3), 3.4))
+    # One slot per core count that occurs (1, 2, ..., 7, 56 rather than an axis up to 56).
+    cats = sorted({c for d in dists.values() for c, n in d.items() if n}) or [1]
+    slot = {c: i for i, c in enumerate(cats)}
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(cats) + 3), 3.4))
     width = 0.8 / max(1, len(dists))
     for i, (k, d) in enumerate(dists.items()):
         total = sum(d.values()) or 1
-        xs = [c + (i - (len(dists) - 1) / 2) * width for c in d]
-        ax.bar(xs, [100 * n / total for n in d.values()], width=width, label=k)
+        cs = [c for c in d if c in slot]
+        xs = [slot[c] + (i - (len(dists) - 1) / 2) * width for c in cs]
+        ax.bar(xs, [100 * d[c] / total for c in cs], width=width, label=k)
+    ax.set_xticks(range(len(cats)), [str(c) for c in cats])
     ax.set_xlabel("number of cores mapping the page")
     ax.set_ylabel("% of pages")
     ax.set_title("pages by number of mapping cores")

@@ -9,6 +9,15 @@
 //! (4 B), `values[p]` (8 B) and the input vector at the column (8 B), and finally store the
 //! output vector at `r`. Rows are split among the threads in contiguous blocks.
 //!
+//! With `matrix = "random"` the matrix is instead NPB CG's kind (its `makea`): `rows` rows
+//! of `row_nnz` nonzeros each, the diagonal plus `row_nnz - 1` columns drawn uniformly from
+//! the scenario's seed (a stable hash of seed, row and position, so every iteration sees the
+//! same matrix), ascending within the row (duplicates are kept; NPB's matrix is symmetric,
+//! ours only has its access pattern). The gathers of the input vector then land on random
+//! pages, so the TLB misses most of them, as NPB CG's do on the CMCP paper's machine (its
+//! Table 1: ~2 G dTLB misses per core on cg.B), while the matrix stays private to each
+//! thread's rows and the input vector is read by every thread.
+//!
 //! With `cg = true` (default) an iteration is one iteration of conjugate gradient over the
 //! thread's rows: `Ap = A p`, then `dot(p, Ap)`, `x += alpha p`, `r -= alpha Ap`,
 //! `dot(r, r)`, `p = r + beta p` (2 dot products, 3 axpys). The vectors are mapped as `p`,
@@ -18,6 +27,7 @@ use super::{
     check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
 };
 use crate::error::{Result, SimError};
+use crate::rng::{derive, splitmix64};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +65,32 @@ pub struct SpmvParams {
     /// Bulk-populate the arrays at setup (default false: faulted in on first touch).
     #[serde(default)]
     pub populate: bool,
+    /// `"grid"` (default): the operator of the `nx * ny * nz` grid; `"random"`: NPB CG's
+    /// random sparsity, `rows` x `row_nnz`.
+    #[serde(default)]
+    pub matrix: MatrixKind,
+    /// Rows of the random matrix (`matrix = "random"` only). Default 75,000 (NPB CG class B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Nonzeros per row of the random matrix, the diagonal included (`matrix = "random"`
+    /// only). Default 27.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_nnz: Option<u64>,
 }
+
+/// Sparsity structure of the `spmv` matrix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatrixKind {
+    /// The grid operator (HPCG, MiniFE).
+    #[default]
+    Grid,
+    /// Random column positions (NPB CG).
+    Random,
+}
+
+/// Rows of NPB CG class B (`NA`).
+const NPB_CG_B_ROWS: u64 = 75_000;
 
 fn default_n() -> u64 {
     128
@@ -177,6 +212,61 @@ impl GridMatrix {
     }
 }
 
+/// NPB CG-like random sparsity: `rows` rows of `row_nnz` nonzeros.
+#[derive(Clone, Copy, Debug)]
+pub struct RandomMatrix {
+    /// Number of rows (and columns).
+    pub rows: u64,
+    /// Nonzeros per row, the diagonal included.
+    pub row_nnz: u64,
+    /// Hash key derived from the scenario's seed.
+    pub key: u64,
+}
+
+impl RandomMatrix {
+    /// The columns of row `r`, ascending, into `buf` (cleared first).
+    pub fn columns(&self, r: u64, buf: &mut Vec<u64>) {
+        buf.clear();
+        buf.push(r);
+        let mut h = self.key ^ r.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for _ in 1..self.row_nnz {
+            let v = splitmix64(&mut h);
+            buf.push(((v as u128 * self.rows as u128) >> 64) as u64);
+        }
+        buf.sort_unstable();
+    }
+}
+
+/// The matrix of an `spmv` workload.
+#[derive(Clone, Copy, Debug)]
+pub enum Matrix {
+    /// The grid operator.
+    Grid(GridMatrix),
+    /// Random sparsity.
+    Random(RandomMatrix),
+}
+
+impl Matrix {
+    /// Number of rows.
+    pub fn rows(&self) -> u64 {
+        match self {
+            Matrix::Grid(m) => m.rows(),
+            Matrix::Random(m) => m.rows,
+        }
+    }
+    /// `row_ptr[r]`.
+    pub fn row_ptr(&self, r: u64) -> u64 {
+        match self {
+            Matrix::Grid(m) => m.row_ptr(r),
+            Matrix::Random(m) => r.min(m.rows) * m.row_nnz,
+        }
+    }
+    /// Total nonzeros.
+    pub fn nnz(&self) -> u64 {
+        self.row_ptr(self.rows())
+    }
+}
+
 impl WorkloadParams for SpmvParams {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
@@ -193,12 +283,49 @@ impl WorkloadParams for SpmvParams {
                 format!("must be 7 or 27, got {}", self.points),
             ));
         }
-        let rows = self.nx.checked_mul(self.ny).and_then(|v| v.checked_mul(self.nz));
-        match rows {
-            Some(r) if r.checked_mul(27 * 12).is_some() => {}
-            _ => return Err(SimError::config(f, "workload.nx", "the matrix's size overflows 64 bits")),
-        }
-        let m = GridMatrix { nx: self.nx, ny: self.ny, nz: self.nz, points: self.points };
+        let m = match self.matrix {
+            MatrixKind::Grid => {
+                for (name, set) in [("rows", self.rows.is_some()), ("row_nnz", self.row_nnz.is_some())] {
+                    if set {
+                        return Err(SimError::config(
+                            f,
+                            format!("workload.{name}"),
+                            "applies to matrix = \"random\" only (the grid's size is nx * ny * nz)",
+                        ));
+                    }
+                }
+                let rows = self.nx.checked_mul(self.ny).and_then(|v| v.checked_mul(self.nz));
+                match rows {
+                    Some(r) if r.checked_mul(27 * 12).is_some() => {}
+                    _ => {
+                        return Err(SimError::config(f, "workload.nx", "the matrix's size overflows 64 bits"))
+                    }
+                }
+                Matrix::Grid(GridMatrix { nx: self.nx, ny: self.ny, nz: self.nz, points: self.points })
+            }
+            MatrixKind::Random => {
+                let rows = self.rows.unwrap_or(NPB_CG_B_ROWS);
+                let row_nnz = self.row_nnz.unwrap_or(27);
+                if rows == 0 {
+                    return Err(SimError::config(f, "workload.rows", "must be at least 1"));
+                }
+                if row_nnz == 0 || row_nnz > rows {
+                    return Err(SimError::config(
+                        f,
+                        "workload.row_nnz",
+                        format!("must be between 1 and rows ({rows}), got {row_nnz}"),
+                    ));
+                }
+                if rows.checked_mul(row_nnz).and_then(|v| v.checked_mul(12)).is_none() {
+                    return Err(SimError::config(f, "workload.rows", "the matrix's size overflows 64 bits"));
+                }
+                Matrix::Random(RandomMatrix {
+                    rows,
+                    row_nnz,
+                    key: derive(ctx.seed, "workload.spmv.matrix", 0),
+                })
+            }
+        };
         let n = m.rows();
         if n < self.threads as u64 {
             return Err(SimError::config(
@@ -223,7 +350,7 @@ impl WorkloadParams for SpmvParams {
                 ThreadState { lo, hi, p0, r: lo, p: p0, stage: 0, iter: 0, issued: 0 }
             })
             .collect();
-        Ok(Box::new(Spmv { p: self.clone(), m, arr: Arrays::default(), st, discarded: 0 }))
+        Ok(Box::new(Spmv { p: self.clone(), m, arr: Arrays::default(), st, discarded: 0, cols: Vec::new() }))
     }
 }
 
@@ -259,10 +386,12 @@ struct ThreadState {
 /// The `spmv` workload.
 pub struct Spmv {
     p: SpmvParams,
-    m: GridMatrix,
+    m: Matrix,
     arr: Arrays,
     st: Vec<ThreadState>,
     discarded: u64,
+    /// Scratch: a random row's columns.
+    cols: Vec<u64>,
 }
 
 impl Workload for Spmv {
@@ -308,32 +437,49 @@ impl Workload for Spmv {
         out.reserve(BATCH + 96);
         while out.len() - start < BATCH {
             if s.stage == 0 {
-                // Whole rows until the budget is used.
-                let (nx, ny) = (m.nx, m.ny);
-                let mut x = s.r % nx;
-                let mut y = (s.r / nx) % ny;
-                let mut z = s.r / (nx * ny);
-                while s.r < s.hi && out.len() - start < BATCH {
-                    let r = s.r;
-                    out.push(Access::read(a.row_ptr + r * 8));
-                    out.push(Access::read(a.row_ptr + (r + 1) * 8));
-                    let k = m.col_offsets(x, y, z, &mut cols);
-                    for &d in &cols[..k] {
-                        let col = (r as i64 + d) as u64;
-                        out.push(Access::read(a.col_idx + s.p * 4));
-                        out.push(Access::read(a.values + s.p * 8));
-                        out.push(Access::read(a.input + col * 8));
-                        s.p += 1;
+                if let Matrix::Random(rm) = m {
+                    while s.r < s.hi && out.len() - start < BATCH {
+                        let r = s.r;
+                        out.push(Access::read(a.row_ptr + r * 8));
+                        out.push(Access::read(a.row_ptr + (r + 1) * 8));
+                        rm.columns(r, &mut self.cols);
+                        for &col in &self.cols {
+                            out.push(Access::read(a.col_idx + s.p * 4));
+                            out.push(Access::read(a.values + s.p * 8));
+                            out.push(Access::read(a.input + col * 8));
+                            s.p += 1;
+                        }
+                        out.push(Access::write(a.output + r * 8));
+                        s.r += 1;
                     }
-                    out.push(Access::write(a.output + r * 8));
-                    s.r += 1;
-                    x += 1;
-                    if x == nx {
-                        x = 0;
-                        y += 1;
-                        if y == ny {
-                            y = 0;
-                            z += 1;
+                } else if let Matrix::Grid(m) = m {
+                    // Whole rows until the budget is used.
+                    let (nx, ny) = (m.nx, m.ny);
+                    let mut x = s.r % nx;
+                    let mut y = (s.r / nx) % ny;
+                    let mut z = s.r / (nx * ny);
+                    while s.r < s.hi && out.len() - start < BATCH {
+                        let r = s.r;
+                        out.push(Access::read(a.row_ptr + r * 8));
+                        out.push(Access::read(a.row_ptr + (r + 1) * 8));
+                        let k = m.col_offsets(x, y, z, &mut cols);
+                        for &d in &cols[..k] {
+                            let col = (r as i64 + d) as u64;
+                            out.push(Access::read(a.col_idx + s.p * 4));
+                            out.push(Access::read(a.values + s.p * 8));
+                            out.push(Access::read(a.input + col * 8));
+                            s.p += 1;
+                        }
+                        out.push(Access::write(a.output + r * 8));
+                        s.r += 1;
+                        x += 1;
+                        if x == nx {
+                            x = 0;
+                            y += 1;
+                            if y == ny {
+                                y = 0;
+                                z += 1;
+                            }
                         }
                     }
                 }
@@ -517,9 +663,64 @@ mod tests {
     }
 
     #[test]
+    fn random_matrix_like_npb_cg() {
+        let p: SpmvParams = toml::from_str(
+            "matrix = \"random\"\nrows = 500\nrow_nnz = 9\ncg = false\niterations = 2\nthreads = 4",
+        )
+        .unwrap();
+        let mut w = p.build(&ctx()).unwrap();
+        let mut mem = MockSpace::new();
+        w.setup(&mut mem).unwrap();
+        let (xs, ys) = (mem.find("x").start, mem.find("y").start);
+        let (vs, cs) = (mem.find("values").start, mem.find("col_idx").start);
+        let mut gathered = Vec::new();
+        let mut values = vec![0u32; 500 * 9];
+        let mut n = 0u64;
+        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+            n += 1;
+            if a.addr >= xs && a.addr < xs + 500 * 8 {
+                gathered.push((a.addr - xs) / 8);
+            } else if a.addr >= vs && a.addr < vs + 500 * 9 * 8 {
+                values[((a.addr - vs) / 8) as usize] += 1;
+            }
+            assert!(a.addr < cs || a.addr >= cs + 500 * 9 * 4 || !a.is_write());
+            assert!(!a.is_write() || (a.addr >= ys && a.addr < ys + 500 * 8));
+        });
+        assert_eq!(n, 2 * (500 * 3 + 500 * 9 * 3));
+        assert!(values.iter().all(|&c| c == 2), "every nonzero read once per iteration");
+        assert_eq!(gathered.len(), 2 * 500 * 9);
+        // Same columns in both iterations (every column gathered an even number of times); the
+        // columns spread over the whole vector.
+        let mut count = std::collections::BTreeMap::<u64, u32>::new();
+        for &c in &gathered {
+            *count.entry(c).or_default() += 1;
+        }
+        assert!(count.values().all(|&c| c % 2 == 0), "iterations gather the same columns");
+        assert!(count.len() > 400, "{} distinct columns of 500", count.len());
+        // Each row: 9 ascending columns, the diagonal among them; another seed, another matrix.
+        let m = RandomMatrix { rows: 500, row_nnz: 9, key: 7 };
+        let mut buf = Vec::new();
+        for r in 0..500 {
+            m.columns(r, &mut buf);
+            assert_eq!(buf.len(), 9);
+            assert!(buf.windows(2).all(|w| w[0] <= w[1]) && buf.contains(&r) && buf.iter().all(|&c| c < 500));
+        }
+        let mut other = Vec::new();
+        RandomMatrix { key: 8, ..m }.columns(3, &mut other);
+        m.columns(3, &mut buf);
+        assert_ne!(buf, other);
+    }
+
+    #[test]
     fn errors() {
         let c = ctx();
         let bad = |t: &str| toml::from_str::<SpmvParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        assert!(bad("rows = 10\niterations = 1").contains("workload.rows"));
+        assert!(
+            bad("matrix = \"random\"\nrows = 10\nrow_nnz = 11\niterations = 1").contains("workload.row_nnz")
+        );
+        assert!(bad("matrix = \"random\"\nrows = 0\niterations = 1").contains("workload.rows"));
+        assert!(toml::from_str::<SpmvParams>("matrix = \"banded\"").is_err());
         assert!(bad("points = 9\niterations = 1").contains("workload.points"));
         assert!(bad("nx = 1\nny = 1\nnz = 1\nthreads = 2\niterations = 1").contains("workload.threads"));
         assert!(bad("nx = 4").contains("workload.iterations"));

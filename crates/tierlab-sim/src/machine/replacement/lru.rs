@@ -1,23 +1,30 @@
 //! `lru`: a Linux-like two-list LRU approximation, as the CMCP paper's baseline: active and
 //! inactive lists maintained by an Accessed-bit scanner that runs every `scan_period`
-//! (default 10 ms) on a dedicated core.
+//! (default 10 ms, the paper's timer) on dedicated hardware threads.
 //!
-//! Rules (from `reference/memory-management.md`, "Linux's two-list LRU"):
+//! The paper (section 5.1): its LRU "implements the same algorithm employed by the Linux
+//! kernel" (Mauerer 2008, i.e. Linux 2.6.24); "pages transit between these two states based on
+//! periodic scanning of the access bit of the corresponding PTEs, which is carried out in a
+//! timer set for every 10 milliseconds". By default every scan therefore passes over both
+//! lists; the rules are Linux's (`reference/memory-management.md`, "Linux's two-list LRU"):
 //! - a newly faulted page enters the inactive list's head (the newest end); with `refault`
 //!   on (off by default, see [`LruParams::refault`]), a page whose refault distance
 //!   (evictions + activations since its eviction) is at most the active list's size is
 //!   activated directly (the workingset shadow entries);
-//! - each scan first ages the active list while it is too big: the inactive list is too
-//!   small when `inactive * ratio < active`, `ratio = int_sqrt(10 * fast memory in GB)` (1
-//!   below 1 GB); pages leave the active list's tail (oldest end) for the inactive head, their
-//!   Accessed bits tested and cleared on the way (anonymous pages are deactivated even when
-//!   referenced);
-//! - then it scans the inactive list from its tail (`scan_ratio` pages per page evicted since
-//!   the previous scan, at least 32: scanning follows reclaim, as kswapd's does), testing and
-//!   clearing the Accessed bits of every PTE mapping each page: referenced and already marked referenced, or referenced
-//!   through more than one PTE -> activated (active head); referenced once -> marked
-//!   referenced and rotated to the inactive head (one more trip); not referenced -> left at
-//!   the tail, the next victims;
+//! - each scan first examines the active list from its tail (oldest end), `active_scan` of it
+//!   (default all): a page whose Accessed bits were set (tested and cleared) goes back to the
+//!   active head, as mapped pages do in 2.6.24's `shrink_active_list`; an unreferenced one is
+//!   deactivated to the inactive head;
+//! - then, while the inactive list is too small (`inactive * ratio < active`, `ratio =
+//!   int_sqrt(10 * fast memory in GB)`, 1 below 1 GB), active tail pages are deactivated, their
+//!   bits tested and cleared on the way;
+//! - then it examines the inactive list from its tail (by default all of it; `scan_ratio > 0`
+//!   examines `scan_ratio` pages per page evicted since the previous scan, at least 32, the way
+//!   kswapd scans in proportion to what it must reclaim), testing and clearing the Accessed
+//!   bits of every PTE mapping each page: referenced and already marked referenced, or
+//!   referenced through more than one PTE -> activated (active head); referenced once ->
+//!   marked referenced and rotated to the inactive head (one more trip); not referenced ->
+//!   moved to the tail, the next victims;
 //! - eviction (in the faulting core) first restores the inactive:active balance by moving
 //!   active tail pages to the inactive head (without testing their bits: statistics are the
 //!   scanner's job, kept off the application's cores as in the paper), then takes the
@@ -50,13 +57,18 @@ pub struct LruParams {
     pub refault: bool,
     /// Inactive pages a scan examines per page evicted since the previous scan (reclaim-
     /// driven, as kswapd scans in proportion to what it must reclaim), at least 32 (Linux's
-    /// SWAP_CLUSTER_MAX); 0 = the whole inactive list every scan. Default 4.
-    #[serde(default = "d_ratio")]
+    /// SWAP_CLUSTER_MAX); 0 (default) = the whole inactive list every scan, the paper's timer.
+    #[serde(default)]
     pub scan_ratio: f64,
+    /// Fraction of the active list (from its oldest end) each scan examines, referenced pages
+    /// rotating back to the active head, the others deactivated. Default 1 (the whole list,
+    /// the paper's timer); 0 = the active list is aged only to keep the inactive ratio.
+    #[serde(default = "d_active_scan")]
+    pub active_scan: f64,
 }
 
-fn d_ratio() -> f64 {
-    4.0
+fn d_active_scan() -> f64 {
+    1.0
 }
 
 fn d_period() -> Duration {
@@ -64,7 +76,13 @@ fn d_period() -> Duration {
 }
 impl Default for LruParams {
     fn default() -> Self {
-        LruParams { scan_period: d_period(), inactive_ratio: None, refault: false, scan_ratio: d_ratio() }
+        LruParams {
+            scan_period: d_period(),
+            inactive_ratio: None,
+            refault: false,
+            scan_ratio: 0.0,
+            active_scan: d_active_scan(),
+        }
     }
 }
 
@@ -105,6 +123,12 @@ impl PolicyParams for LruParams {
         if !(self.scan_ratio.is_finite() && self.scan_ratio >= 0.0) {
             return Err(("scan_ratio".into(), format!("{} must be a number >= 0", self.scan_ratio)));
         }
+        if !(self.active_scan.is_finite() && (0.0..=1.0).contains(&self.active_scan)) {
+            return Err((
+                "active_scan".into(),
+                format!("{} must be a fraction between 0 and 1", self.active_scan),
+            ));
+        }
         if self.inactive_ratio == Some(0) {
             return Err(("inactive_ratio".into(), "must be at least 1".into()));
         }
@@ -122,6 +146,7 @@ pub struct Lru {
     ratio: u64,
     refault: bool,
     scan_ratio: f64,
+    active_scan: f64,
     /// Evictions at the previous scan.
     evictions_at_scan: u64,
     evictions: u64,
@@ -143,8 +168,10 @@ pub struct LruCounters {
     pub scans: u64,
     /// Inactive pages examined by scans.
     pub scanned: u64,
-    /// Active pages deactivated (their bits tested on the way).
+    /// Active pages deactivated by scans (their bits tested on the way).
     pub deactivated: u64,
+    /// Referenced active pages a scan rotated back to the active head.
+    pub active_rotated: u64,
     /// Pages moved to the active list by scans.
     pub activated: u64,
     /// Referenced-once pages given one more trip.
@@ -165,6 +192,7 @@ impl Lru {
             ratio: ratio.max(1),
             refault: params.refault,
             scan_ratio: params.scan_ratio,
+            active_scan: params.active_scan,
             evictions_at_scan: 0,
             evictions: 0,
             links: Links::with_pages(pages),
@@ -195,9 +223,29 @@ impl Lru {
         self.age += 1;
     }
 
-    /// One scan: age the active list, then examine the inactive list from its tail.
+    /// One scan: examine the active list, keep the inactive ratio, then examine the inactive
+    /// list from its tail.
     pub fn scan(&mut self, f: &mut dyn Frames) {
         self.c.scans += 1;
+        if self.active_scan > 0.0 {
+            let n = ((self.active.len() as f64 * self.active_scan).ceil() as usize).min(self.active.len());
+            let mut back: Vec<PageId> = Vec::new();
+            for _ in 0..n {
+                let p = self.active.pop_front(&mut self.links).expect("active");
+                if f.test_and_clear_young(p) > 0 {
+                    back.push(p);
+                } else {
+                    self.inactive.push_back(&mut self.links, p);
+                    self.flags.set(p, 0);
+                    self.c.deactivated += 1;
+                }
+            }
+            // Referenced pages go back to the active head, in their order.
+            self.c.active_rotated += back.len() as u64;
+            for p in back {
+                self.active.push_back(&mut self.links, p);
+            }
+        }
         while self.inactive.len() as u64 * self.ratio < self.active.len() as u64 {
             let p = self.active.pop_front(&mut self.links).expect("active");
             f.test_and_clear_young(p);
@@ -297,6 +345,7 @@ impl Replacement for Lru {
         out.set(format!("{prefix}.scans"), c.scans);
         out.set(format!("{prefix}.scanned"), c.scanned);
         out.set(format!("{prefix}.deactivated"), c.deactivated);
+        out.set(format!("{prefix}.active_rotated"), c.active_rotated);
         out.set(format!("{prefix}.activated"), c.activated);
         out.set(format!("{prefix}.rotated"), c.rotated);
         out.set(format!("{prefix}.refault_activated"), c.refault_activated);
