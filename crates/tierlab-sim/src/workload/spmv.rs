@@ -369,6 +369,23 @@ struct Arrays {
     x: u64,
 }
 
+impl Arrays {
+    /// One row `r` of `y = A x`: `row_ptr[r]`, `row_ptr[r + 1]`, then per nonzero (`*p`
+    /// counting them) `col_idx[p]`, `values[p]` and `x[col]`, and finally the store to `y[r]`.
+    #[inline(always)]
+    fn push_row(&self, out: &mut Vec<Access>, r: u64, p: &mut u64, cols: impl Iterator<Item = u64>) {
+        out.push(Access::read(self.row_ptr + r * 8));
+        out.push(Access::read(self.row_ptr + (r + 1) * 8));
+        for col in cols {
+            out.push(Access::read(self.col_idx + *p * 4));
+            out.push(Access::read(self.values + *p * 8));
+            out.push(Access::read(self.input + col * 8));
+            *p += 1;
+        }
+        out.push(Access::write(self.output + r * 8));
+    }
+}
+
 struct ThreadState {
     lo: u64,
     hi: u64,
@@ -437,48 +454,33 @@ impl Workload for Spmv {
         out.reserve(BATCH + 96);
         while out.len() - start < BATCH {
             if s.stage == 0 {
-                if let Matrix::Random(rm) = m {
-                    while s.r < s.hi && out.len() - start < BATCH {
-                        let r = s.r;
-                        out.push(Access::read(a.row_ptr + r * 8));
-                        out.push(Access::read(a.row_ptr + (r + 1) * 8));
-                        rm.columns(r, &mut self.cols);
-                        for &col in &self.cols {
-                            out.push(Access::read(a.col_idx + s.p * 4));
-                            out.push(Access::read(a.values + s.p * 8));
-                            out.push(Access::read(a.input + col * 8));
-                            s.p += 1;
+                // Whole rows until the budget is used.
+                match m {
+                    Matrix::Random(rm) => {
+                        while s.r < s.hi && out.len() - start < BATCH {
+                            rm.columns(s.r, &mut self.cols);
+                            a.push_row(out, s.r, &mut s.p, self.cols.iter().copied());
+                            s.r += 1;
                         }
-                        out.push(Access::write(a.output + r * 8));
-                        s.r += 1;
                     }
-                } else if let Matrix::Grid(m) = m {
-                    // Whole rows until the budget is used.
-                    let (nx, ny) = (m.nx, m.ny);
-                    let mut x = s.r % nx;
-                    let mut y = (s.r / nx) % ny;
-                    let mut z = s.r / (nx * ny);
-                    while s.r < s.hi && out.len() - start < BATCH {
-                        let r = s.r;
-                        out.push(Access::read(a.row_ptr + r * 8));
-                        out.push(Access::read(a.row_ptr + (r + 1) * 8));
-                        let k = m.col_offsets(x, y, z, &mut cols);
-                        for &d in &cols[..k] {
-                            let col = (r as i64 + d) as u64;
-                            out.push(Access::read(a.col_idx + s.p * 4));
-                            out.push(Access::read(a.values + s.p * 8));
-                            out.push(Access::read(a.input + col * 8));
-                            s.p += 1;
-                        }
-                        out.push(Access::write(a.output + r * 8));
-                        s.r += 1;
-                        x += 1;
-                        if x == nx {
-                            x = 0;
-                            y += 1;
-                            if y == ny {
-                                y = 0;
-                                z += 1;
+                    Matrix::Grid(m) => {
+                        let (nx, ny) = (m.nx, m.ny);
+                        let mut x = s.r % nx;
+                        let mut y = (s.r / nx) % ny;
+                        let mut z = s.r / (nx * ny);
+                        while s.r < s.hi && out.len() - start < BATCH {
+                            let r = s.r;
+                            let k = m.col_offsets(x, y, z, &mut cols);
+                            a.push_row(out, r, &mut s.p, cols[..k].iter().map(|&d| (r as i64 + d) as u64));
+                            s.r += 1;
+                            x += 1;
+                            if x == nx {
+                                x = 0;
+                                y += 1;
+                                if y == ny {
+                                    y = 0;
+                                    z += 1;
+                                }
                             }
                         }
                     }

@@ -229,21 +229,18 @@ impl Lru {
         self.c.scans += 1;
         if self.active_scan > 0.0 {
             let n = ((self.active.len() as f64 * self.active_scan).ceil() as usize).min(self.active.len());
-            let mut back: Vec<PageId> = Vec::new();
+            // Exactly n pops from the oldest end: a page put back at the newest end is not
+            // reached again in this pass, and the referenced pages keep their order.
             for _ in 0..n {
                 let p = self.active.pop_front(&mut self.links).expect("active");
                 if f.test_and_clear_young(p) > 0 {
-                    back.push(p);
+                    self.active.push_back(&mut self.links, p);
+                    self.c.active_rotated += 1;
                 } else {
                     self.inactive.push_back(&mut self.links, p);
                     self.flags.set(p, 0);
                     self.c.deactivated += 1;
                 }
-            }
-            // Referenced pages go back to the active head, in their order.
-            self.c.active_rotated += back.len() as u64;
-            for p in back {
-                self.active.push_back(&mut self.links, p);
             }
         }
         while self.inactive.len() as u64 * self.ratio < self.active.len() as u64 {
