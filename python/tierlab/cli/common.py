@@ -9,8 +9,6 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from tierlab.recording import RecordingError
-
 #: Exit codes.
 EXIT_OK = 0
 EXIT_SIMULATION = 1
@@ -73,6 +71,7 @@ def error_exit_code(exc: BaseException) -> int | None:
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
+    from tierlab.recording import RecordingError
     from tierlab.telemetry import TelemetryError
 
     if isinstance(exc, RecordingError | TelemetryError | OSError | ImportError):

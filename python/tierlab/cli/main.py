@@ -4,47 +4,51 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from tierlab.cli import (
-    bench,
-    coremap,
-    export,
-    imports,
-    overhead,
-    place,
-    record,
-    run,
-    scenarios,
-    telemetry,
-    trace,
-    view,
-)
-from tierlab.cli.common import (
-    EXIT_INTERRUPTED,
-    ArgumentParser,
-    error_exit_code,
-    error_message,
-    print_error,
-)
+if TYPE_CHECKING:
+    from tierlab.cli.common import ArgumentParser
 
-SUBCOMMANDS = (
-    run,
-    scenarios,
-    export,
-    bench,
-    telemetry,
-    record,
-    view,
-    trace,
-    imports,
-    overhead,
-    coremap,
-    place,
-)
+# Everything past the standard library is imported inside `main`'s handlers: a Ctrl-C while
+# the modules load ends with "tierlab: interrupted", like one during a command.
+
+
+def subcommands() -> tuple:
+    """The subcommand modules, in the order `tierlab --help` lists them."""
+    from tierlab.cli import (
+        bench,
+        coremap,
+        export,
+        imports,
+        overhead,
+        place,
+        record,
+        run,
+        scenarios,
+        telemetry,
+        trace,
+        view,
+    )
+
+    return (
+        run,
+        scenarios,
+        export,
+        bench,
+        telemetry,
+        record,
+        view,
+        trace,
+        imports,
+        overhead,
+        coremap,
+        place,
+    )
 
 
 def build_parser() -> ArgumentParser:
     from tierlab import __version__
+    from tierlab.cli.common import ArgumentParser
 
     parser = ArgumentParser(
         prog="tierlab",
@@ -53,17 +57,18 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tierlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in SUBCOMMANDS:
+    for module in subcommands():
         module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except KeyboardInterrupt:
+        from tierlab.cli.common import EXIT_INTERRUPTED
+
         print("tierlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -72,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:
+        from tierlab.cli.common import error_exit_code, error_message, print_error
+
         code = error_exit_code(exc)
         if code is None:
             raise
