@@ -8,14 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Size of a base page (4 KiB).
-pub const PAGE_SHIFT: u32 = 12;
-/// Bytes in a base page.
-pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Shift of a 2 MiB huge page.
-pub const HUGE_SHIFT: u32 = 21;
-/// Bytes in a 2 MiB huge page.
-pub const HUGE_SIZE: u64 = 1 << HUGE_SHIFT;
+pub mod page;
+pub use page::{
+    bytes_of, page_addr, pages_for, vpn, PageSize, GIANT_SHIFT, GIANT_SIZE, HUGE_MASK, HUGE_SHIFT, HUGE_SIZE,
+    K64_SHIFT, K64_SIZE, PAGES_PER_HUGE, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
+};
 
 /// Kind of one memory access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
