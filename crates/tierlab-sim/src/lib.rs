@@ -2,9 +2,10 @@
 //!
 //! No OS or Python dependency. Layers that only call downward (the map is
 //! `docs/architecture.md`):
+//! - [`truth`]: exact per-page, per-window access counts (a store the hardware counts into,
+//!   read only by [`scoring`] through the driver);
 //! - [`hw`]: the hardware: cores, clocks, TLBs, page-table formats with Accessed/Dirty bits,
 //!   caches, the PMU, the cost model;
-//! - [`truth`]: exact per-page, per-window access counts (read only by [`scoring`]);
 //! - [`os`]: the OS: the address space, memory nodes, memory backends (flat NUMA nodes, a
 //!   hierarchical fast memory with page replacement), faults, migration, one TLB shootdown
 //!   implementation; [`os::Machine`] is hardware plus OS plus ground truth;
@@ -22,8 +23,9 @@ pub mod rng;
 pub mod stats;
 pub mod units;
 
-pub mod hw;
 pub mod truth;
+
+pub mod hw;
 
 pub mod os;
 

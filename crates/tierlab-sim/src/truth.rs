@@ -184,34 +184,6 @@ impl CountMap {
     }
 }
 
-/// The ground truth of a machine: the per-core coalescing caches and the window store.
-pub struct Truth {
-    /// The window store.
-    pub gt: GroundTruth,
-    coal: Vec<Coalescer>,
-}
-
-impl Truth {
-    /// Ground truth for `cores` cores.
-    pub fn new(cores: usize) -> Self {
-        Truth { gt: GroundTruth::default(), coal: (0..cores).map(|_| Coalescer::default()).collect() }
-    }
-
-    /// Count one access of `core` to base page `vpn`.
-    #[inline(always)]
-    pub fn count(&mut self, core: usize, vpn: u64) {
-        self.coal[core].count(vpn, &mut self.gt);
-    }
-
-    /// Flush the coalescing caches and close the window `[start_ns, end_ns)`.
-    pub fn close(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
-        for c in &mut self.coal {
-            c.flush(&mut self.gt);
-        }
-        self.gt.close(index, start_ns, end_ns)
-    }
-}
-
 /// One closed window of ground truth.
 #[derive(Clone, Debug, Default)]
 pub struct WindowTruth {

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 /// or of a lower one, and modules of one layer may not use each other in a cycle.
 const LAYERS: &[&[&str]] = &[
     &["error", "units", "rng", "stats", "params"],
-    &["hw"],
     &["truth"],
+    &["hw"],
     &["os"],
     &["workload"],
     &["agents"],

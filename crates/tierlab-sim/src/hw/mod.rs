@@ -25,6 +25,7 @@ pub mod tlb;
 pub mod tlb_sampler;
 
 use crate::error::Result;
+use crate::truth::{Coalescer, GroundTruth};
 use cost::{ps, CostConfig};
 use tierlab_core::{Access, PageSize};
 use tlb::{CoreTlb, TlbConfig, TlbHit};
@@ -98,6 +99,9 @@ pub struct Core {
     fast_l1: bool,
     /// Data cache model (off unless `machine.cache` is set).
     pub cache: cache::Cache,
+    /// The ground-truth tap: a small cache of this core's recent page counts, spilled into the
+    /// machine's ground truth (private: nothing but the machine's window close reads it).
+    truth: Box<Coalescer>,
 }
 
 impl Core {
@@ -233,6 +237,7 @@ impl Hardware {
                     hooks: h.cache.is_some(),
                     fast_l1: true,
                     cache: cache::Cache::new(h.cache),
+                    truth: Box::default(),
                 }
             })
             .collect();
@@ -277,11 +282,19 @@ impl Hardware {
         self.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0)
     }
 
-    /// Execute one access of `core`; `mmu` resolves TLB misses. The hot path of the simulator.
+    /// Execute one access of `core`, counting it in the ground truth `gt`; `mmu` resolves
+    /// TLB misses. The hot path of the simulator.
     #[inline(always)]
-    pub fn access<M: Mmu>(&mut self, core: usize, a: Access, mmu: &mut M) -> Result<()> {
+    pub fn access<M: Mmu>(
+        &mut self,
+        core: usize,
+        a: Access,
+        mmu: &mut M,
+        gt: &mut GroundTruth,
+    ) -> Result<()> {
         let write = a.is_write();
         let c = &mut self.cores[core];
+        c.truth.count(tierlab_core::vpn(a.addr), gt);
         c.c.accesses += 1;
         c.c.writes += write as u64;
         // The cache model (its state follows every access) and PEBS event counting:
@@ -476,6 +489,13 @@ impl Hardware {
         let c = &mut self.cores[core];
         c.tlb.flush();
         c.forget_last();
+    }
+
+    /// Spill every core's ground-truth tap into `gt` (before a window closes).
+    pub fn flush_truth(&mut self, gt: &mut GroundTruth) {
+        for c in &mut self.cores {
+            c.truth.flush(gt);
+        }
     }
 
     /// Sum of a per-core counter.

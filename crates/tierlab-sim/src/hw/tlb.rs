@@ -407,7 +407,7 @@ impl CoreTlb {
     }
 
     /// Look `va` up in L1 (every size), then L2.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, va: u64) -> TlbHit {
         if let Some(d) = self.l1_4k.lookup(va >> PAGE_SHIFT) {
             return TlbHit::L1 { data: d, size: PageSize::Base4K };
@@ -417,7 +417,7 @@ impl CoreTlb {
 
     /// [`CoreTlb::lookup`] for a caller that already looked `va` up in the L1 4 KiB array
     /// and missed (a miss changes nothing, so this is the same lookup without repeating it).
-    #[inline]
+    #[inline(always)]
     pub fn lookup_after_l1_4k_miss(&mut self, va: u64) -> TlbHit {
         if self.huge_cached {
             if let Some(d) = self.l1_2m.lookup(va >> HUGE_SHIFT) {
@@ -452,7 +452,7 @@ impl CoreTlb {
     }
 
     /// Fill after a walk.
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self, va: u64, size: PageSize, data: u8) {
         match size {
             PageSize::Base4K => {

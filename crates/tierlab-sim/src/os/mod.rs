@@ -24,7 +24,7 @@ use crate::hw::pagetable::{self, Level, PageTables};
 use crate::hw::tlb::TlbConfig;
 use crate::hw::{CoreCounters, Fill, Hardware, HardwareConfig, Mmu};
 use crate::stats::{Stats, StatsSource};
-use crate::truth::{GroundTruth, Truth, WindowTruth};
+use crate::truth::{GroundTruth, WindowTruth};
 use backend::{Backend, Env, MemoryBackend};
 use memory::{Memory, NodeConfig, Placement};
 use shootdown::{shootdown, Initiator, Inval};
@@ -359,7 +359,7 @@ pub struct Machine {
     /// The OS.
     pub os: Os,
     /// Exact per-window access counts: read only by scoring.
-    truth: Truth,
+    truth: GroundTruth,
 }
 
 impl Machine {
@@ -407,7 +407,7 @@ impl Machine {
                 default_page: cfg.page_size,
                 next_mmap: MMAP_BASE,
             },
-            truth: Truth::new(cfg.cores),
+            truth: GroundTruth::default(),
         }
     }
 
@@ -419,24 +419,24 @@ impl Machine {
     /// Execute one access of `core`. The hot path of the simulator.
     #[inline(always)]
     pub fn access(&mut self, core: usize, a: Access) -> Result<()> {
-        self.truth.count(core, tierlab_core::vpn(a.addr));
-        self.hw.access(core, a, &mut self.os)
+        self.hw.access(core, a, &mut self.os, &mut self.truth)
     }
 
     /// Close the ground-truth window `[start_ns, end_ns)` numbered `index` and return its
     /// exact counts (the driver's scoring is the only caller).
     pub fn close_window(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
+        self.hw.flush_truth(&mut self.truth);
         self.truth.close(index, start_ns, end_ns)
     }
 
     /// Accesses ground truth counted so far.
     pub fn ground_truth_accesses(&self) -> u64 {
-        self.truth.gt.total_accesses
+        self.truth.total_accesses
     }
 
     /// The ground-truth store (for its memory-layout knobs; scoring only).
     pub fn ground_truth_mut(&mut self) -> &mut GroundTruth {
-        &mut self.truth.gt
+        &mut self.truth
     }
 
     /// Start the memory backend after the workload's setup (the hierarchical backend sizes
