@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod page;
-
+pub mod plan;
 pub mod schema;
 
 pub use page::{
