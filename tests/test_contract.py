@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from tierlab import _native
 from tierlab import recording as rmod
+from tierlab.place.plan import PlanOptions, make_plan
 from tierlab.recording import Recording, RecordingError, RecordingWriter
 
 SPEC = _native.recording_schema()
@@ -98,3 +100,103 @@ def test_page_sizes_come_from_core() -> None:
         ("1GiB", 1 << 30, 30),
     ]
     assert _native.PAGE_SIZE == 4096
+
+
+# -- the placement rules ------------------------------------------------------------------------
+
+P = 4096
+
+
+def _u8(values) -> bytes:
+    return np.asarray(values, dtype="<u8").tobytes()
+
+
+def _decided(d: dict) -> tuple[list[int], list[int], dict]:
+    addr = np.frombuffer(d["addr"], dtype="<u8").tolist()
+    node = np.frombuffer(d["node"], dtype="<u4").tolist()
+    return addr, node, d["skipped"]
+
+
+def test_native_evidence_and_affinity() -> None:
+    # CPUs 0-1 on node 2, CPUs 2-3 on node 5: columns [2, 5]; CPU 9 on no node; -1: no CPU.
+    addr = [0x1008, 0x1010, 0x1020, 0x2000, 0x2040, 0x3000, 0x3000]
+    cpu = [0, 2, 3, 1, 2, 9, -1]
+    ev = _native.plan_evidence(
+        _u8(addr),
+        np.asarray(cpu, dtype="<i8").tobytes(),
+        _u8([1] * 7),
+        P,
+        {2: [0, 1], 5: [2, 3]},
+        [2, 5],
+    )
+    assert np.frombuffer(ev["pages"], dtype="<u8").tolist() == [0x1000, 0x2000, 0x3000]
+    assert np.frombuffer(ev["evidence"], dtype="<u8").reshape(3, 2).tolist() == [
+        [1, 2],
+        [1, 1],
+        [0, 0],
+    ]
+    assert np.frombuffer(ev["total"], dtype="<u8").tolist() == [3, 2, 2]
+    assert (ev["points_on_cpus_without_node"], ev["cpus_without_node"]) == (1, [9])
+    d = _native.plan_affinity(ev["pages"], ev["evidence"], [2, 5], P)
+    assert _decided(d) == ([0x1000, 0x2000], [5, 2], {})  # 0x2000: a tie, the lower node
+    d = _native.plan_affinity(ev["pages"], ev["evidence"], [2, 5], P, [5], 2)
+    assert _decided(d) == (
+        [0x1000],
+        [5],
+        {"no evidence from the allowed nodes": 1, "below --min-samples": 1},
+    )
+    with pytest.raises(ValueError, match="node 7 is not one of the evidence's nodes"):
+        _native.plan_affinity(ev["pages"], ev["evidence"], [2, 5], P, [7])
+    with pytest.raises(ValueError, match="CPU 1 is on both node 2 and node 5"):
+        _native.plan_evidence(_u8([0]), _u8([0]), _u8([1]), P, {2: [1], 5: [1]}, [2, 5])
+    with pytest.raises(ValueError, match="must be a power of two"):
+        _native.plan_affinity(ev["pages"], ev["evidence"], [2, 5], 3000)
+
+
+def test_native_hot_fast() -> None:
+    pages = _u8([0x1000, 0x2000, 0x3000, 0x4000])
+    total = _u8([4, 3, 2, 3])
+    d = _native.plan_hot_fast(pages, total, P, fast_node=1, fast_capacity=2 * P + 100)
+    assert _decided(d) == (
+        [0x1000, 0x2000],
+        [1, 1],
+        {"not among the hottest (no --slow-node)": 2},
+    )
+    d = _native.plan_hot_fast(pages, total, P, 1, 2 * P, slow_node=0, min_samples=4)
+    assert _decided(d) == ([0x1000, 0x2000, 0x3000, 0x4000], [1, 0, 0, 0], {})
+    d = _native.plan_hot_fast(b"", b"", P, 1, P)
+    assert _decided(d) == ([], [], {})
+
+
+def test_make_plan_decides_with_the_native_rule(tmp_path: Path) -> None:
+    """make_plan's targets are the native rule's on the plan's own evidence."""
+    rng = np.random.default_rng(7)
+    n = 500
+    base = 0x10000000
+    with RecordingWriter(tmp_path / "r", machine={"page_size": P}) as w:
+        w.append_mappings(
+            time_ns=[0], event=["map"], start=[base], length=[64 * P], name=["[anon]"]
+        )
+        w.append_samples(
+            time_ns=np.arange(n) + 1,
+            tid=np.ones(n),
+            cpu=rng.integers(0, 4, n),
+            addr=base + rng.integers(0, 64 * P, n),
+            ip=np.zeros(n),
+            weight=rng.integers(0, 50, n),
+            data_src=np.zeros(n),
+            event=["page-faults"] * n,
+            drain=np.zeros(n),
+        )
+    rec = Recording.open(tmp_path / "r")
+    cpu_nodes = {0: [0, 1], 1: [2, 3]}
+    for min_samples in (1, 3, 6):
+        plan = make_plan(rec, PlanOptions(cpu_nodes=cpu_nodes, min_samples=min_samples))
+        # Every page of the plan: its evidence's best node (ties: the lower), at least
+        # min_samples of it; every sampled page left out has less.
+        ev = plan.evidence
+        assert (ev.sum(axis=1) >= min_samples).all()
+        assert plan.target.tolist() == [plan.nodes[i] for i in np.argmax(ev, axis=1)]
+        skipped = plan.summary["skipped_pages"].get("below --min-samples", 0)
+        sampled = len(np.unique(rec.samples()["addr"].to_numpy() // P))
+        assert len(plan) + skipped == sampled

@@ -10,6 +10,7 @@
 #![allow(clippy::useless_conversion)]
 
 mod live;
+mod plan;
 mod schema;
 
 use std::sync::Arc;
@@ -410,6 +411,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     live::register(m)?;
+    plan::register(m)?;
     schema::register(m)?;
     Ok(())
 }
