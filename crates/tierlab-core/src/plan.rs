@@ -1,5 +1,7 @@
-//! Page placement decisions from per-page evidence: the one implementation of the rules the
-//! simulator's `profile-guided` placement and `tierlab place plan` share.
+//! Page placement decisions from per-page evidence: the rules of `tierlab place plan` (through
+//! the binding) and of the simulator's `profile-guided` placement, in one place. (The
+//! simulator still computes the affinity rule in its own `affinities()`, checked equal to
+//! [`affinity`] by a test here, until it calls this module.)
 //!
 //! **Evidence** is what was observed of a page: per node, the samples (or the summed latency
 //! weight of the samples) taken by that node's CPUs, and a total over every sample of the page
