@@ -39,7 +39,8 @@
 //! assert_eq!(hot.targets.iter().map(|t| t.node).collect::<Vec<_>>(), [1, 1, 0]);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::page::page_base;
 
@@ -242,21 +243,58 @@ where
 
 /// Per-page evidence accumulated from samples: for every page with a sample, its bytes, the
 /// evidence per node (column) and the total (which includes samples on no node).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Evidence {
     nodes: usize,
-    /// Page address -> row.
-    index: BTreeMap<u64, usize>,
+    /// Page address -> row; built on the first [`Evidence::add`] (evidence made by
+    /// [`aggregate`] has none until then).
+    index: Option<HashMap<u64, usize, BuildHasherDefault<PageHasher>>>,
+    /// The rows are in address order.
+    sorted: bool,
+    addrs: Vec<u64>,
     bytes: Vec<u64>,
     /// Row-major, `nodes` per row.
     counts: Vec<u64>,
     totals: Vec<u64>,
 }
 
+/// Hash of page addresses (whose low bits are zero): the splitmix64 finalizer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = self.0.rotate_left(32) ^ x;
+    }
+
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl PartialEq for Evidence {
+    /// The same pages with the same bytes, evidence and totals (whatever the order of the
+    /// samples that built them).
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes == other.nodes && self.pages().eq(other.pages()) && self.totals().eq(other.totals())
+    }
+}
+
+impl Eq for Evidence {}
+
 impl Evidence {
     /// Empty evidence over `nodes` node columns.
     pub fn new(nodes: usize) -> Self {
-        Evidence { nodes, ..Evidence::default() }
+        Evidence { nodes, sorted: true, ..Evidence::default() }
     }
 
     /// Node columns.
@@ -271,7 +309,11 @@ impl Evidence {
     /// Panics if `node` is not below [`Evidence::nodes`].
     pub fn add(&mut self, addr: u64, page_bytes: u64, node: Option<u32>, weight: u64) {
         let page = page_base(addr, page_bytes);
-        let row = *self.index.entry(page).or_insert_with(|| {
+        let addrs = &self.addrs;
+        let index = self.index.get_or_insert_with(|| addrs.iter().copied().zip(0..).collect());
+        let row = *index.entry(page).or_insert_with(|| {
+            self.sorted &= self.addrs.last().is_none_or(|&last| last < page);
+            self.addrs.push(page);
             self.bytes.push(page_bytes);
             self.counts.extend(std::iter::repeat_n(0, self.nodes));
             self.totals.push(0);
@@ -288,23 +330,34 @@ impl Evidence {
 
     /// Pages with evidence.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.addrs.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.addrs.is_empty()
+    }
+
+    /// Rows in address order.
+    fn order(&self) -> Vec<usize> {
+        if self.sorted {
+            return (0..self.addrs.len()).collect();
+        }
+        let mut by_addr: Vec<(u64, usize)> = self.addrs.iter().copied().zip(0..).collect();
+        by_addr.sort_unstable();
+        by_addr.into_iter().map(|(_, r)| r).collect()
     }
 
     /// `(page address, page bytes, evidence per node)` by address: the input of [`affinity`].
     pub fn pages(&self) -> impl Iterator<Item = (u64, u64, &[u64])> + '_ {
-        self.index
-            .iter()
-            .map(|(&a, &r)| (a, self.bytes[r], &self.counts[r * self.nodes..(r + 1) * self.nodes]))
+        let n = self.nodes;
+        self.order()
+            .into_iter()
+            .map(move |r| (self.addrs[r], self.bytes[r], &self.counts[r * n..(r + 1) * n]))
     }
 
     /// `(page address, page bytes, total evidence)` by address: the input of [`hot_fast`].
     pub fn totals(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.index.iter().map(|(&a, &r)| (a, self.bytes[r], self.totals[r]))
+        self.order().into_iter().map(|r| (self.addrs[r], self.bytes[r], self.totals[r]))
     }
 
     /// The affinity rule on this evidence.
@@ -337,20 +390,46 @@ pub fn aggregate<I>(samples: I, cpu_node: &[Option<u32>], nodes: usize, page_byt
 where
     I: IntoIterator<Item = (u64, Option<u32>, u64)>,
 {
-    let mut out = Aggregated { evidence: Evidence::new(nodes), ..Aggregated::default() };
-    for (addr, cpu, weight) in samples {
-        let node = match cpu {
-            None => None,
-            Some(c) => {
-                let node = cpu_node.get(c as usize).copied().flatten();
-                if node.is_none() {
-                    out.points_on_cpus_without_node += 1;
-                    out.cpus_without_node.insert(c);
+    const NO_NODE: u32 = u32::MAX;
+    let mut out = Aggregated::default();
+    // Sort the samples by page, then sum each run: much faster than a map lookup per sample
+    // when there are millions of them (sums saturate, so the order does not matter).
+    let mut points: Vec<(u64, u32, u64)> = samples
+        .into_iter()
+        .map(|(addr, cpu, weight)| {
+            let node = match cpu {
+                None => None,
+                Some(c) => {
+                    let node = cpu_node.get(c as usize).copied().flatten();
+                    if node.is_none() {
+                        out.points_on_cpus_without_node += 1;
+                        out.cpus_without_node.insert(c);
+                    }
+                    node
                 }
-                node
+            };
+            if let Some(n) = node {
+                assert!((n as usize) < nodes, "node column {n} of {nodes} columns");
             }
-        };
-        out.evidence.add(addr, page_bytes, node, weight);
+            (page_base(addr, page_bytes), node.unwrap_or(NO_NODE), weight)
+        })
+        .collect();
+    points.sort_unstable_by_key(|p| p.0);
+    let ev = &mut out.evidence;
+    *ev = Evidence::new(nodes);
+    for (page, node, weight) in points {
+        if ev.addrs.last() != Some(&page) {
+            ev.addrs.push(page);
+            ev.bytes.push(page_bytes);
+            ev.counts.extend(std::iter::repeat_n(0, nodes));
+            ev.totals.push(0);
+        }
+        let row = ev.addrs.len() - 1;
+        if node != NO_NODE {
+            let c = &mut ev.counts[row * nodes + node as usize];
+            *c = c.saturating_add(weight);
+        }
+        ev.totals[row] = ev.totals[row].saturating_add(weight);
     }
     out
 }
@@ -358,6 +437,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     const P: u64 = 4096;
 
@@ -531,6 +611,49 @@ mod tests {
         );
         let hot = ev.hot_fast(&rule(P, None, 1));
         assert_eq!(nodes(&hot.targets), vec![(0x1000, 1)]);
+    }
+
+    #[test]
+    fn aggregate_equals_adding_one_by_one_and_add_continues_it() {
+        let cpu_node = [Some(1), None, Some(0)];
+        let mut x: u64 = 7;
+        let samples: Vec<(u64, Option<u32>, u64)> = (0..2000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let cpu = match (x >> 20) % 5 {
+                    4 => None,
+                    c => Some(c as u32),
+                };
+                ((x >> 33) % (64 * P), cpu, (x >> 10) % 4)
+            })
+            .collect();
+        let mut a = aggregate(samples.iter().copied(), &cpu_node, 2, P);
+        let mut b = Evidence::new(2);
+        for &(addr, cpu, w) in &samples {
+            b.add(addr, P, cpu.and_then(|c| cpu_node.get(c as usize).copied().flatten()), w);
+        }
+        assert_eq!(a.evidence, b);
+        assert!(a.evidence.len() > 50);
+        // Adding to aggregated evidence: its index is built then.
+        a.evidence.add(0x10_0000, P, Some(1), 3);
+        b.add(0x10_0000, P, Some(1), 3);
+        a.evidence.add(0, P, Some(0), 1);
+        b.add(0, P, Some(0), 1);
+        assert_eq!(a.evidence, b);
+        assert_eq!(a.evidence.pages().next().unwrap().0, 0);
+    }
+
+    #[test]
+    fn evidence_does_not_depend_on_sample_order() {
+        let samples = [(0x5000, Some(1), 2), (0x1000, Some(0), 1), (0x5008, None, 4), (0x3000, Some(1), 1)];
+        let mut a = Evidence::new(2);
+        let mut b = Evidence::new(2);
+        samples.iter().for_each(|&(addr, n, w)| a.add(addr, P, n, w));
+        samples.iter().rev().for_each(|&(addr, n, w)| b.add(addr, P, n, w));
+        assert_eq!(a, b);
+        assert_eq!(a.pages().map(|p| p.0).collect::<Vec<_>>(), vec![0x1000, 0x3000, 0x5000]);
+        b.add(0x9000, P, None, 1);
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -105,9 +105,15 @@ fn plan_evidence<'py>(
         plan::aggregate(samples, &cpu_node, ncols, page_size)
     });
     let ev = &agg.evidence;
+    let (mut pages, mut counts) =
+        (Vec::with_capacity(ev.len() * 8), Vec::with_capacity(ev.len() * ncols * 8));
+    for (a, _, c) in ev.pages() {
+        pages.extend_from_slice(&a.to_le_bytes());
+        c.iter().for_each(|x| counts.extend_from_slice(&x.to_le_bytes()));
+    }
     let d = PyDict::new_bound(py);
-    d.set_item("pages", encode(py, ev.pages().map(|(a, _, _)| a), u64::to_le_bytes))?;
-    d.set_item("evidence", encode(py, ev.pages().flat_map(|(_, _, c)| c.iter().copied()), u64::to_le_bytes))?;
+    d.set_item("pages", PyBytes::new_bound(py, &pages))?;
+    d.set_item("evidence", PyBytes::new_bound(py, &counts))?;
     d.set_item("total", encode(py, ev.totals().map(|(_, _, t)| t), u64::to_le_bytes))?;
     d.set_item("points_on_cpus_without_node", agg.points_on_cpus_without_node)?;
     d.set_item("cpus_without_node", agg.cpus_without_node.iter().copied().collect::<Vec<u32>>())?;
