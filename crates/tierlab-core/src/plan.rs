@@ -23,9 +23,10 @@
 //!   below `min_samples` are never promoted.
 //!
 //! Both take plain iterators, return their targets in address order, and count what they left
-//! out and why. [`Evidence`] accumulates samples into per-page evidence (the aggregation step
-//! both callers share): [`Evidence::add`] for one sample, [`aggregate`] for samples with a
-//! CPU -> node map.
+//! out and why. [`Evidence`] accumulates samples into per-page evidence (the aggregation step,
+//! with the semantics of both callers: a sample adds its weight to its page's node column and
+//! total): [`Evidence::add`] for one sample (the simulator's way: its page size comes from the
+//! sample's mapping), [`aggregate`] for many samples with a CPU -> node map (`place plan`).
 //!
 //! ```
 //! use tierlab_core::plan::{affinity, hot_fast, AffinityRule, HotFastRule, Target};
@@ -260,7 +261,7 @@ pub struct Evidence {
 
 /// Hash of page addresses (whose low bits are zero): the splitmix64 finalizer.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PageHasher(u64);
+struct PageHasher(u64);
 
 impl Hasher for PageHasher {
     fn write(&mut self, bytes: &[u8]) {
