@@ -82,7 +82,8 @@ struct Kept {
     exact: bool,
 }
 
-/// The mapping history builder. Feed it records and snapshots; take [`Tracker::events`].
+/// The mapping history builder. Feed it records and snapshots; take its rows with
+/// [`Tracker::take_events`].
 #[derive(Debug, Default)]
 pub struct Tracker {
     min_len: u64,
