@@ -200,3 +200,27 @@ def test_make_plan_decides_with_the_native_rule(tmp_path: Path) -> None:
         skipped = plan.summary["skipped_pages"].get("below --min-samples", 0)
         sampled = len(np.unique(rec.samples()["addr"].to_numpy() // P))
         assert len(plan) + skipped == sampled
+
+
+def test_live_recorder_batches_carry_the_schema_columns() -> None:
+    """The live recorder's batches (core's Sample and Drain rows, as columns) carry the
+    native schema's columns; `event` is added by the writer (one event per recording)."""
+    try:
+        rec = _native.LiveRecorder.launch(["sh", "-c", "exit 0"], backend="page-faults")
+    except _native.LiveError as e:
+        pytest.skip(f"perf_event_open is not allowed here: {e}")
+    batches = []
+    try:
+        while rec.exit is None:
+            batches.append(rec.poll(50))
+        batches.append(rec.finish())
+    finally:
+        rec.close()
+    samples = [n for n, _ in _native_columns("samples")]
+    for b in batches:
+        assert sorted(b["samples"]) == sorted(c for c in samples if c != "event")
+        assert sorted(b["drains"]) == sorted(n for n, _ in _native_columns("drains"))
+        for m in b["mappings"]:
+            assert len(m) == len(_native_columns("mappings"))
+            assert m[1] in rmod.MAPPING_EVENTS
+    assert sum(len(b["samples"]["addr"]) for b in batches) > 0

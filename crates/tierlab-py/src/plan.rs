@@ -6,7 +6,7 @@
 //! numbers on the Python side; the evidence's columns are `nodes` in the given (ascending)
 //! order, so "ties to the lowest column" is "ties to the lowest node number".
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -66,7 +66,7 @@ fn plan_evidence<'py>(
     cpu: &[u8],
     weight: &[u8],
     page_size: u64,
-    cpu_nodes: HashMap<u32, Vec<u32>>,
+    cpu_nodes: BTreeMap<u32, Vec<u32>>,
     nodes: Vec<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     check_page_size(page_size)?;
