@@ -10,6 +10,8 @@
 #![allow(clippy::useless_conversion)]
 
 mod live;
+mod plan;
+mod schema;
 
 use std::sync::Arc;
 
@@ -426,5 +428,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     live::register(m)?;
+    plan::register(m)?;
+    schema::register(m)?;
     Ok(())
 }

@@ -287,7 +287,7 @@ fn pspt_invalidates_only_the_core_map() {
 
 #[test]
 fn knights_corner_64k_pages() {
-    let mut m = hmem_machine(1, PageTableKind::Pspt, PageSize::Kc64K, 4, true);
+    let mut m = hmem_machine(1, PageTableKind::Pspt, PageSize::Knc64K, 4, true);
     let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
     start(&mut m, "fifo");
     m.access(0, Access::write(a + 5 * 4096 + 100)).unwrap();

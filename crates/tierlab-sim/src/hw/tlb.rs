@@ -6,7 +6,7 @@
 //! entry sets the PTE's Dirty bit as hardware does.
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::{PageSize, HUGE_SHIFT, HUGE_SIZE, K64_SHIFT, K64_SIZE, PAGE_SHIFT, PAGE_SIZE};
+use tierlab_core::{PageSize, HUGE_SHIFT, HUGE_SIZE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_SHIFT, PAGE_SIZE};
 
 /// Geometry of one core's TLBs. Defaults: a recent x86 core (L1 dTLB 64 entries 4-way for
 /// 4 KiB, 32 entries 4-way for 2 MiB, 1536-entry 12-way STLB; see docs/engine.md, from
@@ -425,8 +425,8 @@ impl CoreTlb {
             }
         }
         if self.k64_cached {
-            if let Some(d) = self.l1_64k.lookup(va >> K64_SHIFT) {
-                return TlbHit::L1 { data: d, size: PageSize::Kc64K };
+            if let Some(d) = self.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
+                return TlbHit::L1 { data: d, size: PageSize::Knc64K };
             }
         }
         if self.l2.is_disabled() {
@@ -443,9 +443,9 @@ impl CoreTlb {
             }
         }
         if self.k64_cached {
-            if let Some(d) = self.l2.lookup((va >> K64_SHIFT) | L2_64K) {
-                self.l1_64k.insert(va >> K64_SHIFT, d);
-                return TlbHit::L2 { data: d, size: PageSize::Kc64K };
+            if let Some(d) = self.l2.lookup((va >> PAGE_64K_SHIFT) | L2_64K) {
+                self.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Knc64K };
             }
         }
         TlbHit::Miss
@@ -464,12 +464,12 @@ impl CoreTlb {
                 self.l1_2m.insert(va >> HUGE_SHIFT, data);
                 self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data);
             }
-            PageSize::Kc64K => {
+            PageSize::Knc64K => {
                 self.k64_cached = true;
-                self.l1_64k.insert(va >> K64_SHIFT, data);
-                self.l2.insert((va >> K64_SHIFT) | L2_64K, data);
+                self.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
+                self.l2.insert((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
-            PageSize::Giant1G => {
+            PageSize::Huge1G => {
                 // No 1 GiB arrays are modelled yet: cache it as the 2 MiB page holding `va`.
                 self.huge_cached = true;
                 self.l1_2m.insert(va >> HUGE_SHIFT, data);
@@ -485,13 +485,13 @@ impl CoreTlb {
                 self.l1_4k.update(va >> PAGE_SHIFT, data);
                 self.l2.update(va >> PAGE_SHIFT, data);
             }
-            PageSize::Huge2M | PageSize::Giant1G => {
+            PageSize::Huge2M | PageSize::Huge1G => {
                 self.l1_2m.update(va >> HUGE_SHIFT, data);
                 self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data);
             }
-            PageSize::Kc64K => {
-                self.l1_64k.update(va >> K64_SHIFT, data);
-                self.l2.update((va >> K64_SHIFT) | L2_64K, data);
+            PageSize::Knc64K => {
+                self.l1_64k.update(va >> PAGE_64K_SHIFT, data);
+                self.l2.update((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
         }
     }
@@ -500,10 +500,10 @@ impl CoreTlb {
     pub fn caches(&self, va: u64) -> bool {
         self.l1_4k.contains(va >> PAGE_SHIFT)
             || self.l1_2m.contains(va >> HUGE_SHIFT)
-            || (self.k64_cached && self.l1_64k.contains(va >> K64_SHIFT))
+            || (self.k64_cached && self.l1_64k.contains(va >> PAGE_64K_SHIFT))
             || self.l2.contains(va >> PAGE_SHIFT)
             || self.l2.contains((va >> HUGE_SHIFT) | L2_HUGE)
-            || self.l2.contains((va >> K64_SHIFT) | L2_64K)
+            || self.l2.contains((va >> PAGE_64K_SHIFT) | L2_64K)
     }
 
     /// INVLPG: drop the translation of the page containing `va` (any size).
@@ -514,8 +514,8 @@ impl CoreTlb {
         self.l2.invalidate(va >> PAGE_SHIFT);
         self.l2.invalidate((va >> HUGE_SHIFT) | L2_HUGE);
         if self.k64_cached {
-            self.l1_64k.invalidate(va >> K64_SHIFT);
-            self.l2.invalidate((va >> K64_SHIFT) | L2_64K);
+            self.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
+            self.l2.invalidate((va >> PAGE_64K_SHIFT) | L2_64K);
         }
     }
 
@@ -527,8 +527,9 @@ impl CoreTlb {
         self.l2.invalidate_range(start >> PAGE_SHIFT, end.div_ceil(PAGE_SIZE));
         self.l2.invalidate_range((start >> HUGE_SHIFT) | L2_HUGE, end.div_ceil(HUGE_SIZE) | L2_HUGE);
         if self.k64_cached {
-            self.l1_64k.invalidate_range(start >> K64_SHIFT, end.div_ceil(K64_SIZE));
-            self.l2.invalidate_range((start >> K64_SHIFT) | L2_64K, end.div_ceil(K64_SIZE) | L2_64K);
+            self.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
+            self.l2
+                .invalidate_range((start >> PAGE_64K_SHIFT) | L2_64K, end.div_ceil(PAGE_64K_SIZE) | L2_64K);
         }
     }
 

@@ -368,7 +368,7 @@ impl Machine {
         let lat = cfg.latency_matrix();
         let mem = Memory::new(&cfg.nodes, &lat, cfg.cores, cfg.placement);
         let l1_64k = match &cfg.hmem {
-            Some(h) if h.page_size == PageSize::Kc64K => (h.l1_64k_entries, h.l1_64k_ways),
+            Some(h) if h.page_size == PageSize::Knc64K => (h.l1_64k_entries, h.l1_64k_ways),
             _ => (0, 0),
         };
         let mut hw = Hardware::new(&HardwareConfig {

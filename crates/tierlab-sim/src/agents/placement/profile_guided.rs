@@ -66,6 +66,7 @@ use crate::hw::tlb_sampler::TlbMissSampler;
 use crate::os::memory::Placement;
 use crate::stats::Stats;
 use crate::units::Duration;
+use tierlab_core::plan::{affinity, AffinityRule};
 
 /// When pages are placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,16 +360,15 @@ impl ProfileGuided {
     }
 
     /// Each profiled page's affinity: (page address, page bytes, node), by address.
+    /// The placement rule is `tierlab_core::plan::affinity`, the code `tierlab place plan`
+    /// runs on a recording: most samples wins, ties to the lower node, pages with fewer than
+    /// `min_samples` samples left out.
     fn affinities(&self) -> Vec<(u64, u64, u8)> {
-        self.counts
+        let rule = AffinityRule { allowed: None, min_samples: u64::from(self.p.min_samples) };
+        affinity(self.counts.iter().map(|(&va, (len, c))| (va, *len, c.as_slice())), &rule)
+            .targets
             .iter()
-            .filter(|(_, (_, c))| c.iter().sum::<u32>() >= self.p.min_samples)
-            .map(|(&va, (len, c))| {
-                // Most samples wins; ties go to the lower node id (deterministic).
-                let best =
-                    c.iter().enumerate().max_by_key(|&(i, &n)| (n, std::cmp::Reverse(i))).map(|(i, _)| i);
-                (va, *len, best.unwrap_or(0) as u8)
-            })
+            .map(|t| (t.addr, t.bytes, t.node as u8))
             .collect()
     }
 

@@ -225,7 +225,7 @@ impl HmemConfig {
             }
             _ => {}
         }
-        if self.page_size == PageSize::Giant1G {
+        if self.page_size == PageSize::Huge1G {
             return e(
                 "page_size",
                 "the hierarchical mode supports \"4KiB\", \"64KiB\" and \"2MiB\" pages".into(),
@@ -620,7 +620,7 @@ impl State {
         };
         let off = addr - s;
         let sub =
-            if self.size == PageSize::Kc64K { ((off >> tierlab_core::PAGE_SHIFT) & 15) as u32 } else { 0 };
+            if self.size == PageSize::Knc64K { ((off >> tierlab_core::PAGE_SHIFT) & 15) as u32 } else { 0 };
         Some((first + (off >> self.shift) as PageId, sub))
     }
 
@@ -732,7 +732,7 @@ fn cpumask(mm: &[bool]) -> u64 {
 impl Frames for Ctx<'_> {
     fn test_and_clear_young(&mut self, id: PageId) -> u32 {
         let i = id as usize;
-        let per = if self.h.size == PageSize::Kc64K { 16 } else { 1 };
+        let per = if self.h.size == PageSize::Knc64K { 16 } else { 1 };
         let (ptes, young, holders) = match self.h.pt {
             PageTableKind::Pspt => {
                 let cm = self.h.pages.cmap[i];
