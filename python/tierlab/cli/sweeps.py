@@ -1,0 +1,92 @@
+"""What the sweep commands share (``tierlab run`` on a scenario with sweep points,
+``tierlab telemetry``): their options, the executor they ask for, and running a sweep of
+any kind through the one engine with its progress, outputs and messages."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SIMULATION,
+    EXIT_USAGE,
+    stdout_console,
+)
+from tierlab.sweep.executor import Executor, LocalExecutor
+from tierlab.sweep.kinds import SweepKind
+from tierlab.sweep.point import PointError
+
+
+def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = 1) -> None:
+    """``--points``, ``--jobs`` and ``--no-progress``."""
+    parser.add_argument(
+        "--points",
+        metavar="GLOB",
+        help="with sweep points: run only the points whose label matches (e.g. 'bt/*/cmcp')",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=jobs,
+        metavar="N",
+        help=f"run N points at a time in worker processes (default {jobs})",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never show progress")
+
+
+def make_executor(args: argparse.Namespace) -> Executor:
+    """The executor the command line asks for."""
+    return LocalExecutor(max(1, args.jobs))
+
+
+def exit_code(error: PointError) -> int:
+    """An invalid scenario or override is a usage error; anything else a failed run."""
+    return EXIT_USAGE if error.kind == "scenario" else EXIT_SIMULATION
+
+
+def run_sweep_command(
+    args: argparse.Namespace, kind: SweepKind[Any], title: str | None = None
+) -> int:
+    """Run the sweep of ``args.scenario`` as ``kind``: progress on stderr, the report as a
+    table (or ``--json``), files into ``--out``; one line per failed point, naming it; exit
+    status 130 when interrupted (the points done are kept), non-zero when a point failed."""
+    from tierlab.sweep.api import run_kind
+    from tierlab.sweep.progress import RichSweepProgress
+
+    err = Console(stderr=True)
+    show = not args.no_progress and sys.stderr.isatty()
+    outcome = run_kind(
+        args.scenario,
+        kind,
+        seed=args.seed,
+        set=args.overrides,
+        only=args.points,
+        executor=make_executor(args),
+        progress=RichSweepProgress(err) if show else None,
+    )
+    run, report = outcome.run, outcome.report
+    if args.points and not outcome.plan.points:
+        args.parser.error(f"--points {args.points!r} matches no sweep point")
+    written = kind.write(report, args.out) if args.out is not None else []
+    if args.json:
+        sys.stdout.write(json.dumps(kind.to_json(report), indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        out = stdout_console()
+        kind.render(report, out, title or str(args.scenario))
+        if written:
+            out.print(f"wrote {len(written)} files to {args.out}", highlight=False)
+    for error in run.failures:
+        print(f"tierlab: {error}", file=sys.stderr)
+    if run.interrupted:
+        err.print("tierlab: interrupted; kept the points done", highlight=False)
+        return EXIT_INTERRUPTED
+    if run.failures:
+        return max(exit_code(e) for e in run.failures)
+    return EXIT_OK

@@ -1,0 +1,98 @@
+"""Executors: where the points of a sweep run.
+
+An :class:`Executor` runs a function over a list of items and yields ``(index, value)`` as
+each finishes, in any order; closing the iterator (or an exception in it, such as Ctrl-C)
+cancels what has not finished. The function must not raise for an item that fails (the
+sweep's worker returns its errors as values), and items and values must pickle.
+:class:`LocalExecutor` runs on this machine: in this process for one job, in a pool of
+worker processes otherwise. ``tierlab.sweep.ray_executor.RayExecutor`` runs on a Ray
+cluster.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(ABC):
+    """Runs a function over items, yielding results as they finish (see the module docs)."""
+
+    #: A short name for messages (``local``, ``ray``).
+    name: str = "executor"
+
+    @property
+    @abstractmethod
+    def slots(self) -> int:
+        """How many items run at once (for progress and ETA)."""
+
+    @abstractmethod
+    def imap(
+        self, fn: Callable[[T], R], items: Sequence[T]
+    ) -> Generator[tuple[int, R], None, None]:
+        """``(index, fn(items[index]))`` for every item, in the order they finish."""
+
+    def describe(self) -> str:
+        return f"{self.name}, {self.slots} at a time"
+
+
+def _ignore_sigint() -> None:
+    # A Ctrl-C in the terminal reaches the whole process group: the parent stops the
+    # sweep and ends the workers itself, so they must not die on it with a traceback each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class LocalExecutor(Executor):
+    """This machine: ``jobs`` = 1 runs in this process; more run in a pool of that many
+    worker processes (forked on Linux, so they start at once and share the loaded
+    extension; spawned elsewhere)."""
+
+    name = "local"
+
+    def __init__(self, jobs: int = 1) -> None:
+        self.jobs = max(1, int(jobs))
+
+    @property
+    def slots(self) -> int:
+        return self.jobs
+
+    def imap(
+        self, fn: Callable[[T], R], items: Sequence[T]
+    ) -> Generator[tuple[int, R], None, None]:
+        if self.jobs == 1 or len(items) <= 1:
+            for i, item in enumerate(items):
+                yield i, fn(item)
+            return
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.jobs, len(items)),
+            mp_context=multiprocessing.get_context(method),
+            initializer=_ignore_sigint,
+        )
+        futures: dict[Future[R], int] = {}
+        pending: set[Future[R]] = set()
+        try:
+            for i, item in enumerate(items):
+                futures[pool.submit(fn, item)] = i
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(finished, key=futures.__getitem__):
+                    yield futures[f], f.result()
+        finally:
+            if pending:
+                for f in pending:
+                    f.cancel()
+                # Running points are abandoned: end their processes rather than wait.
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    if proc.is_alive():
+                        proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
