@@ -278,3 +278,73 @@ def test_registry_names_a_kind_per_sweep_name() -> None:
     assert kinds.for_sweep("footprints").name == "records"  # no kind of its own
     for name in kinds.names():
         assert kinds.get(name).name == name
+
+
+# -- stored results: reuse, --fresh, a killed sweep --------------------------------------------
+
+#: Six points of about half a second each.
+SIX = """
+name = "six"
+duration = "600ms"
+window = "100ms"
+[workload]
+kind = "uniform"
+footprint = "8MiB"
+""" + "".join(f'[[sweep]]\nlabel = "s{i}"\nset = ["seed = {i}"]\n' for i in range(1, 7))
+
+
+def test_cache_reuses_finished_points(engine_calls: list[str], plain: Path, tmp_path: Path) -> None:
+    from tierlab.sweep import kinds
+    from tierlab.sweep.api import run_kind
+
+    cache = tmp_path / "points"
+    first = run_kind(plain, kinds.get("records"), cache_dir=cache)
+    assert engine_calls == ["small", "big"] and first.run.reused == 0
+    assert len(list(cache.glob("*.json"))) == 2
+    engine_calls.clear()
+    again = run_kind(plain, kinds.get("records"), cache_dir=cache)
+    assert engine_calls == [] and again.run.reused == 2
+    assert [r.to_json() for r in again.report.records] == [
+        r.to_json() for r in first.report.records
+    ]
+    # Another seed is another point; --fresh recomputes.
+    run_kind(plain, kinds.get("records"), cache_dir=cache, seed=9, only="big")
+    assert engine_calls == ["big"]
+    engine_calls.clear()
+    fresh = run_kind(plain, kinds.get("records"), cache_dir=cache, fresh=True)
+    assert engine_calls == ["small", "big"] and fresh.run.reused == 0
+
+
+def test_killed_sweep_resumes_with_the_missing_points(tmp_path: Path) -> None:
+    spec = tmp_path / "six.toml"
+    spec.write_text(SIX)
+    out = tmp_path / "out"
+    points = out / "points"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tierlab", "run", str(spec), "--json", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(points.glob("*.json"))) < 2:
+            assert proc.poll() is None, "the sweep ended before it was killed"
+            assert time.monotonic() < deadline, "no point finished in time"
+            time.sleep(0.02)
+        proc.kill()  # SIGKILL: no chance to clean up
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stored = len(list(points.glob("*.json")))
+    assert 2 <= stored < 6, stored
+    res = tierlab("run", spec, "--json", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert f"reused {stored} of 6 points" in res.stderr, res.stderr
+    recs = res.json()
+    assert [r["label"] for r in recs] == [f"s{i}" for i in range(1, 7)]
+    assert len(list(points.glob("*.json"))) == 6
+    # The same records as a sweep computed from scratch.
+    fresh = tierlab("run", spec, "--json", "--out", out, "--fresh")
+    assert fresh.returncode == 0 and "reused" not in fresh.stderr, fresh.stderr
+    assert fresh.stdout == res.stdout

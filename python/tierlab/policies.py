@@ -333,7 +333,8 @@ def run_sweep(
     """Run every sweep point of ``scenario`` (or those matching ``only``) and return their
     records. ``set`` overrides apply after each point's own. ``jobs`` > 1 runs points in
     parallel processes (or pass an ``executor``). Ctrl-C stops and keeps the points done
-    (``interrupted``); points that failed are in ``failures``. ``on_done(k, total, label,
+    (``interrupted``); a point that failed raises its :class:`~tierlab.sweep.PointError`
+    once the others ran. ``on_done(k, total, label,
     wall_seconds)`` is called as points finish."""
     from tierlab.sweep.api import run_kind
 
@@ -348,6 +349,7 @@ def run_sweep(
         progress=progress,
         on_done=on_done,
     )
+    outcome.raise_failures()
     return outcome.report
 
 

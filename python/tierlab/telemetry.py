@@ -362,7 +362,7 @@ def compare(
     kind = TelemetryKind(techniques, baseline=baseline, keep_samples=keep_samples)
     if progress is None and on_done is not None:
         progress = _TechniqueDone(on_done)
-    return run_kind(
+    outcome = run_kind(
         str(scenario),
         kind,
         seed=seed,
@@ -371,7 +371,9 @@ def compare(
         jobs=jobs,
         executor=executor,
         progress=progress,
-    ).report
+    )
+    outcome.raise_failures()
+    return outcome.report
 
 
 def write_sample_recordings(cmp: Comparison, out_dir: str | Path, view: bool = True) -> list[str]:

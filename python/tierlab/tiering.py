@@ -185,7 +185,7 @@ def run_tiering_sweep(
     """Run the sweep points of a tiering scenario (or those whose label matches ``only``)."""
     from tierlab.sweep.api import run_kind
 
-    return run_kind(
+    outcome = run_kind(
         scenario,
         TieringKind(),
         seed=seed,
@@ -195,7 +195,9 @@ def run_tiering_sweep(
         executor=executor,
         progress=progress,
         on_done=on_done,
-    ).report
+    )
+    outcome.raise_failures()
+    return outcome.report
 
 
 def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:

@@ -24,7 +24,8 @@ from tierlab.sweep.point import PointError
 
 
 def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = 1) -> None:
-    """``--points``, ``--jobs`` and ``--no-progress``."""
+    """``--points``, ``--jobs``, ``--executor``, ``--address``, ``--fresh``,
+    ``--no-progress``."""
     parser.add_argument(
         "--points",
         metavar="GLOB",
@@ -33,16 +34,46 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = 1) -> None:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=jobs,
+        default=None,
         metavar="N",
-        help=f"run N points at a time in worker processes (default {jobs})",
+        help=f"run N points at a time in worker processes (default {jobs}); with "
+        "--executor ray, at most N Ray tasks at a time (default: the cluster's CPUs)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where points run: local processes (default) or a Ray cluster (needs tierlab[ray])",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="with --executor ray: the cluster to connect to (default: RAY_ADDRESS, else a "
+        "Ray instance started on this machine)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --out: recompute every point instead of reusing the results stored in "
+        "OUT/points/ by earlier runs",
     )
     parser.add_argument("--no-progress", action="store_true", help="never show progress")
+    parser.set_defaults(default_jobs=jobs)
 
 
 def make_executor(args: argparse.Namespace) -> Executor:
     """The executor the command line asks for."""
-    return LocalExecutor(max(1, args.jobs))
+    if args.executor == "ray":
+        from tierlab.sweep.ray_executor import RayExecutor
+
+        return RayExecutor(args.address, args.jobs)
+    if args.address is not None:
+        args.parser.error("--address needs --executor ray")
+    return LocalExecutor(max(1, args.jobs if args.jobs is not None else args.default_jobs))
+
+
+#: Where ``--out DIR`` keeps the result of every point (see tierlab.sweep.cache).
+POINTS_DIR = "points"
 
 
 def exit_code(error: PointError) -> int:
@@ -61,16 +92,27 @@ def run_sweep_command(
 
     err = Console(stderr=True)
     show = not args.no_progress and sys.stderr.isatty()
-    outcome = run_kind(
-        args.scenario,
-        kind,
-        seed=args.seed,
-        set=args.overrides,
-        only=args.points,
-        executor=make_executor(args),
-        progress=RichSweepProgress(err) if show else None,
-    )
+    cache_dir = args.out / POINTS_DIR if args.out is not None else None
+    with make_executor(args) as executor:
+        outcome = run_kind(
+            args.scenario,
+            kind,
+            seed=args.seed,
+            set=args.overrides,
+            only=args.points,
+            executor=executor,
+            progress=RichSweepProgress(err) if show else None,
+            cache_dir=cache_dir,
+            fresh=args.fresh,
+        )
     run, report = outcome.run, outcome.report
+    if run.reused:
+        err.print(
+            f"tierlab: reused {run.reused} of {len(run.points)} points stored in {cache_dir} "
+            "(--fresh recomputes them)",
+            highlight=False,
+            markup=False,
+        )
     if args.points and not outcome.plan.points:
         args.parser.error(f"--points {args.points!r} matches no sweep point")
     written = kind.write(report, args.out) if args.out is not None else []

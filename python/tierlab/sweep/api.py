@@ -30,6 +30,11 @@ class SweepOutcome(Generic[ReportT]):
     run: SweepRun
     report: ReportT
 
+    def raise_failures(self) -> None:
+        """Raise the first point's error if a point failed (the report holds the others)."""
+        if self.run.failures:
+            raise self.run.failures[0]
+
 
 class _Callbacks(SweepProgress):
     """Forwards events to ``progress`` and calls ``on_done`` for every point finished."""
@@ -64,14 +69,25 @@ def run_kind(
     executor: Executor | None = None,
     progress: SweepProgress | None = None,
     on_done: OnDone | None = None,
+    cache_dir: Path | None = None,
+    fresh: bool = False,
 ) -> SweepOutcome[ReportT]:
     """Run the sweep of ``scenario`` as ``kind``: its points (those whose label matches the
     glob ``only``) with the overrides ``set`` after each point's own, on ``executor``
-    (default: ``jobs`` local processes)."""
+    (default: ``jobs`` local processes). With ``cache_dir``, every finished point's result
+    is stored there and reused by later runs of the same point (:mod:`tierlab.sweep.cache`;
+    ``fresh``: recompute every point and overwrite what was stored)."""
     spec = str(scenario)
     user = build_overrides(None, set)
     plan = kind.plan(spec, user, seed, only)
-    run = execute(plan.points, executor or LocalExecutor(jobs), _Callbacks(progress, on_done))
+    store = None
+    if cache_dir is not None:
+        from tierlab.sweep.cache import ResultCache
+
+        store = ResultCache(cache_dir, reuse=not fresh)
+    run = execute(
+        plan.points, executor or LocalExecutor(jobs), _Callbacks(progress, on_done), store
+    )
     return SweepOutcome(kind, plan, run, kind.report(plan, run))
 
 
@@ -86,6 +102,8 @@ def sweep(
     executor: Executor | None = None,
     progress: SweepProgress | None = None,
     on_done: OnDone | None = None,
+    cache_dir: Path | None = None,
+    fresh: bool = False,
     **options: Any,
 ) -> SweepOutcome[Any]:
     """Run the sweep of ``scenario`` as the kind named ``kind`` (built with ``options``;
@@ -106,4 +124,6 @@ def sweep(
         executor=executor,
         progress=progress,
         on_done=on_done,
+        cache_dir=cache_dir,
+        fresh=fresh,
     )

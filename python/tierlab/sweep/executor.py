@@ -5,7 +5,7 @@ each finishes, in any order; closing the iterator (or an exception in it, such a
 cancels what has not finished. The function must not raise for an item that fails (the
 sweep's worker returns its errors as values), and items and values must pickle.
 :class:`LocalExecutor` runs on this machine: in this process for one job, in a pool of
-worker processes otherwise. ``tierlab.sweep.ray_executor.RayExecutor`` runs on a Ray
+worker processes otherwise. ```tierlab.sweep.ray_executor.RayExecutor`` runs on a Ray
 cluster.
 """
 
@@ -43,11 +43,31 @@ class Executor(ABC):
     def describe(self) -> str:
         return f"{self.name}, {self.slots} at a time"
 
+    def close(self) -> None:
+        """Release what the executor holds (connections, processes)."""
+        return None
 
-def _ignore_sigint() -> None:
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _init_worker() -> None:
     # A Ctrl-C in the terminal reaches the whole process group: the parent stops the
     # sweep and ends the workers itself, so they must not die on it with a traceback each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A parent killed outright (SIGKILL) takes its workers with it instead of leaving them
+    # computing points nobody will read.
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
 
 
 class LocalExecutor(Executor):
@@ -75,7 +95,7 @@ class LocalExecutor(Executor):
         pool = ProcessPoolExecutor(
             max_workers=min(self.jobs, len(items)),
             mp_context=multiprocessing.get_context(method),
-            initializer=_ignore_sigint,
+            initializer=_init_worker,
         )
         futures: dict[Future[R], int] = {}
         pending: set[Future[R]] = set()

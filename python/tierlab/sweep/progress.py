@@ -39,12 +39,6 @@ class RichSweepProgress(SweepProgress):
         self._task: TaskID | None = None
 
     def started(self, state: SweepState, executor: Executor) -> None:
-        if state.reused:
-            self.console.print(
-                f"reusing {state.reused} of {state.total} points from earlier runs",
-                highlight=False,
-                markup=False,
-            )
         self._bar = Progress(
             TextColumn("[bold]sweep"),
             BarColumn(),
