@@ -33,7 +33,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A one-node Ray cluster on this machine (2 CPUs); its address."""
+    """A one-node Ray cluster on this machine (2 CPUs); its address. Teardown runs
+    ``ray stop --force``, which ends every Ray instance of this machine's user."""
     try:
         import ray  # noqa: F401
     except ImportError:

@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="write timeseries.parquet/.csv, stats.json, run.json, scenario.toml, summary.csv, "
-        "heatmap.parquet/.png/.svg into DIR",
+        "heatmap.parquet/.png/.svg into DIR; with sweep points, the sweep's records, tables "
+        "and plots, and every point's result in DIR/points/ (reused by later runs)",
     )
     p.add_argument(
         "--json",

@@ -90,7 +90,6 @@ def run_sweep_command(
     from tierlab.sweep.api import run_kind
     from tierlab.sweep.progress import RichSweepProgress
 
-    err = Console(stderr=True)
     show = not args.no_progress and sys.stderr.isatty()
     cache_dir = args.out / POINTS_DIR if args.out is not None else None
     with make_executor(args) as executor:
@@ -101,17 +100,16 @@ def run_sweep_command(
             set=args.overrides,
             only=args.points,
             executor=executor,
-            progress=RichSweepProgress(err) if show else None,
+            progress=RichSweepProgress(Console(stderr=True)) if show else None,
             cache_dir=cache_dir,
             fresh=args.fresh,
         )
     run, report = outcome.run, outcome.report
     if run.reused:
-        err.print(
+        print(
             f"tierlab: reused {run.reused} of {len(run.points)} points stored in {cache_dir} "
             "(--fresh recomputes them)",
-            highlight=False,
-            markup=False,
+            file=sys.stderr,
         )
     if args.points and not outcome.plan.points:
         args.parser.error(f"--points {args.points!r} matches no sweep point")
@@ -127,7 +125,7 @@ def run_sweep_command(
     for error in run.failures:
         print(f"tierlab: {error}", file=sys.stderr)
     if run.interrupted:
-        err.print("tierlab: interrupted; kept the points done", highlight=False)
+        print("tierlab: interrupted; kept the points done", file=sys.stderr)
         return EXIT_INTERRUPTED
     if run.failures:
         return max(exit_code(e) for e in run.failures)
