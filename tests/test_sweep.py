@@ -144,8 +144,10 @@ def test_ctrl_c_keeps_the_points_done(tmp_path: Path, jobs: str) -> None:
     spec = tmp_path / "sl.toml"
     spec.write_text(SHORT_THEN_LONG)
     args = ["run", str(spec), "--json", "--no-progress", "--jobs", jobs]
-    # Wait longer when the signal came before the sweep started (imports are slow on a fresh
-    # clone): that ends with a plain "tierlab: interrupted".
+    # Wait longer when the signal came before the short point finished (imports are slow on
+    # a fresh clone or a loaded machine): that ends with a plain "tierlab: interrupted", or
+    # with no point kept.
+    labels: list[str] = []
     for wait in (4.0, 10.0, 25.0):
         proc = subprocess.Popen(
             [sys.executable, "-m", "tierlab", *args],
@@ -160,9 +162,11 @@ def test_ctrl_c_keeps_the_points_done(tmp_path: Path, jobs: str) -> None:
         assert proc.returncode == 130, (stdout, stderr)
         assert "Traceback" not in stderr, stderr
         if "kept the points done" in stderr:
-            break
+            labels = [r["label"] for r in json.loads(stdout)]
+            if labels:
+                break
     assert "tierlab: interrupted; kept the points done" in stderr, stderr
-    assert [r["label"] for r in json.loads(stdout)] == ["short"]
+    assert labels == ["short"]
 
 
 # -- --points ----------------------------------------------------------------------------------
