@@ -286,10 +286,10 @@ def test_registry_names_a_kind_per_sweep_name() -> None:
 
 # -- stored results: reuse, --fresh, a killed sweep --------------------------------------------
 
-#: Six points of about half a second each.
+#: Six points of a few tenths of a second each.
 SIX = """
 name = "six"
-duration = "600ms"
+duration = "400ms"
 window = "100ms"
 [workload]
 kind = "uniform"
