@@ -5,7 +5,7 @@ each finishes, in any order; closing the iterator (or an exception in it, such a
 cancels what has not finished. The function must not raise for an item that fails (the
 sweep's worker returns its errors as values), and items and values must pickle.
 :class:`LocalExecutor` runs on this machine: in this process for one job, in a pool of
-worker processes otherwise. ```tierlab.sweep.ray_executor.RayExecutor`` runs on a Ray
+worker processes otherwise. ``tierlab.sweep.ray_executor.RayExecutor`` runs on a Ray
 cluster.
 """
 
@@ -15,12 +15,24 @@ import multiprocessing
 import signal
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Outcomes(Protocol[R_co]):
+    """What :meth:`Executor.imap` returns: an iterator of ``(index, value)`` that
+    :meth:`close` stops (cancelling what has not finished). Generators are outcomes."""
+
+    def __iter__(self) -> Iterator[tuple[int, R_co]]: ...
+
+    def __next__(self) -> tuple[int, R_co]: ...
+
+    def close(self) -> None: ...
 
 
 class Executor(ABC):
@@ -35,9 +47,7 @@ class Executor(ABC):
         """How many items run at once (for progress and ETA)."""
 
     @abstractmethod
-    def imap(
-        self, fn: Callable[[T], R], items: Sequence[T]
-    ) -> Generator[tuple[int, R], None, None]:
+    def imap(self, fn: Callable[[T], R], items: Sequence[T]) -> Outcomes[R]:
         """``(index, fn(items[index]))`` for every item, in the order they finish."""
 
     def describe(self) -> str:
@@ -84,35 +94,58 @@ class LocalExecutor(Executor):
     def slots(self) -> int:
         return self.jobs
 
-    def imap(
-        self, fn: Callable[[T], R], items: Sequence[T]
-    ) -> Generator[tuple[int, R], None, None]:
+    def imap(self, fn: Callable[[T], R], items: Sequence[T]) -> Outcomes[R]:
         if self.jobs == 1 or len(items) <= 1:
-            for i, item in enumerate(items):
-                yield i, fn(item)
-            return
+            return ((i, fn(item)) for i, item in enumerate(items))
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         pool = ProcessPoolExecutor(
             max_workers=min(self.jobs, len(items)),
             mp_context=multiprocessing.get_context(method),
             initializer=_init_worker,
         )
-        futures: dict[Future[R], int] = {}
-        pending: set[Future[R]] = set()
+        # Everything is submitted here, before the caller iterates: with fork, the workers
+        # start now, before the caller's progress display starts a thread of its own.
+        return _PoolOutcomes(pool, [pool.submit(fn, item) for item in items])
+
+
+class _PoolOutcomes(Iterator[tuple[int, R]]):
+    """Results of a process pool's futures as they finish; :meth:`close` (also on an
+    interrupt) cancels the pending ones and ends the running workers."""
+
+    def __init__(self, pool: ProcessPoolExecutor, futures: list[Future[R]]) -> None:
+        self.pool = pool
+        self.index = {f: i for i, f in enumerate(futures)}
+        self.pending: set[Future[R]] = set(futures)
+        self.ready: list[Future[R]] = []
+        self.closed = False
+
+    def __iter__(self) -> _PoolOutcomes[R]:
+        return self
+
+    def __next__(self) -> tuple[int, R]:
         try:
-            for i, item in enumerate(items):
-                futures[pool.submit(fn, item)] = i
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in sorted(finished, key=futures.__getitem__):
-                    yield futures[f], f.result()
-        finally:
-            if pending:
-                for f in pending:
-                    f.cancel()
-                # Running points are abandoned: end their processes rather than wait.
-                for proc in list(getattr(pool, "_processes", {}).values()):
-                    if proc.is_alive():
-                        proc.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
+            while not self.ready:
+                if not self.pending:
+                    self.close()
+                    raise StopIteration
+                finished, self.pending = wait(self.pending, return_when=FIRST_COMPLETED)
+                self.ready = sorted(finished, key=self.index.__getitem__)
+            f = self.ready.pop(0)
+            return self.index[f], f.result()
+        except BaseException as e:
+            if not isinstance(e, StopIteration):
+                self.close()
+            raise
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.pending:
+            for f in self.pending:
+                f.cancel()
+            # Running points are abandoned: end their processes rather than wait.
+            for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=True)
