@@ -76,10 +76,25 @@ class RunOutput(TypedDict):
     heatmap: Heatmap
     mappings: list[MappingInfo]
     mapping_log: list[MappingEvent]
-    #: technique label -> its samples
+    #: technique label -> its samples (``placement``: a profiling placement policy's)
     samples: dict[str, SampleColumns]
+    #: the placement plan the run produced, ``(start, end, node)`` ranges, or None
+    plan: list[tuple[int, int, int]] | None
+    #: node of each core
+    core_nodes: list[int]
+    #: the stages that ran before the last one
+    stages: list[StageOutput]
     #: ``(name, value)`` rows of the run's summary
     summary: list[tuple[str, str]]
+
+class StageOutput(TypedDict):
+    """An earlier stage of a run (see ``docs/architecture.md``, stages)."""
+
+    name: str
+    stats: StatsTree
+    stats_flat: dict[str, StatValue]
+    #: ranges in the plan the stage produced (0: none)
+    plan_ranges: int
 
 class ReplayInput(TypedDict, total=False):
     """Replay data for a scenario whose workload is a recording (little-endian columns)."""

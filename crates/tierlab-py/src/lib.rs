@@ -409,7 +409,7 @@ fn policy_replay(py: Python<'_>, kind: &str, pages: &[u8], capacity: u64) -> PyR
 /// The registered replacement policies.
 #[pyfunction]
 fn policy_kinds() -> Vec<String> {
-    tierlab_sim::os::replacement::KINDS.iter().map(|s| s.to_string()).collect()
+    tierlab_sim::os::replacement::PolicyConfig::kinds().iter().map(|s| s.to_string()).collect()
 }
 
 /// The `tierlab._native` module.
