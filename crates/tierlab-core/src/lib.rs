@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "parquet")]
+pub mod recording;
+
 /// Size of a base page (4 KiB).
 pub const PAGE_SHIFT: u32 = 12;
 /// Bytes in a base page.
