@@ -14,8 +14,10 @@
 mod read;
 mod write;
 
-pub use read::{AccessChunk, AccessCursor, AccessTable, Columns, PartInfo, RowGroupInfo};
-pub use write::{MappingRow, RecordingWriter, WriterOptions};
+pub use read::{
+    read_mappings, table_parts, AccessChunk, AccessCursor, AccessTable, Columns, PartInfo, RowGroupInfo,
+};
+pub use write::{atomic_write, now_iso8601, MappingRow, RecordingWriter, WriterOptions};
 
 use std::fmt;
 
@@ -181,6 +183,7 @@ mod tests {
         }])
         .unwrap();
         w.close().unwrap();
+        assert_eq!(read_mappings(&d).unwrap()[0].name, "x");
         let meta = read_meta(&d).unwrap();
         assert_eq!(meta["tables"]["accesses"], 9000);
         assert_eq!(meta["complete"], true);

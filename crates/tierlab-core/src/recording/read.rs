@@ -514,3 +514,66 @@ impl AccessCursor {
         Ok(())
     }
 }
+
+fn field_u64(f: &parquet::record::Field) -> Option<u64> {
+    use parquet::record::Field as F;
+    match *f {
+        F::Byte(v) => u64::try_from(v).ok(),
+        F::Short(v) => u64::try_from(v).ok(),
+        F::Int(v) => u64::try_from(v).ok(),
+        F::Long(v) => u64::try_from(v).ok(),
+        F::UByte(v) => Some(u64::from(v)),
+        F::UShort(v) => Some(u64::from(v)),
+        F::UInt(v) => Some(u64::from(v)),
+        F::ULong(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// Every row of the `mappings` table of recording `dir` (a small table: read whole), in
+/// table order. Errors name the part, the row and the column.
+pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
+    let mut out = Vec::new();
+    for path in table_parts(dir, crate::format::MAPPINGS)? {
+        let shown = path.display().to_string();
+        let f = File::open(&path).map_err(|e| RecordingError::file(&shown, e.to_string()))?;
+        let r = SerializedFileReader::new(f).map_err(|e| pq_err(&path, e))?;
+        let rows = r.get_row_iter(None).map_err(|e| pq_err(&path, e))?;
+        for (i, row) in rows.enumerate() {
+            let row = row.map_err(|e| pq_err(&path, e))?;
+            let (mut t, mut ev, mut start, mut len, mut name) = (None, None, None, None, String::new());
+            for (col, v) in row.get_column_iter() {
+                match col.as_str() {
+                    "time_ns" => t = field_u64(v),
+                    "start" => start = field_u64(v),
+                    "length" => len = field_u64(v),
+                    "event" => {
+                        if let parquet::record::Field::Str(s) = v {
+                            ev = Some(s.clone());
+                        }
+                    }
+                    "name" => {
+                        if let parquet::record::Field::Str(s) = v {
+                            name = s.clone();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let bad = |field: &str, msg: &str| RecordingError::at(&shown, i as u64, field, msg.to_string());
+            let map = match ev.as_deref() {
+                Some("map") => true,
+                Some("unmap") => false,
+                _ => return Err(bad("event", "expected `map` or `unmap`")),
+            };
+            out.push(super::MappingRow {
+                time_ns: t.ok_or_else(|| bad("time_ns", "missing or not an unsigned integer"))?,
+                map,
+                start: start.ok_or_else(|| bad("start", "missing or not an unsigned integer"))?,
+                length: len.ok_or_else(|| bad("length", "missing or not an unsigned integer"))?,
+                name,
+            });
+        }
+    }
+    Ok(out)
+}
