@@ -10,6 +10,7 @@
 #![allow(clippy::useless_conversion)]
 
 mod live;
+mod traces;
 
 use std::sync::Arc;
 
@@ -409,5 +410,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     live::register(m)?;
+    traces::register(m)?;
     Ok(())
 }
