@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use tierlab_core::recording::aggregate;
 use tierlab_core::recording::import::{self, ImportCounts};
 use tierlab_core::recording::{
     AccessChunk, MappingRow, RecordingError, RecordingWriter, TimeUnit, WriterOptions,
@@ -189,9 +190,84 @@ pub fn import_trace(
     Ok(d.into_py(py))
 }
 
+fn open_table(dir: &Path) -> PyResult<tierlab_core::recording::AccessTable> {
+    tierlab_core::recording::AccessTable::open(dir).map_err(err)
+}
+
+/// One pass over a recording's accesses: `{rows, time_min, time_max, threads, pages, runs}`
+/// (runs of touched pages as `(start, end)`, merged across holes under `gap` bytes).
+#[pyfunction]
+#[pyo3(signature = (dir, gap=0))]
+pub fn survey_accesses(py: Python<'_>, dir: PathBuf, gap: u64) -> PyResult<PyObject> {
+    let s = py
+        .allow_threads(|| -> Result<aggregate::Survey, RecordingError> {
+            aggregate::survey(&tierlab_core::recording::AccessTable::open(&dir)?)
+        })
+        .map_err(err)?;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for r in s.runs {
+        match runs.last_mut() {
+            Some(l) if r.0 - l.1 < gap.max(1) => l.1 = r.1,
+            _ => runs.push(r),
+        }
+    }
+    let d = PyDict::new_bound(py);
+    d.set_item("rows", s.rows)?;
+    d.set_item("time_min", s.time_range.0)?;
+    d.set_item("time_max", s.time_range.1)?;
+    d.set_item("threads", s.threads)?;
+    d.set_item("pages", s.pages)?;
+    d.set_item("runs", runs)?;
+    Ok(d.into_py(py))
+}
+
+/// Per-mapping aggregates of a recording's accesses for `tierlab view`: `segments` are
+/// `(lo, hi, t0, t1, mapping index)`, `specs` `(base, pages, group)` per mapping; time bins
+/// start at `t_lo`, `width` wide, `cols` of them. Returns `(list of dicts, unassigned)`; a
+/// dict holds accesses, pages_touched, threads, first_ns, last_ns, counts (little-endian u64
+/// bytes, rows x cols), hist_n and hist_pages.
+#[pyfunction]
+pub fn aggregate_accesses(
+    py: Python<'_>,
+    dir: PathBuf,
+    segments: Vec<(u64, u64, u64, u64, usize)>,
+    specs: Vec<(u64, u64, u64)>,
+    t_lo: u64,
+    width: u64,
+    cols: usize,
+) -> PyResult<(PyObject, u64)> {
+    let table = open_table(&dir)?;
+    let segs: Vec<aggregate::Segment> = segments
+        .into_iter()
+        .map(|(lo, hi, t0, t1, mapping)| aggregate::Segment { lo, hi, t0, t1, mapping })
+        .collect();
+    let specs: Vec<aggregate::MapSpec> =
+        specs.into_iter().map(|(base, pages, group)| aggregate::MapSpec { base, pages, group }).collect();
+    let bins = aggregate::Bins { t_lo, width, cols: cols.max(1) };
+    let (aggs, unassigned) =
+        py.allow_threads(|| aggregate::aggregate(&table, &segs, &specs, bins)).map_err(err)?;
+    let out = pyo3::types::PyList::empty_bound(py);
+    for g in aggs {
+        let d = PyDict::new_bound(py);
+        d.set_item("accesses", g.accesses)?;
+        d.set_item("pages_touched", g.pages_touched)?;
+        d.set_item("threads", g.threads)?;
+        d.set_item("first_ns", g.time_range.map(|r| r.0))?;
+        d.set_item("last_ns", g.time_range.map(|r| r.1))?;
+        let bytes: Vec<u8> = g.counts.iter().flat_map(|v| v.to_le_bytes()).collect();
+        d.set_item("counts", pyo3::types::PyBytes::new_bound(py, &bytes))?;
+        d.set_item("hist_n", g.hist.keys().copied().collect::<Vec<u64>>())?;
+        d.set_item("hist_pages", g.hist.values().copied().collect::<Vec<u64>>())?;
+        out.append(d)?;
+    }
+    Ok((out.into_py(py), unassigned))
+}
+
 /// Register the functions and exceptions of this module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceFormatError", m.py().get_type_bound::<TraceFormatError>())?;
     m.add_function(wrap_pyfunction!(import_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(survey_accesses, m)?)?;
+    m.add_function(wrap_pyfunction!(aggregate_accesses, m)?)?;
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! row group, `time_ns` and `addr` delta-encoded (`DELTA_BINARY_PACKED`), `tid` and `kind`
 //! dictionary/RLE-encoded, zstd on top.
 
+pub mod aggregate;
 pub mod import;
 mod read;
 mod write;

@@ -36,9 +36,9 @@ use super::{
 use crate::error::{Location, Result, SimError};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tierlab_core::recording::aggregate::PageSet;
 use tierlab_core::recording::{
     self as rec, AccessChunk, AccessCursor, AccessTable, Columns, RecordingError, TimeUnit,
 };
@@ -208,61 +208,6 @@ fn merge(mut v: Vec<(u64, u64, String)>, touch: bool) -> Vec<(u64, u64, String)>
         }
     }
     out
-}
-
-/// The set of touched 4 KiB pages, as bitmaps of 32768 pages (128 MiB of address space).
-#[derive(Default)]
-struct PageSet {
-    chunks: HashMap<u64, Box<[u64; 512]>>,
-    last_key: u64,
-    last: Option<Box<[u64; 512]>>,
-}
-
-impl PageSet {
-    #[inline]
-    fn insert(&mut self, addr: u64) {
-        let page = addr >> 12;
-        let key = page >> 15;
-        if self.last.is_none() || key != self.last_key {
-            if let Some(b) = self.last.take() {
-                self.chunks.insert(self.last_key, b);
-            }
-            self.last = Some(self.chunks.remove(&key).unwrap_or_else(|| Box::new([0u64; 512])));
-            self.last_key = key;
-        }
-        let bits = self.last.as_mut().expect("chunk");
-        let i = (page & 32767) as usize;
-        bits[i >> 6] |= 1 << (i & 63);
-    }
-
-    /// Maximal runs `(start, end)` of touched pages, ascending, and the number of pages.
-    fn runs(mut self) -> (Vec<(u64, u64)>, u64) {
-        if let Some(b) = self.last.take() {
-            self.chunks.insert(self.last_key, b);
-        }
-        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
-        keys.sort_unstable();
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        let mut pages = 0u64;
-        for k in keys {
-            let bits = &self.chunks[&k];
-            for (w, &word) in bits.iter().enumerate() {
-                let mut x = word;
-                while x != 0 {
-                    let b = x.trailing_zeros() as u64;
-                    x &= x - 1;
-                    let page = (k << 15) + (w as u64) * 64 + b;
-                    pages += 1;
-                    let start = page * PAGE;
-                    match runs.last_mut() {
-                        Some(r) if r.1 == start => r.1 = start + PAGE,
-                        _ => runs.push((start, start + PAGE)),
-                    }
-                }
-            }
-        }
-        (runs, pages)
-    }
 }
 
 /// Merge runs across the smallest gaps until at most `max` remain.
@@ -625,13 +570,9 @@ impl Replay {
     /// The recorded mappings and the runs of touched pages (one pass over the addresses).
     fn survey(&self) -> Result<Survey> {
         let mut set = PageSet::default();
-        let mut last = u64::MAX;
         let mut add = |addrs: &[u64]| {
             for &a in addrs {
-                if a >> 12 != last {
-                    last = a >> 12;
-                    set.insert(a);
-                }
+                set.insert(a);
             }
         };
         let given = match &self.data {
