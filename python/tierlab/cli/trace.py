@@ -132,14 +132,15 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         counts = cctrace.import_dir(
             raw,
             out,
+            rename={str(work): "."},
             overwrite=args.force,
             source=f"tierlab-trace {__version__} (compiler instrumentation)",
             parameters={
                 "tool": "compiler instrumentation (-fsanitize=thread callbacks, tierlab runtime)",
                 "target": {"argv": argv if not args.cc else [Path(args.cc[0]).stem, *command]},
-                "sources": [str(s) for s in args.cc],
+                "sources": [Path(s).name for s in args.cc],
+                "compiler": built[-1].split()[0] if built else None,
                 "cflags": cflags,
-                "build": built,
                 "time": "ns of CLOCK_MONOTONIC since the program started (checkpoints every "
                 "4096 accesses of a thread, interpolated in between)",
             },

@@ -232,8 +232,10 @@ def import_dir(
     source: str = "tierlab-trace (compiler instrumentation)",
     parameters: dict[str, Any] | None = None,
     accounting: dict[str, Any] | None = None,
+    rename: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A directory of the runtime's files into a recording at ``out``."""
+    """A directory of the runtime's files into a recording at ``out``. ``rename`` replaces
+    path prefixes in mapping names (the temporary build directory of ``--cc``)."""
     from tierlab import _native
 
     files = raw_files(trace_dir)
@@ -243,6 +245,11 @@ def import_dir(
         )
     log = trace_dir / "maps.log"
     maps = mapping_events(log) if log.is_file() else []
+    for old, new in (rename or {}).items():
+        maps = [
+            (t, e, a, n, new + name[len(old) :] if name.startswith(old) else name)
+            for t, e, a, n, name in maps
+        ]
     meta = {"source": source, "parameters": parameters or {}, "accounting": accounting or {}}
     return dict(
         _native.import_trace(

@@ -1,7 +1,8 @@
 //! `replay`: replays a recorded access stream (a tierlab recording's `accesses` table).
 //!
 //! The workload reads the recording itself, chunk by chunk (`tierlab_core::recording`):
-//! memory does not grow with the trace's length. `path` is relative to the scenario's folder.
+//! memory does not grow with the trace's length. `path` is relative to the scenario's folder;
+//! `builtin:NAME` names a recording shipped with tierlab ([`builtin`]).
 //! (A caller may instead hand the accesses over in memory as [`ReplayData`] through
 //! [`BuildCtx::replay`]; tests do.)
 //!
@@ -42,6 +43,9 @@ use tierlab_core::recording::aggregate::PageSet;
 use tierlab_core::recording::{
     self as rec, AccessChunk, AccessCursor, AccessTable, Columns, RecordingError, TimeUnit,
 };
+
+#[path = "replay_traces.rs"]
+pub mod builtin;
 
 /// A recorded access stream held in memory, column by column (row `i` of every column is one
 /// access).
@@ -436,13 +440,12 @@ impl Feed {
 }
 
 impl ReplayParams {
-    fn dir(&self, ctx: &BuildCtx) -> PathBuf {
-        let p = PathBuf::from(&self.path);
-        if p.is_absolute() {
-            p
-        } else {
-            ctx.base_dir.join(p)
+    fn dir(&self, ctx: &BuildCtx) -> Result<PathBuf> {
+        if let Some(name) = self.path.strip_prefix("builtin:") {
+            return builtin::materialize(name);
         }
+        let p = PathBuf::from(&self.path);
+        Ok(if p.is_absolute() { p } else { ctx.base_dir.join(p) })
     }
 
     /// The ranges `(start, end, name)` to map, disjoint and ascending, for the recorded
@@ -500,7 +503,7 @@ impl WorkloadParams for ReplayParams {
                 (Data::Memory(d), tids)
             }
             None => {
-                let dir = self.dir(ctx);
+                let dir = self.dir(ctx)?;
                 let meta = rec::read_meta(&dir).map_err(rec_err)?;
                 let table = AccessTable::open(&dir).map_err(rec_err)?;
                 let tids = table.tids().map_err(rec_err)?;
@@ -921,5 +924,14 @@ mod tests {
             assert_eq!(a.iter().filter(|x| tid(x) == t).count(), 20_000);
         }
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn builtin_recordings_replay() {
+        let c = BuildCtx { replay: None, cores: 4, ..ctx(sample()) };
+        let w = params("path = \"builtin:omp-stencil\"").build(&c).unwrap();
+        assert_eq!(w.threads(), 4);
+        let e = params("path = \"builtin:nope\"").build(&c).err().unwrap().to_string();
+        assert!(e.contains("omp-stencil"), "{e}");
     }
 }
