@@ -286,3 +286,55 @@ def run_traced(argv: Sequence[str], trace_dir: Path) -> RunResult:
         proc.wait()
         code, interrupted = None, True
     return RunResult(code, time.perf_counter() - t, interrupted)
+
+
+def bench_tracer(n: int, iterations: int, threads: int) -> dict[str, Any]:
+    """The triad natively, under the tracer and under lackey (same binary source, same
+    arguments, same OMP_NUM_THREADS): wall time and accesses of each."""
+    from tierlab.live.trace import find_valgrind
+
+    src = Path(__file__).parent / "tracer" / "bench_triad.c"
+    argv_tail = [str(n), str(iterations)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    out: dict[str, Any] = {"n": n, "iterations": iterations, "threads": threads}
+    with tempfile.TemporaryDirectory(prefix="tierlab-bench-") as tmp:
+        d = Path(tmp)
+        native = d / "triad"
+        _run(["gcc", "-O2", "-fopenmp", str(src), "-o", str(native)], "building the triad")
+        traced = d / "triad-traced"
+        build([src], traced, ["-O2", "-fopenmp"])
+
+        def timed(argv: list[str], extra_env: dict[str, str]) -> float:
+            t = time.perf_counter()
+            subprocess.run(argv, env={**env, **extra_env}, check=True, capture_output=True)
+            return time.perf_counter() - t
+
+        out["native"] = {"wall_seconds": timed([str(native), *argv_tail], {})}
+        raw = d / "raw"
+        raw.mkdir()
+        wall = timed([str(traced), *argv_tail], {"TIERLAB_TRACE_DIR": str(raw)})
+        accesses = sum(f.stat().st_size // 8 for f in raw_files(raw))
+        out["tierlab"] = {"wall_seconds": wall, "accesses": accesses}
+        vg = find_valgrind()
+        log = d / "lackey.log"
+        wall = timed(
+            [vg, "--tool=lackey", "--trace-mem=yes", f"--log-file={log}", str(native), *argv_tail],
+            {},
+        )
+        counts = {"L": 0, "S": 0, "M": 0}
+        with open(log, "rb") as f:
+            for line in f:
+                if len(line) > 2 and line[0:1] == b" " and line[2:3] == b" ":
+                    k = chr(line[1])
+                    if k in counts:
+                        counts[k] += 1
+        out["lackey"] = {
+            "wall_seconds": wall,
+            "accesses": counts["L"] + counts["S"] + 2 * counts["M"],
+        }
+    t, lk = out["tierlab"], out["lackey"]
+    out["speedup_wall"] = lk["wall_seconds"] / t["wall_seconds"]
+    out["speedup_rate"] = (t["accesses"] / t["wall_seconds"]) / (
+        lk["accesses"] / lk["wall_seconds"]
+    )
+    return out
