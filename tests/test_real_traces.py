@@ -21,7 +21,7 @@ import tierlab as tl
 from conftest import REPO, tierlab
 from tierlab.policies import coremap
 
-PROGRAMS = REPO / "tests" / "programs"
+PROGRAMS = REPO / "tests" / "programs" / "traced"
 THREADS = 3
 R = 997
 MASK = np.uint64((1 << 63) - 1)

@@ -134,3 +134,38 @@ def test_import_then_replay_in_bounded_memory(tmp_path: Path) -> None:
         assert got["writes"] == 2 * ((n + 3) // 4)
         rss[n] = got["rss_kb"]
     assert rss[2_000_000] - rss[500_000] < 16 * 1024, rss  # < 16 MiB for 3 M more accesses
+
+
+def test_view_of_a_trace_keeps_neighbouring_mappings_and_labels_its_clock(tmp_path: Path) -> None:
+    """Two adjacent mappings with the same name stay two; a raw trace's time axis counts
+    accesses; the page histogram of a page with many accesses gets log bins."""
+    from tierlab.recording import RecordingWriter
+
+    base = 0x7F00_0000_0000
+    rec = tmp_path / "r"
+    with RecordingWriter(rec, source="test") as w:
+        w.append_mappings(
+            time_ns=[0, 0],
+            event=["map", "map"],
+            start=[base, base + (1 << 20)],
+            length=[1 << 20, 1 << 20],
+            name=["lib.so", "lib.so"],
+        )
+        n = 5000
+        addr = base + (np.arange(n, dtype=np.uint64) % 512) * 4096
+        addr[:2000] = base + (1 << 20)  # one hot page in the second mapping
+        w.append_accesses(time_ns=np.arange(n), tid=np.zeros(n), addr=addr, kind=np.zeros(n))
+        w.update_meta(time_unit="accesses")
+    res = tierlab("view", rec, "-o", tmp_path / "v", "--json")
+    assert res.returncode == 0, res.stderr
+    v = res.json()
+    assert v["time_unit"] == "accesses"
+    maps = sorted(v["mappings"], key=lambda m: m["start"])
+    assert [(m["start"], m["length"], m["name"]) for m in maps] == [
+        (base, 1 << 20, "lib.so"),
+        (base + (1 << 20), 1 << 20, "lib.so"),
+    ]
+    assert sum(m["samples"] for m in maps) == n
+    assert max(maps[1]["histogram"]["samples_per_page"]) >= 2000
+    svg = (tmp_path / "v" / f"mapping-{maps[0]['id']}-heatmap.svg").read_text()
+    assert "accesses of the thread (millions)" in svg

@@ -3,7 +3,7 @@
 //! the system's temporary directory (once per content; later runs reuse it) and replayed
 //! from there like any other.
 //!
-//! - `omp-stencil`: `tests/programs/omp_stencil.c 512 6` (2-D 5-point Jacobi on two 512 x 512
+//! - `omp-stencil`: `tests/programs/traced/omp_stencil.c 512 6` (2-D 5-point Jacobi on two 512 x 512
 //!   grids of doubles, six sweeps) with 4 OpenMP threads, traced by `tierlab trace --cc`
 //!   (gcc 12 -O2 -fopenmp): 8,327,396 accesses (6,242,487 loads), 1,030 touched pages.
 
