@@ -98,7 +98,7 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
 /// table. Returns the counts (accesses, loads, stores, threads, skipped_lines, and
 /// instructions for lackey) and the time unit written.
 #[pyfunction]
-#[pyo3(signature = (format, files, out, overwrite=false, meta="{}", mappings=Vec::new(), object_bytes=4096, sep=",", with_size=false))]
+#[pyo3(signature = (format, files, out, overwrite=false, meta="{}", mappings=Vec::new(), object_bytes=4096, sep=",", with_size=false))] // not a page size: bytes per object
 #[allow(clippy::too_many_arguments)]
 pub fn import_trace(
     py: Python<'_>,

@@ -188,10 +188,10 @@ const BATCH: usize = 16_384;
 const CHUNK: usize = 1 << 16;
 /// Accesses a folded recorded thread issues before the next one's turn when the recording
 /// has no timestamps.
-pub const SLICE: usize = 4096;
+pub const SLICE: usize = 4096; // not a page size
 /// Most mappings a replay creates from the touched pages.
-pub const MAX_RUNS: usize = 4096;
-const PAGE: u64 = 4096;
+pub const MAX_RUNS: usize = 4096; // not a page size
+const PAGE: u64 = tierlab_core::PAGE_SIZE;
 
 /// Merge ranges `(start, end, name)` that overlap (or touch, when `touch`); names of merged
 /// ranges are joined with `+` when not touching.
@@ -614,7 +614,7 @@ impl Workload for Replay {
         for (s, e, name) in self.p.plan(&given, runs) {
             let page_size = match self.p.page_size {
                 Some(p) => Some(p),
-                None if (s | e) & ((2 << 20) - 1) == 0 => None,
+                None if (s | e) & (tierlab_core::HUGE_SIZE - 1) == 0 => None,
                 None => Some(PageSize::Base4K),
             };
             let opts = MapOptions { name, page_size, populate: self.p.populate, thread: 0 };
