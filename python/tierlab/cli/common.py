@@ -65,21 +65,40 @@ def error_exit_code(exc: BaseException) -> int | None:
     try:
         from tierlab import _native
     except ImportError:
-        _native = None  # type: ignore[assignment]
-    if _native is not None:
+        pass
+    else:
         if isinstance(exc, _native.SimulationError):
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
     from tierlab.recording import RecordingError
+    from tierlab.sweep.point import PointError
     from tierlab.telemetry import TelemetryError
 
+    if isinstance(exc, PointError):
+        return EXIT_USAGE if exc.kind == "scenario" else EXIT_SIMULATION
     if isinstance(exc, RecordingError | TelemetryError | OSError | ImportError):
         return EXIT_USAGE
     return None
 
 
+def report_error(exc: BaseException) -> None:
+    """Print an error the user can fix as one line on stderr: ``tierlab: point 'LABEL':
+    CAUSE`` for a sweep point that failed, ``tierlab: error: MESSAGE`` otherwise."""
+    from tierlab.sweep.point import PointError
+
+    if isinstance(exc, PointError):
+        print(f"tierlab: {exc}", file=sys.stderr)
+    else:
+        print_error(error_message(exc))
+
+
 def error_message(exc: BaseException) -> str:
+    if isinstance(exc, ImportError) and "_native" in str(exc):
+        return (
+            f"tierlab's native extension (tierlab._native) is not built or does not load: "
+            f"{exc}. Build it with `make install` (or `maturin develop --release`)."
+        )
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror.lower()}"
     return str(exc) or type(exc).__name__
