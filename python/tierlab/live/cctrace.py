@@ -194,9 +194,9 @@ def mapping_events(log: Path) -> list[tuple[int, str, int, int, str]]:
                     prev_t = snap_t
                     snap = None
                 else:
-                    m = parse_maps_line(line)
-                    if m is not None:
-                        snap.append(m)
+                    parsed = parse_maps_line(line)
+                    if parsed is not None:
+                        snap.append(parsed)
                 continue
             w = line.split()
             if not w:

@@ -146,7 +146,9 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
     lo, hi = int(sv["time_min"]), int(sv["time_max"])
     cols = max(1, opts.bins)
     width = max(1, math.ceil((hi - lo + 1) / cols))
-    specs, segments, groups = [], [], []
+    specs: list[tuple[int, int, int]] = []
+    segments: list[tuple[int, int, int, int, int]] = []
+    groups: list[int] = []
     for i, m in enumerate(maps):
         group, _rows = _rows_for(m.pages, opts)
         groups.append(group)
