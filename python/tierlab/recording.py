@@ -65,10 +65,10 @@ CODES: dict[tuple[str, str], dict[int | str, str]] = {
 }
 _KINDS = {name: value for value, name in CODES[("accesses", "kind")].items()}
 #: Codes of the ``kind`` column of ``accesses``.
-KIND_LOAD: int = _KINDS["load"]
-KIND_STORE: int = _KINDS["store"]
+KIND_LOAD: int = int(_KINDS["load"])
+KIND_STORE: int = int(_KINDS["store"])
 #: Values of the ``event`` column of ``mappings``.
-MAPPING_EVENTS: tuple[str, ...] = tuple(CODES[("mappings", "event")])
+MAPPING_EVENTS: tuple[str, ...] = tuple(str(v) for v in CODES[("mappings", "event")])
 #: ``meta.json`` fields the writer maintains (``update_meta`` cannot set them).
 META_MANAGED: frozenset[str] = frozenset(f["name"] for f in _SPEC["meta_fields"] if f["managed"])
 

@@ -12,6 +12,7 @@
 mod live;
 mod plan;
 mod schema;
+mod traces;
 
 use std::sync::Arc;
 
@@ -430,5 +431,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     live::register(m)?;
     plan::register(m)?;
     schema::register(m)?;
+    traces::register(m)?;
     Ok(())
 }
