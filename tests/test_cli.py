@@ -163,7 +163,13 @@ MASIM_BAD = {
         {8},
         ["c"],
     ),
-    "bad_number": ("#regions\na, 1O48576\n\n#phases\np0\n10\na, 0, 64, 1\n", {2}, ["1O48576"]),
+    # (on the second region line: a first line that is not a region is not quoted, the file
+    # may not be a masim config at all; see test_engine_inputs.py)
+    "bad_number": (
+        "#regions\na, 1048576\nb, 1O48576\n\n#phases\np0\n10\na, 0, 64, 1\n",
+        {3},
+        ["1O48576"],
+    ),
     "bad_duration": ("#regions\na, 1048576\n\n#phases\np0\nten\na, 0, 64, 1\n", {6}, ["ten"]),
     "empty_phase": (
         "#regions\na, 1048576\n\np0\n10\n\np1\n10\na, 0, 64, 1\n",

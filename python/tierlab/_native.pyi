@@ -66,6 +66,8 @@ class RunOutput(TypedDict):
     name: str
     seed: int
     interrupted: bool
+    #: a simulation error that ended the run early (everything before it is kept), or None
+    error: str | None
     wall_seconds: float
     #: the stats registry, nested (``stats["machine"]["accesses"]``)
     stats: StatsTree

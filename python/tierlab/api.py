@@ -112,6 +112,9 @@ class Result:
     summary: list[tuple[str, str]]
     sim_ns_done: int | None = None
     sim_ns_total: int | None = None
+    #: the simulation error that ended the run early (the simulated machine ran out of
+    #: memory, ...): everything simulated before it is in the result; None for a full run
+    error: str | None = None
     #: what the native ``run`` returned
     raw: RunOutput | None = field(default=None, repr=False)
 
@@ -137,6 +140,7 @@ class Result:
             summary=[(str(a), str(b)) for a, b in raw.get("summary") or []],
             sim_ns_done=done,
             sim_ns_total=total,
+            error=raw.get("error"),
             raw=raw,
         )
 

@@ -161,6 +161,7 @@ fn run(
     out.set_item("name", &r.scenario.name)?;
     out.set_item("seed", r.scenario.seed)?;
     out.set_item("interrupted", r.interrupted)?;
+    out.set_item("error", r.error.as_deref())?;
     out.set_item("wall_seconds", r.wall_seconds)?;
     out.set_item("stats", json_to_py(py, &r.stats.to_nested_json())?)?;
     out.set_item("stats_flat", json_to_py(py, &r.stats.to_flat_json())?)?;

@@ -18,6 +18,7 @@
 //! - [`bench`]: throughput measurements.
 
 pub mod error;
+pub mod limits;
 pub mod params;
 pub mod rng;
 pub mod stats;

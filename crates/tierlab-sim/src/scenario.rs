@@ -255,11 +255,20 @@ pub fn builtin(name: &str) -> Option<&'static Builtin> {
 pub fn resolve(spec: &str) -> Result<Source> {
     if let Some(path) = spec.strip_prefix("masim:") {
         let p = Path::new(path);
-        if !p.is_file() {
-            return Err(SimError::Input {
-                at: Location { file: path.to_string(), line: None, field: None },
-                msg: "masim config file not found".into(),
-            });
+        match std::fs::metadata(p) {
+            Err(_) => {
+                return Err(SimError::Input {
+                    at: Location { file: path.to_string(), line: None, field: None },
+                    msg: "masim config file not found".into(),
+                })
+            }
+            Ok(m) if !m.is_file() => {
+                return Err(SimError::Input {
+                    at: Location { file: path.to_string(), line: None, field: None },
+                    msg: "cannot read masim config: not a regular file".into(),
+                })
+            }
+            Ok(_) => {}
         }
         let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let name = p.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
@@ -272,10 +281,11 @@ pub fn resolve(spec: &str) -> Result<Source> {
         return Ok(Source { text, file: path.to_string(), base_dir: PathBuf::from(".") });
     }
     let p = Path::new(spec);
-    if p.is_file() {
-        let text = std::fs::read_to_string(p).map_err(|e| SimError::Input {
-            at: Location { file: spec.to_string(), line: None, field: None },
-            msg: format!("cannot read: {e}"),
+    // Anything but a directory at that path (a FIFO or a device too) is the user's file: read
+    // it bounded (special files are refused before any read), never fall back to a built-in.
+    if std::fs::metadata(p).is_ok_and(|m| !m.is_dir()) {
+        let text = crate::limits::read_text(p, crate::limits::MAX_TEXT_FILE).map_err(|msg| {
+            SimError::Input { at: Location { file: spec.to_string(), line: None, field: None }, msg }
         })?;
         let base_dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_else(|| PathBuf::from("."));
         let base_dir = if base_dir.as_os_str().is_empty() { PathBuf::from(".") } else { base_dir };
@@ -360,6 +370,9 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
         },
         msg,
     };
+    let value =
+        toml::Value::try_from(sc).map_err(|e| err("", format!("scenario does not serialize: {e}")))?;
+    crate::limits::check(&value).map_err(|(f, m)| err(&f, m))?;
     sc.machine.validate().map_err(|(f, m)| err(&f, m))?;
     if sc.window.0 == 0 {
         return Err(err("window", "must be > 0".into()));
@@ -754,6 +767,98 @@ mod tests {
         assert!(text.contains("l1_4k_entries = 64"), "{text}");
         let again = load(&src(&text), &[], None).unwrap();
         assert_eq!(export(&again), text);
+    }
+
+    /// Every number of every built-in scenario and of every kind's defaults has a declared
+    /// range (limits::RULES), and the defaults lie in it.
+    #[test]
+    fn every_number_has_a_range() {
+        for b in BUILTINS {
+            let s = Source { text: b.text.into(), file: b.name.into(), base_dir: ".".into() };
+            let sc = load(&s, &[], None).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            crate::limits::check(&toml::Value::try_from(&sc).unwrap()).unwrap();
+        }
+        let base = "duration = \"1ms\"\n[workload]\nkind = \"uniform\"\n";
+        let mut checked = 0;
+        let mut texts = Vec::new();
+        for k in crate::workload::WorkloadConfig::kinds() {
+            let extra = match k {
+                "masim" => "text = \"a, 4096\\n\\np\\n1\\na, 0, 64, 1\\n\"\n",
+                "replay" => "path = \"builtin:omp-stencil\"\n",
+                _ => "",
+            };
+            texts.push(format!("duration = \"1ms\"\n[workload]\nkind = \"{k}\"\n{extra}"));
+        }
+        for k in crate::agents::telemetry::TelemetryConfig::kinds() {
+            texts.push(format!("{base}[[telemetry]]\nkind = \"{k}\"\n"));
+        }
+        for k in crate::os::replacement::PolicyConfig::kinds() {
+            texts
+                .push(format!("{base}[machine.hmem]\nfast_memory = \"50%\"\n[[policies]]\nkind = \"{k}\"\n"));
+        }
+        for k in crate::agents::placement::PlacementConfig::kinds() {
+            texts.push(format!("{base}[placement]\nkind = \"{k}\"\n"));
+        }
+        for k in crate::agents::tiering::TieringConfig::kinds() {
+            texts.push(format!("{base}[[telemetry]]\nkind = \"pebs\"\n[tiering]\nkind = \"{k}\"\n"));
+        }
+        let mut missing = Vec::new();
+        for t in &texts {
+            // Load without the range check, then check the expanded scenario: every number
+            // without a rule is listed rather than failing the load.
+            let sc: Scenario = toml::from_str(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+            let v = toml::Value::try_from(&sc).unwrap();
+            let u = crate::limits::uncovered(&v);
+            if u.is_empty() {
+                if let Err((f, m)) = crate::limits::check(&v) {
+                    panic!("{t}\n{f}: {m}");
+                }
+            }
+            missing.extend(u.into_iter().map(|(p, x)| format!("{p} = {x}")));
+            checked += 1;
+        }
+        missing.sort();
+        missing.dedup();
+        assert!(missing.is_empty(), "no range declared in limits::RULES for:\n{}", missing.join("\n"));
+        assert!(checked >= 20, "{checked}");
+    }
+
+    #[test]
+    fn ranges_are_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/scenarios.md"))
+            .expect("docs/scenarios.md");
+        let table = crate::limits::markdown();
+        assert!(doc.contains(&table), "docs/scenarios.md must hold limits::markdown():\n{table}");
+    }
+
+    #[test]
+    fn special_files_are_refused_where_a_file_is_read() {
+        let e = resolve("/dev/zero").unwrap_err().to_string();
+        assert!(e.starts_with("/dev/zero") && e.contains("not a regular file"), "{e}");
+        let e = resolve("masim:/dev/zero").unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        // A masim workload whose `config` is a device: refused when the workload is built.
+        let text = "[workload]\nkind = \"masim\"\nconfig = \"/dev/zero\"\n";
+        let sc = load(&src(text), &[], None).unwrap();
+        let e = crate::driver::Simulation::new(sc, &src(text), None).err().expect("refused").to_string();
+        assert!(e.contains("/dev/zero") && e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn hostile_numbers_are_refused_with_their_place() {
+        for (set, field) in [
+            ("machine.cost.fault_ns=1e17", "machine.cost.fault_ns"),
+            ("machine.tlb.l2_entries=1200000000", "machine.tlb.l2_entries"),
+            ("machine.cost.walk_ns_per_level=nan", "machine.cost.walk_ns_per_level"),
+            ("duration=18446744073", "duration"),
+            ("window=\"1e300s\"", "window"),
+        ] {
+            let e = load(&src(OK), &[set.to_string()], None).unwrap_err().to_string();
+            assert!(e.contains(field), "{set}: {e}");
+        }
+        let text = "[machine]\ncores = 2\n\n[[machine.nodes]]\nname = \"a\"\ncapacity = \"1GiB\"\nlatency_ns = 1e17\n[workload]\nkind = \"uniform\"\n";
+        let e = load(&src(text), &[], None).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:7: field `machine.nodes[0].latency_ns`"), "{e}");
     }
 
     #[test]

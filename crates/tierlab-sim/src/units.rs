@@ -9,12 +9,42 @@ use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+/// Largest size a scenario accepts: 2^60 bytes (1 EiB), far beyond any machine modelled,
+/// so that sums and products of sizes stay within 64 bits.
+pub const MAX_SIZE: u64 = 1 << 60;
+
+/// Longest simulated time a scenario accepts (any duration or interval): 10^15 ns, about
+/// 11.6 days. The clock counts picoseconds in 64 bits (up to 1.8e19 ps, 213 days), so every
+/// duration fits with room for the costs charged after it.
+pub const MAX_DURATION_NS: u64 = 1_000_000_000_000_000;
+
 /// A size in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 
-/// Parse a size such as `4096`, `4KiB`, `10G`, `5TB`, `1.5GiB`.
+/// Parse a size such as `4096`, `4KiB`, `10G`, `5TB`, `1.5GiB` (at most [`MAX_SIZE`]).
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    let v = parse_size_unbounded(s)?;
+    check_size(v).map_err(|e| format!("`{}`: {e}", s.trim()))
+}
+
+fn check_size(v: u64) -> Result<u64, String> {
+    if v > MAX_SIZE {
+        Err(format!("{v} bytes is more than the largest size accepted, 2^60 bytes (1 EiB)"))
+    } else {
+        Ok(v)
+    }
+}
+
+fn check_duration(ns: u64) -> Result<u64, String> {
+    if ns > MAX_DURATION_NS {
+        Err(format!("{ns} ns is longer than the longest simulated time accepted, 10^15 ns (about 11.6 days)"))
+    } else {
+        Ok(ns)
+    }
+}
+
+fn parse_size_unbounded(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.is_empty() {
         return Err("empty size".into());
@@ -83,10 +113,10 @@ impl Visitor<'_> for SizeVisitor {
         if v < 0 {
             return Err(E::custom(format!("size must not be negative, got {v}")));
         }
-        Ok(ByteSize(v as u64))
+        check_size(v as u64).map(ByteSize).map_err(E::custom)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<ByteSize, E> {
-        Ok(ByteSize(v))
+        check_size(v).map(ByteSize).map_err(E::custom)
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
         parse_size(v).map(ByteSize).map_err(E::custom)
@@ -132,7 +162,13 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("`{s}` is not a valid duration"));
     }
-    Ok((v * mult).round() as u64)
+    let ns = v * mult;
+    if ns > MAX_DURATION_NS as f64 {
+        return Err(format!(
+            "`{s}` is longer than the longest simulated time accepted, 10^15 ns (about 11.6 days)"
+        ));
+    }
+    Ok(ns.round() as u64)
 }
 
 /// Format nanoseconds with the largest unit that divides them exactly.
@@ -164,14 +200,18 @@ impl Visitor<'_> for DurVisitor {
         if v < 0 {
             return Err(E::custom(format!("duration must not be negative, got {v}")));
         }
-        Ok(Duration(v as u64 * 1_000_000_000))
+        self.visit_u64(v as u64)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
-        Ok(Duration(v * 1_000_000_000))
+        let ns = v.saturating_mul(1_000_000_000);
+        check_duration(ns).map(Duration).map_err(|e| E::custom(format!("{v} s: {e}")))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
         if !(v.is_finite() && v >= 0.0) {
             return Err(E::custom(format!("invalid duration {v}")));
+        }
+        if v * 1e9 > MAX_DURATION_NS as f64 {
+            return Err(E::custom(format!("{v} s: {}", check_duration(u64::MAX).unwrap_err())));
         }
         Ok(Duration::from_secs_f64(v))
     }
@@ -212,6 +252,17 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
         assert_eq!(parse_duration("250us").unwrap(), 250_000);
         assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("1000000000000000ns").is_ok());
+        assert!(parse_duration("1000000000000001ns").unwrap_err().contains("11.6 days"));
+        assert!(parse_duration("1e300s").is_err());
+        assert!(parse_size("1024PiB").is_err());
+        assert_eq!(parse_size("1048576T").unwrap(), MAX_SIZE);
+        assert!(parse_size("1048577T").unwrap_err().contains("1 EiB"));
+        let d: Result<Duration, _> =
+            toml::from_str::<toml::Table>("v = 18446744073").unwrap()["v"].clone().try_into();
+        assert!(d.is_err(), "2^64 ns must not wrap");
+        let d: Result<Duration, _> = toml::Value::Float(1e10).try_into();
+        assert!(d.is_err());
         assert_eq!(format_duration(5_000_000), "5ms");
         assert_eq!(format_duration(60_000_000_000), "1min");
         assert_eq!(format_duration(1_500_000_000), "1500ms");

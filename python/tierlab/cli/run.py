@@ -13,6 +13,7 @@ from tierlab.api import Result, run_native
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_SIMULATION,
     add_scenario_args,
     check_overrides,
     stdout_console,
@@ -82,4 +83,12 @@ def main(args: argparse.Namespace) -> int:
     if result.interrupted:
         err.print(f"tierlab: {interrupted_message(result)}; kept what was done", highlight=False)
         return EXIT_INTERRUPTED
+    if result.error is not None:
+        done = ""
+        if result.sim_ns_done is not None:
+            done = f" at {result.sim_ns_done / 1e9:g} s (simulated time)"
+        kept = f"; kept what was simulated in {args.out}" if written else ""
+        message = f"tierlab: simulation error{done}: {result.error}{kept}"
+        err.print(message, highlight=False, soft_wrap=True)
+        return EXIT_SIMULATION
     return EXIT_OK

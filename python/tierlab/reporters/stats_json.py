@@ -28,6 +28,7 @@ def run_info(result: Result) -> dict[str, Any]:
         "name": result.name,
         "seed": result.seed,
         "interrupted": result.interrupted,
+        "error": result.error,
         "sim_seconds_done": secs(result.sim_ns_done),
         "sim_seconds_total": secs(result.sim_ns_total),
         "wall_seconds": result.wall_seconds,

@@ -114,6 +114,7 @@ class PointResult:
             "name": self.name,
             "seed": self.seed,
             "interrupted": False,
+            "error": None,
             "wall_seconds": self.wall_seconds,
             "stats": self.stats or {},
             "stats_flat": self.stats_flat,

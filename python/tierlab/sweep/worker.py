@@ -23,6 +23,9 @@ def run_point(point: Point) -> Outcome:
         raw = _native.run(point.spec, overrides, point.seed, None, None, techniques)
         if raw["interrupted"]:
             raise KeyboardInterrupt
+        if raw.get("error"):
+            # A point that stopped on a simulation error is not a result of its parameters.
+            return PointError(point.label, f"simulation error: {raw['error']}", "simulation")
         return PointResult.from_native(point.label, raw, point.keep_samples)
     except KeyboardInterrupt:
         raise

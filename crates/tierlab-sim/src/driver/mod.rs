@@ -21,6 +21,10 @@
 
 use std::time::Instant;
 
+/// The progress clock is read every 64 steps or every this much simulated time (1 ms),
+/// whichever comes first: long steps (a long quantum, few agents) still see a Ctrl-C soon.
+const PROGRESS_EVERY_PS: u64 = 1_000_000_000;
+
 use crate::agents::placement::{PlacementAgent, PlacementBuildCtx, StageInput};
 use crate::agents::scanner::ScannerAgent;
 use crate::agents::telemetry::TelemetryBuildCtx;
@@ -37,6 +41,7 @@ use crate::truth::WindowTruth;
 use crate::workload::{Access, BuildCtx, Step, Workload};
 use tierlab_core::{page_addr, PAGE_SIZE};
 
+pub mod budget;
 pub mod stages;
 
 /// Progress of a run, reported to the caller's callback.
@@ -183,6 +188,9 @@ pub struct RunResult {
     pub mappings: Vec<MappingInfo>,
     /// Stopped early by the caller.
     pub interrupted: bool,
+    /// Stopped early by a simulation error (the simulated machine ran out of memory, a
+    /// workload touched no mapping): its message. Everything up to the error is kept.
+    pub error: Option<String>,
     /// Wall-clock seconds of the run loop (every stage).
     pub wall_seconds: f64,
     /// Mapping events: (time ns, map?, start, len, name).
@@ -278,6 +286,17 @@ impl Run {
                 format!("{threads} threads but the machine has {} cores", scenario.machine.cores),
             ));
         }
+        // Before anything big is allocated: would the run fit in the host's memory?
+        let natural_ns =
+            scenario.duration.map(|d| d.0).or_else(|| workload.natural_duration_ns()).unwrap_or(0);
+        let agent_count = scenario.telemetry.len()
+            + scenario.placement.is_some() as usize
+            + scenario.tiering.is_some() as usize;
+        budget::check(
+            &ctx.scenario_file,
+            &budget::estimate(&scenario, natural_ns, agent_count),
+            budget::available_bytes(),
+        )?;
         let mut machine = Machine::new(&scenario.machine);
         for t in 0..threads {
             machine.os.mm_cpumask[t] = true;
@@ -580,6 +599,22 @@ impl Run {
         let total_ns = if self.end_ps == u64::MAX { 0 } else { self.end_ps / 1000 };
         let mut frontier = 0u64;
         let mut steps = 0u64;
+        let mut error: Option<String> = None;
+        let mut checked_at = 0u64;
+        // A simulation error (not a bad input: those are found before the run) ends the run
+        // like Ctrl-C: the window so far is closed and everything simulated is reported.
+        macro_rules! step {
+            ($label:lifetime, $e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(SimError::Runtime(m)) => {
+                        error = Some(m);
+                        break $label;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+        }
         'outer: loop {
             let window_end = (window_start + self.window_ps).min(self.end_ps);
             while frontier < window_end {
@@ -587,17 +622,21 @@ impl Run {
                 frontier = (frontier + self.quantum_ps).min(window_end).min(next.max(frontier + 1));
                 for t in 0..self.threads {
                     if self.machine.hw.cores[t].clock_ps < frontier {
-                        self.run_core(t, frontier)?;
+                        step!('outer, self.run_core(t, frontier));
                     }
                 }
                 if next <= frontier {
-                    self.fire_agents(frontier)?;
+                    step!('outer, self.fire_agents(frontier));
                 }
                 if self.all_done() {
                     break;
                 }
                 steps += 1;
-                if steps & 63 == 0 && last_report.elapsed().as_millis() >= 100 {
+                let due = steps & 63 == 0 || frontier - checked_at >= PROGRESS_EVERY_PS;
+                if due {
+                    checked_at = frontier;
+                }
+                if due && last_report.elapsed().as_millis() >= 100 {
                     last_report = Instant::now();
                     let p = Progress {
                         sim_ns: frontier / 1000,
@@ -606,8 +645,6 @@ impl Run {
                     };
                     if progress(p) == Control::Stop {
                         interrupted = true;
-                        let end = self.machine.hw.now_ps().max(window_start + 1);
-                        self.close_window(window_start, end.min(window_end))?;
                         break 'outer;
                     }
                 }
@@ -623,6 +660,14 @@ impl Run {
             window_start = window_end;
             if window_end >= self.end_ps {
                 break;
+            }
+        }
+        if interrupted || error.is_some() {
+            // The window under way when the run stopped.
+            let window_end = window_start.saturating_add(self.window_ps).min(self.end_ps);
+            let end = self.machine.hw.now_ps().max(window_start + 1).min(window_end.max(window_start + 1));
+            if let Err(e) = self.close_window(window_start, end) {
+                error.get_or_insert(e.to_string());
             }
         }
         for t in 0..self.threads {
@@ -642,7 +687,14 @@ impl Run {
             let core = agent.core();
             let mut ctx =
                 AgentCtx::new(end_ps, MachineView::new(&mut self.machine), core, cpu_ps, &mut out, wants);
-            agent.finish(&mut ctx)?;
+            match agent.finish(&mut ctx) {
+                Ok(()) => {}
+                // After an error the agents finish on what there is; a second error is
+                // secondary to the first.
+                Err(SimError::Runtime(m)) if error.is_some() => drop(m),
+                Err(SimError::Runtime(m)) => error = Some(m),
+                Err(e) => return Err(e),
+            }
             let o = agent.output();
             if !o.samples.is_empty() {
                 samples.push((agent.label().to_string(), o.samples));
@@ -682,6 +734,7 @@ impl Run {
             heatmap: self.heatmap,
             mappings: self.mappings,
             interrupted,
+            error,
             wall_seconds,
             mapping_log: self.machine.os.mapping_log.clone(),
             samples,
@@ -838,7 +891,7 @@ impl Simulation {
                 }
             };
             let out = run.run(progress)?;
-            let stop = out.result.interrupted && k + 1 < n;
+            let stop = (out.result.interrupted || out.result.error.is_some()) && k + 1 < n;
             done.push((stage.name.clone(), out));
             if stop {
                 break;
@@ -897,6 +950,34 @@ tier = 1
 kind = "uniform"
 footprint = "32MiB"
 "#;
+
+    /// A simulated machine that runs out of memory ends the run like Ctrl-C: what was
+    /// simulated until then is in the result, with the error.
+    #[test]
+    fn out_of_memory_keeps_what_was_simulated() {
+        let text = r#"
+duration = "2s"
+window = "10ms"
+[machine]
+cores = 1
+[[machine.nodes]]
+name = "only"
+capacity = "16MiB"
+latency_ns = 90.0
+[workload]
+kind = "uniform"
+footprint = "64MiB"
+"#;
+        let r = run(text);
+        let e = r.error.as_deref().expect("an error");
+        assert!(e.contains("out of memory"), "{e}");
+        assert!(!r.interrupted);
+        assert!(r.stats.get_u64("machine.accesses") > 0);
+        assert_eq!(r.stats.get_u64("machine.page_faults"), 16 << 8);
+        let rows = r.timeseries.columns.first().map_or(0, |c| c.len());
+        assert!((1..200).contains(&rows), "{rows}");
+        assert_eq!(r.heatmap.counts.len(), rows);
+    }
 
     /// A technique and a tiering policy added as one file and one registry line each
     /// (`agents/telemetry/toy.rs`, `agents/tiering/toy.rs`, registered for tests) run in a

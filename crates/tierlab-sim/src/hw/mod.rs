@@ -111,7 +111,7 @@ impl Core {
     #[inline(always)]
     fn complete(&mut self, addr: u64, node: u8, size: PageSize, dirty: bool, extra: u64, remember: bool) {
         let t = self.cost_to[node as usize] + extra;
-        self.clock_ps += t;
+        self.clock_ps = self.clock_ps.saturating_add(t);
         self.c.access_ps += t;
         self.node_accesses[node as usize] += 1;
         if remember {
@@ -313,7 +313,7 @@ impl Hardware {
         if (a.addr & c.last_mask) == c.last_base && (!write || c.last_dirty) {
             c.c.l1_tlb_hits += 1;
             let t = c.cost_to[c.last_node as usize];
-            c.clock_ps += t;
+            c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.access_ps += t;
             c.node_accesses[c.last_node as usize] += 1;
             return Ok(());
@@ -370,7 +370,7 @@ impl Hardware {
                 c.c.tlb_misses += 1;
                 if let Some(s) = self.tlb_sampler.as_mut() {
                     let cost = s.on_miss(core, addr, c.clock_ps);
-                    c.clock_ps += cost;
+                    c.clock_ps = c.clock_ps.saturating_add(cost);
                     c.c.background_ps += cost;
                 }
                 let f = mmu.translate(self, core, addr, write)?;
@@ -410,7 +410,7 @@ impl Hardware {
         let period = hw.cfg.period.max(1);
         let c = &mut self.cores[core];
         c.pebs_left = period;
-        c.clock_ps += cost;
+        c.clock_ps = c.clock_ps.saturating_add(cost);
         c.c.background_ps += cost;
     }
 
@@ -450,7 +450,7 @@ impl Hardware {
     #[inline]
     pub fn charge(&mut self, core: usize, t: u64) {
         let c = &mut self.cores[core];
-        c.clock_ps += t;
+        c.clock_ps = c.clock_ps.saturating_add(t);
         c.c.background_ps += t;
     }
 
@@ -458,7 +458,7 @@ impl Hardware {
     #[inline]
     pub fn charge_tlb(&mut self, core: usize, t: u64) {
         let c = &mut self.cores[core];
-        c.clock_ps += t;
+        c.clock_ps = c.clock_ps.saturating_add(t);
         c.c.tlb_maint_ps += t;
     }
 
@@ -466,7 +466,7 @@ impl Hardware {
     #[inline]
     pub fn charge_fault(&mut self, core: usize, t: u64) {
         let c = &mut self.cores[core];
-        c.clock_ps += t;
+        c.clock_ps = c.clock_ps.saturating_add(t);
         c.c.fault_ps += t;
     }
 

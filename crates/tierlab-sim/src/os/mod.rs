@@ -334,7 +334,7 @@ impl Mmu for Os {
             // A NUMA hint fault when the walk reached a page protected by a scanner.
             let c = &mut env.hw.cores[core];
             let t = h.on_walk(core, addr, c.clock_ps);
-            c.clock_ps += t;
+            c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.fault_ps += t;
         }
         Ok(f)

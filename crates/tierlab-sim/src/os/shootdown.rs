@@ -82,7 +82,7 @@ pub fn shootdown(
         invalidate(hw, i, what, full);
         let c = &mut hw.cores[i];
         c.c.remote_invalidations += 1;
-        c.clock_ps += target_ps;
+        c.clock_ps = c.clock_ps.saturating_add(target_ps);
         c.c.tlb_maint_ps += target_ps;
     }
     let ipi_ps = if targets == 0 { 0 } else { ps(hw.cost.shootdown_ns(targets as usize)) };
@@ -101,7 +101,7 @@ pub fn shootdown(
             }
             let c = &mut hw.cores[core];
             c.c.shootdowns_sent += (targets > 0) as u64;
-            c.clock_ps += t;
+            c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.tlb_maint_ps += t;
             Outcome { targets, initiator_ps: t }
         }

@@ -112,11 +112,43 @@ impl MasimConfig {
 /// Read and parse a masim config file (I/O errors become [`SimError::Input`]).
 pub fn load_masim(path: &Path) -> Result<MasimConfig> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SimError::Input {
+    let text = crate::limits::read_text(path, crate::limits::MAX_TEXT_FILE).map_err(|m| SimError::Input {
         at: Location { file: file.clone(), line: None, field: None },
-        msg: format!("cannot read masim config: {e}"),
+        msg: format!("masim config: {m}"),
     })?;
-    parse_masim(&text, &file)
+    let cfg = parse_masim(&text, &file)?;
+    check_init_files(&cfg, path.parent().unwrap_or(Path::new(".")), &file)?;
+    Ok(cfg)
+}
+
+/// Every region's initial-data file must exist as a regular file (masim reads it to fill the
+/// region; the simulator does not model data, but a config naming a missing file would fail
+/// on the real tool). Relative names are resolved against `dir`, the config's directory.
+pub fn check_init_files(cfg: &MasimConfig, dir: &Path, file: &str) -> Result<()> {
+    for r in &cfg.regions {
+        if let Some(name) = &r.init_data {
+            let p = Path::new(name);
+            let full = if p.is_relative() { dir.join(p) } else { p.to_path_buf() };
+            match std::fs::metadata(&full) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => {
+                    return Err(err(
+                        file,
+                        r.line,
+                        format!("region `{}`: initial-data file `{name}` is not a regular file", r.name),
+                    ))
+                }
+                Err(e) => {
+                    return Err(err(
+                        file,
+                        r.line,
+                        format!("region `{}`: initial-data file `{name}` cannot be read: {e}", r.name),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn err(file: &str, line: usize, msg: impl Into<String>) -> SimError {
@@ -179,8 +211,33 @@ pub fn parse_masim(text: &str, file: &str) -> Result<MasimConfig> {
     };
 
     let mut regions: Vec<MasimRegion> = Vec::with_capacity(region_para.len());
-    for l in region_para {
+    for (i, l) in region_para.iter().enumerate() {
         let f = fields(l.text);
+        // Until one region line has parsed, the file is not known to be a masim config (it
+        // may be any file a scenario named): its content is not quoted in errors.
+        if i == 0 {
+            let why = if f.len() < 2 {
+                Some("missing field")
+            } else if f.len() > 3 {
+                Some("too many fields")
+            } else if f[0].is_empty() {
+                Some("missing field: empty region name")
+            } else if !parse_size(f[1]).is_ok_and(|s| s > 0) {
+                Some("bad number for the size")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(err(
+                    file,
+                    l.no,
+                    format!(
+                        "not a masim config: its first line is not a region \
+                         (`NAME, SIZE[, INIT_DATA_FILE|none]`): {why}"
+                    ),
+                ));
+            }
+        }
         if f.len() < 2 {
             return Err(err(
                 file,
@@ -347,6 +404,56 @@ mod tests {
             }
             other => panic!("expected a masim error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_file_that_is_not_masim_is_not_quoted() {
+        let (line, msg) = parse_err("root:$6$saltsalt$secret:19000:0:99999:7:::\nbin:*:19000\n");
+        assert_eq!(line, 1);
+        assert!(msg.contains("not a masim config"), "{msg}");
+        assert!(!msg.contains("root") && !msg.contains("secret"), "{msg}");
+        let (_, msg) = parse_err("secret, value\n\np\n1\nsecret, 0, 64, 1\n");
+        assert!(!msg.contains("secret") && !msg.contains("value"), "{msg}");
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tierlab-masim-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn special_files_and_missing_init_files_are_refused() {
+        let e = load_masim(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("/dev/zero") && e.contains("not a regular file"), "{e}");
+        let d = scratch("init");
+        let cfg = d.join("c.cfg");
+        std::fs::write(&cfg, "a, 4096, data.bin\nb, 4096, none\n\np\n1\na, 0, 64, 1\n").unwrap();
+        let e = load_masim(&cfg).unwrap_err().to_string();
+        assert!(e.contains("c.cfg:1") && e.contains("initial-data file `data.bin`"), "{e}");
+        std::fs::write(d.join("data.bin"), [0u8; 16]).unwrap();
+        let c = load_masim(&cfg).unwrap();
+        assert_eq!(c.regions[0].init_data.as_deref(), Some("data.bin"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let d = scratch("fifo");
+        let f = d.join("fifo.cfg");
+        let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the file.
+        assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = load_masim(&f).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[cfg(unix)]
+    extern "C" {
+        #[link_name = "mkfifo"]
+        fn libc_mkfifo(path: *const std::os::raw::c_char, mode: u32) -> i32;
     }
 
     #[test]

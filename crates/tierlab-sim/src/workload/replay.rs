@@ -504,6 +504,14 @@ impl WorkloadParams for ReplayParams {
             }
             None => {
                 let dir = self.dir(ctx)?;
+                if !dir.is_dir() {
+                    // The scenario names it: the place is the scenario's field.
+                    return Err(SimError::config(
+                        f,
+                        "workload.path",
+                        format!("{}: no such recording (directory not found)", dir.display()),
+                    ));
+                }
                 let meta = rec::read_meta(&dir).map_err(rec_err)?;
                 let table = AccessTable::open(&dir).map_err(rec_err)?;
                 let tids = table.tids().map_err(rec_err)?;

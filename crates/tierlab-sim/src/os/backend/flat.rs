@@ -74,7 +74,7 @@ impl Flat {
         let c = &mut env.hw.cores[core];
         c.c.page_faults += 1;
         c.c.fault_ps += cost;
-        c.clock_ps += cost;
+        c.clock_ps = c.clock_ps.saturating_add(cost);
         Ok(())
     }
 }

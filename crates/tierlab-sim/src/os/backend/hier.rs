@@ -529,7 +529,7 @@ impl Hier {
             ));
         };
         let h = &mut self.s;
-        env.hw.cores[core].clock_ps += h.costs.fault;
+        env.hw.cores[core].clock_ps = env.hw.cores[core].clock_ps.saturating_add(h.costs.fault);
         let pb = h.size.bytes();
         if h.used >= h.frames {
             let mut ctx =
@@ -547,11 +547,11 @@ impl Hier {
         if flags & IN_SLOW != 0 {
             let at = env.hw.cores[core].clock_ps;
             let t = h.link(true, at, pb);
-            env.hw.cores[core].clock_ps += t;
+            env.hw.cores[core].clock_ps = env.hw.cores[core].clock_ps.saturating_add(t);
             h.c.bytes_in += pb;
             h.hc[core].c.bytes_moved += pb;
         } else {
-            env.hw.cores[core].clock_ps += h.costs.zero_fill;
+            env.hw.cores[core].clock_ps = env.hw.cores[core].clock_ps.saturating_add(h.costs.zero_fill);
             h.hc[core].c.zero_fills += 1;
         }
         let bit = 1u64 << core;
@@ -710,7 +710,7 @@ impl Ctx<'_> {
             if let Initiator::Core(c) = self.who {
                 let at = self.hw.cores[c].clock_ps;
                 let t = h.link(false, at, pb);
-                self.hw.cores[c].clock_ps += t;
+                self.hw.cores[c].clock_ps = self.hw.cores[c].clock_ps.saturating_add(t);
                 h.hc[c].c.bytes_moved += pb;
             }
             h.c.bytes_out += pb;
@@ -802,7 +802,7 @@ impl MemoryBackend for Hier {
             // PSPT: copy the valid PTE of another core.
             let t = h.costs.copy;
             let c = &mut env.hw.cores[core];
-            c.clock_ps += t;
+            c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.fault_ps += t;
             h.hc[core].c.pte_copies += 1;
             h.hc[core].c.fault_ps += t;

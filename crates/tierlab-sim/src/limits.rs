@@ -1,0 +1,373 @@
+//! The range of every numeric scenario parameter, checked when a scenario loads.
+//!
+//! Sizes and durations are bounded where they are parsed ([`crate::units::MAX_SIZE`],
+//! [`crate::units::MAX_DURATION_NS`]); every other number of a scenario (an integer or a
+//! float, in any table, defaults included) must match one rule of [`RULES`], the first that
+//! matches its dotted path, and lie in that rule's range. A number no rule covers is refused
+//! too (a test walks every kind's defaults so that none is left out). The ranges are wide:
+//! they exclude what no machine or program has (a fault that takes more than a second, a
+//! TLB of more than 65,536 entries), which is also what would make the engine's 64-bit
+//! picosecond clock wrap or its tables outgrow the host; the kinds' own checks then say
+//! what is inconsistent (ways that do not divide entries, a threshold above a count).
+//!
+//! `docs/scenarios.md` ("Ranges") lists the same table; a test keeps the two in step.
+
+/// One range rule.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// Dotted path with list indices removed; a segment may hold one `*` (any characters) and
+    /// `**` matches any number of segments.
+    pub pattern: &'static str,
+    /// Smallest value accepted.
+    pub min: f64,
+    /// Whether `min` itself is refused (an open interval: `> min`).
+    pub min_open: bool,
+    /// Largest value accepted.
+    pub max: f64,
+    /// Whether the value must be an integer.
+    pub integer: bool,
+    /// Unit and meaning, for messages and the docs.
+    pub what: &'static str,
+}
+
+const fn r(pattern: &'static str, min: f64, max: f64, what: &'static str) -> Rule {
+    Rule { pattern, min, min_open: false, max, integer: false, what }
+}
+const fn pos(pattern: &'static str, max: f64, what: &'static str) -> Rule {
+    Rule { pattern, min: 0.0, min_open: true, max, integer: false, what }
+}
+const fn int(pattern: &'static str, min: f64, max: f64, what: &'static str) -> Rule {
+    Rule { pattern, min, min_open: false, max, integer: true, what }
+}
+
+/// 2^63 - 1 as an f64 bound (TOML integers are signed 64-bit).
+const I64_MAX: f64 = 9.223_372_036_854_776e18;
+/// 2^48: pages of a 48-bit address space at 4 KiB are 2^36; counts of things in a scenario
+/// (items, keys, iterations, accesses) stay far below this.
+const COUNT_MAX: f64 = 281_474_976_710_656.0;
+
+/// The rules, most specific first.
+pub const RULES: &[Rule] = &[
+    int("seed", 0.0, I64_MAX, "the seed (any TOML integer >= 0)"),
+    int("report.heatmap_bins", 1.0, 100_000.0, "address bins of the heatmap"),
+    // The machine.
+    int("machine.cores", 1.0, 4096.0, "cores"),
+    int("machine.nodes.cores", 0.0, 4095.0, "core numbers"),
+    int("machine.nodes.tier", 0.0, 255.0, "tier number"),
+    pos("machine.cpu_ghz", 100.0, "GHz"),
+    r("machine.remote_factor", 1.0, 1000.0, "latency multiplier of a remote socket"),
+    r("machine.cost.cache_hit_fraction", 0.0, 1.0, "fraction"),
+    int("machine.cost.flush_ceiling_pages", 0.0, COUNT_MAX, "pages"),
+    int("machine.cache.ways", 1.0, 64.0, "ways"),
+    int("machine.cache.line", 8.0, 4096.0, "bytes"),
+    int("machine.**.*_entries", 0.0, 65_536.0, "entries of a TLB or paging-structure cache"),
+    int("machine.**.*_ways", 1.0, 65_536.0, "ways"),
+    int("machine.hmem.scanner_threads", 1.0, 4096.0, "threads"),
+    // Time and bandwidth, anywhere.
+    r("**.*_ns", 0.0, 1e9, "ns: the time of one event (at most one second)"),
+    r("**.*ns_per_*", 0.0, 1e9, "ns per item (at most one second)"),
+    r("**.*_cycles", 0.0, 1e12, "CPU cycles of one event"),
+    pos("**.*_gbps", 1e6, "GB/s"),
+    pos("**.*_hz", 1e10, "Hz"),
+    pos("**.*_ghz", 100.0, "GHz"),
+    // Fractions and probabilities.
+    r("**.*_fraction", 0.0, 1.0, "fraction"),
+    r("**.p", 0.0, 1.0, "fraction of prioritized pages"),
+    r("**.flex_*", 0.0, 1.0, "fraction of a level's entries"),
+    r("scoring.target", 0.0, 1.0, "fraction"),
+    r("**.theta", 0.0, 100.0, "Zipf exponent"),
+    r("**.aging", 0.0, 1e6, "aging factor"),
+    // Telemetry counts.
+    int("telemetry.period", 1.0, 1e12, "events per sample (the PMU's reset value)"),
+    int("telemetry.record_size", 1.0, 65_536.0, "bytes per PEBS record"),
+    int("telemetry.*_nr_regions", 1.0, 1e8, "regions"),
+    int("telemetry.tune_access_bp", 1.0, 10_000.0, "basis points of accesses"),
+    int("**.*_bp", 0.0, 10_000.0, "basis points"),
+    int("**.*threshold*", 0.0, COUNT_MAX, "count"),
+    int("**.min_samples", 0.0, COUNT_MAX, "samples"),
+    int("**.tune_aggrs", 1.0, 1e6, "aggregation intervals"),
+    int("telemetry.chunk_ptes", 1.0, COUNT_MAX, "PTE slots scanned per event"),
+    pos("telemetry.max_cpu", 1.0, "fraction of one core"),
+    // Placement and tiering.
+    int("placement.period", 1.0, 1e12, "events per sample (the PMU's reset value)"),
+    int("placement.buffer_records", 1.0, 1e9, "samples buffered per interrupt"),
+    int("tiering.cooling_samples", 1.0, COUNT_MAX, "samples between coolings"),
+    int("tiering.*_period", 1.0, 1e12, "events per sample"),
+    pos("tiering.cpu_limit", 1.0, "fraction of one core"),
+    r("tiering.demote_watermark", 0.0, 1.0, "fraction of the fast tier kept free"),
+    r("tiering.fill", 0.0, 1.0, "fraction of the fast tier filled"),
+    int("tiering.*_node", 0.0, 255.0, "node number"),
+    pos("tiering.rate_limit_mbps", 1e9, "MB/s of migration"),
+    // Replacement policies.
+    r("policies.scan_ratio", 0.0, 1e6, "inactive pages scanned per page evicted (0 = all)"),
+    r("policies.active_scan", 0.0, 1.0, "fraction of the active list aged per scan"),
+    // Workloads: counts and sizes of the program's own structures.
+    int("workload.threads", 1.0, 4096.0, "threads"),
+    int("workload.node", 0.0, 255.0, "node number"),
+    int("workload.nx", 1.0, 1e7, "grid points"),
+    int("workload.ny", 1.0, 1e7, "grid points"),
+    int("workload.nz", 1.0, 1e7, "grid points"),
+    int("workload.points", 1.0, 1e4, "stencil points"),
+    int("workload.repeat", 1.0, 1e9, "repetitions"),
+    int("workload.accesses_per_choice", 1.0, 1e12, "accesses"),
+    int("workload.*", 0.0, COUNT_MAX, "count (items, keys, clients, iterations, accesses)"),
+    int("**.*_size", 0.0, crate::units::MAX_SIZE as f64, "bytes"),
+    int("**.*_pages", 0.0, COUNT_MAX, "pages"),
+    int("**.*_regions", 0.0, 1e8, "regions"),
+    int("**.cores", 0.0, 4095.0, "core numbers"),
+    int("**.core", 0.0, 4095.0, "core number"),
+    int("**.node", 0.0, 255.0, "node number"),
+    int("**.nodes", 0.0, 255.0, "node numbers"),
+];
+
+/// Whether dotted `path` (indices removed) matches `pattern`.
+pub fn matches(pattern: &str, path: &str) -> bool {
+    let p: Vec<&str> = pattern.split('.').collect();
+    let s: Vec<&str> = path.split('.').collect();
+    match_segs(&p, &s)
+}
+
+fn match_segs(p: &[&str], s: &[&str]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((&"**", rest)) => (0..=s.len()).any(|k| match_segs(rest, &s[k..])),
+        Some((first, rest)) => match s.split_first() {
+            Some((seg, srest)) => match_seg(first, seg) && match_segs(rest, srest),
+            None => false,
+        },
+    }
+}
+
+fn match_seg(p: &str, s: &str) -> bool {
+    match p.split_once('*') {
+        None => p == s,
+        Some((pre, post)) => {
+            if let Some((mid, post2)) = post.split_once('*') {
+                // `*a*`: `pre` and `post2` at the ends, `mid` somewhere between.
+                s.len() >= pre.len() + post2.len()
+                    && s.starts_with(pre)
+                    && s.ends_with(post2)
+                    && s[pre.len()..s.len() - post2.len()].contains(mid)
+            } else {
+                s.len() >= pre.len() + post.len() && s.starts_with(pre) && s.ends_with(post)
+            }
+        }
+    }
+}
+
+/// The rule for `path` (indices removed).
+pub fn rule_for(path: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| matches(r.pattern, path))
+}
+
+/// A number out of range: (dotted path with indices, message).
+pub type Violation = (String, String);
+
+/// Check every number of `value` (a scenario as TOML, defaults included).
+pub fn check(value: &toml::Value) -> Result<(), Violation> {
+    walk(value, &mut String::new(), &mut String::new())
+}
+
+/// Every number of `value` that no rule covers, as `(path, value)` (for the test that keeps
+/// [`RULES`] complete).
+pub fn uncovered(value: &toml::Value) -> Vec<(String, String)> {
+    fn go(v: &toml::Value, path: &str, bare: &str, out: &mut Vec<(String, String)>) {
+        match v {
+            toml::Value::Table(t) => t.iter().for_each(|(k, x)| go(x, &join(path, k), &join(bare, k), out)),
+            toml::Value::Array(a) => {
+                a.iter().enumerate().for_each(|(i, x)| go(x, &format!("{path}[{i}]"), bare, out))
+            }
+            toml::Value::Integer(_) | toml::Value::Float(_) if rule_for(bare).is_none() => {
+                out.push((path.to_string(), v.to_string()))
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    go(value, "", "", &mut out);
+    out
+}
+
+fn join(base: &str, k: &str) -> String {
+    if base.is_empty() {
+        k.to_string()
+    } else {
+        format!("{base}.{k}")
+    }
+}
+
+fn walk(v: &toml::Value, path: &mut String, bare: &mut String) -> Result<(), Violation> {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, x) in t {
+                // Free-form tables of strings (sweep `set`) have no numbers to check.
+                let (p0, b0) = (path.len(), bare.len());
+                *path = join(path, k);
+                *bare = join(bare, k);
+                walk(x, path, bare)?;
+                path.truncate(p0);
+                bare.truncate(b0);
+            }
+            Ok(())
+        }
+        toml::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let p0 = path.len();
+                path.push_str(&format!("[{i}]"));
+                walk(x, path, bare)?;
+                path.truncate(p0);
+            }
+            Ok(())
+        }
+        toml::Value::Integer(i) => check_number(*i as f64, true, path, bare),
+        toml::Value::Float(f) => check_number(*f, false, path, bare),
+        _ => Ok(()),
+    }
+}
+
+fn check_number(x: f64, is_int: bool, path: &str, bare: &str) -> Result<(), Violation> {
+    // Sweep points and stages carry overrides as strings; their numbers are checked when
+    // the override is applied. Nothing numeric lives there.
+    let Some(rule) = rule_for(bare) else {
+        return Err((
+            path.to_string(),
+            "no range is declared for this number (a bug: add it to limits::RULES)".into(),
+        ));
+    };
+    if !x.is_finite() {
+        return Err((path.to_string(), format!("{x} is not a finite number")));
+    }
+    if rule.integer && !is_int {
+        return Err((path.to_string(), format!("{x} must be an integer ({})", rule.what)));
+    }
+    let low_ok = if rule.min_open { x > rule.min } else { x >= rule.min };
+    if !low_ok || x > rule.max {
+        let lo = if rule.min_open { "(" } else { "[" };
+        return Err((
+            path.to_string(),
+            format!(
+                "{} is out of range: must be in {lo}{}, {}] ({})",
+                fmt(x),
+                fmt(rule.min),
+                fmt(rule.max),
+                rule.what
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A number as a person writes it (integers without `.0`, large ones in exponent form).
+pub fn fmt(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else if x.abs() >= 1e15 || (x != 0.0 && x.abs() < 1e-4) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The rules as a Markdown table (for `docs/scenarios.md`).
+pub fn markdown() -> String {
+    let mut s = String::from("| parameter | range | meaning |\n| --- | --- | --- |\n");
+    for r in RULES {
+        let lo = if r.min_open { "(" } else { "[" };
+        let int = if r.integer { ", integer" } else { "" };
+        s.push_str(&format!("| `{}` | {lo}{}, {}]{int} | {} |\n", r.pattern, fmt(r.min), fmt(r.max), r.what));
+    }
+    s
+}
+
+/// Largest scenario or masim config file read (16 MiB: the biggest built-in is a few KiB).
+pub const MAX_TEXT_FILE: u64 = 16 << 20;
+
+/// Read a text file an input names, bounded: it must be a regular file (a FIFO, a device
+/// such as `/dev/zero` or a directory is refused before any read), at most `max` bytes, and
+/// UTF-8. The error says what is wrong without quoting the content.
+pub fn read_text(path: &std::path::Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        let kind =
+            if meta.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
+        return Err(format!("cannot read: {kind}"));
+    }
+    if meta.len() > max {
+        return Err(format!("too large: {} bytes (at most {max})", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    // The size may change between the check and the read: read at most one byte more.
+    f.take(max + 1).read_to_end(&mut buf).map_err(|e| format!("cannot read: {e}"))?;
+    if buf.len() as u64 > max {
+        return Err(format!("too large: more than {max} bytes"));
+    }
+    String::from_utf8(buf)
+        .map_err(|e| format!("not a text file: invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn read_text_refuses_what_is_not_a_small_text_file() {
+        let dir = std::env::temp_dir().join(format!("tierlab-limits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = dir.join("ok.toml");
+        std::fs::write(&ok, "a = 1\n").unwrap();
+        assert_eq!(read_text(&ok, 100).unwrap(), "a = 1\n");
+        assert!(read_text(&ok, 3).unwrap_err().contains("too large"));
+        let bin = dir.join("bin");
+        std::fs::write(&bin, [b'a', 0xff, 0xfe]).unwrap();
+        assert!(read_text(&bin, 100).unwrap_err().contains("invalid UTF-8 at byte 1"));
+        assert!(read_text(&dir, 100).unwrap_err().contains("a directory"));
+        assert!(read_text(std::path::Path::new("/dev/zero"), 100)
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(read_text(&dir.join("missing"), 100).unwrap_err().contains("cannot read"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("**.*_ns", "machine.cost.fault_ns"));
+        assert!(matches("**.*_ns", "fault_ns"));
+        assert!(!matches("**.*_ns", "machine.cost.fault_nsx"));
+        assert!(matches("machine.**.*_entries", "machine.tlb.l2_entries"));
+        assert!(matches("machine.**.*_entries", "machine.hmem.l1_64k_entries"));
+        assert!(!matches("machine.**.*_entries", "telemetry.l2_entries"));
+        assert!(matches("**.*threshold*", "telemetry.hot_threshold"));
+        assert!(matches("**.*threshold*", "scoring.truth_threshold"));
+        assert!(matches("workload.*", "workload.keys"));
+        assert!(!matches("workload.*", "workload.a.b"));
+    }
+
+    fn table(s: &str) -> toml::Value {
+        toml::Value::Table(toml::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn out_of_range_and_non_finite() {
+        let e = check(&table("[machine.cost]\nfault_ns = 1e17\n")).unwrap_err();
+        assert_eq!(e.0, "machine.cost.fault_ns");
+        assert!(e.1.contains("1e17 is out of range: must be in [0, 1000000000]"), "{}", e.1);
+        let e = check(&table("[machine]\nremote_factor = nan\n")).unwrap_err();
+        assert!(e.1.contains("not a finite"), "{}", e.1);
+        let e = check(&table("[[machine.nodes]]\nlatency_ns = 90.0\n[[machine.nodes]]\nlatency_ns = inf\n"))
+            .unwrap_err();
+        assert_eq!(e.0, "machine.nodes[1].latency_ns");
+        let e = check(&table("[machine.tlb]\nl2_entries = 1200000000\n")).unwrap_err();
+        assert!(e.1.contains("65536"), "{}", e.1);
+        let e = check(&table("[workload]\nthreads = 2.5\n")).unwrap_err();
+        assert!(e.1.contains("integer"), "{}", e.1);
+        check(&table("seed = 7\n[machine.cost]\nfault_ns = 1000.0\n")).unwrap();
+    }
+
+    #[test]
+    fn unknown_numbers_are_refused() {
+        let e = check(&table("[foo]\nbar = 1\n")).unwrap_err();
+        assert!(e.1.contains("no range"), "{}", e.1);
+    }
+}
