@@ -4,12 +4,23 @@ into the recording format (see docs/recording.md for the formats accepted)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
 
 FORMATS = ("perf-script", "mckernel", "damo")
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number such as 1e9") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive finite number")
+    return v
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,10 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("format", choices=FORMATS, help="input format")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input file(s)")
     p.add_argument("-o", "--out", type=Path, required=True, metavar="REC", help="recording")
-    p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace REC if it is a tierlab recording (anything else is never replaced)",
+    )
     p.add_argument(
         "--ticks-per-second",
-        type=float,
+        type=_rate,
         default=1e9,
         metavar="HZ",
         help="mckernel: timestamp ticks per second (default 1e9: nanoseconds; the TSC rate "
@@ -39,17 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab.live import imports
+    from tierlab.recording import check_overwritable
 
     out: Path = args.out
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        print_error(f"{out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(out, True):
+        print_error(f"{out}: already exists (use --force to replace it)")
         return EXIT_USAGE
-    if args.ticks_per_second <= 0:
-        args.parser.error("--ticks-per-second must be positive")
-    for f in args.files:
-        if not f.is_file():
-            print_error(f"{f}: no such file")
-            return EXIT_USAGE
+    check_overwritable(out, args.force)
     try:
         if args.format == "perf-script":
             res = imports.import_perf_script(args.files, out, overwrite=args.force)
