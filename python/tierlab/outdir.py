@@ -25,6 +25,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+
+class OutputError(ValueError):
+    """An output directory that tierlab must not replace (the message says why)."""
+
+
 #: Kinds of tierlab output directories and the marker that identifies each.
 KINDS = {
     "recording": "meta.json",
@@ -164,4 +169,12 @@ def replacing(dest: Path, kinds: tuple[str, ...], error: type[Exception]) -> Ite
         raise
 
 
-__all__ = ["KINDS", "check_replaceable", "install", "is_empty_dir", "kind_of", "replacing"]
+__all__ = [
+    "KINDS",
+    "OutputError",
+    "check_replaceable",
+    "install",
+    "is_empty_dir",
+    "kind_of",
+    "replacing",
+]

@@ -71,10 +71,11 @@ def error_exit_code(exc: BaseException) -> int | None:
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
+    from tierlab.outdir import OutputError
     from tierlab.recording import RecordingError
     from tierlab.telemetry import TelemetryError
 
-    if isinstance(exc, RecordingError | TelemetryError | OSError | ImportError):
+    if isinstance(exc, RecordingError | TelemetryError | OutputError | OSError | ImportError):
         return EXIT_USAGE
     return None
 
