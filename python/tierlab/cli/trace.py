@@ -20,7 +20,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "single-threaded programs: lackey's trace does not say which thread accessed.",
     )
     p.add_argument("-o", "--out", type=Path, required=True, metavar="REC", help="recording")
-    p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace REC if it is a tierlab recording (anything else is never replaced)",
+    )
     p.add_argument("--valgrind", metavar="PATH", help="valgrind executable (default: on PATH)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
@@ -28,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab.live.trace import TraceError, trace
+    from tierlab.recording import check_overwritable
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -35,9 +40,10 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         args.parser.error("nothing to trace: give -- CMD [ARGS...]")
     out: Path = args.out
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        print_error(f"{out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(out, True):
+        print_error(f"{out}: already exists (use --force to replace it)")
         return EXIT_USAGE
+    check_overwritable(out, args.force)
     try:
         res = trace(out, command, valgrind=args.valgrind, overwrite=args.force)
     except TraceError as e:
