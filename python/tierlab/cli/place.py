@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pp.add_argument("recording", type=Path, metavar="REC", help="recording directory")
     pp.add_argument("-o", "--out", type=Path, metavar="PLAN", required=True, help="plan file")
-    pp.add_argument("--force", action="store_true", help="overwrite PLAN if it exists")
-    pp.add_argument("--policy", choices=("affinity", "hot-fast"), default="affinity")
+    pp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace PLAN if it is a placement plan (any other file is never replaced)",
+    )
+    pp.add_argument(
+        "--policy",
+        choices=("affinity", "hot-fast"),
+        default="affinity",
+        help="affinity: each page to the node whose CPUs sampled it most (default); hot-fast: "
+        "the hottest pages to --fast-node up to --fast-capacity",
+    )
     pp.add_argument(
         "--by",
         choices=("samples", "weight"),
@@ -122,7 +133,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="pages with less evidence are left out (affinity) or not promoted (hot-fast)",
     )
-    pp.add_argument("--event", help="use only samples of this event (samples.event)")
+    pp.add_argument(
+        "--mappings",
+        choices=("auto", "live", "history"),
+        default="auto",
+        help="which mappings to plan: live (mapped when the recording ended: a plan for the "
+        "running process), history (every mapping the program had), auto (history when the "
+        "recorded program exited, else live)",
+    )
+    pp.add_argument(
+        "--event", metavar="NAME", help="use only samples of this event (samples.event)"
+    )
     pp.add_argument(
         "--page-size", type=_size, metavar="BYTES", help="default: the recording's, else 4KiB"
     )
@@ -170,11 +191,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     ps.add_argument("--pid", type=int, required=True, help="the process")
     ps.add_argument(
+        "--min-mapping",
         "--min-size",
+        dest="min_size",
         type=_size,
         default=0,
         metavar="SIZE",
-        help="list only mappings at least this large (all count in the totals)",
+        help="list only mappings at least this large (all count in the totals); --min-size "
+        "is the old spelling",
     )
     ps.add_argument(
         "--max-pages",
@@ -204,15 +228,33 @@ def _fail(message: str) -> int:
 # -- plan -------------------------------------------------------------------------------------
 
 
+def _is_plan_file(path: Path) -> bool:
+    """A regular file whose first bytes declare the plan format (as ``save`` writes it)."""
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"format": "tierlab-placement-plan"' in head
+
+
 def main_plan(args: argparse.Namespace) -> int:
     from tierlab.place import PlaceError
     from tierlab.place.plan import PlanOptions, describe, make_plan, parse_cpu_nodes, save
     from tierlab.recording import Recording
 
-    if args.out.exists() and not args.force:
-        return _fail(f"{args.out}: already exists (use --force to overwrite)")
     if args.out.is_dir():
         return _fail(f"{args.out}: is a directory; -o names the plan file to write")
+    if os.path.lexists(args.out):
+        if not args.force:
+            return _fail(f"{args.out}: already exists (use --force to replace it)")
+        if not _is_plan_file(args.out):
+            return _fail(
+                f"{args.out}: exists and is not a placement plan; refusing to replace it "
+                "(remove it yourself or choose another -o)"
+            )
     try:
         opts = PlanOptions(
             policy=args.policy,
@@ -225,6 +267,7 @@ def main_plan(args: argparse.Namespace) -> int:
             min_samples=args.min_samples,
             event=args.event,
             page_size=args.page_size,
+            mappings=args.mappings,
         )
         rec = Recording.open(args.recording)
         plan = make_plan(rec, opts)
