@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import Any, NoReturn
@@ -16,13 +17,47 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+class _TrimmedLines(io.TextIOBase):
+    """A text stream that drops the spaces at the end of every line it passes on (rich pads
+    each table row to the table's width: noise in a file or a pipe)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending)
+            self._pending = ""
+        self._out.flush()
+
+    def fileno(self) -> int:
+        return self._out.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def stdout_console(**kwargs: Any) -> Console:
     """A console for results on stdout: the terminal's width in a terminal; when stdout is a
     pipe or a file (and ``COLUMNS`` is unset), unbounded, so tables keep every column whole
-    instead of being squeezed into 80 columns."""
-    if sys.stdout.isatty() or "COLUMNS" in os.environ:
+    instead of being squeezed into 80 columns, and without the spaces that pad each row."""
+    if sys.stdout.isatty():
         return Console(**kwargs)
-    return Console(width=100_000, **kwargs)
+    out = _TrimmedLines(sys.stdout)
+    if "COLUMNS" in os.environ:
+        return Console(file=out, **kwargs)
+    return Console(file=out, width=100_000, **kwargs)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,11 +69,22 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def seed_value(text: str) -> int:
+    """``--seed``: an integer from 0 to 2^64 - 1."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer seed") from None
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"{text}: a seed is an integer from 0 to 2^64 - 1")
+    return v
+
+
 def add_scenario_args(parser: argparse.ArgumentParser) -> None:
     """``--seed`` and ``--set`` (the overrides every scenario command takes)."""
     parser.add_argument(
         "--seed",
-        type=int,
+        type=seed_value,
         default=None,
         help="seed for every random choice (default: the scenario's)",
     )
