@@ -276,9 +276,15 @@ impl Tracker {
     pub fn on_mmap(&mut self, time_ns: u64, start: u64, len: u64, name: &str) {
         let end = start.saturating_add(len);
         let mut name = normalize_name(name);
-        // perf names the brk area `//anon` when it grows: it is still the heap.
+        // perf may name the brk area `//anon` (its first extension, or when it grows): the
+        // heap starting at the same address is one mapping, named [heap].
         if name == "[anon]" && self.kept.get(&start).is_some_and(|k| k.name == "[heap]") {
             name = "[heap]".to_string();
+        }
+        if name == "[heap]" {
+            if let Some(k) = self.kept.get_mut(&start).filter(|k| k.name == "[anon]") {
+                k.name = name.clone();
+            }
         }
         if len < self.min_len {
             // Too small to keep, but it replaces whatever kept mapping it lands on.
@@ -585,6 +591,18 @@ mod tests {
             t.take_events(),
             vec![ev(10, true, 0x500_0000, 0x21000, "[heap]"), ev(20, true, 0x500_0000, 0x42000, "[heap]")]
         );
+        // perf names the first extension of a heap `//anon`, the next ones [heap]: one mapping.
+        t.on_mmap(21, 0x900_0000, 0x10000, "//anon");
+        t.on_mmap(22, 0x900_0000, 0x20000, "[heap]");
+        t.on_mmap(23, 0x900_0000, 0x30000, "//anon");
+        assert_eq!(
+            t.take_events(),
+            vec![
+                ev(21, true, 0x900_0000, 0x10000, "[anon]"),
+                ev(22, true, 0x900_0000, 0x20000, "[heap]"),
+                ev(23, true, 0x900_0000, 0x30000, "[heap]")
+            ]
+        );
         // A file's segments, the first a reservation of the whole: one mapping.
         t.on_mmap(30, 0x7000_0000, 0x35000, "/lib/ld.so");
         t.on_mmap(31, 0x7000_1000, 0x26000, "/lib/ld.so");
@@ -601,12 +619,13 @@ mod tests {
         t.take_events();
         let now = [
             vma(0x500_0000, 0x504_2000, "[heap]"),
+            vma(0x900_0000, 0x903_0000, "[heap]"),
             vma(0x7000_0000, 0x7003_7000, "/lib/ld.so"),
             vma(0x7fef_0000, 0x7ff2_1000, "[stack]"),
         ];
         t.on_snapshot(50, &now);
         assert_eq!(t.take_events(), vec![ev(40, true, 0x7fef_0000, 0x31000, "[stack]")]);
-        assert_eq!(t.live().len(), 3);
+        assert_eq!(t.live().len(), 4);
         // mprotect of part of an anonymous mapping does not make a new one.
         t.on_mmap(60, 0x1000_0000, 64 * MIB, "//anon");
         t.on_mmap(61, 0x1000_0000, 0x21000, "//anon");

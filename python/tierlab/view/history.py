@@ -8,7 +8,8 @@ mapping whose range holds its address at its time; samples in no mapping are dro
 One exception keeps one row per mapping: a ``map`` of the same name over (or, for a named
 mapping, right beside) one live mapping, and nothing else, is that mapping **growing** (a heap
 extended by ``brk``, a stack, a file's next segment, the kernel reporting a merged range): it
-extends the live mapping instead of ending it. The live recorder emits an ``unmap`` first when
+extends the live mapping instead of ending it. (``[heap]`` over an anonymous mapping starting
+at the same address is growth too: perf names the first extension of the heap ``//anon``.) The live recorder emits an ``unmap`` first when
 a mapping is really replaced, so a replacement is never taken for growth.
 
 Without mapping events (traces, imports), mappings are derived from the data: runs of touched
@@ -118,7 +119,10 @@ def build(mappings: pd.DataFrame) -> list[Mapping]:
             return False
         m = out[mids.pop()]
         if m.name != name:
-            return False
+            # perf names the first extension of the brk area `//anon`, the next ones [heap].
+            if not (name == "[heap]" and m.name in ANON_NAMES and m.start == lo):
+                return False
+            m.name = name
         overlapping = [p for p in pieces if p[1] > lo and p[0] < hi]
         if name in ANON_NAMES and not overlapping:
             return False
