@@ -70,13 +70,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def seed_value(text: str) -> int:
-    """``--seed``: an integer from 0 to 2^64 - 1."""
+    """``--seed``: an integer from 0 to 2^63 - 1 (it is written into the expanded scenario,
+    and a TOML integer is a signed 64-bit one)."""
     try:
         v = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer seed") from None
-    if not 0 <= v < 2**64:
-        raise argparse.ArgumentTypeError(f"{text}: a seed is an integer from 0 to 2^64 - 1")
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"{text}: a seed is an integer from 0 to 2^63 - 1")
     return v
 
 

@@ -9,8 +9,9 @@ One exception keeps one row per mapping: a ``map`` of the same name over (or, fo
 mapping, right beside) one live mapping, and nothing else, is that mapping **growing** (a heap
 extended by ``brk``, a stack, a file's next segment, the kernel reporting a merged range): it
 extends the live mapping instead of ending it. (``[heap]`` over an anonymous mapping starting
-at the same address is growth too: perf names the first extension of the heap ``//anon``.) The live recorder emits an ``unmap`` first when
-a mapping is really replaced, so a replacement is never taken for growth.
+at the same address is growth too: perf names the first extension of the heap ``//anon``.)
+The live recorder emits an ``unmap`` first when a mapping is really replaced, so a
+replacement is never taken for growth.
 
 Without mapping events (traces, imports), mappings are derived from the data: runs of touched
 pages with gaps under ``GAP_BYTES`` form one region each.
