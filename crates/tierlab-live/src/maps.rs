@@ -275,6 +275,9 @@ impl Tracker {
     /// An `MMAP2` record: `[start, start+len)` was mapped at `time_ns` (exact).
     pub fn on_mmap(&mut self, time_ns: u64, start: u64, len: u64, name: &str) {
         let end = start.saturating_add(len);
+        if end <= start {
+            return; // empty, or past the end of the address space: not a mapping
+        }
         let mut name = normalize_name(name);
         // perf may name the brk area `//anon` (its first extension, or when it grows): the
         // heap starting at the same address is one mapping, named [heap].

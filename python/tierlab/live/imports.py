@@ -743,8 +743,10 @@ def _damo_binary(path: Path, raw: bytes) -> list[dict[str, Any]]:
     rows = []
     while pos < len(raw):
         sec, nsec = take("=qq", "a snapshot time")
-        if sec < 0 or not 0 <= nsec < 1_000_000_000:
-            raise ImportError_(f"{path}: byte {pos - 16}: snapshot time {sec} s {nsec} ns")
+        if sec < 0 or not 0 <= nsec < 1_000_000_000 or sec * 1_000_000_000 + nsec >= 2**64:
+            raise ImportError_(
+                f"{path}: byte {pos - 16}: snapshot time {sec} s {nsec} ns is not a time"
+            )
         (nr_tasks,) = take("=I", "a task count")
         t = sec * 1_000_000_000 + nsec
         for _ in range(nr_tasks):

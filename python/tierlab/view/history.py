@@ -70,9 +70,9 @@ class _Live:
 
     def span(self, lo: int, hi: int, touching: bool = False) -> tuple[int, int]:
         """Index range of the pieces overlapping ``[lo, hi)`` (or touching it)."""
-        i = bisect.bisect_right(self.starts, lo) - 1
-        if i < 0 or self.rest[i][0] < lo or (self.rest[i][0] == lo and not touching):
-            i += 1
+        i = bisect.bisect_left(self.starts, lo)  # the first piece starting at lo or above
+        if i and (self.rest[i - 1][0] > lo or (touching and self.rest[i - 1][0] == lo)):
+            i -= 1  # the piece before overlaps (or touches) [lo, hi) too
         j = bisect.bisect_left(self.starts, hi + 1 if touching else hi, lo=i)
         return i, j
 
