@@ -463,5 +463,5 @@ def main_show(args: argparse.Namespace) -> int:
     out.print(t)
     hidden = len(report.mappings) - len(report.shown())
     if hidden:
-        out.print(f"{hidden} mapping(s) smaller than --min-size not listed (counted in total)")
+        out.print(f"{hidden} mapping(s) smaller than --min-mapping not listed (counted in total)")
     return EXIT_OK

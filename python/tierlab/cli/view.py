@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_OK
+from tierlab.live.units import human_size as _size_text
 from tierlab.live.units import parse_size
 
 
@@ -133,12 +134,3 @@ def main(args: argparse.Namespace) -> int:
         )
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
-
-
-def _size_text(n: int) -> str:
-    """Bytes with a binary unit, as few digits as tell it: 4 KiB, 1.5 MiB, 512 MiB."""
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            v = n / size
-            return f"{v:.0f} {unit}" if v == int(v) or v >= 100 else f"{v:.1f} {unit}"
-    return f"{n} B"
