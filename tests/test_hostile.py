@@ -694,3 +694,22 @@ def test_piped_tables_are_not_padded(capsys) -> None:
     rc, out, _ = cli(capsys, "scenarios")
     assert rc == 0
     assert all(line == line.rstrip() for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["view", "REC", "--bins", "1000000000"],
+        ["view", "REC", "--group", "99999999999999999999"],
+        ["record", "-o", "x", "--period", "99999999999999999999999", "--", "true"],
+        ["record", "-o", "x", "--ldlat", "-5", "--", "true"],
+        ["record", "--pid", "99999999999999999999", "-o", "x"],
+        ["overhead", "--period", "99999999999999999999999", "--", "true"],
+        ["place", "apply", "--pid", "99999999999999999999", "plan.json"],
+        ["place", "plan", "REC", "-o", "p", "--policy", "hot-fast", "--fast-node", "9" * 20],
+    ],
+)
+def test_numbers_out_of_range_on_the_command_line(capsys, rec: Path, args: list[str]) -> None:
+    """Numbers no system call or array takes are usage errors (they were OverflowErrors, or
+    a billion-column heatmap)."""
+    one_error(capsys, *[str(rec) if a == "REC" else a for a in args])

@@ -308,7 +308,7 @@ def test_missing_pmu_says_what_is_missing_and_what_works(can_record, tmp_path: P
         (["-o", "R", "--pid", "999999999"], "--pid 999999999: no such process"),
         (["--", "true"], "-o/--out REC is required"),
         (["-o", "R"], "nothing to record"),
-        (["-o", "R", "--period", "0", "--", "true"], "--period 0"),
+        (["-o", "R", "--period", "0", "--", "true"], "argument --period: 0: expected a period"),
         (["-o", "R", "--buffer-size", "lots", "--", "true"], "expected a size"),
         (["-o", "R", "--backend", "amd-ibs", "--period", "100", "--", "true"], "amd-ibs"),
     ],

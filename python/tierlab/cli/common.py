@@ -69,6 +69,27 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def int_in(lo: int, hi: int, what: str = "an integer") -> Any:
+    """An argparse type: an integer from ``lo`` to ``hi`` (so a value the system calls or the
+    engine cannot take is a usage error, not an overflow deep inside)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text}: expected {what} from {lo} to {hi}")
+        return v
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+#: A process id (Linux's are below 2^22; pid_t is a signed 32-bit integer).
+PID = int_in(1, 2**31 - 1, "a process id")
+
+
 def seed_value(text: str) -> int:
     """``--seed``: an integer from 0 to 2^63 - 1 (it is written into the expanded scenario,
     and a TOML integer is a signed 64-bit one)."""

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
-from tierlab.cli.record import BACKENDS, _size, backend_text
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, int_in, print_error
+from tierlab.cli.record import BACKENDS, LDLAT, PERIOD, _size, backend_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,9 +19,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and report the overhead (mean recorded run time / mean baseline - 1) with a 95% "
         "bootstrap confidence interval. The target's output is discarded.",
     )
-    p.add_argument("-n", "--runs", type=int, default=5, help="runs of each kind (default 5)")
     p.add_argument(
-        "--warmup", type=int, default=1, help="uncounted runs of each kind first (default 1)"
+        "-n",
+        "--runs",
+        type=int_in(0, 100_000, "a number of runs"),
+        default=5,
+        help="runs of each kind (default 5; at least 2)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int_in(0, 100_000, "a number of runs"),
+        default=1,
+        help="uncounted runs of each kind first (default 1)",
     )
     p.add_argument(
         "--backend",
@@ -32,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--event", metavar="NAME", help="event of the backend, as for `tierlab record`")
     p.add_argument(
         "--period",
-        type=int,
+        type=PERIOD,
         metavar="R",
         help="reset value: one sample every R events (default: the backend's)",
     )
@@ -45,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--ldlat",
-        type=int,
+        type=LDLAT,
         default=30,
         metavar="N",
         help="mem-loads latency threshold in cycles (default 30)",

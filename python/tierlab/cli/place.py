@@ -24,7 +24,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error, stdout_console
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, PID, print_error, stdout_console
 from tierlab.live.units import parse_size
 
 #: ``place apply``: the plan was not fully applied (see the report).
@@ -45,6 +45,8 @@ def _nonneg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0")
+    if v > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text}: too large (at most {2**31 - 1})")
     return v
 
 
@@ -160,7 +162,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "touched. Exit status: 0 all applied, 1 some pages not applied, 2 error.",
     )
     pa.add_argument("plan", type=Path, metavar="PLAN", help="plan file (tierlab place plan)")
-    pa.add_argument("--pid", type=int, required=True, help="the process to move")
+    pa.add_argument("--pid", type=PID, required=True, help="the process to move")
     pa.add_argument(
         "--dry-run", action="store_true", help="query where pages are and say what would move"
     )
@@ -189,7 +191,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Query every page of every mapping with move_pages(2) (nodes=NULL) and "
         "count pages per node and pages not present; cross-check with /proc/PID/numa_maps.",
     )
-    ps.add_argument("--pid", type=int, required=True, help="the process")
+    ps.add_argument("--pid", type=PID, required=True, help="the process")
     ps.add_argument(
         "--min-mapping",
         "--min-size",

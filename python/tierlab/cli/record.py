@@ -8,10 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_error
+from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PID, int_in, print_error
 from tierlab.live.units import format_size, parse_duration_ns, parse_size
 
 BACKENDS = ("auto", "intel-pebs", "amd-ibs", "page-faults")
+#: The reset value (perf's sample_period, a u64; kept to what every kernel takes).
+PERIOD = int_in(1, 2**63 - 1, "a period")
+#: The load latency threshold (config1 bits 0-15).
+LDLAT = int_in(0, 0xFFFF, "a latency in cycles")
 
 
 def _size(text: str) -> int:
@@ -44,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="replace REC if it is a tierlab recording (anything else is never replaced); the "
         "new recording is written beside it and replaces it when complete",
     )
-    p.add_argument("--pid", type=int, help="attach to this running process instead of CMD")
+    p.add_argument("--pid", type=PID, help="attach to this running process instead of CMD")
     p.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -59,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--period",
-        type=int,
+        type=PERIOD,
         metavar="R",
         help="reset value: one sample every R events (default: intel-pebs 100, amd-ibs 4096, "
         "page-faults 1)",
@@ -73,7 +77,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "buffer of each CPU holds at least 2*B (default 64KiB)",
     )
     p.add_argument(
-        "--ldlat", type=int, default=30, metavar="N", help="mem-loads latency threshold (cycles)"
+        "--ldlat",
+        type=LDLAT,
+        default=30,
+        metavar="N",
+        help="mem-loads latency threshold (cycles; default 30)",
     )
     p.add_argument("--l3-miss-only", action="store_true", help="amd-ibs: only ops missing L3")
     p.add_argument(
@@ -141,8 +149,6 @@ def main(args: argparse.Namespace) -> int:
         args.parser.error("nothing to record: give -- CMD [ARGS...] or --pid PID")
     if args.out is None:
         args.parser.error("-o/--out REC is required")
-    if args.period is not None and args.period <= 0:
-        args.parser.error(f"--period {args.period}: must be at least 1")
     if not args.force and check_overwritable(args.out, True):
         print_error(f"{args.out}: already exists (use --force to replace it)")
         return EXIT_USAGE

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_OK
+from tierlab.cli.common import EXIT_OK, int_in
 from tierlab.live.units import human_size as _size_text
 from tierlab.live.units import parse_size
 
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--group",
-        type=_positive,
+        type=int_in(1, 2**40, "a number of pages"),
         default=4,
         metavar="G",
         help="pages per heatmap row (default 4; raised for a mapping that would need more "
@@ -68,11 +68,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="heatmap columns: one per drain (sample set), or time bins (auto: drains if any)",
     )
     p.add_argument(
-        "--bins", type=_positive, default=100, metavar="N", help="time bins (--x time; 100)"
+        "--bins",
+        type=int_in(1, 10_000, "a number of bins"),
+        default=100,
+        metavar="N",
+        help="time bins (--x time; default 100, at most 10000)",
     )
     p.add_argument(
         "--max-mappings",
-        type=_positive,
+        type=int_in(1, 1_000_000, "a number of mappings"),
         default=12,
         metavar="N",
         help="plot the N mappings with most samples (default 12)",
