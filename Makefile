@@ -1,7 +1,7 @@
 # tierlab: build, demo, test, bench.
 #   make install   .venv with the runtime + test dependencies and the native extension (release)
 #   make demo      run the built-in demo scenario, outputs in demo-out/
-#   make test      Rust tests + clippy + rustfmt, ruff, pytest
+#   make test      Rust tests + clippy + rustfmt, ruff, mypy, pytest
 #   make bench     engine throughput
 # PYTHON=python3.12 make install picks another interpreter (3.11 or newer).
 
@@ -81,6 +81,7 @@ test: install rust-tools
 	cargo fmt --all --check
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests
+	$(BIN)/mypy
 	$(BIN)/pytest -q tests
 
 bench: install

@@ -160,7 +160,7 @@ def test_reporters_write_sample_recordings(tmp_path: Path) -> None:
 
 
 def test_telemetry_table_cells() -> None:
-    from tierlab.cli.telemetry import _fmt
+    from tierlab.telemetry import fmt_cell as _fmt
 
     assert _fmt(None) == "-"
     assert _fmt(float("nan")) == "-"

@@ -13,10 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from tierlab._native import Heatmap, MappingInfo, RunOutput, StatsTree, StatValue
 
 ProgressFn = Callable[[int, int, int], None]
 
@@ -101,20 +104,19 @@ class Result:
     scenario: str
     interrupted: bool
     wall_seconds: float
-    stats: dict[str, Any]
-    stats_flat: dict[str, Any]
+    stats: StatsTree
+    stats_flat: dict[str, StatValue]
     timeseries: pd.DataFrame
-    heatmap: dict[str, Any]
-    mappings: list[dict[str, Any]]
+    heatmap: Heatmap
+    mappings: list[MappingInfo]
     summary: list[tuple[str, str]]
     sim_ns_done: int | None = None
     sim_ns_total: int | None = None
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: what the native ``run`` returned
+    raw: RunOutput | None = field(default=None, repr=False)
 
     @classmethod
-    def from_native(
-        cls, raw: dict[str, Any], progress: tuple[int, int, int] | None = None
-    ) -> Result:
+    def from_native(cls, raw: RunOutput, progress: tuple[int, int, int] | None = None) -> Result:
         ts = pd.DataFrame(raw.get("timeseries") or {})
         done: int | None = progress[0] if progress else None
         total: int | None = progress[1] if progress else None
@@ -130,7 +132,7 @@ class Result:
             stats=raw.get("stats") or {},
             stats_flat=raw.get("stats_flat") or {},
             timeseries=ts,
-            heatmap=raw.get("heatmap") or {},
+            heatmap=raw.get("heatmap") or _empty_heatmap(),
             mappings=list(raw.get("mappings") or []),
             summary=[(str(a), str(b)) for a, b in raw.get("summary") or []],
             sim_ns_done=done,
@@ -150,7 +152,18 @@ class Result:
         )
 
 
-def heatmap_frame(heatmap: Mapping[str, Any]) -> pd.DataFrame:
+def _empty_heatmap() -> Heatmap:
+    return {
+        "t_start_s": [],
+        "t_end_s": [],
+        "bin_start": [],
+        "bin_bytes": [],
+        "bin_mapping": [],
+        "counts": [],
+    }
+
+
+def heatmap_frame(heatmap: Heatmap) -> pd.DataFrame:
     """Long form of a native heatmap dict (see :meth:`Result.heatmap_frame`)."""
     columns = ["window", "t_start_s", "t_end_s", "bin", "bin_start", "bin_bytes", "mapping"]
     counts = heatmap.get("counts") or []
@@ -179,7 +192,9 @@ def heatmap_frame(heatmap: Mapping[str, Any]) -> pd.DataFrame:
 
 def load_replay(spec: str, overrides: list[str]) -> dict[str, Any] | None:
     """The replay data for a scenario whose workload is a recording (else ``None``)."""
-    path = native().replay_path(spec, overrides)
+    from tierlab import _native
+
+    path = _native.replay_path(spec, overrides)
     if path is None:
         return None
     from tierlab.recording import to_replay
@@ -208,7 +223,9 @@ def run_native(
         if progress is not None:
             progress(done, total, accesses)
 
-    raw = native().run(spec, overrides, seed, tick, replay)
+    from tierlab import _native
+
+    raw = _native.run(spec, overrides, seed, tick, replay)
     return Result.from_native(raw, last)
 
 
@@ -244,12 +261,16 @@ def export(
     **overrides: Any,
 ) -> str:
     """The scenario fully expanded (every default written out) as TOML."""
-    return native().export(str(scenario), build_overrides(overrides, set), seed)
+    from tierlab import _native
+
+    return _native.export(str(scenario), build_overrides(overrides, set), seed)
 
 
 def scenarios() -> list[tuple[str, str]]:
     """Built-in scenarios as ``(name, description)``."""
-    return [(str(n), str(d)) for n, d in native().builtin_scenarios()]
+    from tierlab import _native
+
+    return [(str(n), str(d)) for n, d in _native.builtin_scenarios()]
 
 
 def bench_engine(quick: bool = False, repeat: int = 1) -> dict[str, list[float]]:
@@ -258,8 +279,10 @@ def bench_engine(quick: bool = False, repeat: int = 1) -> dict[str, list[float]]
     benchmarks run once per round, so a slow spell of a shared machine spreads over them)."""
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, not {repeat}")
+    from tierlab import _native
+
     runs: dict[str, list[float]] = {}
     for _ in range(repeat):
-        for k, v in native().bench_engine(quick).items():
+        for k, v in _native.bench_engine(quick).items():
             runs.setdefault(str(k), []).append(float(v))
     return runs

@@ -130,7 +130,7 @@ def _exchange(a: Path, b: Path) -> bool:
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
     rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-    return rc == 0
+    return bool(rc == 0)
 
 
 def install(staged: Path, dest: Path) -> None:

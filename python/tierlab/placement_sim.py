@@ -13,8 +13,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tierlab._native import StatValue
+    from tierlab.sweep.engine import SweepRun
+    from tierlab.sweep.point import PointError
 
 #: The paper's average wall-clock saving (a lower bound: "more than 20%") and overhead.
 PAPER_SAVINGS_PCT = 20.0
@@ -43,81 +53,186 @@ COLUMNS = (
 )
 
 
-def _num(v: Any, default: float = math.nan) -> float:
+def _num(v: StatValue, default: float = math.nan) -> float:
     try:
-        return float(v)
+        return float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return default
 
 
-def policy_name(r: dict[str, Any]) -> str:
+def policy_name(stats: dict[str, StatValue]) -> str:
     """``first-touch``, ``interleave``, ``profile-guided`` (next run) or
     ``profile-guided-migrate``/``profile-guided-profile``."""
-    kind = str(r.get("placement.policy", ""))
-    mode = str(r.get("placement.mode", ""))
+    kind = str(stats.get("placement.policy", ""))
+    mode = str(stats.get("placement.mode", ""))
     if kind == "profile-guided" and mode != "next-run":
         return f"{kind}-{mode}"
     return kind
 
 
-def record(raw: dict[str, Any]) -> dict[str, Any]:
-    """The placement record of one point (``raw``: a record of
-    :func:`tierlab.policies.record`, which carries every machine-wide stat)."""
-    kind = str(raw.get("placement.policy", ""))
-    rec: dict[str, Any] = {
-        "label": raw.get("label", ""),
-        "workload": str(raw.get("workload", "")),
-        "kernel": str(raw.get("workload.kernel", raw.get("workload", ""))),
-        "nodes": int(_num(raw.get("placement.nodes"), 0)),
-        "policy": policy_name(raw),
-        "mode": str(raw.get("placement.mode", "")),
-        "run_time_s": _num(raw.get("placement.run_time_s")),
-        "savings_pct": math.nan,
-        "overhead_pct": _num(raw.get("placement.profiling_overhead_pct"), 0.0),
-        "local_access_fraction": _num(raw.get("placement.local_access_fraction")),
-    }
+@dataclass
+class PlacementRecord:
+    """One placement point: what ran, the modeled wall time, the saving against first touch
+    (:func:`add_savings`) and the profiling overhead; for ``profile-guided``, the profile
+    (source, samples, pages with an affinity), the migration and the paper's figures
+    (fields left None are absent from the JSON)."""
+
+    label: str
+    workload: str
+    kernel: str
+    nodes: int
+    policy: str
+    mode: str
+    run_time_s: float
+    savings_pct: float
+    overhead_pct: float
+    local_access_fraction: float
+    seed: StatValue = None
+    source: str | None = None
+    profile_samples: int | None = None
+    pages_with_affinity: int | None = None
+    pages_migrated: int | None = None
+    migration_time_s: float | None = None
+    profile_run_time_s: float | None = None
+    paper_savings_pct: float | None = None
+    paper_overhead_pct: float | None = None
+
+    def to_json(self) -> dict[str, StatValue]:
+        out: dict[str, StatValue] = {
+            "label": self.label,
+            "workload": self.workload,
+            "kernel": self.kernel,
+            "nodes": self.nodes,
+            "policy": self.policy,
+            "mode": self.mode,
+            "run_time_s": self.run_time_s,
+            "savings_pct": self.savings_pct,
+            "overhead_pct": self.overhead_pct,
+            "local_access_fraction": self.local_access_fraction,
+        }
+        for k in (
+            "source",
+            "profile_samples",
+            "pages_with_affinity",
+            "pages_migrated",
+            "migration_time_s",
+            "profile_run_time_s",
+            "paper_savings_pct",
+            "paper_overhead_pct",
+        ):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = v
+        out["seed"] = self.seed
+        return out
+
+
+def record(label: str, workload: str, stats: dict[str, StatValue]) -> PlacementRecord | None:
+    """The placement record of one point from its flat stats (None for a point without a
+    placement policy)."""
+    if "placement.policy" not in stats:
+        return None
+    kind = str(stats.get("placement.policy", ""))
+    rec = PlacementRecord(
+        label=label,
+        workload=workload,
+        kernel=str(stats.get("workload.kernel", workload)),
+        nodes=int(_num(stats.get("placement.nodes"), 0)),
+        policy=policy_name(stats),
+        mode=str(stats.get("placement.mode", "")),
+        run_time_s=_num(stats.get("placement.run_time_s")),
+        savings_pct=math.nan,
+        overhead_pct=_num(stats.get("placement.profiling_overhead_pct"), 0.0),
+        local_access_fraction=_num(stats.get("placement.local_access_fraction")),
+        seed=stats.get("run.seed"),
+    )
     if kind == "profile-guided":
-        rec["source"] = str(raw.get("placement.profile.source", ""))
-        rec["profile_samples"] = int(_num(raw.get("placement.profile.samples"), 0))
-        rec["pages_with_affinity"] = int(_num(raw.get("placement.profile.pages_with_affinity"), 0))
-        if "placement.migrate.pages" in raw:
-            rec["pages_migrated"] = int(_num(raw["placement.migrate.pages"], 0))
-            rec["migration_time_s"] = _num(raw.get("placement.migrate.time_s"))
-        if "placement.profile_run.run_time_s" in raw:
-            rec["profile_run_time_s"] = _num(raw["placement.profile_run.run_time_s"])
-        rec["paper_savings_pct"] = PAPER_SAVINGS_PCT
-        rec["paper_overhead_pct"] = PAPER_OVERHEAD_PCT
-    rec["seed"] = raw.get("run.seed")
+        rec.source = str(stats.get("placement.profile.source", ""))
+        rec.profile_samples = int(_num(stats.get("placement.profile.samples"), 0))
+        rec.pages_with_affinity = int(_num(stats.get("placement.profile.pages_with_affinity"), 0))
+        if "placement.migrate.pages" in stats:
+            rec.pages_migrated = int(_num(stats["placement.migrate.pages"], 0))
+            rec.migration_time_s = _num(stats.get("placement.migrate.time_s"))
+        if "placement.profile_run.run_time_s" in stats:
+            rec.profile_run_time_s = _num(stats["placement.profile_run.run_time_s"])
+        rec.paper_savings_pct = PAPER_SAVINGS_PCT
+        rec.paper_overhead_pct = PAPER_OVERHEAD_PCT
     return rec
 
 
-def add_savings(records: list[dict[str, Any]]) -> None:
+def add_savings(records: Sequence[PlacementRecord]) -> None:
     """``savings_pct`` = 100 x (first-touch time - time) / first-touch time, against the
     first-touch record of the same kernel and node count (left NaN without one)."""
     base = {
-        (r["kernel"], r["nodes"]): r["run_time_s"]
+        (r.kernel, r.nodes): r.run_time_s
         for r in records
-        if r["policy"] == "first-touch" and r["run_time_s"] > 0
+        if r.policy == "first-touch" and r.run_time_s > 0
     }
     for r in records:
-        b = base.get((r["kernel"], r["nodes"]))
+        b = base.get((r.kernel, r.nodes))
         if b:
-            r["savings_pct"] = round(100.0 * (b - r["run_time_s"]) / b, 3)
+            r.savings_pct = round(100.0 * (b - r.run_time_s) / b, 3)
 
 
-def placement_records(raw_records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Placement records of a sweep's raw records, with savings filled in."""
-    recs = [record(r) for r in raw_records if "placement.policy" in r]
-    add_savings(recs)
-    return recs
+@dataclass
+class PlacementSweep:
+    """The placement records of a sweep (points without a placement policy are left out)."""
+
+    scenario: str
+    records: list[PlacementRecord]
+    interrupted: bool = False
+    failures: list[PointError] | None = None
 
 
-def table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+class PlacementKind(SweepKind[PlacementSweep]):
+    """``[report] sweep_name = "placement"`` (``numa-placement``): one
+    :class:`PlacementRecord` per point with the savings against first touch; ``--out``
+    writes ``records.json``, ``records.csv``, ``placement.csv`` and the plot."""
+
+    name = "placement"
+
+    def report(self, plan: SweepPlan, run: SweepRun) -> PlacementSweep:
+        import tomllib
+
+        from tierlab.policies import workload_name
+
+        records = []
+        for p, r in run.finished():
+            rec = record(p.label, workload_name(tomllib.loads(r.scenario)), r.stats_flat)
+            if rec is not None:
+                records.append(rec)
+        add_savings(records)
+        return PlacementSweep(plan.spec, records, run.interrupted, list(run.failures))
+
+    def to_json(self, report: PlacementSweep) -> JSON:
+        return [dict(r.to_json()) for r in report.records]
+
+    def write(self, report: PlacementSweep, out_dir: Path) -> list[Path]:
+        from tierlab.policies import write_records
+
+        written = write_records([r.to_json() for r in report.records], out_dir)
+        return written + write_placement(report.records, out_dir)
+
+    def render(self, report: PlacementSweep, console: Console, title: str) -> None:
+        from tierlab.policies import render_records
+
+        render_records(
+            [r.to_json() for r in report.records],
+            console,
+            f"{title}: {len(report.records)} points",
+        )
+
+
+def table(records: Sequence[PlacementRecord]) -> list[dict[str, StatValue]]:
     """One row per record with the table's columns (missing values empty)."""
-    return [{c: r.get(c) for c in COLUMNS} for r in records]
+    rows = []
+    for r in records:
+        j = r.to_json()
+        rows.append({c: j.get(c) for c in COLUMNS})
+    return rows
 
 
-def plot(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     """Bars of the saving against first touch per kernel and node count, one bar per
     policy, with the paper's 20% average saving and 2.7% overhead marked; the overhead in a
     second panel. Returns the PNG and SVG written."""
@@ -126,11 +241,11 @@ def plot(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    recs = [r for r in records if r["policy"] != "first-touch"]
+    recs = [r for r in records if r.policy != "first-touch"]
     if not recs:
         return []
-    groups = sorted({(r["kernel"], r["nodes"]) for r in recs})
-    policies = sorted({r["policy"] for r in recs}, key=lambda p: (p != "interleave", p))
+    groups = sorted({(r.kernel, r.nodes) for r in recs})
+    policies = sorted({r.policy for r in recs}, key=lambda p: (p != "interleave", p))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.8 / max(1, len(policies))
     for metric, ax, ref, ylabel in (
@@ -138,14 +253,13 @@ def plot(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
         ("overhead_pct", axes[1], PAPER_OVERHEAD_PCT, "profiling overhead (%)"),
     ):
         for j, pol in enumerate(policies):
-            xs, ys = [], []
+            xs: list[float] = []
+            ys: list[float] = []
             for i, g in enumerate(groups):
-                r = next(
-                    (r for r in recs if (r["kernel"], r["nodes"]) == g and r["policy"] == pol), None
-                )
+                r = next((r for r in recs if (r.kernel, r.nodes) == g and r.policy == pol), None)
                 if r is not None:
                     xs.append(i + (j - (len(policies) - 1) / 2) * width)
-                    ys.append(r.get(metric, math.nan))
+                    ys.append(float(getattr(r, metric)))
             ax.bar(xs, ys, width=width, label=pol)
         ax.axhline(ref, color="k", linestyle="--", linewidth=1, label=f"paper ({ref:g}%)")
         ax.set_xticks(range(len(groups)))
@@ -162,7 +276,7 @@ def plot(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     return paths
 
 
-def write_placement(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+def write_placement(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     """``placement.csv`` (the table) and the plot."""
     import pandas as pd
 

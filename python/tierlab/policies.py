@@ -12,21 +12,26 @@ moved, the time in fault handling and the modeled run time.
 
 from __future__ import annotations
 
-import fnmatch
+import json
 import math
-import multiprocessing
-import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from tierlab.api import build_overrides, native
+from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tierlab._native import StatValue
+    from tierlab.sweep.engine import SweepProgress, SweepRun
+    from tierlab.sweep.executor import Executor
+    from tierlab.sweep.point import PointError
 
 #: Record fields taken from the stats (per-core averages over the application's cores).
 COUNTERS = {
@@ -57,72 +62,152 @@ def workload_name(scenario: dict[str, Any]) -> str:
     return kind
 
 
-def record(label: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """The record of one run (``raw``: what ``tierlab._native.run`` returns)."""
-    st = raw["stats_flat"]
-    sc = tomllib.loads(raw["scenario"])
-    rec: dict[str, Any] = {"label": label}
+@dataclass
+class PlainRecord:
+    """The record of a run outside the hierarchical memory mode: its label, workload and
+    every machine-wide stat (JSON: ``{"label", "workload", <stat>: value, ...}``)."""
+
+    label: str
+    workload: str
+    stats: dict[str, StatValue]
+
+    def get(self, key: str, default: StatValue = None) -> StatValue:
+        return self.stats.get(key, default)
+
+    def to_json(self) -> dict[str, StatValue]:
+        return {"label": self.label, "workload": self.workload, **self.stats}
+
+
+@dataclass
+class HmemRecord:
+    """The record of a run in the hierarchical memory mode: what ran and the per-core
+    averages of the CMCP paper's Table 1 counters (see the module docs). ``p`` is CMCP's
+    (None for other policies); ``relative_performance`` and ``speedup`` are filled in by
+    :func:`add_relative_performance` where their baselines exist."""
+
+    label: str
+    workload: str
+    cores: int
+    policy: str
+    page_tables: str
+    page_size: str
+    fast_memory_fraction: float
+    page_faults: float
+    remote_tlb_invalidations: float
+    dtlb_misses: float
+    pte_copy_faults: float
+    data_moved_bytes: float
+    fault_time_s: float
+    run_time_s: float
+    evictions: int
+    wall_seconds: float
+    p: float | None = None
+    relative_performance: float | None = None
+    speedup: float | None = None
+
+    def counter(self, name: str) -> float:
+        """A counter of :data:`COUNTERS` by name."""
+        value = getattr(self, name)
+        assert isinstance(value, float)
+        return value
+
+    def to_json(self) -> dict[str, StatValue]:
+        out: dict[str, StatValue] = {
+            "label": self.label,
+            "workload": self.workload,
+            "cores": self.cores,
+            "policy": self.policy,
+            "page_tables": self.page_tables,
+            "page_size": self.page_size,
+            "fast_memory_fraction": self.fast_memory_fraction,
+        }
+        for name in COUNTERS:
+            out[name] = self.counter(name)
+        if self.p is not None:
+            out["p"] = self.p
+        out["evictions"] = self.evictions
+        out["wall_seconds"] = self.wall_seconds
+        if self.relative_performance is not None:
+            out["relative_performance"] = self.relative_performance
+        if self.speedup is not None:
+            out["speedup"] = self.speedup
+        return out
+
+
+#: The record of one sweep point.
+Record = HmemRecord | PlainRecord
+
+
+def record(
+    label: str, stats_flat: dict[str, StatValue], scenario: str, wall_seconds: float = 0.0
+) -> Record:
+    """The record of one run from its flat stats and expanded scenario."""
+    st = stats_flat
+    sc = tomllib.loads(scenario)
     if "hmem.policy" not in st:
         # Not the hierarchical mode: every machine-wide stat.
-        rec["workload"] = workload_name(sc)
-        rec.update({k: v for k, v in st.items() if not k.startswith(("machine.core.", "node."))})
-        return rec
-    frac = float(st["hmem.fast_memory_fraction"])
-    no_move = frac >= 1.0 and int(st.get("hmem.evictions", 0)) == 0
-    rec.update(
-        {
-            "workload": workload_name(sc),
-            "cores": int(st["run.threads"]),
-            "policy": NO_MOVEMENT if no_move else str(st["hmem.policy"]),
-            "page_tables": str(st["hmem.page_tables"]),
-            "page_size": str(st["hmem.page_size"]),
-            "fast_memory_fraction": round(frac, 4),
-        }
-    )
-    for name, key in COUNTERS.items():
-        rec[name] = float(st.get(key, 0.0))
+        stats = {k: v for k, v in st.items() if not k.startswith(("machine.core.", "node."))}
+        return PlainRecord(label, workload_name(sc), stats)
+    frac = _float(st["hmem.fast_memory_fraction"])
+    no_move = frac >= 1.0 and _int(st.get("hmem.evictions", 0)) == 0
     policy = str(st["hmem.policy"])
-    if policy == "cmcp":
-        rec["p"] = float(st.get("hmem.cmcp.p", math.nan))
-    rec["evictions"] = int(st.get("hmem.evictions", 0))
-    rec["wall_seconds"] = float(raw.get("wall_seconds", 0.0))
-    return rec
+    c = {name: _float(st.get(key, 0.0)) for name, key in COUNTERS.items()}
+    return HmemRecord(
+        label=label,
+        workload=workload_name(sc),
+        cores=_int(st["run.threads"]),
+        policy=NO_MOVEMENT if no_move else policy,
+        page_tables=str(st["hmem.page_tables"]),
+        page_size=str(st["hmem.page_size"]),
+        fast_memory_fraction=round(frac, 4),
+        page_faults=c["page_faults"],
+        remote_tlb_invalidations=c["remote_tlb_invalidations"],
+        dtlb_misses=c["dtlb_misses"],
+        pte_copy_faults=c["pte_copy_faults"],
+        data_moved_bytes=c["data_moved_bytes"],
+        fault_time_s=c["fault_time_s"],
+        run_time_s=c["run_time_s"],
+        evictions=_int(st.get("hmem.evictions", 0)),
+        wall_seconds=float(wall_seconds),
+        p=_float(st.get("hmem.cmcp.p", math.nan)) if policy == "cmcp" else None,
+    )
 
 
-def add_relative_performance(records: list[dict[str, Any]]) -> None:
+def _float(v: StatValue) -> float:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _int(v: StatValue) -> int:
+    return int(v)  # type: ignore[arg-type]
+
+
+def add_relative_performance(records: Sequence[Record]) -> None:
     """Add ``relative_performance`` (no-movement run time of the same workload, cores and
     4 KiB pages, over the record's) and ``speedup`` (no-movement run time at the smallest
     core count of the workload, over the record's) where the baselines exist."""
+    hmem = [r for r in records if isinstance(r, HmemRecord)]
     base: dict[tuple[str, int, str], float] = {}
-    for r in records:
-        if r.get("policy") == NO_MOVEMENT:
-            base.setdefault((r["workload"], r["cores"], r["page_size"]), r["run_time_s"])
+    for r in hmem:
+        if r.policy == NO_MOVEMENT:
+            base.setdefault((r.workload, r.cores, r.page_size), r.run_time_s)
     smallest: dict[str, tuple[int, float]] = {}
     for (w, c, ps), t in base.items():
         if ps == "4KiB" and (w not in smallest or c < smallest[w][0]):
             smallest[w] = (c, t)
-    for r in records:
-        if "run_time_s" not in r or not r["run_time_s"]:
+    for r in hmem:
+        if not r.run_time_s:
             continue
-        b = base.get((r["workload"], r["cores"], "4KiB")) or base.get(
-            (r["workload"], r["cores"], r["page_size"])
-        )
+        b = base.get((r.workload, r.cores, "4KiB")) or base.get((r.workload, r.cores, r.page_size))
         if b:
-            r["relative_performance"] = round(b / r["run_time_s"], 4)
-        if r["workload"] in smallest:
-            r["speedup"] = round(smallest[r["workload"]][1] / r["run_time_s"], 4)
+            r.relative_performance = round(b / r.run_time_s, 4)
+        if r.workload in smallest:
+            r.speedup = round(smallest[r.workload][1] / r.run_time_s, 4)
 
 
 # -- running sweeps ---------------------------------------------------------------------------
-
-
-def _run_one(spec: str, overrides: list[str], seed: int | None) -> dict[str, Any]:
-    raw = native().run(spec, overrides, seed)
-    return {
-        "scenario": raw["scenario"],
-        "stats_flat": raw["stats_flat"],
-        "wall_seconds": raw["wall_seconds"],
-    }
 
 
 @dataclass
@@ -131,20 +216,107 @@ class Sweep:
 
     scenario: str
     sweep_name: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     interrupted: bool = False
+    failures: list[PointError] = field(default_factory=list)
 
 
-def sweep_points(
-    scenario: str, set: Iterable[str] | None = None, only: str | None = None
-) -> tuple[str, list[tuple[str, list[str]]]]:
-    """A scenario's sweep name and points ``(label, overrides)``; ``only`` keeps the labels
-    matching a glob pattern (``bt/*/fifo``)."""
-    name, points = native().sweep_points(str(scenario), build_overrides(None, set))
-    pts = [(str(label), list(ov)) for label, ov in points]
-    if only:
-        pts = [p for p in pts if fnmatch.fnmatchcase(p[0], only)]
-    return str(name), pts
+class RecordsKind(SweepKind[Sweep]):
+    """Any scenario's ``[[sweep]]``: one record per point (:class:`HmemRecord` in the
+    hierarchical memory mode, else :class:`PlainRecord`); ``--out`` writes
+    ``records.json`` and ``records.csv``."""
+
+    name = "records"
+
+    def report(self, plan: SweepPlan, run: SweepRun) -> Sweep:
+        records = [
+            record(p.label, r.stats_flat, r.scenario, r.wall_seconds) for p, r in run.finished()
+        ]
+        add_relative_performance(records)
+        return Sweep(plan.spec, plan.sweep_name, records, run.interrupted, list(run.failures))
+
+    def to_json(self, report: Sweep) -> JSON:
+        return [_json(r.to_json()) for r in report.records]
+
+    def write(self, report: Sweep, out_dir: Path) -> list[Path]:
+        return write_sweep(report, out_dir)
+
+    def render(self, report: Sweep, console: Console, title: str) -> None:
+        render_records(
+            [r.to_json() for r in report.records], console, f"{title}: {len(report.records)} points"
+        )
+
+
+class Table1Kind(RecordsKind):
+    """The CMCP paper's Table 1 (``cmcp-table1``): records, ``table1.csv`` and plots."""
+
+    name = "table1"
+
+
+class ScalingKind(RecordsKind):
+    """Shared page tables vs PSPT over core counts (``cmcp-scaling``)."""
+
+    name = "scaling"
+
+
+class PKind(RecordsKind):
+    """CMCP's ``p`` (``cmcp-p``)."""
+
+    name = "p"
+
+
+class PageSizeKind(RecordsKind):
+    """Page sizes vs memory provided (``cmcp-pagesize``)."""
+
+    name = "pagesize"
+
+
+def _json(d: dict[str, StatValue]) -> JSON:
+    return dict(d)
+
+
+#: Columns of the terminal table of records, in order (those some record has).
+TABLE_COLUMNS = (
+    "label",
+    "kernel",
+    "nodes",
+    "policy",
+    "page_tables",
+    "page_size",
+    "fast_memory_fraction",
+    "page_faults",
+    "remote_tlb_invalidations",
+    "dtlb_misses",
+    "run_time_s",
+    "relative_performance",
+    "savings_pct",
+    "overhead_pct",
+)
+_LEFT = ("label", "kernel", "policy", "page_tables", "page_size")
+
+
+def render_records(rows: Sequence[dict[str, StatValue]], console: Console, title: str) -> None:
+    """Records as a table of the :data:`TABLE_COLUMNS` some record has."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=None)
+    cols = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
+    for c in cols:
+        table.add_column(c, justify="left" if c in _LEFT else "right")
+    for r in rows:
+        table.add_row(*(fmt_cell(r.get(c)) for c in cols))
+    console.print(table)
+
+
+def fmt_cell(v: object) -> str:
+    """A table cell: empty for missing, a few significant digits for floats."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-2):
+            return f"{v:.3g}"
+        return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.0f}"
+    return str(v)
 
 
 def run_sweep(
@@ -154,79 +326,52 @@ def run_sweep(
     set: Iterable[str] | None = None,
     only: str | None = None,
     jobs: int = 1,
+    executor: Executor | None = None,
+    progress: SweepProgress | None = None,
     on_done: Callable[[int, int, str, float], None] | None = None,
 ) -> Sweep:
     """Run every sweep point of ``scenario`` (or those matching ``only``) and return their
     records. ``set`` overrides apply after each point's own. ``jobs`` > 1 runs points in
-    parallel processes. Ctrl-C stops and keeps the points done (``interrupted``)."""
-    spec = str(scenario)
-    user = build_overrides(None, set)
-    name, points = sweep_points(spec, set, only)
-    if not points:
-        points = [("", [])]
-    out = Sweep(scenario=spec, sweep_name=name)
-    done: dict[int, dict[str, Any]] = {}
-    total = len(points)
-    try:
-        if jobs <= 1:
-            for i, (label, ov) in enumerate(points):
-                raw = _run_one(spec, [*ov, *user], seed)
-                done[i] = record(label, raw)
-                if on_done is not None:
-                    on_done(len(done), total, label, raw["wall_seconds"])
-        else:
-            ctx = multiprocessing.get_context(
-                "fork" if sys.platform.startswith("linux") else "spawn"
-            )
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futures: dict[Future[dict[str, Any]], int] = {
-                    pool.submit(_run_one, spec, [*ov, *user], seed): i
-                    for i, (_, ov) in enumerate(points)
-                }
-                pending = _future_set(futures)
-                try:
-                    while pending:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in finished:
-                            i = futures[f]
-                            raw = f.result()
-                            done[i] = record(points[i][0], raw)
-                            if on_done is not None:
-                                on_done(len(done), total, points[i][0], raw["wall_seconds"])
-                except KeyboardInterrupt:
-                    for f in futures:
-                        f.cancel()
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
-    except KeyboardInterrupt:
-        out.interrupted = True
-    out.records = [done[i] for i in sorted(done)]
-    add_relative_performance(out.records)
-    return out
+    parallel processes (or pass an ``executor``). Ctrl-C stops and keeps the points done
+    (``interrupted``); a point that failed raises its :class:`~tierlab.sweep.PointError`
+    once the others ran. ``on_done(k, total, label,
+    wall_seconds)`` is called as points finish."""
+    from tierlab.sweep.api import run_kind
 
-
-def _future_set(futures: dict[Future[dict[str, Any]], int]) -> set[Future[dict[str, Any]]]:
-    return set(futures)
+    outcome = run_kind(
+        scenario,
+        RecordsKind(),
+        seed=seed,
+        set=set,
+        only=only,
+        jobs=jobs,
+        executor=executor,
+        progress=progress,
+        on_done=on_done,
+    )
+    outcome.raise_failures()
+    return outcome.report
 
 
 # -- tables and plots of the CMCP reproductions ------------------------------------------------
 
 TABLE1_COLUMNS = ("page_faults", "remote_tlb_invalidations", "dtlb_misses")
 
+#: A row of the Table 1 layout: workload, policy, attribute, then ``"N cores"`` -> value.
+Table1Row = dict[str, str | float]
 
-def table1(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+
+def table1(records: Sequence[Record]) -> list[Table1Row]:
     """The paper's Table 1 layout: one row per (workload, policy, counter), one column per
     core count (per-core averages)."""
-    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, str], Table1Row] = {}
     for r in records:
-        if r.get("policy") in (None, NO_MOVEMENT):
+        if not isinstance(r, HmemRecord) or r.policy == NO_MOVEMENT:
             continue
         for c in (*TABLE1_COLUMNS, "run_time_s"):
-            key = (r["workload"], r["policy"], c)
-            row = rows.setdefault(
-                key, {"workload": r["workload"], "policy": r["policy"], "attribute": c}
-            )
-            row[f"{r['cores']} cores"] = r[c]
+            key = (r.workload, r.policy, c)
+            row = rows.setdefault(key, {"workload": r.workload, "policy": r.policy, "attribute": c})
+            row[f"{r.cores} cores"] = r.counter(c)
     return list(rows.values())
 
 
@@ -239,13 +384,20 @@ def _plt() -> Any:
     return plt
 
 
+K = TypeVar("K")
+
+
 def _series(
-    records: Sequence[dict[str, Any]], key: Callable[[dict[str, Any]], Any]
-) -> dict[Any, list[dict[str, Any]]]:
-    out: dict[Any, list[dict[str, Any]]] = {}
+    records: Iterable[HmemRecord], key: Callable[[HmemRecord], K]
+) -> dict[K, list[HmemRecord]]:
+    out: dict[K, list[HmemRecord]] = {}
     for r in records:
         out.setdefault(key(r), []).append(r)
     return out
+
+
+def _nan(v: float | None) -> float:
+    return math.nan if v is None else v
 
 
 def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
@@ -254,10 +406,10 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
     p), ``pagesize`` (relative performance vs memory provided per page size). Returns the
     files written (PNG and SVG)."""
     plt = _plt()
-    recs = [r for r in sweep.records if "run_time_s" in r]
+    recs = [r for r in sweep.records if isinstance(r, HmemRecord)]
     if not recs:
         return []
-    workloads = sorted({r["workload"] for r in recs})
+    workloads = sorted({r.workload for r in recs})
     kind = sweep.sweep_name
     if kind == "table1":
         metrics = (*TABLE1_COLUMNS, "run_time_s")
@@ -272,12 +424,14 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
                 ax = axes[i][j]
                 for pol, rs in sorted(
                     _series(
-                        [r for r in recs if r["workload"] == w and r["policy"] != NO_MOVEMENT],
-                        lambda r: r["policy"],
+                        [r for r in recs if r.workload == w and r.policy != NO_MOVEMENT],
+                        lambda r: r.policy,
                     ).items()
                 ):
-                    rs.sort(key=lambda r: r["cores"])
-                    ax.plot([r["cores"] for r in rs], [r[m] for r in rs], marker="o", label=pol)
+                    rs.sort(key=lambda r: r.cores)
+                    ax.plot(
+                        [r.cores for r in rs], [r.counter(m) for r in rs], marker="o", label=pol
+                    )
                 ax.set_title(f"{w}: {m}", fontsize=9)
                 ax.set_xlabel("cores", fontsize=8)
                 ax.set_yscale("log")
@@ -290,18 +444,15 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
         for j, w in enumerate(workloads):
             ax = axes[0][j]
             groups = _series(
-                [r for r in recs if r["workload"] == w], lambda r: (r["page_tables"], r["policy"])
+                [r for r in recs if r.workload == w], lambda r: (r.page_tables, r.policy)
             )
             for (pt, pol), rs in sorted(
                 groups.items(), key=lambda kv: (kv[0][1] != NO_MOVEMENT, kv[0])
             ):
-                rs.sort(key=lambda r: r["cores"])
+                rs.sort(key=lambda r: r.cores)
                 name = NO_MOVEMENT if pol == NO_MOVEMENT else f"{pt} + {pol}"
                 ax.plot(
-                    [r["cores"] for r in rs],
-                    [r.get("speedup", math.nan) for r in rs],
-                    marker="o",
-                    label=name,
+                    [r.cores for r in rs], [_nan(r.speedup) for r in rs], marker="o", label=name
                 )
             ax.set_title(w)
             ax.set_xlabel("cores")
@@ -313,12 +464,12 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         for w in workloads:
             rs = sorted(
-                (r for r in recs if r["workload"] == w and r.get("policy") == "cmcp"),
-                key=lambda r: r.get("p", 0),
+                (r for r in recs if r.workload == w and r.policy == "cmcp"),
+                key=lambda r: r.p or 0.0,
             )
             ax.plot(
-                [r["p"] for r in rs],
-                [r.get("relative_performance", math.nan) for r in rs],
+                [_nan(r.p) for r in rs],
+                [_nan(r.relative_performance) for r in rs],
                 marker="o",
                 label=w,
             )
@@ -333,13 +484,13 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
         for j, w in enumerate(workloads):
             ax = axes[0][j]
             for ps, rs in sorted(
-                _series([r for r in recs if r["workload"] == w], lambda r: r["page_size"]).items(),
+                _series([r for r in recs if r.workload == w], lambda r: r.page_size).items(),
                 key=lambda kv: _psz(kv[0]),
             ):
-                rs.sort(key=lambda r: -r["fast_memory_fraction"])
+                rs.sort(key=lambda r: -r.fast_memory_fraction)
                 ax.plot(
-                    [100 * r["fast_memory_fraction"] for r in rs],
-                    [r.get("relative_performance", math.nan) for r in rs],
+                    [100 * r.fast_memory_fraction for r in rs],
+                    [_nan(r.relative_performance) for r in rs],
                     marker="o",
                     label=ps,
                 )
@@ -366,21 +517,24 @@ def _psz(name: str) -> int:
     return {"4KiB": 4, "64KiB": 64, "2MiB": 2048}.get(name, 0)
 
 
-def write_sweep(sweep: Sweep, out_dir: Path) -> list[Path]:
-    """``records.json``, ``records.csv``, the Table-1 layout for ``table1`` sweeps, and the
-    plots."""
-    import json
-
+def write_records(rows: Sequence[dict[str, StatValue]], out_dir: Path) -> list[Path]:
+    """``records.json`` and ``records.csv`` of records given as JSON objects."""
     import pandas as pd
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
     p = out_dir / "records.json"
-    p.write_text(json.dumps(sweep.records, indent=2, allow_nan=True) + "\n")
-    written.append(p)
-    p = out_dir / "records.csv"
-    pd.DataFrame(sweep.records).to_csv(p, index=False)
-    written.append(p)
+    p.write_text(json.dumps(list(rows), indent=2, allow_nan=True) + "\n")
+    c = out_dir / "records.csv"
+    pd.DataFrame(list(rows)).to_csv(c, index=False)
+    return [p, c]
+
+
+def write_sweep(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """``records.json``, ``records.csv``, the Table-1 layout for ``table1`` sweeps, and the
+    plots."""
+    import pandas as pd
+
+    written = write_records([r.to_json() for r in sweep.records], out_dir)
     if sweep.sweep_name == "table1":
         p = out_dir / "table1.csv"
         pd.DataFrame(table1(sweep.records)).to_csv(p, index=False)
@@ -392,12 +546,12 @@ def write_sweep(sweep: Sweep, out_dir: Path) -> list[Path]:
 # -- the core map -------------------------------------------------------------------------------
 
 
-def coremap(stats_flat: dict[str, Any]) -> dict[int, int]:
+def coremap(stats_flat: dict[str, StatValue]) -> dict[int, int]:
     """Pages by number of cores that mapped them (``hmem.coremap.N``) from a run's stats."""
     out = {}
     for k, v in stats_flat.items():
         if k.startswith("hmem.coremap."):
-            out[int(k.rsplit(".", 1)[1])] = int(v)
+            out[int(k.rsplit(".", 1)[1])] = _int(v)
     return dict(sorted(out.items()))
 
 
@@ -461,7 +615,9 @@ def libcachesim_misses(
 
 def tierlab_misses(kind: str, pages: np.ndarray, capacity: int) -> tuple[int, float]:
     """Misses of tierlab's policy ``kind`` on ``pages`` and the seconds the replay took."""
-    _req, misses, secs = native().policy_replay(
+    from tierlab import _native
+
+    _req, misses, secs = _native.policy_replay(
         kind, np.ascontiguousarray(pages, dtype="<u8").tobytes(), capacity
     )
     return int(misses), float(secs)
@@ -469,7 +625,7 @@ def tierlab_misses(kind: str, pages: np.ndarray, capacity: int) -> tuple[int, fl
 
 def bench_policies(
     requests: int = 5_000_000, repeat: int = 3, tmp_dir: Path | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, float]]:
     """Replay one page trace through tierlab's fifo, exact lru and clock and through
     libCacheSim's counterparts, in this process: requests per second of each (best of
     ``repeat``), their ratio, and both miss counts (they must be equal)."""
@@ -479,7 +635,7 @@ def bench_policies(
     with tempfile.TemporaryDirectory(dir=tmp_dir) as d:
         path = Path(d) / "trace.oracleGeneral.bin"
         write_oracle_trace(pages, path)
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, float]] = {}
         for kind in BENCH_POLICIES:
             best_t = best_l = math.inf
             mt = ml = -1

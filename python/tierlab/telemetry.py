@@ -9,17 +9,26 @@ deterministic, so the comparison is too.
 
 from __future__ import annotations
 
+import json
 import math
-import multiprocessing
-import sys
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from tierlab.api import build_overrides, native
+from tierlab.api import build_overrides
+from tierlab.sweep.engine import SweepProgress, SweepState
+from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
+from tierlab.sweep.point import Point, PointError, PointResult, scenario_points, select
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tierlab._native import StatValue
+    from tierlab.sweep.engine import SweepRun
+    from tierlab.sweep.executor import Executor
 
 BASELINE = "(baseline)"
 
@@ -44,11 +53,11 @@ class TechniqueResult:
     wall_seconds: float
     #: Sample-based techniques (PEBS): samples, interrupts, drains, mean samples per drain
     #: (sample set), distinct pages seen, reset value at the end.
-    sampling: dict[str, float] = field(default_factory=dict)
-    #: The raw native result (samples and mapping log) when kept (``keep_samples``).
-    raw: dict[str, Any] | None = field(default=None, repr=False)
+    sampling: dict[str, StatValue] = field(default_factory=dict)
+    #: The run's result with its samples and mapping log, when kept (``keep_samples``).
+    point: PointResult | None = field(default=None, repr=False)
 
-    def as_json(self, target: float) -> dict[str, Any]:
+    def as_json(self, target: float) -> dict[str, JSON]:
         tag = f"{target:g}".replace(".", "_")
         return {
             f"time_to_precision_{tag}": self.time_to_precision,
@@ -73,6 +82,7 @@ class Comparison:
     #: truth_bytes, cpu_s
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
     interrupted: bool = False
+    failures: list[PointError] = field(default_factory=list)
 
     def table(self) -> pd.DataFrame:
         rows = []
@@ -95,8 +105,8 @@ class Comparison:
                 )
         return pd.DataFrame(rows)
 
-    def as_json(self) -> dict[str, Any]:
-        def techs(point: str) -> dict[str, Any]:
+    def as_json(self) -> JSON:
+        def techs(point: str) -> JSON:
             return {n: r.as_json(self.target) for n, r in self.results[point].items()}
 
         if list(self.results) == [""]:
@@ -104,7 +114,7 @@ class Comparison:
         return {self.sweep_name: {p: {"techniques": techs(p)} for p in self.results}}
 
 
-def _num(x: float) -> float | None:
+def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
@@ -118,21 +128,208 @@ SAMPLING_COLUMNS = {
 }
 
 
-def _run_one(
-    spec: str, overrides: list[str], seed: int | None, technique: str | None, keep: bool
-) -> dict[str, Any]:
-    """Worker: one run with only `technique` attached (None = baseline)."""
-    nat = native()
-    raw = nat.run(spec, overrides, seed, None, None, [] if technique is None else [technique])
-    out = {
-        "timeseries": raw["timeseries"],
-        "stats_flat": raw["stats_flat"],
-        "wall_seconds": raw["wall_seconds"],
-    }
-    if keep:
-        for k in ("samples", "mapping_log", "name", "seed", "stats"):
-            out[k] = raw.get(k)
-    return out
+def point_label(sweep_label: str, technique: str) -> str:
+    """The label of the run of ``technique`` (or :data:`BASELINE`) on a sweep point."""
+    return f"{sweep_label}/{technique}" if sweep_label else technique
+
+
+@dataclass
+class TelemetryPlan(SweepPlan):
+    """A comparison's plan: also the techniques compared, by name, with their kinds."""
+
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+class TelemetryKind(SweepKind[Comparison]):
+    """``tierlab telemetry``: every technique (or those named) on a machine of its own, plus
+    a baseline without telemetry (unless ``baseline=False``), for every sweep point; see the
+    module docs and :func:`compare`."""
+
+    name = "telemetry"
+
+    def __init__(
+        self,
+        techniques: Iterable[str] | None = None,
+        baseline: bool = True,
+        keep_samples: bool = False,
+    ) -> None:
+        self.techniques = None if techniques is None else [t.strip() for t in techniques]
+        self.baseline = baseline
+        self.keep_samples = keep_samples
+
+    def plan(
+        self,
+        spec: str,
+        overrides: Sequence[str] = (),
+        seed: int | None = None,
+        only: str | None = None,
+    ) -> TelemetryPlan:
+        from tierlab import _native
+
+        base = list(overrides)
+        sweep_name, pts = scenario_points(spec, base)
+        if not pts:
+            pts = [("", [])]
+        else:
+            keep = set(select((label for label, _ in pts), only))
+            pts = [(label, ov) for label, ov in pts if label in keep]
+        available = [(str(n), str(k)) for n, k in _native.techniques(spec, base)]
+        if not available:
+            raise TelemetryError(f"{spec}: the scenario has no [[telemetry]] techniques to compare")
+        names = [n for n, _ in available]
+        if self.techniques is not None:
+            wanted = [t for t in self.techniques if t]
+            unknown = [t for t in wanted if t not in names]
+            if unknown:
+                raise TelemetryError(
+                    f"{spec}: no technique named {', '.join(unknown)} (the scenario has: "
+                    f"{', '.join(names)})"
+                )
+            available = [(n, k) for n, k in available if n in wanted]
+        runs: list[str | None] = [*([None] if self.baseline else []), *(n for n, _ in available)]
+        points = [
+            Point(
+                label=point_label(label, tech or BASELINE),
+                spec=spec,
+                overrides=(*sets, *base),
+                seed=seed,
+                techniques=() if tech is None else (tech,),
+                keep_samples=self.keep_samples and tech is not None,
+                sweep_label=label,
+            )
+            for label, sets in pts
+            for tech in runs
+        ]
+        return TelemetryPlan(
+            spec, str(sweep_name), [label for label, _ in pts], points, kinds=dict(available)
+        )
+
+    def report(self, plan: SweepPlan, run: SweepRun) -> Comparison:
+        assert isinstance(plan, TelemetryPlan)
+        target = 0.9
+        cmp = Comparison(
+            scenario=plan.spec,
+            sweep_name=plan.sweep_name,
+            target=target,
+            interrupted=run.interrupted,
+            failures=list(run.failures),
+        )
+        done = {
+            (p.sweep_label, p.techniques[0] if p.techniques else BASELINE): r
+            for p, r in run.finished()
+        }
+        frames = []
+        for label in plan.labels:
+            base_run = done.get((label, BASELINE))
+            base_rate = _app_rate(base_run.stats_flat) if base_run else None
+            cmp.results[label] = {}
+            for name, kind in plan.kinds.items():
+                r = done.get((label, name))
+                if r is None:
+                    continue
+                st = r.stats_flat
+                p = f"telemetry.{name}"
+                target = _float(st.get("scoring.target", target))
+                rate = _app_rate(st)
+                cmp.results[label][name] = TechniqueResult(
+                    name=name,
+                    kind=kind,
+                    time_to_precision=_opt(st.get(f"{p}.time_to_precision")),
+                    time_to_recall=_opt(st.get(f"{p}.time_to_recall")),
+                    mean_precision=_float(st.get(f"{p}.mean_precision")),
+                    mean_recall=_float(st.get(f"{p}.mean_recall")),
+                    observer_cpu_seconds=_float(st.get(f"{p}.cpu_seconds", 0.0)),
+                    accesses=int(_float(st.get("machine.accesses", 0))),
+                    slowdown=(
+                        base_rate / rate - 1.0 if base_rate and rate else _charged_slowdown(st, p)
+                    ),
+                    wall_seconds=float(r.wall_seconds),
+                    sampling={
+                        col: st[f"{p}.{stat}"]
+                        for stat, col in SAMPLING_COLUMNS.items()
+                        if f"{p}.{stat}" in st
+                    },
+                    point=r if self.keep_samples else None,
+                )
+                ts = pd.DataFrame(r.timeseries)
+                cols = {
+                    f"{p}.precision": "precision",
+                    f"{p}.recall": "recall",
+                    f"{p}.reported_bytes": "reported_bytes",
+                    f"{p}.cpu_s": "cpu_s",
+                }
+                keep = ["window", "t_start_s", "t_end_s", "truth_bytes", *cols]
+                part = ts[[c for c in keep if c in ts]].rename(columns=cols)
+                part.insert(0, "technique", name)
+                if label:
+                    part.insert(0, cmp.sweep_name, label)
+                frames.append(part)
+        cmp.target = target
+        cmp.timeseries = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return cmp
+
+    def to_json(self, report: Comparison) -> JSON:
+        return report.as_json()
+
+    def write(self, report: Comparison, out_dir: Path) -> list[Path]:
+        """``telemetry.csv``/``.parquet``/``.json``, ``telemetry_timeseries.csv``/``.parquet``,
+        the precision/recall plot and, for sample-based techniques, their samples as
+        recordings and views of them."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        table = report.table()
+        written = [
+            out_dir / "telemetry.csv",
+            out_dir / "telemetry.parquet",
+            out_dir / "telemetry_timeseries.csv",
+            out_dir / "telemetry_timeseries.parquet",
+            out_dir / "telemetry.json",
+        ]
+        table.to_csv(written[0], index=False)
+        table.to_parquet(written[1], index=False)
+        report.timeseries.to_csv(written[2], index=False)
+        report.timeseries.to_parquet(written[3], index=False)
+        written[4].write_text(json.dumps(report.as_json(), indent=2) + "\n")
+        written.extend(Path(p) for p in plot(report, str(out_dir / "precision_recall")))
+        written.extend(Path(p) for p in write_sample_recordings(report, out_dir))
+        return written
+
+    def render(self, report: Comparison, console: Console, title: str) -> None:
+        from rich.table import Table
+
+        table = report.table()
+        t = Table(title=f"telemetry on {title}")
+        cols = [str(c) for c in table.columns]
+        for c in cols:
+            left = c in ("technique", "kind", report.sweep_name)
+            t.add_column(c, justify="left" if left else "right")
+        for _, row in table.iterrows():
+            t.add_row(*[fmt_cell(row[c]) for c in cols])
+        console.print(t)
+
+
+def fmt_cell(x: object, digits: int = 3) -> str:
+    """A cell of the comparison's table: counts with separators, small figures with
+    significant digits, missing values as ``-``."""
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if x != x:  # NaN
+            return "-"
+        if x.is_integer() and abs(x) >= 1000:
+            return f"{int(x):,}"  # counts (samples, interrupts, pages seen)
+        if x != 0 and abs(x) < 0.1:
+            return f"{x:.{digits}g}"  # small figures (CPU seconds, slowdowns): significant digits
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+class _TechniqueDone(SweepProgress):
+    def __init__(self, on_done: Callable[[str, str, float], None]) -> None:
+        self.on_done = on_done
+
+    def point_done(self, state: SweepState, point: Point, result: PointResult) -> None:
+        tech = point.techniques[0] if point.techniques else BASELINE
+        self.on_done(point.sweep_label, tech, result.wall_seconds)
 
 
 def compare(
@@ -141,13 +338,16 @@ def compare(
     *,
     seed: int | None = None,
     set: Iterable[str] | None = None,
+    only: str | None = None,
     jobs: int = 2,
+    executor: Executor | None = None,
     baseline: bool = True,
     keep_samples: bool = False,
+    progress: SweepProgress | None = None,
     on_done: Callable[[str, str, float], None] | None = None,
 ) -> Comparison:
     """Run every technique (or those named) of `scenario` on its own machine, plus a
-    baseline, for every sweep point; see the module docs.
+    baseline, for every sweep point (those matching the glob ``only``); see the module docs.
 
     Slowdown is the baseline's application throughput (accesses per simulated second of the
     application's cores) over the technique's, minus one: for a run of fixed duration, the
@@ -156,122 +356,40 @@ def compare(
     technique charged to the application's cores (interrupts, work on a shared core) over
     the rest of their time, which leaves out second-order effects such as extra TLB misses
     after flushes. ``keep_samples`` keeps each run's samples (PEBS records) and mapping log in
-    :attr:`TechniqueResult.raw` (see :func:`write_sample_recordings`)."""
-    spec = str(scenario)
-    base = build_overrides(None, set)
-    nat = native()
-    sweep_name, points = nat.sweep_points(spec, base)
-    if not points:
-        points = [("", [])]
-    available = [(str(n), str(k)) for n, k in nat.techniques(spec, base)]
-    if not available:
-        raise TelemetryError(f"{spec}: the scenario has no [[telemetry]] techniques to compare")
-    names = [n for n, _ in available]
-    if techniques is not None:
-        wanted = [t.strip() for t in techniques if t.strip()]
-        unknown = [t for t in wanted if t not in names]
-        if unknown:
-            raise TelemetryError(
-                f"{spec}: no technique named {', '.join(unknown)} (the scenario has: "
-                f"{', '.join(names)})"
-            )
-        available = [(n, k) for n, k in available if n in wanted]
-    kinds = dict(available)
-    target = 0.9
-    cmp = Comparison(scenario=spec, sweep_name=str(sweep_name), target=target)
-    jobs_list = [
-        (label, [*sets, *base], tech)
-        for label, sets in points
-        for tech in [*([None] if baseline else []), *(n for n, _ in available)]
-    ]
-    raw: dict[tuple[str, str], dict[str, Any]] = {}
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
-        futures: dict[Future[dict[str, Any]], tuple[str, str]] = {}
-        for label, ov, tech in jobs_list:
-            fut = pool.submit(_run_one, spec, ov, seed, tech, keep_samples and tech is not None)
-            futures[fut] = (label, tech or BASELINE)
-        try:
-            for fut in _as_completed(futures):
-                key = futures[fut]
-                raw[key] = fut.result()
-                if on_done is not None:
-                    on_done(key[0], key[1], raw[key]["wall_seconds"])
-        except KeyboardInterrupt:
-            cmp.interrupted = True
-            for f in futures:
-                f.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-    frames = []
-    for label, _sets in points:
-        base_run = raw.get((label, BASELINE))
-        base_rate = _app_rate(base_run["stats_flat"]) if base_run else None
-        cmp.results[label] = {}
-        for name in [n for n, _ in available]:
-            r = raw.get((label, name))
-            if r is None:
-                continue
-            st = r["stats_flat"]
-            p = f"telemetry.{name}"
-            target = float(st.get("scoring.target", target))
-            acc = int(st.get("machine.accesses", 0))
-            cmp.results[label][name] = TechniqueResult(
-                name=name,
-                kind=kinds[name],
-                time_to_precision=st.get(f"{p}.time_to_precision"),
-                time_to_recall=st.get(f"{p}.time_to_recall"),
-                mean_precision=_f(st.get(f"{p}.mean_precision")),
-                mean_recall=_f(st.get(f"{p}.mean_recall")),
-                observer_cpu_seconds=float(st.get(f"{p}.cpu_seconds", 0.0)),
-                accesses=acc,
-                slowdown=(
-                    base_rate / rate - 1.0
-                    if base_rate and (rate := _app_rate(st))
-                    else _charged_slowdown(st, p)
-                ),
-                wall_seconds=float(r["wall_seconds"]),
-                sampling={
-                    col: st[f"{p}.{stat}"]
-                    for stat, col in SAMPLING_COLUMNS.items()
-                    if f"{p}.{stat}" in st
-                },
-                raw=r if keep_samples else None,
-            )
-            ts = pd.DataFrame(r["timeseries"])
-            cols = {
-                f"{p}.precision": "precision",
-                f"{p}.recall": "recall",
-                f"{p}.reported_bytes": "reported_bytes",
-                f"{p}.cpu_s": "cpu_s",
-            }
-            keep = ["window", "t_start_s", "t_end_s", "truth_bytes", *cols]
-            part = ts[[c for c in keep if c in ts]].rename(columns=cols)
-            part.insert(0, "technique", name)
-            if label:
-                part.insert(0, cmp.sweep_name, label)
-            frames.append(part)
-    cmp.target = target
-    cmp.timeseries = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return cmp
+    :attr:`TechniqueResult.point` (see :func:`write_sample_recordings`)."""
+    from tierlab.sweep.api import run_kind
+
+    kind = TelemetryKind(techniques, baseline=baseline, keep_samples=keep_samples)
+    if progress is None and on_done is not None:
+        progress = _TechniqueDone(on_done)
+    outcome = run_kind(
+        str(scenario),
+        kind,
+        seed=seed,
+        set=list(build_overrides(None, set)),
+        only=only,
+        jobs=jobs,
+        executor=executor,
+        progress=progress,
+    )
+    outcome.raise_failures()
+    return outcome.report
 
 
-def write_sample_recordings(cmp: Comparison, out_dir: Any, view: bool = True) -> list[str]:
+def write_sample_recordings(cmp: Comparison, out_dir: str | Path, view: bool = True) -> list[str]:
     """For every sample-based technique run with ``keep_samples``, write its samples as a
     recording ``OUT/[POINT-]samples-<technique>/`` (readable by ``tierlab view``) and, with
     ``view``, the view of it (heatmaps per mapping, histogram, drain intervals) into
     ``OUT/[POINT-]view-<technique>/``."""
-    from pathlib import Path
-
-    from tierlab.api import Result
     from tierlab.reporters.samples import write_sample_recordings as write_recs
 
     out = Path(out_dir)
     written: list[str] = []
     for point, techs in cmp.results.items():
         for r in techs.values():
-            if r.raw is None or not r.raw.get("samples"):
+            if r.point is None or not r.point.samples:
                 continue
-            res = Result.from_native(dict(r.raw))
+            res = r.point.to_result()
             sub = out / point.replace("/", "_") if point else out
             sub.mkdir(parents=True, exist_ok=True)
             for rec in write_recs(res, sub):
@@ -287,32 +405,30 @@ def write_sample_recordings(cmp: Comparison, out_dir: Any, view: bool = True) ->
     return written
 
 
-def _app_rate(st: dict[str, Any]) -> float | None:
+def _app_rate(st: dict[str, StatValue]) -> float | None:
     """Accesses per simulated second of the application's cores (None when not known)."""
     acc = st.get("machine.accesses")
     secs = st.get("run.app_seconds") or st.get("run.simulated_seconds")
-    return float(acc) / float(secs) if acc and secs else None
+    return _float(acc) / _float(secs) if acc and secs else None
 
 
-def _charged_slowdown(st: dict[str, Any], p: str) -> float | None:
-    app = float(st.get("run.app_seconds", 0.0))
-    stolen = float(st.get(f"{p}.app_cpu_seconds", 0.0))
+def _charged_slowdown(st: dict[str, StatValue], p: str) -> float | None:
+    app = _float(st.get("run.app_seconds", 0.0))
+    stolen = _float(st.get(f"{p}.app_cpu_seconds", 0.0))
     if app <= 0.0 or stolen >= app:
         return None
     return stolen / (app - stolen)
 
 
-def _f(x: Any) -> float:
+def _float(x: StatValue) -> float:
     try:
-        return float(x)
+        return float(x)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
 
 
-def _as_completed(futures: Iterable[Future[Any]]) -> Iterable[Future[Any]]:
-    from concurrent.futures import as_completed
-
-    return as_completed(list(futures))
+def _opt(x: StatValue) -> float | None:
+    return None if x is None else _float(x)
 
 
 def plot(cmp: Comparison, out_stem: str) -> list[str]:

@@ -13,20 +13,23 @@ the last window), ``fast_hot_bytes_mean`` (over all windows), ``migrations``,
 
 from __future__ import annotations
 
-import argparse
-import fnmatch
 import json
 import math
-import multiprocessing
-import sys
 import tomllib
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tierlab.api import build_overrides, native
+from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tierlab._native import StatValue
+    from tierlab.sweep.engine import SweepProgress, SweepRun
+    from tierlab.sweep.executor import Executor
+    from tierlab.sweep.point import PointError, PointResult
 
 #: Time-series columns kept per point for the plot and the table.
 SERIES = (
@@ -40,16 +43,47 @@ SERIES = (
 
 
 @dataclass
+class TieringRecord:
+    """One tiering configuration's figures (see the module docs)."""
+
+    policy: str
+    kind: str
+    telemetry: str
+    fast_tier_bytes: float
+    slow_tier_bytes: float
+    run_time_s: float
+    throughput_rps: float
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    fast_used_bytes: float
+    fast_hot_bytes: float
+    fast_hot_bytes_mean: float
+    migrations: int
+    promoted_bytes: int
+    demoted_bytes: int
+    wall_seconds: float
+
+    def to_json(self) -> dict[str, StatValue]:
+        return dict(asdict(self))
+
+
+#: A point's time series: column name -> one value per window.
+Series = dict[str, list[float]]
+
+
+@dataclass
 class TieringSweep:
     """Records and per-point time series of a tiering sweep."""
 
     scenario: str
-    records: list[dict[str, Any]] = field(default_factory=list)
-    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    records: list[TieringRecord] = field(default_factory=list)
+    series: dict[str, Series] = field(default_factory=dict)
     interrupted: bool = False
+    failures: list[PointError] = field(default_factory=list)
 
 
-def _f(st: dict[str, Any], key: str, default: float = math.nan) -> float:
+def _f(st: dict[str, StatValue], key: str, default: float = math.nan) -> float:
     v = st.get(key)
     try:
         return float(v) if v is not None else default
@@ -57,13 +91,13 @@ def _f(st: dict[str, Any], key: str, default: float = math.nan) -> float:
         return default
 
 
-def record(label: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """The record of one point (``raw``: what ``tierlab._native.run`` returns)."""
-    st = raw["stats_flat"]
-    sc = tomllib.loads(raw["scenario"])
-    tiering = sc.get("tiering") or {}
-    nodes = sc.get("machine", {}).get("nodes", [])
-    ts = raw.get("timeseries") or {}
+def record(label: str, result: PointResult) -> TieringRecord:
+    """The record of one point."""
+    st = result.stats_flat
+    sc = tomllib.loads(result.scenario)
+    tiering: dict[str, Any] = sc.get("tiering") or {}
+    nodes: list[dict[str, Any]] = sc.get("machine", {}).get("nodes", [])
+    ts = result.timeseries
     fast = int(tiering.get("fast_node", 0))
     slow = int(tiering.get("slow_node", 1))
 
@@ -79,34 +113,62 @@ def record(label: str, raw: dict[str, Any]) -> dict[str, Any]:
         name = nodes[fast]["name"] if fast < len(nodes) else ""
         used = list(ts.get(f"node.{name}.resident_bytes", []))
         hot = [0.0] * len(used)
-    return {
-        "policy": label,
-        "kind": str(tiering.get("kind", "none")),
-        "telemetry": str(tiering.get("telemetry", "")),
-        "fast_tier_bytes": cap(fast),
-        "slow_tier_bytes": cap(slow),
-        "run_time_s": _f(st, "run.simulated_seconds"),
-        "throughput_rps": _f(st, "workload.kv.throughput"),
-        "p50_us": _f(st, "workload.kv.p50_us"),
-        "p95_us": _f(st, "workload.kv.p95_us"),
-        "p99_us": _f(st, "workload.kv.p99_us"),
-        "fast_used_bytes": float(used[-1]) if used else 0.0,
-        "fast_hot_bytes": float(hot[-1]) if hot else 0.0,
-        "fast_hot_bytes_mean": float(sum(hot) / len(hot)) if hot else 0.0,
-        "migrations": int(_f(st, "machine.migrations", 0.0)),
-        "promoted_bytes": int(_f(st, "tiering.promoted_bytes", 0.0)),
-        "demoted_bytes": int(_f(st, "tiering.demoted_bytes", 0.0)),
-        "wall_seconds": float(raw.get("wall_seconds", 0.0)),
-    }
+    return TieringRecord(
+        policy=label,
+        kind=str(tiering.get("kind", "none")),
+        telemetry=str(tiering.get("telemetry", "")),
+        fast_tier_bytes=cap(fast),
+        slow_tier_bytes=cap(slow),
+        run_time_s=_f(st, "run.simulated_seconds"),
+        throughput_rps=_f(st, "workload.kv.throughput"),
+        p50_us=_f(st, "workload.kv.p50_us"),
+        p95_us=_f(st, "workload.kv.p95_us"),
+        p99_us=_f(st, "workload.kv.p99_us"),
+        fast_used_bytes=float(used[-1]) if used else 0.0,
+        fast_hot_bytes=float(hot[-1]) if hot else 0.0,
+        fast_hot_bytes_mean=float(sum(hot) / len(hot)) if hot else 0.0,
+        migrations=int(_f(st, "machine.migrations", 0.0)),
+        promoted_bytes=int(_f(st, "tiering.promoted_bytes", 0.0)),
+        demoted_bytes=int(_f(st, "tiering.demoted_bytes", 0.0)),
+        wall_seconds=float(result.wall_seconds),
+    )
 
 
-def _run_one(spec: str, overrides: list[str], seed: int | None, label: str) -> dict[str, Any]:
-    raw = native().run(spec, overrides, seed)
-    ts = raw.get("timeseries") or {}
-    return {
-        "record": record(label, raw),
-        "series": {k: [float(x) for x in ts.get(k, [])] for k in SERIES},
-    }
+def series(result: PointResult) -> Series:
+    """The :data:`SERIES` columns of a point's time series."""
+    return {k: [float(x) for x in result.timeseries.get(k, [])] for k in SERIES}
+
+
+class TieringKind(SweepKind[TieringSweep]):
+    """``[report] sweep_name = "tiering"`` (``tiering-kv``): one :class:`TieringRecord` and
+    one time series per point; ``--out`` writes ``records.json``, ``tiering.csv``,
+    ``tiering_timeseries.csv`` and the plot."""
+
+    name = "tiering"
+
+    def report(self, plan: SweepPlan, run: SweepRun) -> TieringSweep:
+        out = TieringSweep(plan.spec, interrupted=run.interrupted, failures=list(run.failures))
+        for p, r in run.finished():
+            out.records.append(record(p.label, r))
+            out.series[p.label] = series(r)
+        return out
+
+    def to_json(self, report: TieringSweep) -> JSON:
+        return [dict(r.to_json()) for r in report.records]
+
+    def write(self, report: TieringSweep, out_dir: Path) -> list[Path]:
+        return write(report, out_dir)
+
+    def render(self, report: TieringSweep, console: Console, title: str) -> None:
+        from rich.table import Table
+
+        table = Table(title=f"{title}: tiering", title_justify="left", box=None)
+        for c in TABLE:
+            table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")
+        for r in report.records:
+            j = r.to_json()
+            table.add_row(*(_cell(c, j.get(c)) for c in TABLE))
+        console.print(table)
 
 
 def run_tiering_sweep(
@@ -116,44 +178,26 @@ def run_tiering_sweep(
     set: Iterable[str] | None = None,
     only: str | None = None,
     jobs: int = 1,
+    executor: Executor | None = None,
+    progress: SweepProgress | None = None,
     on_done: Callable[[int, int, str, float], None] | None = None,
 ) -> TieringSweep:
     """Run the sweep points of a tiering scenario (or those whose label matches ``only``)."""
-    spec = str(scenario)
-    user = build_overrides(None, set)
-    _name, pts = native().sweep_points(spec, user)
-    points = [(str(label), list(ov)) for label, ov in pts]
-    if only:
-        points = [p for p in points if fnmatch.fnmatchcase(p[0], only)]
-    out = TieringSweep(scenario=spec)
-    done: dict[int, dict[str, Any]] = {}
-    try:
-        if jobs <= 1:
-            for i, (label, ov) in enumerate(points):
-                done[i] = _run_one(spec, [*ov, *user], seed, label)
-                if on_done is not None:
-                    on_done(len(done), len(points), label, done[i]["record"]["wall_seconds"])
-        else:
-            ctx = multiprocessing.get_context(
-                "fork" if sys.platform.startswith("linux") else "spawn"
-            )
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futures = {
-                    pool.submit(_run_one, spec, [*ov, *user], seed, label): i
-                    for i, (label, ov) in enumerate(points)
-                }
-                for fut, i in futures.items():
-                    done[i] = fut.result()
-                    if on_done is not None:
-                        on_done(
-                            len(done), len(points), points[i][0], done[i]["record"]["wall_seconds"]
-                        )
-    except KeyboardInterrupt:
-        out.interrupted = True
-    for i in sorted(done):
-        out.records.append(done[i]["record"])
-        out.series[points[i][0]] = done[i]["series"]
-    return out
+    from tierlab.sweep.api import run_kind
+
+    outcome = run_kind(
+        scenario,
+        TieringKind(),
+        seed=seed,
+        set=set,
+        only=only,
+        jobs=jobs,
+        executor=executor,
+        progress=progress,
+        on_done=on_done,
+    )
+    outcome.raise_failures()
+    return outcome.report
 
 
 def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
@@ -199,12 +243,12 @@ def write(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     p = out_dir / "records.json"
-    p.write_text(json.dumps(sweep.records, indent=2) + "\n")
+    p.write_text(json.dumps([r.to_json() for r in sweep.records], indent=2) + "\n")
     written.append(p)
     p = out_dir / "tiering.csv"
-    pd.DataFrame(sweep.records).to_csv(p, index=False)
+    pd.DataFrame([r.to_json() for r in sweep.records]).to_csv(p, index=False)
     written.append(p)
-    rows = []
+    rows: list[dict[str, str | float]] = []
     for label, s in sweep.series.items():
         for i in range(len(s.get("t_end_s", []))):
             rows.append({"policy": label, **{k: s[k][i] for k in SERIES if i < len(s[k])}})
@@ -242,51 +286,3 @@ def _cell(column: str, v: object) -> str:
     if isinstance(v, float):
         return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
     return str(v)
-
-
-def run_tiering_cli(args: argparse.Namespace) -> int:
-    """``tierlab run`` for a tiering sweep: a table (or ``--json`` records), ``--out`` files."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, stdout_console
-
-    err = Console(stderr=True)
-    show = not args.no_progress and sys.stderr.isatty()
-
-    def done(k: int, total: int, label: str, wall: float) -> None:
-        if show:
-            err.print(f"[{k}/{total}] {label} ({wall:.1f} s)", highlight=False)
-
-    sweep = run_tiering_sweep(
-        args.scenario,
-        seed=args.seed,
-        set=args.overrides,
-        only=args.points,
-        jobs=max(1, args.jobs),
-        on_done=done,
-    )
-    if args.points and not sweep.records and not sweep.interrupted:
-        args.parser.error(f"--points {args.points!r} matches no sweep point")
-    written = write(sweep, args.out) if args.out is not None else []
-    if args.json:
-        sys.stdout.write(json.dumps(sweep.records, indent=2) + "\n")
-        sys.stdout.flush()
-    else:
-        out = stdout_console()
-        table = Table(title=f"{args.scenario}: tiering", title_justify="left", box=None)
-        for c in TABLE:
-            table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")
-        for r in sweep.records:
-            cells = []
-            for c in TABLE:
-                v = r.get(c)
-                cells.append(_cell(c, v))
-            table.add_row(*cells)
-        out.print(table)
-        if written:
-            out.print(f"wrote {len(written)} files to {args.out}")
-    if sweep.interrupted:
-        err.print("tierlab: interrupted; kept the points done", highlight=False)
-        return EXIT_INTERRUPTED
-    return EXIT_OK

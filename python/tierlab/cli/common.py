@@ -42,7 +42,7 @@ class _TrimmedLines(io.TextIOBase):
         self._out.flush()
 
     def fileno(self) -> int:
-        return self._out.fileno()
+        return int(self._out.fileno())
 
     def isatty(self) -> bool:
         return False
@@ -54,7 +54,7 @@ def stdout_console(**kwargs: Any) -> Console:
     instead of being squeezed into 80 columns, and without the spaces that pad each row."""
     if sys.stdout.isatty():
         return Console(**kwargs)
-    out = _TrimmedLines(sys.stdout)
+    out: Any = _TrimmedLines(sys.stdout)
     if "COLUMNS" in os.environ:
         return Console(file=out, **kwargs)
     return Console(file=out, width=100_000, **kwargs)
@@ -133,22 +133,41 @@ def error_exit_code(exc: BaseException) -> int | None:
     try:
         from tierlab import _native
     except ImportError:
-        _native = None  # type: ignore[assignment]
-    if _native is not None:
+        pass
+    else:
         if isinstance(exc, _native.SimulationError):
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
     from tierlab.outdir import OutputError
     from tierlab.recording import RecordingError
+    from tierlab.sweep.point import PointError
     from tierlab.telemetry import TelemetryError
 
+    if isinstance(exc, PointError):
+        return EXIT_USAGE if exc.kind == "scenario" else EXIT_SIMULATION
     if isinstance(exc, RecordingError | TelemetryError | OutputError | OSError | ImportError):
         return EXIT_USAGE
     return None
 
 
+def report_error(exc: BaseException) -> None:
+    """Print an error the user can fix as one line on stderr: ``tierlab: point 'LABEL':
+    CAUSE`` for a sweep point that failed, ``tierlab: error: MESSAGE`` otherwise."""
+    from tierlab.sweep.point import PointError
+
+    if isinstance(exc, PointError):
+        print(f"tierlab: {exc}", file=sys.stderr)
+    else:
+        print_error(error_message(exc))
+
+
 def error_message(exc: BaseException) -> str:
+    if isinstance(exc, ImportError) and "_native" in str(exc):
+        return (
+            f"tierlab's native extension (tierlab._native) is not built or does not load: "
+            f"{exc}. Build it with `make install` (or `maturin develop --release`)."
+        )
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror.lower()}"
     return str(exc) or type(exc).__name__

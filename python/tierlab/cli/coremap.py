@@ -40,27 +40,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main, parser=p)
 
 
-def _runs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
-    from tierlab.policies import sweep_points
-
-    if not args.points:
-        return [("", [])]
-    _name, points = sweep_points(args.scenario, args.overrides, args.points)
-    if not points:
-        args.parser.error(f"--points {args.points!r} matches no sweep point")
-    return points
-
-
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
-    from tierlab.api import native
     from tierlab.policies import coremap, record
+    from tierlab.sweep.engine import execute
+    from tierlab.sweep.point import Point, scenario_points
 
+    user = tuple(args.overrides)
+    points = [Point("", args.scenario, user, args.seed)]
+    if args.points:
+        _name, pts = scenario_points(args.scenario, user, args.points)
+        if not pts:
+            args.parser.error(f"--points {args.points!r} matches no sweep point")
+        points = [
+            Point(lb, args.scenario, (*ov, *user), args.seed, sweep_label=lb) for lb, ov in pts
+        ]
+    run = execute(points)
+    if run.failures:
+        raise run.failures[0]
     err = Console(stderr=True)
     dists: dict[str, dict[int, int]] = {}
-    for label, ov in _runs(args):
-        raw = native().run(args.scenario, [*ov, *args.overrides], args.seed)
-        d = coremap(raw["stats_flat"])
+    for point, result in run.finished():
+        d = coremap(result.stats_flat)
         if not d:
             print(
                 "tierlab: error: the core map is known in the hierarchical memory mode only: "
@@ -68,11 +69,14 @@ def main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        rec = record(label, raw)
-        name = label or f"{rec['workload']}, {rec.get('cores', '?')} cores"
+        rec = record(point.label, result.stats_flat, result.scenario)
+        cores = getattr(rec, "cores", "?")
+        name = point.label or f"{rec.workload}, {cores} cores"
         dists[name] = d
         if not args.json and sys.stderr.isatty():
             err.print(f"{name}: {sum(d.values())} pages", highlight=False)
+    if run.interrupted:
+        raise KeyboardInterrupt
     if args.out is not None:
         write(dists, args.out)
     if args.json:
@@ -85,8 +89,8 @@ def main(args: argparse.Namespace) -> int:
     for name, d in dists.items():
         total = sum(d.values()) or 1
         table = Table(title=name, title_justify="left", box=None)
-        for c in ("cores mapping", "pages", "% of pages", "cumulative %"):
-            table.add_column(c, justify="right")
+        for column in ("cores mapping", "pages", "% of pages", "cumulative %"):
+            table.add_column(column, justify="right")
         cum = 0
         for c, n in d.items():
             cum += n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tierlab.api import native
+from tierlab import _native
 from tierlab.cli.common import add_scenario_args, check_overrides
 
 
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
-    text = native().export(args.scenario, args.overrides, args.seed)
+    text = _native.export(args.scenario, args.overrides, args.seed)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()
     return 0

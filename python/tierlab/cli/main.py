@@ -77,12 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:
-        from tierlab.cli.common import error_exit_code, error_message, print_error
+        from tierlab.cli.common import error_exit_code, report_error
 
         code = error_exit_code(exc)
         if code is None:
             raise
-        print_error(error_message(exc))
+        report_error(exc)
         return code
 
 

@@ -17,6 +17,7 @@ from tierlab.cli.common import (
     check_overrides,
     stdout_console,
 )
+from tierlab.cli.sweeps import add_sweep_args, run_sweep_command
 from tierlab.progress import progress_bar
 from tierlab.reporters import write_all
 from tierlab.reporters.stats_json import stats_json
@@ -37,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="write timeseries.parquet/.csv, stats.json, run.json, scenario.toml, summary.csv, "
-        "heatmap.parquet/.png/.svg into DIR",
+        "heatmap.parquet/.png/.svg into DIR; with sweep points, the sweep's records, tables "
+        "and plots, and every point's result in DIR/points/ (reused by later runs)",
     )
     p.add_argument(
         "--json",
@@ -45,19 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print the nested stats as JSON on stdout (only); for a scenario with sweep "
         "points, the list of records (one per point)",
     )
-    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.add_argument(
-        "--points",
-        metavar="GLOB",
-        help="with sweep points: run only the points whose label matches (e.g. 'bt/*/cmcp')",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="with sweep points: run N points in parallel processes (default 1)",
-    )
+    add_sweep_args(p)
     p.set_defaults(func=main, parser=p)
 
 
@@ -70,15 +60,12 @@ def interrupted_message(result: Result) -> str:
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
-    from tierlab.policies import sweep_points
+    from tierlab.sweep import kinds
+    from tierlab.sweep.point import scenario_points
 
-    name, points = sweep_points(args.scenario, args.overrides)
-    if points and name == "tiering":
-        from tierlab.tiering import run_tiering_cli
-
-        return run_tiering_cli(args)
+    name, points = scenario_points(args.scenario, args.overrides)
     if points:
-        return run_sweep_cli(args)
+        return run_sweep_command(args, kinds.for_sweep(name))
     err = Console(stderr=True)
     show_progress = not args.no_progress and sys.stderr.isatty()
     with progress_bar(err) if show_progress else nullcontext() as bar:
@@ -96,94 +83,3 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"tierlab: {interrupted_message(result)}; kept what was done", highlight=False)
         return EXIT_INTERRUPTED
     return EXIT_OK
-
-
-def run_sweep_cli(args: argparse.Namespace) -> int:
-    """A scenario with sweep points: run every point (or those of ``--points``), one record
-    each; print them as a table or, with ``--json``, as a JSON list."""
-    import json
-
-    from rich.table import Table
-
-    from tierlab.policies import run_sweep, write_sweep
-
-    err = Console(stderr=True)
-    show = not args.no_progress and sys.stderr.isatty()
-
-    def done(k: int, total: int, label: str, wall: float) -> None:
-        if show:
-            err.print(f"[{k}/{total}] {label} ({wall:.1f} s)", highlight=False)
-
-    sweep = run_sweep(
-        args.scenario,
-        seed=args.seed,
-        set=args.overrides,
-        only=args.points,
-        jobs=max(1, args.jobs),
-        on_done=done,
-    )
-    if args.points and not sweep.records and not sweep.interrupted:
-        args.parser.error(f"--points {args.points!r} matches no sweep point")
-    if sweep.sweep_name == "placement":
-        from tierlab.placement_sim import placement_records
-
-        sweep.records = placement_records(sweep.records)
-    written = write_sweep(sweep, args.out) if args.out is not None else []
-    if args.out is not None and sweep.sweep_name == "placement":
-        from tierlab.placement_sim import write_placement
-
-        written += write_placement(sweep.records, args.out)
-    if args.json:
-        sys.stdout.write(json.dumps(sweep.records, indent=2, default=str) + "\n")
-        sys.stdout.flush()
-    else:
-        out = stdout_console()
-        table = Table(
-            title=f"{args.scenario}: {len(sweep.records)} points", title_justify="left", box=None
-        )
-        cols = [
-            c
-            for c in (
-                "label",
-                "kernel",
-                "nodes",
-                "policy",
-                "page_tables",
-                "page_size",
-                "fast_memory_fraction",
-                "page_faults",
-                "remote_tlb_invalidations",
-                "dtlb_misses",
-                "run_time_s",
-                "relative_performance",
-                "savings_pct",
-                "overhead_pct",
-            )
-            if any(c in r for r in sweep.records)
-        ]
-        for c in cols:
-            table.add_column(
-                c,
-                justify="left"
-                if c in ("label", "kernel", "policy", "page_tables", "page_size")
-                else "right",
-            )
-        for r in sweep.records:
-            table.add_row(*(_fmt(r.get(c)) for c in cols))
-        out.print(table)
-        if written:
-            out.print(f"wrote {len(written)} files to {args.out}")
-    if sweep.interrupted:
-        err.print("tierlab: interrupted; kept the points done", highlight=False)
-        return EXIT_INTERRUPTED
-    return EXIT_OK
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-2):
-            return f"{v:.3g}"
-        return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.0f}"
-    return str(v)

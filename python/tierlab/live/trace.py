@@ -79,18 +79,18 @@ class MapsHistory:
                 ranges.append([lo, hi, name])
         if not ranges:  # an exiting process shows nothing: not an unmapping
             return
-        now = {(lo, hi, name) for lo, hi, name in ranges}
+        now: set[tuple[int, int, str]] = {(int(r[0]), int(r[1]), str(r[2])) for r in ranges}
         before = set(self.live)
         t_prev, t_now = self.prev_time, time
         # Gone: the parts of an old range no new range of its name covers (dated now).
         for lo, hi, name in sorted(before - now):
-            same = [(a, b) for a, b, n in now if n == name and a < hi and b > lo]
-            for a, b in _subtract(lo, hi, same):
-                self.events.append((t_now, "unmap", a, b - a, name))
+            same = [(x, y) for x, y, n in now if n == name and x < hi and y > lo]
+            for x, y in _subtract(lo, hi, same):
+                self.events.append((t_now, "unmap", x, y - x, name))
         # New: a range over nothing or over ranges of its name (growth) appeared since the
         # last reading (dated then); one over something else replaced it (dated now).
         for lo, hi, name in sorted(now - before):
-            under = [n for a, b, n in before if a < hi and b > lo]
+            under = [n for x, y, n in before if x < hi and y > lo]
             t = t_prev if all(n == name for n in under) else t_now
             self.events.append((t, "map", lo, hi - lo, name))
         self.live = sorted(now)
@@ -292,7 +292,7 @@ def trace(
         code = None
     err_thread.join(timeout=5)
     counts = dict(parser.counts())
-    _append_history(writer, history, guest_layout(debug), int(counts["instructions"]))
+    _append_history(writer, history, guest_layout(debug), int(str(counts["instructions"])))
     reported = None
     for line in messages:
         m = _GUEST_INSTRS.search(line)

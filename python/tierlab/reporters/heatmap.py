@@ -8,7 +8,7 @@ lines and each mapping is labelled with its name and start address.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from tierlab.reporters import Reporter, atomic_output
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from tierlab._native import Heatmap
     from tierlab.api import Result
 
 #: At most this many mappings get a label (the largest ones); the others still get lines.
@@ -35,7 +36,7 @@ def _runs(names: list[str]) -> list[tuple[int, int, str]]:
     return runs
 
 
-def heatmap_figure(heatmap: dict[str, Any], title: str = "") -> Figure:
+def heatmap_figure(heatmap: Heatmap, title: str = "") -> Figure:
     """A matplotlib figure of a native heatmap dict (Agg backend, no display needed)."""
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure

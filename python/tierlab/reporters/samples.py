@@ -45,8 +45,9 @@ def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
     """Write one recording per sampling technique of ``result`` into ``out_dir``."""
     from tierlab.recording import RecordingWriter
 
-    samples = result.raw.get("samples") or {}
-    log = result.raw.get("mapping_log") or []
+    raw = result.raw
+    samples = (raw.get("samples") if raw else None) or {}
+    log = (raw.get("mapping_log") if raw else None) or []
     mappings = pd.DataFrame(
         {
             "time_ns": np.asarray([r[0] for r in log], dtype=np.uint64),

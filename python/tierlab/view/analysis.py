@@ -314,7 +314,7 @@ def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
         else np.zeros(0, dtype=np.int64)
     )
     nr = regs["nr_accesses"].to_numpy(dtype=np.int64)
-    totals_by_map = np.bincount(owner, weights=nr, minlength=len(maps)) if len(maps) else []
+    totals_by_map: np.ndarray = np.bincount(owner, weights=nr, minlength=max(1, len(maps)))
     eligible = [m for m in maps if m.length >= opts.min_mapping]
     ranked = sorted(eligible, key=lambda m: (-totals_by_map[m.id], m.start))
     chosen = sorted(ranked[: opts.max_mappings], key=lambda m: m.start)

@@ -34,8 +34,12 @@ def observations(meta: dict[str, Any]) -> tuple[list[tuple[int, int, int, int]],
     for o in acc.get("page_sizes") or []:
         if not isinstance(o, dict):
             continue
-        vals = [o.get(k) for k in ("start", "end", "kernel_page_size", "anon_huge_bytes")]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals):
+        vals: list[int] = []
+        for key in ("start", "end", "kernel_page_size", "anon_huge_bytes"):
+            v = o.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                vals.append(v)
+        if len(vals) != 4:
             continue
         start, end, kps, huge = vals
         if end <= start:

@@ -145,7 +145,7 @@ impl HotsetParams {
     /// The layout these parameters give under `ctx.seed` (validating them).
     pub fn layout(&self, ctx: &BuildCtx) -> Result<HotsetLayout> {
         let f = &ctx.scenario_file;
-        let align = self.page_size.map_or(4096, |p| p.bytes());
+        let align = self.page_size.map_or(tierlab_core::PAGE_SIZE, |p| p.bytes());
         if self.needles == 0 {
             return Err(SimError::config(f, "workload.needles", "must be at least 1"));
         }

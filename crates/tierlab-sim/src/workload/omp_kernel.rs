@@ -262,7 +262,7 @@ impl Workload for OmpKernel {
                 populate: false,
                 thread: 0,
             };
-            self.flag = mem.mmap(4096, opts)?;
+            self.flag = mem.mmap(tierlab_core::PAGE_SIZE, opts)?;
         }
         Ok(())
     }

@@ -136,7 +136,7 @@ fn default_loop_count() -> u32 {
 }
 
 const BATCH: usize = 16_384;
-const EXTENT: u64 = 2 << 20;
+const EXTENT: u64 = tierlab_core::HUGE_SIZE;
 
 /// Merge sorted-by-start ranges `(start, end, name)` that overlap (or touch, when `touch`).
 fn merge(mut v: Vec<(u64, u64, String)>, touch: bool) -> Vec<(u64, u64, String)> {
@@ -187,7 +187,7 @@ impl ReplayParams {
     /// The ranges `(start, end, name)` to map for `data` (page-rounded recorded mappings plus
     /// derived extents), disjoint and ascending.
     pub fn plan_mappings(&self, data: &ReplayData) -> Vec<(u64, u64, String)> {
-        let page = self.page_size.map_or(4096, |p| p.bytes());
+        let page = self.page_size.map_or(tierlab_core::PAGE_SIZE, |p| p.bytes());
         let given: Vec<(u64, u64, String)> = data
             .mappings
             .iter()

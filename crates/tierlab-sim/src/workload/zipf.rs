@@ -59,7 +59,7 @@ pub struct ZipfParams {
 }
 
 fn default_item_size() -> ByteSize {
-    ByteSize(4096)
+    ByteSize(tierlab_core::PAGE_SIZE)
 }
 fn default_theta() -> f64 {
     0.99
@@ -74,7 +74,7 @@ fn default_threads() -> usize {
 const BATCH: u64 = 16_384;
 
 /// Buckets of the table that speeds up `H^-1` (see [`ZipfSampler`]).
-const INV_BUCKETS: usize = 4096;
+const INV_BUCKETS: usize = 4096; // not a page size
 /// Series terms of the bucketed `H^-1`.
 const INV_TERMS: usize = 5;
 

@@ -1,0 +1,250 @@
+"""Type stub of tierlab's native extension (``crates/tierlab-py``: ``src/lib.rs``, ``src/live.rs``).
+
+Results cross the boundary as plain dicts and lists; the TypedDicts below name their keys.
+They exist only for type checking (``from tierlab._native import RunOutput`` under
+``TYPE_CHECKING``).
+"""
+
+from collections.abc import Callable, Sequence
+from os import PathLike
+from typing import Any, Literal, TypedDict, final
+
+__version__: str
+
+#: One statistic's value (the stats registry's JSON: numbers, strings, booleans, null).
+StatValue = int | float | str | bool | None
+#: The nested stats registry (``stats["machine"]["accesses"]``).
+StatsTree = dict[str, StatValue | StatsTree]
+
+class ScenarioError(ValueError):
+    """A scenario, masim config, override or input is invalid."""
+
+class SimulationError(RuntimeError):
+    """The simulated program did something the machine cannot do."""
+
+class LiveError(RuntimeError):
+    """Live recording could not start or go on (no PMU, no permission, no such process, ...)."""
+
+# -- run -------------------------------------------------------------------------------------
+
+class Heatmap(TypedDict):
+    t_start_s: list[float]
+    t_end_s: list[float]
+    bin_start: list[int]
+    bin_bytes: list[int]
+    bin_mapping: list[str]
+    #: one row per window, one count per bin
+    counts: list[list[int]]
+
+class MappingInfo(TypedDict):
+    name: str
+    start: int
+    length: int
+    page_size: int
+
+class SampleColumns(TypedDict):
+    """A sample-based technique's samples, as columns of the recording's ``samples`` table."""
+
+    time_ns: list[int]
+    tid: list[int]
+    cpu: list[int]
+    addr: list[int]
+    ip: list[int]
+    weight: list[int]
+    data_src: list[int]
+    event: list[str]
+    drain: list[int]
+
+#: ``(time_ns, "map" | "unmap", start, length, name)``
+MappingEvent = tuple[int, str, int, int, str]
+
+class RunOutput(TypedDict):
+    """What :func:`run` returns."""
+
+    #: the scenario fully expanded (TOML)
+    scenario: str
+    name: str
+    seed: int
+    interrupted: bool
+    wall_seconds: float
+    #: the stats registry, nested (``stats["machine"]["accesses"]``)
+    stats: StatsTree
+    #: the same keyed by dotted names
+    stats_flat: dict[str, StatValue]
+    #: one list per column, one value per window (counts as ints, times and rates as floats)
+    timeseries: dict[str, list[float]]
+    heatmap: Heatmap
+    mappings: list[MappingInfo]
+    mapping_log: list[MappingEvent]
+    #: technique label -> its samples
+    samples: dict[str, SampleColumns]
+    #: ``(name, value)`` rows of the run's summary
+    summary: list[tuple[str, str]]
+
+class ReplayInput(TypedDict, total=False):
+    """Replay data for a scenario whose workload is a recording (little-endian columns)."""
+
+    addr: bytes
+    tid: bytes
+    kind: bytes
+    mappings: Sequence[tuple[int, int, str]]
+
+#: ``progress(sim_ns_done, sim_ns_total, accesses_done)``
+ProgressCallback = Callable[[int, int, int], object]
+
+def run(
+    spec: str,
+    overrides: Sequence[str] = ...,
+    seed: int | None = None,
+    progress: ProgressCallback | None = None,
+    replay: ReplayInput | dict[str, Any] | None = None,
+    techniques: Sequence[str] | None = None,
+) -> RunOutput:
+    """Run a scenario. ``techniques`` keeps only the named ``[[telemetry]]`` techniques
+    (``[]``: none). A KeyboardInterrupt (Ctrl-C, or raised by ``progress``) stops the run
+    and returns what was done with ``interrupted=True``; other exceptions of ``progress`` are
+    re-raised."""
+
+def export(spec: str, overrides: Sequence[str] = ..., seed: int | None = None) -> str:
+    """The scenario fully expanded (every default written out), as TOML."""
+
+def builtin_scenarios() -> list[tuple[str, str]]:
+    """The built-in scenarios: ``(name, description)``."""
+
+def replay_path(spec: str, overrides: Sequence[str] = ...) -> str | None:
+    """The recording directory a replay scenario needs, or None."""
+
+def sweep_points(
+    spec: str, overrides: Sequence[str] = ...
+) -> tuple[str, list[tuple[str, list[str]]]]:
+    """A scenario's sweep: ``(sweep_name, [(label, [overrides])])`` (no points when it has
+    none)."""
+
+def techniques(spec: str, overrides: Sequence[str] = ...) -> list[tuple[str, str]]:
+    """A scenario's telemetry techniques: ``[(label, kind)]``."""
+
+def bench_engine(quick: bool = False) -> dict[str, float]:
+    """Engine benchmarks: simulated accesses per second, by benchmark name."""
+
+def policy_replay(kind: str, pages: bytes, capacity: int) -> tuple[int, int, float]:
+    """Replay a page trace (little-endian u64 page numbers) through replacement policy
+    ``kind``: ``(requests, misses, seconds)``."""
+
+def policy_kinds() -> list[str]:
+    """The registered replacement policies."""
+
+# -- live recording (src/live.rs) --------------------------------------------------------------
+
+class BackendInfo(TypedDict):
+    #: the backend ``auto`` picks here
+    auto: str
+    #: backend name -> None when it works here, else why not
+    backends: dict[str, str | None]
+    #: backend name -> the events it can record
+    events: dict[str, list[str]]
+
+def live_backends(pmus_root: str | PathLike[str] | None = None) -> BackendInfo:
+    """Which backends this machine supports."""
+
+class LiveSampleColumns(TypedDict):
+    """Little-endian columns: u64 except ``tid`` and ``cpu`` (u32)."""
+
+    time_ns: bytes
+    tid: bytes
+    cpu: bytes
+    addr: bytes
+    ip: bytes
+    weight: bytes
+    data_src: bytes
+    drain: bytes
+
+class LiveDrainColumns(TypedDict):
+    """Little-endian u64 columns."""
+
+    time_ns: bytes
+    cpu: bytes
+    drain: bytes
+    records: bytes
+
+class LiveBatch(TypedDict):
+    samples: LiveSampleColumns
+    drains: LiveDrainColumns
+    mappings: list[MappingEvent]
+    #: Mappings with pages larger than 4 KiB seen in /proc/PID/smaps: (time_ns, start, end,
+    #: name, kernel_page_size, huge_bytes).
+    page_sizes: list[tuple[int, int, int, str, int, int]]
+
+@final
+class LiveRecorder:
+    """A recording in progress: :meth:`launch` or :meth:`attach`, then :meth:`poll` until
+    :attr:`exit` is not None, then :meth:`finish`. Linux only."""
+
+    @staticmethod
+    def launch(
+        argv: Sequence[str | bytes | PathLike[str]],
+        backend: str = "auto",
+        event: str | None = None,
+        period: int | None = None,
+        buffer_size: int = 65536,
+        ldlat: int = 30,
+        l3_miss_only: bool = False,
+        min_mapping: int = 0,
+        snapshot_interval_ns: int = 20_000_000,
+        flush_interval_ns: int = 250_000_000,
+        pmus_root: str | PathLike[str] | None = None,
+    ) -> LiveRecorder: ...
+    @staticmethod
+    def attach(
+        pid: int,
+        backend: str = "auto",
+        event: str | None = None,
+        period: int | None = None,
+        buffer_size: int = 65536,
+        ldlat: int = 30,
+        l3_miss_only: bool = False,
+        min_mapping: int = 0,
+        snapshot_interval_ns: int = 20_000_000,
+        flush_interval_ns: int = 250_000_000,
+        pmus_root: str | PathLike[str] | None = None,
+    ) -> LiveRecorder: ...
+    def poll(self, timeout_ms: int = 100) -> LiveBatch: ...
+    def finish(self) -> LiveBatch: ...
+    def close(self) -> None: ...
+    @property
+    def exit(self) -> tuple[Literal["exit", "signal", "gone"], int] | None: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def now_ns(self) -> int: ...
+    def parameters(self) -> dict[str, Any]:
+        """backend, event, perf_type, config, config1, precise_ip, period, sample_type,
+        group_leader, ring_bytes, cpus, flags_dropped, auto_notes."""
+    def stats(self) -> dict[str, Any]:
+        """samples, lost_records, lost, ..., threads (ints) and tids (list of ints)."""
+
+class LackeyColumns(TypedDict):
+    #: little-endian u64
+    time_ns: bytes
+    #: little-endian u64
+    addr: bytes
+    #: one byte per access
+    kind: bytes
+    #: Valgrind's own message lines
+    messages: list[str]
+
+class LackeyCounts(TypedDict):
+    lines: int
+    instructions: int
+    loads: int
+    stores: int
+    modifies: int
+    accesses: int
+
+@final
+class LackeyParser:
+    """The streaming parser of lackey's ``--trace-mem=yes`` output."""
+
+    def __init__(self) -> None: ...
+    def feed(self, chunk: bytes) -> LackeyColumns: ...
+    def finish(self) -> LackeyColumns: ...
+    def counts(self) -> LackeyCounts: ...

@@ -1,0 +1,132 @@
+"""What the sweep commands share (``tierlab run`` on a scenario with sweep points,
+``tierlab telemetry``): their options, the executor they ask for, and running a sweep of
+any kind through the one engine with its progress, outputs and messages."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SIMULATION,
+    EXIT_USAGE,
+    stdout_console,
+)
+from tierlab.sweep.executor import Executor, LocalExecutor
+from tierlab.sweep.kinds import SweepKind
+from tierlab.sweep.point import PointError
+
+
+def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = 1) -> None:
+    """``--points``, ``--jobs``, ``--executor``, ``--address``, ``--fresh``,
+    ``--no-progress``."""
+    parser.add_argument(
+        "--points",
+        metavar="GLOB",
+        help="with sweep points: run only the points whose label matches (e.g. 'bt/*/cmcp')",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"run N points at a time in worker processes (default {jobs}); with "
+        "--executor ray, at most N Ray tasks at a time (default: the cluster's CPUs)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where points run: local processes (default) or a Ray cluster (needs tierlab[ray])",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="with --executor ray: the cluster to connect to (default: RAY_ADDRESS, else a "
+        "Ray instance started on this machine)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --out: recompute every point instead of reusing the results stored in "
+        "OUT/points/ by earlier runs",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never show progress")
+    parser.set_defaults(default_jobs=jobs)
+
+
+def make_executor(args: argparse.Namespace) -> Executor:
+    """The executor the command line asks for."""
+    if args.executor == "ray":
+        from tierlab.sweep.ray_executor import RayExecutor
+
+        return RayExecutor(args.address, args.jobs)
+    if args.address is not None:
+        args.parser.error("--address needs --executor ray")
+    return LocalExecutor(max(1, args.jobs if args.jobs is not None else args.default_jobs))
+
+
+#: Where ``--out DIR`` keeps the result of every point (see tierlab.sweep.cache).
+POINTS_DIR = "points"
+
+
+def exit_code(error: PointError) -> int:
+    """An invalid scenario or override is a usage error; anything else a failed run."""
+    return EXIT_USAGE if error.kind == "scenario" else EXIT_SIMULATION
+
+
+def run_sweep_command(
+    args: argparse.Namespace, kind: SweepKind[Any], title: str | None = None
+) -> int:
+    """Run the sweep of ``args.scenario`` as ``kind``: progress on stderr, the report as a
+    table (or ``--json``), files into ``--out``; one line per failed point, naming it; exit
+    status 130 when interrupted (the points done are kept), non-zero when a point failed."""
+    from tierlab.sweep.api import run_kind
+    from tierlab.sweep.progress import RichSweepProgress
+
+    show = not args.no_progress and sys.stderr.isatty()
+    cache_dir = args.out / POINTS_DIR if args.out is not None else None
+    with make_executor(args) as executor:
+        outcome = run_kind(
+            args.scenario,
+            kind,
+            seed=args.seed,
+            set=args.overrides,
+            only=args.points,
+            executor=executor,
+            progress=RichSweepProgress(Console(stderr=True)) if show else None,
+            cache_dir=cache_dir,
+            fresh=args.fresh,
+        )
+    run, report = outcome.run, outcome.report
+    if run.reused:
+        print(
+            f"tierlab: reused {run.reused} of {len(run.points)} points stored in {cache_dir} "
+            "(--fresh recomputes them)",
+            file=sys.stderr,
+        )
+    if args.points and not outcome.plan.points:
+        args.parser.error(f"--points {args.points!r} matches no sweep point")
+    written = kind.write(report, args.out) if args.out is not None else []
+    if args.json:
+        sys.stdout.write(json.dumps(kind.to_json(report), indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        out = stdout_console()
+        kind.render(report, out, title or str(args.scenario))
+        if written:
+            out.print(f"wrote {len(written)} files to {args.out}", highlight=False)
+    for error in run.failures:
+        print(f"tierlab: {error}", file=sys.stderr)
+    if run.interrupted:
+        print("tierlab: interrupted; kept the points done", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if run.failures:
+        return max(exit_code(e) for e in run.failures)
+    return EXIT_OK

@@ -1,0 +1,31 @@
+"""The worker: runs one :class:`~tierlab.sweep.point.Point` and returns a plain result.
+
+Every executor runs :func:`run_point` (in this process, in a pool of processes, or on a Ray
+cluster). It never raises for a failed run: the error comes back as a
+:class:`~tierlab.sweep.point.PointError` value naming the point, so that nothing
+unpicklable (the native exception classes) crosses a process boundary. Only an interrupt
+(Ctrl-C) is raised: a run cut short is not a result.
+"""
+
+from __future__ import annotations
+
+from tierlab.sweep.point import Outcome, Point, PointError, PointResult
+
+
+def run_point(point: Point) -> Outcome:
+    """Run ``point`` and return its result or its error (see the module docs)."""
+    try:
+        from tierlab import _native
+        from tierlab.api import load_replay
+
+        overrides = list(point.overrides)
+        replay = load_replay(point.spec, overrides)
+        techniques = None if point.techniques is None else list(point.techniques)
+        raw = _native.run(point.spec, overrides, point.seed, None, replay, techniques)
+        if raw["interrupted"]:
+            raise KeyboardInterrupt
+        return PointResult.from_native(point.label, raw, point.keep_samples)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        return PointError.from_exception(point.label, exc)
