@@ -273,13 +273,15 @@ def _reference(rows, points):
     pages: dict[int, int] = {}
     names: list[str] = []
     starts: list[int] = []
+    created: list[int] = []
     snapshots = []  # (time, pages dict) after the events of each time
     for _, (t, kind, first, n, name) in ev:
         lo, hi = first, first + n
         if kind == "map":
             touching = name not in anon
-            near = set(range(lo, hi)) | ({lo - 1, hi} if touching else set())
-            ids = {pages[p] for p in near if p in pages}
+            ids = {pages[p] for p in range(lo, hi) if p in pages}
+            if touching:  # a neighbour grows only when mapped earlier
+                ids |= {pages[p] for p in (lo - 1, hi) if p in pages and created[pages[p]] < t}
             grown = False
             if len(ids) == 1:
                 mid = ids.pop()
@@ -297,6 +299,7 @@ def _reference(rows, points):
                     pages.pop(p, None)
                 names.append(name)
                 starts.append(lo)
+                created.append(t)
                 for p in range(lo, hi):
                     pages[p] = len(names) - 1
         else:

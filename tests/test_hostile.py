@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, SHORT, tierlab
-from tierlab.recording import Recording, RecordingWriter
+from tierlab.recording import Recording, RecordingError, RecordingWriter
 
 FIX = REPO / "tests" / "fixtures"
 PAGE = 4096
@@ -412,8 +412,14 @@ def test_damo_thousands_separators_still_read(capsys, tmp_path: Path) -> None:
 def test_recording_kind_7(capsys, rec: Path) -> None:
     part = rec / "accesses" / "part-00000.parquet"
     _rewrite(part, "kind", pa.array([0, 1, 0, 7, 0, 0, 1, 0], pa.uint8()))
-    err = one_error(capsys, "view", rec)
-    assert f"{part}: column `kind`: 7 at row 3 is not a kind (0 load, 1 store)" in err
+    message = f"{part}: column `kind`: 7 at row 3 is not a kind (0 load, 1 store)"
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        Recording.open(rec).accesses()
+    # A full trace (no samples) is viewed streaming: its columns are checked streaming too.
+    shutil.rmtree(rec / "samples")
+    assert message in one_error(capsys, "view", rec)
+    _rewrite(part, "addr", pa.array([A] * 3 + [None] * 5, pa.uint64()))
+    assert "column `addr`: null at row 3" in one_error(capsys, "view", rec)
 
 
 def test_recording_null_column(capsys, rec: Path) -> None:

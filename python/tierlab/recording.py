@@ -624,6 +624,73 @@ class Recording:
             raise RecordingError(f"{where}: {problem}")
         return t
 
+    def _footer(self, table: str, part: Path) -> pq.FileMetaData:
+        """A part's footer, checked without decoding its data: a regular file, a readable
+        Parquet footer whose row groups have the schema's columns, and the table's columns
+        with types the format converts."""
+        schema = SCHEMAS[table]
+        where = str(part)
+        fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+        try:
+            with os.fdopen(fd, "rb") as f:
+                pf = pq.ParquetFile(f)
+                md = pf.metadata
+                _check_extents(md, where)
+                have = pf.schema_arrow
+        except RecordingError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+            text = str(e).strip()
+            msg = text.splitlines()[0] if text else type(e).__name__
+            raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
+        for fld in schema:
+            if fld.name not in have.names:
+                raise RecordingError(
+                    f"{where}: missing column `{fld.name}` "
+                    f"(table {table} needs {', '.join(schema.names)})"
+                )
+            got = have.field(fld.name).type
+            if not _castable(got, fld.type):
+                raise RecordingError(
+                    f"{where}: column `{fld.name}` has type {got}, expected {fld.type}"
+                )
+        return md
+
+    def table_rows(self, table: str) -> int:
+        """Rows of ``table`` from its parts' footers (each part checked as a file and a
+        Parquet footer with the table's columns; nothing decoded). Readers that stream a large
+        table themselves (the native view of full traces) check it with this first."""
+        return sum(self._footer(table, part).num_rows for part in self.parts(table))
+
+    def check_streaming(self, table: str, columns: Sequence[str]) -> None:
+        """Check ``columns`` of ``table`` part by part and batch by batch (memory bounded by
+        a batch, not the table): no nulls, and the values the format allows (``kind`` 0/1).
+        For readers that stream a large table themselves."""
+        for index, part in enumerate(self.parts(table)):
+            self._footer(table, part)
+            fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+            row = 0
+            try:
+                with os.fdopen(fd, "rb") as f:
+                    for batch in pq.ParquetFile(f).iter_batches(
+                        batch_size=1 << 20, columns=list(columns)
+                    ):
+                        t = pa.Table.from_batches([batch]).cast(
+                            pa.schema([SCHEMAS[table].field(c) for c in columns])
+                        )
+                        problem = _value_problem(table, _with_all_columns(table, t))
+                        if problem is not None:
+                            raise RecordingError(f"{part}: {_shift_row(problem, row)}")
+                        row += batch.num_rows
+            except RecordingError:
+                raise
+            except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+                text = str(e).strip()
+                msg = text.splitlines()[0] if text else type(e).__name__
+                raise RecordingError(
+                    f"{part}: not a readable Parquet file (part {index}): {msg[:200]}"
+                ) from None
+
     def table(self, table: str) -> pa.Table:
         """Read ``table`` as a pyarrow Table with the format's schema (columns a newer writer
         added are dropped). Every part is checked: its name, that it is a regular file and a
@@ -662,6 +729,26 @@ class Recording:
         """Region snapshots, an optional table (the columns of ``SCHEMAS["regions"]``); empty
         when the recording has none."""
         return self._frame("regions")
+
+
+def _with_all_columns(table: str, t: pa.Table) -> pa.Table:
+    """``t`` (some columns of ``table``) with the others filled with valid zeros, for
+    :func:`_value_problem`."""
+    schema = SCHEMAS[table]
+    cols = []
+    for fld in schema:
+        if fld.name in t.column_names:
+            cols.append(t.column(fld.name))
+        elif pa.types.is_string(fld.type):
+            cols.append(pa.array(["map"] * t.num_rows, fld.type))
+        else:
+            cols.append(pa.array(np.zeros(t.num_rows, dtype=np.uint64), pa.uint64()).cast(fld.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _shift_row(problem: str, offset: int) -> str:
+    """A problem's row number counted from the part's start instead of the batch's."""
+    return re.sub(r"\brow (\d+)", lambda m: f"row {int(m.group(1)) + offset}", problem, count=1)
 
 
 def _check_extents(md: Any, where: str) -> None:

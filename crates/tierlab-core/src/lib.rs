@@ -19,6 +19,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "parquet")]
+pub mod recording;
+
 pub mod page;
 pub mod plan;
 pub mod schema;

@@ -117,7 +117,7 @@ pub mod amd {
     pub const MIN_PERIOD: u64 = 16;
     /// Default period: one sample every 4096 dispatched ops (a count of ops, a multiple of 16;
     /// not a page size).
-    pub const DEFAULT_PERIOD: u64 = 4096;
+    pub const DEFAULT_PERIOD: u64 = 4096; // not a page size: an IBS op count
 }
 
 /// What was wrong with an event request.

@@ -12,6 +12,7 @@
 mod live;
 mod plan;
 mod schema;
+mod traces;
 
 use std::sync::Arc;
 
@@ -409,7 +410,7 @@ fn policy_replay(py: Python<'_>, kind: &str, pages: &[u8], capacity: u64) -> PyR
 /// The registered replacement policies.
 #[pyfunction]
 fn policy_kinds() -> Vec<String> {
-    tierlab_sim::os::replacement::KINDS.iter().map(|s| s.to_string()).collect()
+    tierlab_sim::os::replacement::PolicyConfig::kinds().iter().map(|s| s.to_string()).collect()
 }
 
 /// The `tierlab._native` module.
@@ -430,5 +431,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     live::register(m)?;
     plan::register(m)?;
     schema::register(m)?;
+    traces::register(m)?;
     Ok(())
 }

@@ -56,6 +56,7 @@ macro_rules! registry {
                 match self { $( $(#[$attr])* Self::$variant(p) => p, )* }
             }
             /// The registered names, in registry order.
+            #[allow(clippy::vec_init_then_push)]
             pub fn kinds() -> Vec<&'static str> {
                 #[allow(unused_mut)]
                 let mut v = Vec::new();

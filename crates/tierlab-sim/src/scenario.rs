@@ -234,6 +234,16 @@ pub const BUILTINS: &[Builtin] = &[
         description: "profile-guided ccNUMA placement vs first touch and interleave on 2 and 4 nodes (serially initialized STREAM and Jacobi)",
         text: include_str!("../scenarios/numa-placement.toml"),
     },
+    Builtin {
+        name: "cmcp-replay",
+        description: "a real OpenMP stencil trace replayed through FIFO, LRU and CMCP on per-core page tables, fast memory 50% of the touched pages",
+        text: include_str!("../scenarios/cmcp-replay.toml"),
+    },
+    Builtin {
+        name: "tiering-replay",
+        description: "a real OpenMP stencil trace replayed through DAMON, PEBS, Telescope, HeMem-, Memtis- and NUMA-tiering-like policies, DRAM = half the touched pages",
+        text: include_str!("../scenarios/tiering-replay.toml"),
+    },
 ];
 
 /// Find a built-in by name.

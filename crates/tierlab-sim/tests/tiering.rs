@@ -187,7 +187,7 @@ fn each_policy_promotes_hot_data() {
         );
         let promoted = f(&r, "tiering.promoted_bytes");
         assert!(promoted > 0.0, "{kind}: nothing promoted");
-        assert!(f(&r, "machine.os.migration.promotions") > 0.0, "{kind}");
+        assert!(f(&r, "machine.migration.promotions") > 0.0, "{kind}");
         let hot = r.timeseries.column("tiering.fast_hot_bytes").unwrap();
         assert!(*hot.last().unwrap() > 0.0, "{kind}: no hot data in the fast tier");
         assert!(fast_share(&r) > 0.1, "{kind}: fast share {}", fast_share(&r));

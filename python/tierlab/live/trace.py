@@ -47,14 +47,35 @@ _SEGMENT = re.compile(
 
 class MapsHistory:
     """Map and unmap events from successive readings of ``/proc/PID/maps`` (adjacent entries
-    of the same name count as one mapping)."""
+    of the same name count as one mapping), dated on the trace's clock.
 
-    def __init__(self) -> None:
+    The trace reaches the parser late (lackey's buffers, the pipe, the chunk being read), so
+    when a reading is taken the program is ahead of the instruction count parsed so far, by at
+    most ``lag`` bytes of trace. A range that appeared is dated at the count of the previous
+    reading (a lower bound: it was not there then). A range that disappeared, and a range that
+    replaced another, are dated once ``lag`` more bytes are parsed after the reading: by then
+    the parser has passed the moment of the reading, so the date is an upper bound and no
+    access of the old mapping is left out of it."""
+
+    def __init__(self, lag: int = 0) -> None:
         self.live: list[tuple[int, int, str]] = []
         self.events: list[tuple[int, str, int, int, str]] = []
         self.prev_time = 0
+        self.lag = lag
+        #: Events waiting for the parser to pass their reading: (bytes, kind, start, len, name)
+        self.pending: list[tuple[int, str, int, int, str]] = []
 
-    def read(self, pid: int, time: int) -> None:
+    def advance(self, parsed_bytes: int, time: int) -> None:
+        """The parser has read ``parsed_bytes`` of trace, up to instruction ``time``: date
+        the pending events whose reading it has passed."""
+        due = [e for e in self.pending if e[0] <= parsed_bytes]
+        self.pending = [e for e in self.pending if e[0] > parsed_bytes]
+        self.events.extend((time, kind, lo, n, name) for _, kind, lo, n, name in due)
+
+    def finish(self, time: int) -> None:
+        self.advance(2**63, time)
+
+    def read(self, pid: int, time: int, parsed_bytes: int = 0) -> None:
         try:
             text = Path(f"/proc/{pid}/maps").read_text()
         except (OSError, UnicodeDecodeError):
@@ -81,20 +102,33 @@ class MapsHistory:
             return
         now: set[tuple[int, int, str]] = {(int(r[0]), int(r[1]), str(r[2])) for r in ranges}
         before = set(self.live)
-        t_prev, t_now = self.prev_time, time
-        # Gone: the parts of an old range no new range of its name covers (dated now).
+        due = parsed_bytes + self.lag
+        # Gone: the parts of an old range no new range of its name covers (dated later).
         for lo, hi, name in sorted(before - now):
             same = [(x, y) for x, y, n in now if n == name and x < hi and y > lo]
             for x, y in _subtract(lo, hi, same):
-                self.events.append((t_now, "unmap", x, y - x, name))
+                self.pending.append((due, "unmap", x, y - x, name))
         # New: a range over nothing or over ranges of its name (growth) appeared since the
-        # last reading (dated then); one over something else replaced it (dated now).
+        # last reading (dated then); one over something else replaced it (dated later, with
+        # the unmap of what it replaced).
         for lo, hi, name in sorted(now - before):
             under = [n for x, y, n in before if x < hi and y > lo]
-            t = t_prev if all(n == name for n in under) else t_now
-            self.events.append((t, "map", lo, hi - lo, name))
+            if all(n == name for n in under):
+                self.events.append((self.prev_time, "map", lo, hi - lo, name))
+            else:
+                self.pending.append((due, "map", lo, hi - lo, name))
         self.live = sorted(now)
         self.prev_time = time
+
+
+def _pipe_size(fd: int) -> int:
+    """Bytes a pipe holds (``F_GETPIPE_SZ``; 64 KiB by default)."""
+    try:
+        import fcntl
+
+        return int(fcntl.fcntl(fd, 1032))  # F_GETPIPE_SZ
+    except (OSError, ImportError):
+        return 1 << 20  # the largest a user can set
 
 
 def _subtract(lo: int, hi: int, cover: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -248,7 +282,10 @@ def trace(
 
     err_thread = threading.Thread(target=pass_stderr, name="tierlab-trace-stderr", daemon=True)
     err_thread.start()
-    history = MapsHistory()
+    # How far the program may be ahead of the parser: valgrind's output buffer, the pipe, the
+    # chunk being parsed.
+    history = MapsHistory(lag=_pipe_size(r) + CHUNK + (64 << 10))
+    parsed = 0
     parser = _native.LackeyParser()
     messages: list[str] = []
     interrupted = False
@@ -274,7 +311,10 @@ def trace(
                 if not chunk:
                     break
                 add(parser.feed(chunk))
-                history.read(pid, int(parser.counts()["instructions"]))
+                parsed += len(chunk)
+                now_count = int(parser.counts()["instructions"])
+                history.advance(parsed, now_count)
+                history.read(pid, now_count, parsed)
                 if time.monotonic() - last_flush >= flush_interval_s:
                     writer.update_meta(accounting=dict(parser.counts()))
                     writer.flush()
@@ -292,6 +332,7 @@ def trace(
         code = None
     err_thread.join(timeout=5)
     counts = dict(parser.counts())
+    history.finish(int(str(counts["instructions"])))
     _append_history(writer, history, guest_layout(debug), int(str(counts["instructions"])))
     reported = None
     for line in messages:

@@ -6,10 +6,11 @@ unmap ends every part of a mapping it covers (it may split a mapping). A sample 
 mapping whose range holds its address at its time; samples in no mapping are dropped (counted).
 
 One exception keeps one row per mapping: a ``map`` of the same name over (or, for a named
-mapping, right beside) one live mapping, and nothing else, is that mapping **growing** (a heap
-extended by ``brk``, a stack, a file's next segment, the kernel reporting a merged range): it
-extends the live mapping instead of ending it. (``[heap]`` over an anonymous mapping starting
-at the same address is growth too: perf names the first extension of the heap ``//anon``.)
+mapping, right beside, when mapped earlier) one live mapping, and nothing else, is that
+mapping **growing** (a heap extended by ``brk``, a stack, a file's next segment, the kernel
+reporting a merged range): it extends the live mapping instead of ending it. (``[heap]`` over
+an anonymous mapping starting at the same address is growth too: perf names the first
+extension of the heap ``//anon``.)
 The live recorder emits an ``unmap`` first when a mapping is really replaced, so a
 replacement is never taken for growth.
 
@@ -114,7 +115,13 @@ def build(mappings: pd.DataFrame) -> list[Mapping]:
         i, j = live.span(lo, hi, touching=name not in ANON_NAMES)
         if i >= j:
             return False
-        pieces = live.pieces(i, j)
+        # A mapping beside (not over) this one grows only when it was mapped earlier: two
+        # neighbours of one name mapped at the same time (a maps snapshot) stay two.
+        pieces = [
+            p for p in live.pieces(i, j) if (p[1] > lo and p[0] < hi) or out[p[3]].map_time_ns < t
+        ]
+        if not pieces:
+            return False
         mids = {p[3] for p in pieces}
         if len(mids) != 1:
             return False
@@ -136,7 +143,7 @@ def build(mappings: pd.DataFrame) -> list[Mapping]:
             pos = max(pos, p_hi)
         if pos < hi:
             new.append((pos, hi, t, m.id))
-        merged = sorted(pieces + new)
+        merged = sorted(live.pieces(i, j) + new)
         live.replace(i, j, merged)
         added = sum(b - a for a, b, _, _ in new)
         remaining[m.id] += added
@@ -184,6 +191,17 @@ def derive(addr: np.ndarray) -> list[Mapping]:
         lo, hi = int(run[0]) * PAGE, (int(run[-1]) + 1) * PAGE
         m = Mapping(i, lo, hi - lo, f"region {i} (from the data)", 0, derived=True)
         m.segments.append((lo, hi, 0, int(_INF)))
+        out.append(m)
+    return out
+
+
+def from_runs(runs: list[tuple[int, int]]) -> list[Mapping]:
+    """Derived regions from runs of touched pages ``(start, end)`` (already merged across
+    holes under ``GAP_BYTES``)."""
+    out = []
+    for i, (lo, hi) in enumerate(runs):
+        m = Mapping(i, int(lo), int(hi) - int(lo), f"region {i} (from the data)", 0, derived=True)
+        m.segments.append((int(lo), int(hi), 0, int(_INF)))
         out.append(m)
     return out
 

@@ -732,16 +732,22 @@ fn route_feeds(slots: &mut [Slot], file: &str) -> Result<()> {
         let published = slots[i].agent.publishes().to_vec();
         let Some(kind) = sub.accepts.iter().copied().find(|k| published.contains(k)) else {
             let names = |v: &[FeedKind]| v.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+            let kinds = crate::agents::telemetry::TelemetryConfig::kinds_publishing(&sub.accepts);
             return Err(SimError::config(
                 file,
                 &sub.field,
                 format!(
-                    "`{}` follows `{}`, a `{}` technique, which publishes {}; it needs {}",
+                    "`{}` follows `{}`, a `{}` technique, which publishes {}; it needs {}{}",
                     slots[j].agent.kind(),
                     sub.source,
                     slots[i].agent.kind(),
                     names(&published),
-                    names(&sub.accepts)
+                    names(&sub.accepts),
+                    if kinds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (the techniques of kind {} publish them)", kinds.join(", "))
+                    }
                 ),
             ));
         };
@@ -857,4 +863,163 @@ impl Simulation {
 pub fn run_spec(spec: &str, overrides: &[String], seed: Option<u64>) -> Result<RunResult> {
     let (sc, src) = crate::scenario::open(spec, overrides, seed)?;
     Simulation::new(sc, &src, None)?.run(&mut |_| Control::Continue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load;
+
+    fn run(text: &str) -> RunResult {
+        let src = Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() };
+        let sc = load(&src, &[], None).unwrap_or_else(|e| panic!("{e}"));
+        Simulation::new(sc, &src, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .run(&mut |_| Control::Continue)
+            .unwrap()
+    }
+
+    const TWO_TIERS: &str = r#"
+duration = "200ms"
+window = "50ms"
+[machine]
+cores = 2
+[[machine.nodes]]
+name = "fast"
+capacity = "8MiB"
+latency_ns = 90.0
+[[machine.nodes]]
+name = "slow"
+capacity = "1GiB"
+latency_ns = 300.0
+tier = 1
+[workload]
+kind = "uniform"
+footprint = "32MiB"
+"#;
+
+    /// A technique and a tiering policy added as one file and one registry line each
+    /// (`agents/telemetry/toy.rs`, `agents/tiering/toy.rs`, registered for tests) run in a
+    /// scenario: the technique's hot sets reach the policy, which promotes pages.
+    #[test]
+    fn toy_technique_and_policy_run_in_a_scenario() {
+        // Interleaved placement: half the pages start on the slow node, with room on the fast.
+        let text = format!(
+            "{}[[telemetry]]\nkind = \"toy\"\ninterval = \"5ms\"\n[tiering]\nkind = \"toy\"\ntelemetry = \"toy\"\n",
+            TWO_TIERS.replace("capacity = \"8MiB\"", "capacity = \"64MiB\"").replace("cores = 2", "cores = 2\nplacement = \"interleave\"")
+        );
+        let r = run(&text);
+        let s = &r.stats;
+        assert!(s.get_u64("telemetry.toy.looks") >= 39, "{:?}", s.get("telemetry.toy.looks"));
+        assert_eq!(s.get("telemetry.toy.kind").map(|v| format!("{v:?}")), Some("Str(\"toy\")".into()));
+        assert!(s.get_u64("tiering.toy.feeds") >= 3, "one hot set per window");
+        assert!(s.get_u64("tiering.toy.promoted") > 0, "the policy promoted pages");
+        assert!(s.get_u64("machine.migration.promotions") > 0);
+        assert!(r.timeseries.column("telemetry.toy.precision").is_some(), "scored like any technique");
+        // An unknown field of the toy's tables is an error naming it.
+        let src = Source {
+            text: format!("{TWO_TIERS}[[telemetry]]\nkind = \"toy\"\nintervl = \"5ms\"\n"),
+            file: "t.toml".into(),
+            base_dir: ".".into(),
+        };
+        let e = load(&src, &[], None).unwrap_err().to_string();
+        assert!(e.contains("intervl"), "{e}");
+    }
+
+    /// Explicit stages: each runs the scenario with its overrides; a stage's plan is the next
+    /// one's input; the last stage's results are the run's, the others' are kept.
+    #[test]
+    fn stages_run_in_order_and_pass_their_output() {
+        let text = r#"
+duration = "20ms"
+window = "10ms"
+[machine]
+cores = 2
+[[machine.nodes]]
+name = "n0"
+capacity = "1GiB"
+latency_ns = 90.0
+cores = [0]
+[[machine.nodes]]
+name = "n1"
+capacity = "1GiB"
+latency_ns = 90.0
+cores = [1]
+[workload]
+kind = "stream"
+array_size = "4MiB"
+threads = 2
+[placement]
+kind = "profile-guided"
+mode = "next-run"
+period = 50
+[[stages]]
+name = "profile"
+set = ["placement.mode=\"profile\""]
+[[stages]]
+name = "placed"
+input = "profile"
+"#;
+        let r = run(text);
+        assert_eq!(r.stages.len(), 1);
+        assert_eq!(r.stages[0].name, "profile");
+        assert!(r.stages[0].plan_ranges > 0, "the profile stage made a plan");
+        let s = &r.stats;
+        assert_eq!(s.get("placement.mode").map(|v| format!("{v:?}")), Some("Str(\"next-run\")".into()));
+        assert_eq!(
+            s.get_u64("placement.profile.samples"),
+            r.stages[0].stats.get_u64("placement.profile.samples"),
+            "the run reports the profile stage's samples"
+        );
+        // The implied stages of next-run give the same numbers as the explicit ones.
+        let implied = run(&text[..text.find("[[stages]]").unwrap()]);
+        assert_eq!(implied.stats.to_flat_json(), r.stats.to_flat_json());
+        // A stage whose input did not run before it is an error naming the field.
+        let src = Source {
+            text: text.replace("input = \"profile\"", "input = \"later\""),
+            file: "t.toml".into(),
+            base_dir: ".".into(),
+        };
+        let sc = load(&src, &[], None).unwrap();
+        let e = Simulation::new(sc, &src, None).err().expect("an error").to_string();
+        assert!(e.contains("stages[1].input"), "{e}");
+    }
+
+    /// Placement and tiering run on the hierarchical backend: moving pages to node 0 brings
+    /// them into the fast memory, elsewhere evicts them.
+    #[test]
+    fn tiering_runs_on_the_hierarchical_backend() {
+        let text = r#"
+duration = "600ms"
+window = "100ms"
+[machine]
+cores = 2
+[[machine.nodes]]
+name = "fast"
+capacity = "64MiB"
+latency_ns = 90.0
+[[machine.nodes]]
+name = "host"
+capacity = "1GiB"
+latency_ns = 90.0
+[machine.hmem]
+fast_memory = "50%"
+[[policies]]
+kind = "fifo"
+[workload]
+kind = "uniform"
+footprint = "16MiB"
+[[telemetry]]
+kind = "pebs"
+period = 50
+[tiering]
+kind = "hottest-first"
+telemetry = "pebs"
+sample_decay = "20ms"
+"#;
+        let r = run(text);
+        let s = &r.stats;
+        assert!(s.get_u64("hmem.evictions") > 0);
+        assert!(s.get_u64("machine.migration.promotions") + s.get_u64("machine.migration.demotions") > 0);
+    }
 }

@@ -384,7 +384,7 @@ impl Machine {
         let backend = match &cfg.hmem {
             Some(h) => {
                 hw.set_tlb_caching(h.tlb);
-                Backend::Hier(Box::new(backend::hier::Hier::new(h, cfg.cores, &cfg.cost)))
+                Backend::Hier(Box::new(backend::hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost)))
             }
             None => Backend::Flat(Box::new(backend::flat::Flat::new(
                 cfg.cores,

@@ -108,6 +108,31 @@ pub trait Workload: Send {
     }
 }
 
+/// The parameters (almost) every workload kind shares, flattened into each kind's `[workload]`
+/// table (each kind gives its defaults). `replay` takes its threads from the recording and
+/// declares its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadShared {
+    /// Threads (thread `t` runs on core `t`; at most `machine.cores`). Default 1.
+    #[serde(default = "d_threads")]
+    pub threads: usize,
+    /// Page size of the workload's mappings (`"4KiB"`, `"2MiB"`); default the machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate the workload's memory at setup (pages placed without simulated first
+    /// touches, as if touched by thread 0). Default: the kind's (false except for the hot-set
+    /// heap and the key-value store).
+    #[serde(default)]
+    pub populate: bool,
+}
+
+fn d_threads() -> usize {
+    1
+}
+
+impl crate::params::Params for WorkloadShared {}
+
 /// Parameters of one workload kind.
 pub trait WorkloadParams {
     /// Build the workload (validating parameters: errors name the field).
@@ -132,41 +157,28 @@ pub fn check_threads(kind: &str, threads: usize, ctx: &BuildCtx) -> Result<()> {
     Ok(())
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A workload's configuration: `kind` picks the implementation, the other keys are its
-        /// parameters.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum WorkloadConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl WorkloadConfig {
-            /// The registered name of this workload's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the workload.
-            pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-        }
-        /// Registered workload kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
+crate::registry! {
+    /// A workload's configuration: `kind` picks the implementation, the other keys are its
+    /// parameters.
+    pub enum WorkloadConfig: WorkloadParams {
+    "masim" => Masim(masim::MasimWorkloadConfig),
+    "stream" => Stream(stream::StreamConfig),
+    "uniform" => Uniform(uniform::UniformConfig),
+    "zipf" => Zipf(zipf::ZipfConfig),
+    "pointer-chase" => PointerChase(pointer_chase::PointerChaseConfig),
+    "stencil" => Stencil(stencil::StencilConfig),
+    "spmv" => Spmv(spmv::SpmvConfig),
+    "hotset" => Hotset(hotset::HotsetConfig),
+    "replay" => Replay(replay::ReplayParams),
+    "sweep3d" => Sweep3d(sweep3d::Sweep3dConfig),
+    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelConfig),
+    "kv" => Kv(kv::KvConfig),
+    }
 }
 
-registry! {
-    "masim" => Masim(masim::MasimParams),
-    "stream" => Stream(stream::StreamParams),
-    "uniform" => Uniform(uniform::UniformParams),
-    "zipf" => Zipf(zipf::ZipfParams),
-    "pointer-chase" => PointerChase(pointer_chase::PointerChaseParams),
-    "stencil" => Stencil(stencil::StencilParams),
-    "spmv" => Spmv(spmv::SpmvParams),
-    "hotset" => Hotset(hotset::HotsetParams),
-    "replay" => Replay(replay::ReplayParams),
-    "sweep3d" => Sweep3d(sweep3d::Sweep3dParams),
-    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelParams),
-    "kv" => Kv(kv::KvParams),
+impl WorkloadConfig {
+    /// Build the workload.
+    pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        self.params().build(ctx)
+    }
 }

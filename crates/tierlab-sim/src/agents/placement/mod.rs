@@ -30,8 +30,6 @@
 //! `[placement]` with `kind = "first-touch" | "interleave" | "profile-guided"`; without it
 //! the machine's `machine.placement` rule applies.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
 
@@ -133,6 +131,10 @@ pub trait PlacementPolicy: Send {
     fn take_plan(&mut self) -> Option<Plan> {
         None
     }
+    /// The samples a profiling policy took, as rows of the recording format, taken once.
+    fn take_samples(&mut self) -> Vec<tierlab_core::Sample> {
+        Vec::new()
+    }
 }
 
 /// Parameters of one placement policy kind.
@@ -149,42 +151,29 @@ pub trait PlacementParams {
     }
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A placement policy's configuration (`[placement]`): `kind` picks the
-        /// implementation, the other keys are its parameters.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum PlacementConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl PlacementConfig {
-            /// The registered name of this policy's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the policy.
-            pub fn build(&self, ctx: &PlacementBuildCtx) -> Result<Box<dyn PlacementPolicy>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-            /// Check the parameters: (field below `placement`, problem).
-            pub fn check(&self, ctx: &PlacementCheckCtx) -> std::result::Result<(), (String, String)> {
-                match self { $( Self::$variant(p) => p.check(ctx), )* }
-            }
-            /// A stage the policy needs before the configured run.
-            pub fn stage(&self) -> Option<StageRequest> {
-                match self { $( Self::$variant(p) => p.stage(), )* }
-            }
-        }
-        /// Registered placement kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
-}
-
-registry! {
+crate::registry! {
+    /// A placement policy's configuration (`[placement]`): `kind` picks the implementation,
+    /// the other keys are its parameters.
+    pub enum PlacementConfig: PlacementParams {
     "first-touch" => FirstTouch(first_touch::FirstTouchParams),
     "interleave" => Interleave(interleave::InterleaveParams),
     "profile-guided" => ProfileGuided(profile_guided::ProfileGuidedParams),
+    }
+}
+
+impl PlacementConfig {
+    /// Build the policy.
+    pub fn build(&self, ctx: &PlacementBuildCtx) -> Result<Box<dyn PlacementPolicy>> {
+        self.params().build(ctx)
+    }
+    /// Check the parameters: (field below `placement`, problem).
+    pub fn check(&self, ctx: &PlacementCheckCtx) -> std::result::Result<(), (String, String)> {
+        self.params().check(ctx)
+    }
+    /// A stage the policy needs before the configured run.
+    pub fn stage(&self) -> Option<StageRequest> {
+        self.params().stage()
+    }
 }
 
 /// A placement policy as an agent.
@@ -239,7 +228,7 @@ impl Agent for PlacementAgent {
         report(self.kind, self.policy.as_ref(), info.view, self.threads, out);
     }
     fn output(&mut self) -> AgentOutput {
-        AgentOutput { samples: Vec::new(), plan: self.policy.take_plan() }
+        AgentOutput { samples: self.policy.take_samples(), plan: self.policy.take_plan() }
     }
 }
 

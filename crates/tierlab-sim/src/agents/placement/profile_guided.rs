@@ -225,6 +225,7 @@ impl PlacementParams for ProfileGuidedParams {
             migration_ns: 0.0,
             plan: None,
             profile_run: None,
+            log: Vec::new(),
         };
         if self.mode == Mode::NextRun {
             // The profiling stage ran first: its plan and measurements.
@@ -280,6 +281,23 @@ pub struct ProfileGuided {
     /// `next-run`: the plan of the profiling run; `profile`: the plan this run produced.
     plan: Option<Plan>,
     profile_run: Option<ProfileRun>,
+    /// Every sample taken, as rows of the recording format's `samples` table.
+    log: Vec<tierlab_core::Sample>,
+}
+
+/// One sample as a row of the recording format (the core is the CPU and the thread).
+fn sample_row(time_ns: u64, core: u32, addr: u64, event: &str, drain: u64) -> tierlab_core::Sample {
+    tierlab_core::Sample {
+        time_ns,
+        tid: core,
+        cpu: core,
+        addr,
+        ip: 0,
+        weight: 0,
+        data_src: 0,
+        event: event.to_string(),
+        drain,
+    }
 }
 
 impl ProfileGuided {
@@ -313,14 +331,24 @@ impl ProfileGuided {
     }
 
     /// Consume the samples handed over so far.
-    fn collect(&mut self, m: &mut MachineView) {
+    fn collect(&mut self, now_ns: u64, m: &mut MachineView) {
         let mut recs: Vec<(u32, u64)> = Vec::new();
+        let event = match self.p.source {
+            SampleSource::LongLatencyLoads => "l2-miss-loads",
+            SampleSource::TlbMisses => "tlb-misses",
+        };
         if let Some(hw) = m.hw_mut().pebs.as_mut() {
             for d in std::mem::take(&mut hw.drained) {
                 recs.extend(d.records.iter().map(|&(a, _)| (d.core, a)));
+                self.log.extend(
+                    d.records.iter().map(|&(addr, _)| sample_row(d.time_ns, d.core, addr, event, d.index)),
+                );
             }
         }
         if let Some(s) = m.hw_mut().tlb_sampler.as_mut() {
+            let drain = self.log.last().map_or(0, |r| r.drain + 1);
+            self.log
+                .extend(s.drained.iter().map(|&(core, addr)| sample_row(now_ns, core, addr, event, drain)));
             recs.append(&mut s.drained);
         }
         let nodes = m.nodes().len();
@@ -345,7 +373,7 @@ impl ProfileGuided {
         if let Some(s) = m.hw_mut().tlb_sampler.as_mut() {
             s.flush();
         }
-        self.collect(m);
+        self.collect(now_ns, m);
         if let Some(hw) = m.hw_mut().disable_pebs() {
             for (i, c) in hw.cores.iter().enumerate() {
                 self.sampling_ps[i] += c.interrupt_ps;
@@ -507,5 +535,9 @@ impl PlacementPolicy for ProfileGuided {
 
     fn take_plan(&mut self) -> Option<Plan> {
         self.plan.take()
+    }
+
+    fn take_samples(&mut self) -> Vec<tierlab_core::Sample> {
+        std::mem::take(&mut self.log)
     }
 }

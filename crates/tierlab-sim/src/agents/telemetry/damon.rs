@@ -9,7 +9,7 @@
 //! per window is the rule in [`super::regions`]'s docs: the last aggregation snapshot at or
 //! before the window end, regions with `nr_accesses > hot_threshold`, all their bytes.
 //!
-//! # Parameters (all in [`DamonParams`]; defaults and sources)
+//! # Parameters ([`RegionSettings`] with DAMON's defaults; sources)
 //! | parameter | default | source |
 //! |---|---|---|
 //! | `sample_interval` | 5 ms | kernel and damo default (`damon_new_ctx`) |
@@ -40,176 +40,55 @@
 use serde::{Deserialize, Serialize};
 use tierlab_core::{HUGE_SIZE, PAGE_SIZE};
 
-use super::regions::{Attrs, IntervalsGoal, Region, RegionObserver, Sampler};
+use super::regions::{Region, RegionObserver, RegionSettings, Sampler};
 use super::*;
+use crate::agents::FeedKind;
 use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
+use crate::params::{Params, SharedDefaults, With};
 use crate::rng::Rng;
 use crate::units::Duration;
 
-/// DAMON's parameters (`kind = "damon"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// DAMON's own parameters: none beyond the region settings ([`RegionSettings`], flattened
+/// into `kind = "damon"` tables with DAMON's defaults).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DamonParams {
-    /// Label in tables and plots (default `damon`).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Core charged with kdamond's work (default: the first core without an application
-    /// thread, else core 0).
-    #[serde(default)]
-    pub core: Option<usize>,
-    /// Sampling interval. Default 5 ms (kernel and damo).
-    #[serde(default = "d_sample")]
-    pub sample_interval: Duration,
-    /// Aggregation interval. Default 100 ms (kernel and damo); 200 ms in the Telescope paper.
-    #[serde(default = "d_aggr")]
-    pub aggr_interval: Duration,
-    /// Interval of re-reading the mappings (ops update). Default 60 s (kernel); damo uses 1 s,
-    /// as does the Telescope paper.
-    #[serde(default = "d_ops_update")]
-    pub ops_update_interval: Duration,
-    /// Minimum number of regions (>= 3). Default 10.
-    #[serde(default = "d_min_regions")]
-    pub min_nr_regions: usize,
-    /// Maximum number of regions. Default 1000.
-    #[serde(default = "d_max_regions")]
-    pub max_nr_regions: usize,
-    /// A region is reported hot when its `nr_accesses` in the aggregation interval exceeds
-    /// this. Default 5 (the Telescope authors' scoring).
-    #[serde(default = "d_hot")]
-    pub hot_threshold: u32,
-    /// CPU time of one sample (prepare + check), ns. Default 300 (assumption, module docs).
-    #[serde(default = "d_ns_per_check")]
-    pub ns_per_check: f64,
-    /// Interval auto-tuning (kernel intervals goal). Default off.
-    #[serde(default)]
-    pub auto_tune: bool,
-    /// Auto-tuning goal: observed access events per possible ones, basis points. Default 400.
-    #[serde(default = "d_tune_bp")]
-    pub tune_access_bp: u64,
-    /// Auto-tuning period in aggregation intervals. Default 3.
-    #[serde(default = "d_tune_aggrs")]
-    pub tune_aggrs: u64,
-    /// Smallest sampling interval auto-tuning may set. Default 5 ms.
-    #[serde(default = "d_tune_min")]
-    pub tune_min_sample: Duration,
-    /// Largest sampling interval auto-tuning may set. Default 10 s.
-    #[serde(default = "d_tune_max")]
-    pub tune_max_sample: Duration,
-}
+pub struct DamonOwn {}
 
-pub(crate) fn d_sample() -> Duration {
-    Duration(5_000_000)
-}
-fn d_aggr() -> Duration {
-    Duration(100_000_000)
-}
-fn d_ops_update() -> Duration {
-    Duration(60_000_000_000)
-}
-pub(crate) fn d_min_regions() -> usize {
-    10
-}
-pub(crate) fn d_max_regions() -> usize {
-    1000
-}
-pub(crate) fn d_hot() -> u32 {
-    5
-}
-pub(crate) fn d_ns_per_check() -> f64 {
-    300.0
-}
-pub(crate) fn d_tune_bp() -> u64 {
-    400
-}
-pub(crate) fn d_tune_aggrs() -> u64 {
-    3
-}
-pub(crate) fn d_tune_min() -> Duration {
-    Duration(5_000_000)
-}
-pub(crate) fn d_tune_max() -> Duration {
-    Duration(10_000_000_000)
-}
+/// DAMON's parameters: the region settings and its own.
+pub type DamonParams = With<RegionSettings, DamonOwn>;
 
-impl Default for DamonParams {
-    fn default() -> Self {
-        toml::from_str("").expect("every field has a default")
+impl Params for DamonOwn {}
+
+impl SharedDefaults<RegionSettings> for DamonOwn {
+    fn shared_defaults() -> RegionSettings {
+        RegionSettings::with_intervals(Duration(100_000_000), Duration(60_000_000_000))
     }
 }
 
-/// The common region parameters, validated into [`Attrs`] (shared with Telescope).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn build_attrs(
-    ctx: &TelemetryBuildCtx,
-    sample: Duration,
-    aggr: Duration,
-    ops_update: Duration,
-    min_nr_regions: usize,
-    max_nr_regions: usize,
-    ns_per_check: f64,
-    tune: Option<(u64, u64, Duration, Duration)>,
-) -> Result<Attrs> {
-    let attrs = Attrs {
-        sample_ns: sample.0,
-        aggr_ns: aggr.0,
-        ops_update_ns: ops_update.0,
-        min_nr_regions,
-        max_nr_regions,
-        goal: tune.map(|(access_bp, aggrs, min, max)| IntervalsGoal {
-            access_bp,
-            aggrs,
-            min_sample_ns: min.0,
-            max_sample_ns: max.0,
-        }),
-    };
-    attrs.validate().map_err(|(field, msg)| ctx.err(field, msg))?;
-    if !(ns_per_check.is_finite() && ns_per_check >= 0.0) {
-        return Err(ctx.err("ns_per_check", format!("{ns_per_check} must be a finite number >= 0")));
-    }
-    Ok(attrs)
-}
-
-impl DamonParams {
-    /// The validated attributes.
-    pub fn attrs(&self, ctx: &TelemetryBuildCtx) -> Result<Attrs> {
-        build_attrs(
-            ctx,
-            self.sample_interval,
-            self.aggr_interval,
-            self.ops_update_interval,
-            self.min_nr_regions,
-            self.max_nr_regions,
-            self.ns_per_check,
-            self.auto_tune.then_some((
-                self.tune_access_bp,
-                self.tune_aggrs,
-                self.tune_min_sample,
-                self.tune_max_sample,
-            )),
-        )
+impl SharedDefaults<TelemetryShared> for DamonOwn {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
     }
 }
 
 impl TelemetryParams for DamonParams {
-    fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-        let attrs = self.attrs(ctx)?;
-        let rng = Rng::derived(ctx.seed, &format!("telemetry.{}", self.label()), 0);
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+        let r = &self.shared;
+        let attrs = r.attrs(ctx)?;
+        let rng = Rng::derived(ctx.seed, &format!("telemetry.{label}"), 0);
         Ok(Box::new(RegionObserver::new(
             attrs,
             rng,
             DamonSampler::default(),
-            self.ns_per_check,
-            self.hot_threshold,
+            r.ns_per_check,
+            r.hot_threshold,
         )))
     }
-    fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| "damon".into())
-    }
-    fn core(&self) -> Option<usize> {
-        self.core
+    fn publishes(&self) -> &'static [FeedKind] {
+        &[FeedKind::Regions]
     }
 }
 
@@ -289,17 +168,20 @@ mod tests {
     #[test]
     fn defaults_and_paper_configs() {
         let p = DamonParams::default();
-        assert_eq!(p.sample_interval, Duration(5_000_000));
-        assert_eq!(p.aggr_interval, Duration(100_000_000));
-        assert_eq!(p.ops_update_interval, Duration(60_000_000_000));
-        assert_eq!((p.min_nr_regions, p.max_nr_regions, p.hot_threshold), (10, 1000, 5));
-        assert!(!p.auto_tune);
-        assert_eq!(p.label(), "damon");
+        let r = &p.shared;
+        assert_eq!(r.sample_interval, Duration(5_000_000));
+        assert_eq!(r.aggr_interval, Duration(100_000_000));
+        assert_eq!(r.ops_update_interval, Duration(60_000_000_000));
+        assert_eq!((r.min_nr_regions, r.max_nr_regions, r.hot_threshold), (10, 1000, 5));
+        assert!(!r.auto_tune);
+        let cfg: TelemetryConfig = toml::from_str("kind = \"damon\"").unwrap();
+        assert_eq!(cfg.label(), "damon");
         // DAMON-AGG of the Telescope paper.
         let text = "name = \"damon-agg\"\nsample_interval = \"1ms\"\naggr_interval = \"200ms\"\n\
                     ops_update_interval = \"1s\"";
-        let agg: DamonParams = toml::from_str(text).unwrap();
-        let a = agg.attrs(&ctx()).unwrap();
+        let agg: With<TelemetryShared, DamonParams> = toml::from_str(text).unwrap();
+        assert_eq!(agg.shared.name.as_deref(), Some("damon-agg"));
+        let a = agg.own.shared.attrs(&ctx()).unwrap();
         assert_eq!((a.sample_ns, a.aggr_ns, a.ops_update_ns), (1_000_000, 200_000_000, 1_000_000_000));
         assert_eq!(a.max_nr_accesses(), 200);
         // Serialized defaults read back identically.
@@ -318,7 +200,7 @@ mod tests {
         ];
         for (text, field) in bad {
             let p: DamonParams = toml::from_str(text).unwrap();
-            let e = p.build(&ctx()).err().unwrap().to_string();
+            let e = p.build("damon", &ctx()).err().unwrap().to_string();
             assert!(e.contains(&format!("telemetry[0].{field}")), "{text}: {e}");
         }
         assert!(toml::from_str::<DamonParams>("sampling = \"5ms\"").is_err(), "unknown field");
@@ -381,11 +263,11 @@ mod tests {
         let a = map(&mut m, 32 << 20, "hot");
         let p = DamonParams::default();
         let mut obs = RegionObserver::new(
-            p.attrs(&ctx()).unwrap(),
+            p.shared.attrs(&ctx()).unwrap(),
             Rng::new(1),
             DamonSampler::default(),
-            p.ns_per_check,
-            p.hot_threshold,
+            p.shared.ns_per_check,
+            p.shared.hot_threshold,
         );
         let mut max_seen = 0;
         let mut cpu = 0;
@@ -417,7 +299,7 @@ mod tests {
         let (lo, hi) = (base + (64 << 20), base + (128 << 20));
         let p: DamonParams =
             toml::from_str("aggr_interval = \"200ms\"\nops_update_interval = \"1s\"").unwrap();
-        let mut obs = p.build(&ctx()).unwrap();
+        let mut obs = p.build("damon", &ctx()).unwrap();
         drive(obs.as_mut(), &mut m, 2_000_000_000, lo, hi, 9);
         let rep = obs.hot_set(1_000_000_000, 2_000_000_000, &MachineView::new(&mut m));
         let (prec, rec) = precision_recall(&rep, lo, hi);
@@ -437,7 +319,7 @@ mod tests {
             let mut m = machine();
             let base = map(&mut m, 128 << 20, "heap");
             let c = TelemetryBuildCtx { seed, ..ctx() };
-            let mut obs = DamonParams::default().build(&c).unwrap();
+            let mut obs = DamonParams::default().build("damon", &c).unwrap();
             drive(obs.as_mut(), &mut m, 500_000_000, base, base + (16 << 20), 1);
             obs.hot_set(0, 500_000_000, &MachineView::new(&mut m))
         };

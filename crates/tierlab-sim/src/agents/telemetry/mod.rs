@@ -24,10 +24,10 @@
 //! `Deserialize` with `deny_unknown_fields` and `Serialize`; every one has a `name` (label
 //! in tables and plots, default the kind) and an optional `core`.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::Result;
+use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
+use serde::{Deserialize, Serialize};
 
 pub use super::HotReport;
 use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role};
@@ -37,6 +37,8 @@ pub mod pebs;
 pub mod pte_scan;
 pub mod regions;
 pub mod telescope;
+#[cfg(test)]
+pub mod toy;
 
 /// What an observer gets when it runs: the agent context (the machine view, the time, its
 /// core, its CPU accounting and its feed outbox).
@@ -209,56 +211,95 @@ impl TelemetryBuildCtx {
     }
 }
 
-/// Parameters of one telemetry technique.
+/// The parameters every technique has, flattened into each technique's table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryShared {
+    /// Label in tables, plots and subscriptions (default: the kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Core charged with the technique's own work (default: the first core without an
+    /// application thread, else core 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
+}
+
+impl Params for TelemetryShared {}
+
+/// Parameters of one telemetry technique (its own; the shared ones are [`TelemetryShared`]).
 pub trait TelemetryParams {
-    /// Build the observer (validating parameters).
-    fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>>;
-    /// The label used in tables and plots.
-    fn label(&self) -> String;
-    /// The `core` parameter (None = the default core, see [`TelemetryBuildCtx::core`]).
-    fn core(&self) -> Option<usize>;
+    /// Build the observer labelled `label` (validating parameters).
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>>;
+    /// The feeds the technique publishes besides its per-window hot set.
+    fn publishes(&self) -> &'static [FeedKind] {
+        &[]
+    }
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A telemetry technique's configuration: `kind` picks the implementation.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum TelemetryConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl TelemetryConfig {
-            /// The registered name of this technique's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the observer.
-            pub fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-            /// Build the technique as an agent.
-            pub fn build_agent(&self, ctx: &TelemetryBuildCtx) -> Result<TelemetryAgent> {
-                let obs = self.build(ctx)?;
-                let core = ctx.core(self.core())?;
-                Ok(TelemetryAgent::new(self.label(), self.kind(), core, ctx.threads, obs))
-            }
-            /// Label in tables and plots.
-            pub fn label(&self) -> String {
-                match self { $( Self::$variant(p) => p.label(), )* }
-            }
-            /// The `core` parameter.
-            pub fn core(&self) -> Option<usize> {
-                match self { $( Self::$variant(p) => p.core(), )* }
-            }
-        }
-        /// Registered telemetry kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
+/// A technique's whole configuration (shared and own parameters), as the registry sees it.
+pub trait Technique {
+    /// Build the observer labelled `label`.
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>>;
+    /// The shared parameters.
+    fn shared(&self) -> &TelemetryShared;
+    /// The feeds it publishes besides its hot set.
+    fn publishes(&self) -> &'static [FeedKind];
 }
 
-registry! {
-    "pte-scan" => PteScan(pte_scan::PteScanParams),
-    "damon" => Damon(damon::DamonParams),
-    "telescope" => Telescope(telescope::TelescopeParams),
-    "pebs" => Pebs(pebs::PebsParams),
+impl<P: TelemetryParams + Params + SharedDefaults<TelemetryShared>> Technique for With<TelemetryShared, P> {
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+        self.own.build(label, ctx)
+    }
+    fn shared(&self) -> &TelemetryShared {
+        &self.shared
+    }
+    fn publishes(&self) -> &'static [FeedKind] {
+        self.own.publishes()
+    }
+}
+
+crate::registry! {
+    /// A telemetry technique's configuration: `kind` picks the implementation.
+    pub enum TelemetryConfig: Technique {
+        "pte-scan" => PteScan(With<TelemetryShared, pte_scan::PteScanParams>),
+        "damon" => Damon(With<TelemetryShared, damon::DamonParams>),
+        "telescope" => Telescope(With<TelemetryShared, telescope::TelescopeParams>),
+        "pebs" => Pebs(With<TelemetryShared, pebs::PebsParams>),
+        #[cfg(test)] "toy" => Toy(With<TelemetryShared, toy::ToyParams>),
+    }
+}
+
+impl TelemetryConfig {
+    /// Build the observer.
+    pub fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+        self.params().build(&self.label(), ctx)
+    }
+    /// Label in tables and plots.
+    pub fn label(&self) -> String {
+        self.params().shared().name.clone().unwrap_or_else(|| self.kind().to_string())
+    }
+    /// The `core` parameter.
+    pub fn core(&self) -> Option<usize> {
+        self.params().shared().core
+    }
+    /// The feeds the technique publishes besides its hot set.
+    pub fn publishes(&self) -> &'static [FeedKind] {
+        self.params().publishes()
+    }
+    /// The registered kinds whose techniques publish one of `kinds` (with their defaults).
+    pub fn kinds_publishing(kinds: &[FeedKind]) -> Vec<&'static str> {
+        Self::kinds()
+            .into_iter()
+            .filter(|k| {
+                toml::from_str::<TelemetryConfig>(&format!("kind = \"{k}\""))
+                    .is_ok_and(|c| c.publishes().iter().any(|f| kinds.contains(f)))
+            })
+            .collect()
+    }
+    /// Build the technique as an agent.
+    pub fn build_agent(&self, ctx: &TelemetryBuildCtx) -> Result<TelemetryAgent> {
+        let obs = self.build(ctx)?;
+        let core = ctx.core(self.core())?;
+        Ok(TelemetryAgent::new(self.label(), self.kind(), core, ctx.threads, obs))
+    }
 }

@@ -87,13 +87,6 @@ impl PebsEvent {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PebsParams {
-    /// Label in tables and plots (default `pebs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Core of the driver's own work (the tick; it charges nothing: interrupts are charged
-    /// by the hardware to the sampled cores).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
     /// `loads`, `stores`, `all` (default) or `l2-miss-loads`.
     #[serde(default = "d_event")]
     pub event: PebsEvent,
@@ -166,7 +159,10 @@ impl PebsParams {
 }
 
 impl TelemetryParams for PebsParams {
-    fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+    fn publishes(&self) -> &'static [crate::agents::FeedKind] {
+        &[crate::agents::FeedKind::Samples]
+    }
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
         if self.period == 0 {
             return Err(ctx.err("period", "the reset value must be at least 1"));
         }
@@ -198,13 +194,7 @@ impl TelemetryParams for PebsParams {
         if self.tick.0 == 0 {
             return Err(ctx.err("tick", "must be > 0"));
         }
-        Ok(Box::new(Pebs::new(self.clone(), self.label(), ctx.cores)))
-    }
-    fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| "pebs".to_string())
-    }
-    fn core(&self) -> Option<usize> {
-        self.core
+        Ok(Box::new(Pebs::new(self.clone(), label.to_string(), ctx.cores)))
     }
 }
 
@@ -556,6 +546,14 @@ impl Observer for Pebs {
     }
 }
 
+impl crate::params::Params for PebsParams {}
+
+impl crate::params::SharedDefaults<TelemetryShared> for PebsParams {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,10 +568,11 @@ mod tests {
     }
 
     fn pebs(text: &str, cores: usize) -> Pebs {
-        let p: PebsParams = toml::from_str(text).unwrap();
+        let w: crate::params::With<TelemetryShared, PebsParams> = toml::from_str(text).unwrap();
+        let label = w.shared.name.clone().unwrap_or_else(|| "pebs".into());
         let ctx = TelemetryBuildCtx { cores, threads: 1, ..Default::default() };
-        p.build(&ctx).unwrap(); // validation
-        Pebs::new(p.clone(), p.label(), cores)
+        w.own.build(&label, &ctx).unwrap(); // validation
+        Pebs::new(w.own.clone(), label, cores)
     }
 
     fn start(o: &mut Pebs, m: &mut Machine) {
@@ -976,7 +975,7 @@ buffer_size = "8KiB"
         let ctx = TelemetryBuildCtx { cores: 2, threads: 1, index: 4, ..Default::default() };
         let bad = |t: &str| {
             let p: PebsParams = toml::from_str(t).unwrap();
-            p.build(&ctx).err().unwrap().to_string()
+            p.build("pebs", &ctx).err().unwrap().to_string()
         };
         assert!(bad("period = 0").contains("telemetry[4].period"));
         assert!(bad("frequency_hz = 0.0").contains("frequency_hz"));
@@ -989,6 +988,7 @@ buffer_size = "8KiB"
         let p: PebsParams = toml::from_str("").unwrap();
         assert_eq!((p.event, p.period, p.buffer_size.0, p.record_size.0), (PebsEvent::All, 100, 65536, 192));
         assert_eq!((p.threshold_fraction, p.interrupt_cycles, p.min_samples), (0.9, 20_000.0, 1));
-        assert_eq!(p.label(), "pebs");
+        let cfg: TelemetryConfig = toml::from_str("kind = \"pebs\"").unwrap();
+        assert_eq!(cfg.label(), "pebs");
     }
 }

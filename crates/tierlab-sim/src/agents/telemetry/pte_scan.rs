@@ -60,12 +60,6 @@ pub enum PteReport {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PteScanParams {
-    /// Label in tables and plots (default `pte-scan`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Core the scanner runs on (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
     /// Time between the starts of two passes. Default 1 s: Telescope's comparison scores
     /// 1 s windows and rescans mappings every 1 s; a pass that takes longer is followed
     /// at once by the next.
@@ -108,7 +102,7 @@ fn d_max_cpu() -> f64 {
 }
 
 impl TelemetryParams for PteScanParams {
-    fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+    fn build(&self, _label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
         }
@@ -122,12 +116,6 @@ impl TelemetryParams for PteScanParams {
             return Err(ctx.err("max_cpu", format!("{} is not in (0, 1]", self.max_cpu)));
         }
         Ok(Box::new(PteScan::new(self.clone())))
-    }
-    fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| "pte-scan".to_string())
-    }
-    fn core(&self) -> Option<usize> {
-        self.core
     }
 }
 
@@ -402,6 +390,14 @@ impl Observer for PteScan {
     }
 }
 
+impl crate::params::Params for PteScanParams {}
+
+impl crate::params::SharedDefaults<TelemetryShared> for PteScanParams {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,7 +418,7 @@ mod tests {
     fn scanner(text: &str) -> PteScan {
         let p: PteScanParams = toml::from_str(text).unwrap();
         let ctx = TelemetryBuildCtx { cores: 2, threads: 1, ..Default::default() };
-        p.build(&ctx).unwrap(); // validation
+        p.build("pte-scan", &ctx).unwrap(); // validation
         PteScan::new(p)
     }
 
@@ -680,7 +676,7 @@ flush = true
         let ctx = TelemetryBuildCtx { cores: 2, threads: 1, index: 3, ..Default::default() };
         let bad = |t: &str| {
             let p: PteScanParams = toml::from_str(t).unwrap();
-            p.build(&ctx).err().unwrap().to_string()
+            p.build("pte-scan", &ctx).err().unwrap().to_string()
         };
         assert!(bad("interval = 0").contains("telemetry[3].interval"));
         assert!(bad("chunk_ptes = 0").contains("telemetry[3].chunk_ptes"));
@@ -688,7 +684,8 @@ flush = true
         assert!(bad("max_cpu = 0.0").contains("telemetry[3].max_cpu"));
         assert!(toml::from_str::<PteScanParams>("nspte = 1").is_err(), "unknown fields rejected");
         let p: PteScanParams = toml::from_str("").unwrap();
-        assert_eq!(p.label(), "pte-scan");
+        let cfg: TelemetryConfig = toml::from_str("kind = \"pte-scan\"").unwrap();
+        assert_eq!(cfg.label(), "pte-scan");
         assert_eq!(
             (p.ns_per_pte, p.chunk_ptes, p.flush, p.interval.0),
             (250.0, 65_536, false, 1_000_000_000)

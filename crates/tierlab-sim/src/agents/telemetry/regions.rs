@@ -49,6 +49,8 @@ use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::rng::Rng;
 use crate::stats::Stats;
+use crate::units::Duration;
+use serde::{Deserialize, Serialize};
 
 pub use crate::agents::SnapRegion;
 
@@ -706,6 +708,151 @@ impl Monitor {
     /// The latest snapshot.
     pub fn latest_snapshot(&self) -> Option<&Snapshot> {
         self.latest.map(|i| &self.snaps[i])
+    }
+}
+
+/// The region settings DAMON and Telescope share (flattened into both techniques' tables;
+/// each gives its own defaults: DAMON's are the kernel's, Telescope's the paper's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionSettings {
+    /// Sampling interval. Default 5 ms (kernel, damo, the Telescope paper).
+    #[serde(default = "d_sample")]
+    pub sample_interval: Duration,
+    /// Aggregation interval (Telescope's profiling window). Default: DAMON 100 ms (kernel and
+    /// damo), Telescope 200 ms (paper).
+    pub aggr_interval: Duration,
+    /// Interval of re-reading the mappings (ops update; Telescope's VMA scan). Default: DAMON
+    /// 60 s (kernel; damo uses 1 s), Telescope 1 s (paper).
+    pub ops_update_interval: Duration,
+    /// Minimum number of regions (>= 3). Default 10.
+    #[serde(default = "d_min_regions")]
+    pub min_nr_regions: usize,
+    /// Maximum number of regions. Default 1000.
+    #[serde(default = "d_max_regions")]
+    pub max_nr_regions: usize,
+    /// A region is reported hot when its `nr_accesses` in the aggregation interval exceeds
+    /// this. Default 5 (the Telescope authors' scoring).
+    #[serde(default = "d_hot")]
+    pub hot_threshold: u32,
+    /// CPU time of one sample (prepare + check of one entry), ns. Default 300 (assumption).
+    #[serde(default = "d_ns_per_check")]
+    pub ns_per_check: f64,
+    /// Interval auto-tuning (the kernel's intervals goal). Default off.
+    #[serde(default)]
+    pub auto_tune: bool,
+    /// Auto-tuning goal: observed access events per possible ones, basis points. Default 400.
+    #[serde(default = "d_tune_bp")]
+    pub tune_access_bp: u64,
+    /// Auto-tuning period in aggregation intervals. Default 3.
+    #[serde(default = "d_tune_aggrs")]
+    pub tune_aggrs: u64,
+    /// Smallest sampling interval auto-tuning may set. Default 5 ms.
+    #[serde(default = "d_tune_min")]
+    pub tune_min_sample: Duration,
+    /// Largest sampling interval auto-tuning may set. Default 10 s.
+    #[serde(default = "d_tune_max")]
+    pub tune_max_sample: Duration,
+}
+
+impl crate::params::Params for RegionSettings {}
+
+fn d_sample() -> Duration {
+    Duration(5_000_000)
+}
+fn d_min_regions() -> usize {
+    10
+}
+fn d_max_regions() -> usize {
+    1000
+}
+fn d_hot() -> u32 {
+    5
+}
+fn d_ns_per_check() -> f64 {
+    300.0
+}
+fn d_tune_bp() -> u64 {
+    400
+}
+fn d_tune_aggrs() -> u64 {
+    3
+}
+fn d_tune_min() -> Duration {
+    Duration(5_000_000)
+}
+fn d_tune_max() -> Duration {
+    Duration(10_000_000_000)
+}
+
+/// Validated [`Attrs`] from the settings' values.
+#[allow(clippy::too_many_arguments)]
+fn build_attrs(
+    ctx: &super::TelemetryBuildCtx,
+    sample: Duration,
+    aggr: Duration,
+    ops_update: Duration,
+    min_nr_regions: usize,
+    max_nr_regions: usize,
+    ns_per_check: f64,
+    tune: Option<(u64, u64, Duration, Duration)>,
+) -> Result<Attrs> {
+    let attrs = Attrs {
+        sample_ns: sample.0,
+        aggr_ns: aggr.0,
+        ops_update_ns: ops_update.0,
+        min_nr_regions,
+        max_nr_regions,
+        goal: tune.map(|(access_bp, aggrs, min, max)| IntervalsGoal {
+            access_bp,
+            aggrs,
+            min_sample_ns: min.0,
+            max_sample_ns: max.0,
+        }),
+    };
+    attrs.validate().map_err(|(field, msg)| ctx.err(field, msg))?;
+    if !(ns_per_check.is_finite() && ns_per_check >= 0.0) {
+        return Err(ctx.err("ns_per_check", format!("{ns_per_check} must be a finite number >= 0")));
+    }
+    Ok(attrs)
+}
+
+impl RegionSettings {
+    /// The settings with these aggregation and ops-update intervals and every other default.
+    pub fn with_intervals(aggr: Duration, ops_update: Duration) -> Self {
+        RegionSettings {
+            sample_interval: d_sample(),
+            aggr_interval: aggr,
+            ops_update_interval: ops_update,
+            min_nr_regions: d_min_regions(),
+            max_nr_regions: d_max_regions(),
+            hot_threshold: d_hot(),
+            ns_per_check: d_ns_per_check(),
+            auto_tune: false,
+            tune_access_bp: d_tune_bp(),
+            tune_aggrs: d_tune_aggrs(),
+            tune_min_sample: d_tune_min(),
+            tune_max_sample: d_tune_max(),
+        }
+    }
+
+    /// The validated attributes.
+    pub fn attrs(&self, ctx: &super::TelemetryBuildCtx) -> Result<Attrs> {
+        build_attrs(
+            ctx,
+            self.sample_interval,
+            self.aggr_interval,
+            self.ops_update_interval,
+            self.min_nr_regions,
+            self.max_nr_regions,
+            self.ns_per_check,
+            self.auto_tune.then_some((
+                self.tune_access_bp,
+                self.tune_aggrs,
+                self.tune_min_sample,
+                self.tune_max_sample,
+            )),
+        )
     }
 }
 

@@ -46,16 +46,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::damon::{
-    build_attrs, d_hot, d_max_regions, d_min_regions, d_ns_per_check, d_sample, d_tune_aggrs, d_tune_bp,
-    d_tune_max, d_tune_min,
-};
-use super::regions::{Attrs, Region, RegionObserver, Sampler};
+use super::regions::{Attrs, Region, RegionObserver, RegionSettings, Sampler};
 use super::*;
+use crate::agents::FeedKind;
 use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
+use crate::params::{Params, SharedDefaults, With};
 use crate::rng::Rng;
 use crate::units::Duration;
 
@@ -70,42 +68,14 @@ pub enum Variant {
     Flex,
 }
 
-/// Telescope's parameters (`kind = "telescope"`).
+/// Telescope's own parameters (beside the region settings, [`RegionSettings`], flattened
+/// into `kind = "telescope"` tables with the paper's defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TelescopeParams {
-    /// Label in tables and plots (default `telescope`).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Core charged with the profiling work (default: the first core without an application
-    /// thread, else core 0).
-    #[serde(default)]
-    pub core: Option<usize>,
+pub struct TelescopeOwn {
     /// `bounded` or `flex`. Default `bounded`.
     #[serde(default)]
     pub variant: Variant,
-    /// Sampling window. Default 5 ms (paper).
-    #[serde(default = "d_sample")]
-    pub sample_interval: Duration,
-    /// Profiling window (DAMON's aggregation interval). Default 200 ms (paper).
-    #[serde(default = "d_aggr")]
-    pub aggr_interval: Duration,
-    /// VMA scan interval (DAMON's ops update interval). Default 1 s (paper).
-    #[serde(default = "d_ops_update")]
-    pub ops_update_interval: Duration,
-    /// Minimum number of regions (>= 3). Default 10.
-    #[serde(default = "d_min_regions")]
-    pub min_nr_regions: usize,
-    /// Maximum number of regions. Default 1000.
-    #[serde(default = "d_max_regions")]
-    pub max_nr_regions: usize,
-    /// A region is reported hot when its `nr_accesses` in the profiling window exceeds this.
-    /// Default 5.
-    #[serde(default = "d_hot")]
-    pub hot_threshold: u32,
-    /// CPU time of one sample (prepare + check of one entry), ns. Default 300 (assumption).
-    #[serde(default = "d_ns_per_check")]
-    pub ns_per_check: f64,
     /// `flex`: largest overshoot fraction of a PMD (2 MiB) entry. Default 0.25 (paper).
     #[serde(default = "d_flex_pmd")]
     pub flex_pmd: f64,
@@ -116,29 +86,25 @@ pub struct TelescopeParams {
     /// paper gives no PGD threshold).
     #[serde(default)]
     pub flex_pgd: f64,
-    /// Interval auto-tuning (DAMON's intervals goal). Default off.
-    #[serde(default)]
-    pub auto_tune: bool,
-    /// Auto-tuning goal, basis points. Default 400.
-    #[serde(default = "d_tune_bp")]
-    pub tune_access_bp: u64,
-    /// Auto-tuning period in aggregation intervals. Default 3.
-    #[serde(default = "d_tune_aggrs")]
-    pub tune_aggrs: u64,
-    /// Smallest sampling interval auto-tuning may set. Default 5 ms.
-    #[serde(default = "d_tune_min")]
-    pub tune_min_sample: Duration,
-    /// Largest sampling interval auto-tuning may set. Default 10 s.
-    #[serde(default = "d_tune_max")]
-    pub tune_max_sample: Duration,
 }
 
-fn d_aggr() -> Duration {
-    Duration(200_000_000)
+/// Telescope's parameters: the region settings and its own.
+pub type TelescopeParams = With<RegionSettings, TelescopeOwn>;
+
+impl Params for TelescopeOwn {}
+
+impl SharedDefaults<RegionSettings> for TelescopeOwn {
+    fn shared_defaults() -> RegionSettings {
+        RegionSettings::with_intervals(Duration(200_000_000), Duration(1_000_000_000))
+    }
 }
-fn d_ops_update() -> Duration {
-    Duration(1_000_000_000)
+
+impl SharedDefaults<TelemetryShared> for TelescopeOwn {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
+    }
 }
+
 fn d_flex_pmd() -> f64 {
     0.25
 }
@@ -146,13 +112,7 @@ fn d_flex_pud() -> f64 {
     0.15
 }
 
-impl Default for TelescopeParams {
-    fn default() -> Self {
-        toml::from_str("").expect("every field has a default")
-    }
-}
-
-impl TelescopeParams {
+impl With<RegionSettings, TelescopeOwn> {
     /// The validated attributes.
     pub fn attrs(&self, ctx: &TelemetryBuildCtx) -> Result<Attrs> {
         for (field, v) in
@@ -162,21 +122,7 @@ impl TelescopeParams {
                 return Err(ctx.err(field, format!("{v} is not a fraction in [0, 1)")));
             }
         }
-        build_attrs(
-            ctx,
-            self.sample_interval,
-            self.aggr_interval,
-            self.ops_update_interval,
-            self.min_nr_regions,
-            self.max_nr_regions,
-            self.ns_per_check,
-            self.auto_tune.then_some((
-                self.tune_access_bp,
-                self.tune_aggrs,
-                self.tune_min_sample,
-                self.tune_max_sample,
-            )),
-        )
+        self.shared.attrs(ctx)
     }
 
     /// The sampler these parameters describe.
@@ -189,16 +135,14 @@ impl TelescopeParams {
 }
 
 impl TelemetryParams for TelescopeParams {
-    fn build(&self, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
         let attrs = self.attrs(ctx)?;
-        let rng = Rng::derived(ctx.seed, &format!("telemetry.{}", self.label()), 0);
-        Ok(Box::new(RegionObserver::new(attrs, rng, self.sampler(), self.ns_per_check, self.hot_threshold)))
+        let rng = Rng::derived(ctx.seed, &format!("telemetry.{label}"), 0);
+        let r = &self.shared;
+        Ok(Box::new(RegionObserver::new(attrs, rng, self.sampler(), r.ns_per_check, r.hot_threshold)))
     }
-    fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| "telescope".into())
-    }
-    fn core(&self) -> Option<usize> {
-        self.core
+    fn publishes(&self) -> &'static [FeedKind] {
+        &[FeedKind::Regions]
     }
 }
 
@@ -457,7 +401,7 @@ mod tests {
             let base = map(&mut m, 256 << 20, "heap");
             let (lo, hi) = (base + (64 << 20), base + (128 << 20));
             let p: TelescopeParams = toml::from_str(&format!("variant = \"{variant}\"")).unwrap();
-            let mut obs = p.build(&ctx()).unwrap();
+            let mut obs = p.build("telescope", &ctx()).unwrap();
             drive(obs.as_mut(), &mut m, 2_000_000_000, lo, hi, 9);
             let rep = obs.hot_set(1_000_000_000, 2_000_000_000, &MachineView::new(&mut m));
             let (prec, rec) = precision_recall(&rep, lo, hi);
@@ -474,22 +418,23 @@ mod tests {
         let p = TelescopeParams::default();
         assert_eq!(p.variant, Variant::Bounded);
         assert_eq!(
-            (p.sample_interval, p.aggr_interval, p.ops_update_interval),
+            (p.shared.sample_interval, p.shared.aggr_interval, p.shared.ops_update_interval),
             (Duration(5_000_000), Duration(200_000_000), Duration(1_000_000_000))
         );
         assert_eq!((p.flex_pmd, p.flex_pud, p.flex_pgd), (0.25, 0.15, 0.0));
-        assert_eq!(p.label(), "telescope");
+        let cfg: TelemetryConfig = toml::from_str("kind = \"telescope\"").unwrap();
+        assert_eq!(cfg.label(), "telescope");
         let s = toml::to_string(&p).unwrap();
         assert_eq!(toml::from_str::<TelescopeParams>(&s).unwrap(), p);
         let bad: TelescopeParams = toml::from_str("variant = \"flex\"\nflex_pud = 1.5").unwrap();
-        assert!(bad.build(&ctx()).err().unwrap().to_string().contains("telemetry[0].flex_pud"));
+        assert!(bad.build("telescope", &ctx()).err().unwrap().to_string().contains("telemetry[0].flex_pud"));
         assert!(toml::from_str::<TelescopeParams>("variant = \"loose\"").is_err());
 
         let run = |seed: u64| {
             let mut m = machine();
             let base = map(&mut m, 128 << 20, "heap");
             let c = TelemetryBuildCtx { seed, ..ctx() };
-            let mut obs = TelescopeParams::default().build(&c).unwrap();
+            let mut obs = TelescopeParams::default().build("telescope", &c).unwrap();
             drive(obs.as_mut(), &mut m, 600_000_000, base, base + (16 << 20), 1);
             obs.hot_set(0, 600_000_000, &MachineView::new(&mut m))
         };

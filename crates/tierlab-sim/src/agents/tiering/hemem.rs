@@ -32,8 +32,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::hottest_first::d_slow;
-use super::{Common, Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, Tiers};
+use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::stats::Stats;
@@ -44,24 +43,6 @@ use tierlab_core::PageSize;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HememParams {
-    /// Label (default `hemem`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Label of the `pebs` technique it reads (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<String>,
-    /// Core of the policy thread (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
-    /// Fast node (default 0).
-    #[serde(default)]
-    pub fast_node: u8,
-    /// Slow node (default 1).
-    #[serde(default = "d_slow")]
-    pub slow_node: u8,
-    /// Promotion rate limit, MB/s.
-    #[serde(default = "d_rate")]
-    pub rate_limit_mbps: f64,
     /// Sampled reads that make a page hot.
     #[serde(default = "d_read")]
     pub read_hot_threshold: u32,
@@ -85,9 +66,6 @@ pub struct HememParams {
     pub ns_per_sample: f64,
 }
 
-fn d_rate() -> f64 {
-    1_000_000.0
-}
 fn d_read() -> u32 {
     8
 }
@@ -117,7 +95,7 @@ impl Default for HememParams {
 }
 
 impl TieringParams for HememParams {
-    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         for (f, v) in [
             ("read_hot_threshold", self.read_hot_threshold),
             ("write_hot_threshold", self.write_hot_threshold),
@@ -141,15 +119,8 @@ impl TieringParams for HememParams {
         }
         Ok(Box::new(Hemem::new(self.clone())))
     }
-    fn common(&self) -> Common {
-        Common {
-            name: self.name.clone().unwrap_or_else(|| "hemem".into()),
-            telemetry: self.telemetry.clone(),
-            core: self.core,
-            tiers: Tiers { fast: self.fast_node, slow: self.slow_node },
-            rate_limit_mbps: self.rate_limit_mbps,
-            period_ns: self.interval.0,
-        }
+    fn period_ns(&self) -> u64 {
+        self.interval.0
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Samples])
@@ -332,5 +303,13 @@ impl TieringPolicy for Hemem {
         out.set(format!("{prefix}.coolings"), self.coolings);
         out.set(format!("{prefix}.tracked_pages"), self.pages.len());
         out.set(format!("{prefix}.blocked"), self.blocked);
+    }
+}
+
+impl crate::params::Params for HememParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for HememParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(1_000_000.0)
     }
 }

@@ -34,7 +34,7 @@ use tierlab_core::{bytes_of, page_addr, pages_for, vpn, PAGE_MASK, PAGE_SIZE};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, Tiers, BATCH};
+use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared, BATCH};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::stats::Stats;
@@ -44,24 +44,6 @@ use crate::units::Duration;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HottestFirstParams {
-    /// Label in tables and plots (default `hottest-first`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Label of the telemetry technique it follows (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<String>,
-    /// Core of the migration thread (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
-    /// Fast node (default 0).
-    #[serde(default)]
-    pub fast_node: u8,
-    /// Slow node (default 1).
-    #[serde(default = "d_slow")]
-    pub slow_node: u8,
-    /// Promotion rate limit, MB/s.
-    #[serde(default = "d_rate")]
-    pub rate_limit_mbps: f64,
     /// Policy-loop period.
     #[serde(default = "d_interval")]
     pub interval: Duration,
@@ -79,12 +61,6 @@ pub struct HottestFirstParams {
     pub ns_per_item: f64,
 }
 
-pub(crate) fn d_slow() -> u8 {
-    1
-}
-fn d_rate() -> f64 {
-    2048.0
-}
 fn d_interval() -> Duration {
     Duration(10_000_000)
 }
@@ -108,7 +84,7 @@ impl Default for HottestFirstParams {
 }
 
 impl TieringParams for HottestFirstParams {
-    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
         }
@@ -124,17 +100,10 @@ impl TieringParams for HottestFirstParams {
         if !(self.ns_per_item.is_finite() && self.ns_per_item >= 0.0) {
             return Err(ctx.err("ns_per_item", format!("{} must be >= 0", self.ns_per_item)));
         }
-        Ok(Box::new(HottestFirst::new(self.clone())))
+        Ok(Box::new(HottestFirst::new(self.clone(), shared.rate_limit_mbps)))
     }
-    fn common(&self) -> Common {
-        Common {
-            name: self.name.clone().unwrap_or_else(|| "hottest-first".into()),
-            telemetry: self.telemetry.clone(),
-            core: self.core,
-            tiers: Tiers { fast: self.fast_node, slow: self.slow_node },
-            rate_limit_mbps: self.rate_limit_mbps,
-            period_ns: self.interval.0,
-        }
+    fn period_ns(&self) -> u64 {
+        self.interval.0
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Regions, FeedKind::Samples, FeedKind::HotSet])
@@ -160,6 +129,7 @@ const SAMPLE_REPLAN_NS: u64 = 200_000_000;
 
 /// The `hottest-first` policy.
 pub struct HottestFirst {
+    rate_limit_mbps: f64,
     p: HottestFirstParams,
     next_ns: u64,
     /// Ranked plan (priority order) and the walk position in it.
@@ -177,8 +147,9 @@ pub struct HottestFirst {
 }
 
 impl HottestFirst {
-    fn new(p: HottestFirstParams) -> Self {
+    fn new(p: HottestFirstParams, rate_limit_mbps: f64) -> Self {
         HottestFirst {
+            rate_limit_mbps,
             next_ns: p.interval.0,
             p,
             plan: Vec::new(),
@@ -440,6 +411,14 @@ impl TieringPolicy for HottestFirst {
         out.set(format!("{prefix}.plan_bytes"), self.plan_bytes);
         out.set(format!("{prefix}.resident_runs"), self.resident.len());
         out.set(format!("{prefix}.blocked"), self.blocked);
-        out.set(format!("{prefix}.rate_limit_mbps"), self.p.rate_limit_mbps);
+        out.set(format!("{prefix}.rate_limit_mbps"), self.rate_limit_mbps);
+    }
+}
+
+impl crate::params::Params for HottestFirstParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for HottestFirstParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(2048.0)
     }
 }

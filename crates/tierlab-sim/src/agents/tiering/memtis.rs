@@ -32,8 +32,7 @@ use tierlab_core::{bytes_of, page_addr, vpn, PAGE_SIZE};
 
 use serde::{Deserialize, Serialize};
 
-use super::hottest_first::d_slow;
-use super::{Common, Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, Tiers};
+use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::stats::Stats;
@@ -46,24 +45,6 @@ pub const BINS: usize = 16;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemtisParams {
-    /// Label (default `memtis`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Label of the `pebs` technique it reads (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<String>,
-    /// Core of kmigrated (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
-    /// Fast node (default 0).
-    #[serde(default)]
-    pub fast_node: u8,
-    /// Slow node (default 1).
-    #[serde(default = "d_slow")]
-    pub slow_node: u8,
-    /// Migration rate limit, MB/s.
-    #[serde(default = "d_rate")]
-    pub rate_limit_mbps: f64,
     /// Migration daemon period.
     #[serde(default = "d_interval")]
     pub interval: Duration,
@@ -90,9 +71,6 @@ pub struct MemtisParams {
     pub ns_per_sample: f64,
 }
 
-fn d_rate() -> f64 {
-    2048.0
-}
 fn d_interval() -> Duration {
     Duration(500_000_000)
 }
@@ -125,7 +103,7 @@ impl Default for MemtisParams {
 }
 
 impl TieringParams for MemtisParams {
-    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
         }
@@ -152,15 +130,8 @@ impl TieringParams for MemtisParams {
         }
         Ok(Box::new(Memtis::new(self.clone())))
     }
-    fn common(&self) -> Common {
-        Common {
-            name: self.name.clone().unwrap_or_else(|| "memtis".into()),
-            telemetry: self.telemetry.clone(),
-            core: self.core,
-            tiers: Tiers { fast: self.fast_node, slow: self.slow_node },
-            rate_limit_mbps: self.rate_limit_mbps,
-            period_ns: self.interval.0,
-        }
+    fn period_ns(&self) -> u64 {
+        self.interval.0
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Samples])
@@ -397,6 +368,14 @@ impl TieringPolicy for Memtis {
         out.set(format!("{prefix}.hot_threshold_bin"), self.threshold as u64);
         out.set(format!("{prefix}.sample_period"), self.ladder[self.step]);
         out.set(format!("{prefix}.period_adjustments"), self.adjustments);
+    }
+}
+
+impl crate::params::Params for MemtisParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for MemtisParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(2048.0)
     }
 }
 

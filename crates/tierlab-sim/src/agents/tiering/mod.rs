@@ -30,10 +30,10 @@
 //! `deny_unknown_fields`. Every policy has `name`, `telemetry`, `core`, `fast_node`,
 //! `slow_node` and `rate_limit_mbps` (the promotion rate limit).
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Result, SimError};
+use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
+use serde::{Deserialize, Serialize};
 
 use super::{Agent, AgentCtx, Feed, FeedKind, Info, MachineView, Ps, Role, Subscription};
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
@@ -42,6 +42,8 @@ pub mod hemem;
 pub mod hottest_first;
 pub mod memtis;
 pub mod numa_tiering;
+#[cfg(test)]
+pub mod toy;
 
 /// The two tiers a policy manages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,51 +388,118 @@ impl Common {
 
 /// Parameters of one tiering policy kind.
 pub trait TieringParams {
-    /// Build the policy (validating parameters).
-    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
-    /// The shared parameters.
-    fn common(&self) -> Common;
+    /// Build the policy (validating its own parameters; `shared` are checked by the agent).
+    fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
+    /// Period of the policy loop, ns (the rate limit's bucket holds one period's worth).
+    fn period_ns(&self) -> u64;
     /// The feed kinds the policy accepts from the technique it follows, preferred first
     /// (`None`: it follows no technique; it has a mechanism of its own).
     fn accepts(&self) -> Option<&'static [FeedKind]>;
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A tiering policy's configuration (`[tiering]`): `kind` picks the implementation.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum TieringConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl TieringConfig {
-            /// The registered name of this policy's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the policy.
-            pub fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-            /// The shared parameters.
-            pub fn common(&self) -> Common {
-                match self { $( Self::$variant(p) => p.common(), )* }
-            }
-            /// Feed kinds the policy accepts (`None`: it follows no technique).
-            pub fn accepts(&self) -> Option<&'static [FeedKind]> {
-                match self { $( Self::$variant(p) => p.accepts(), )* }
-            }
-        }
-        /// Registered tiering policy kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
+/// The parameters every tiering policy has, flattened into each policy's `[tiering]` table
+/// (each policy gives its own default rate limit).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieringShared {
+    /// Label (default: the policy's kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label of the telemetry technique it follows (policies with a mechanism of their own
+    /// take none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<String>,
+    /// Core of the policy thread (default: the first core without an application thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
+    /// Fast node (default 0).
+    #[serde(default)]
+    pub fast_node: u8,
+    /// Slow node (default 1).
+    #[serde(default = "d_slow")]
+    pub slow_node: u8,
+    /// Promotion rate limit, MB/s (default: the policy's).
+    pub rate_limit_mbps: f64,
 }
 
-registry! {
-    "hottest-first" => HottestFirst(hottest_first::HottestFirstParams),
-    "hemem" => Hemem(hemem::HememParams),
-    "memtis" => Memtis(memtis::MemtisParams),
-    "numa-tiering" => NumaTiering(numa_tiering::NumaTieringParams),
+fn d_slow() -> u8 {
+    1
+}
+
+impl TieringShared {
+    /// The defaults with a rate limit of `mbps` MB/s.
+    pub fn with_rate(mbps: f64) -> Self {
+        TieringShared {
+            name: None,
+            telemetry: None,
+            core: None,
+            fast_node: 0,
+            slow_node: d_slow(),
+            rate_limit_mbps: mbps,
+        }
+    }
+}
+
+impl Params for TieringShared {}
+
+/// A tiering policy's whole configuration: the shared parameters and its own.
+pub trait TieringKind {
+    /// Build the policy.
+    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
+    /// The shared parameters, resolved (`name` empty: the kind's name).
+    fn common(&self) -> Common;
+    /// The feed kinds it accepts.
+    fn accepts(&self) -> Option<&'static [FeedKind]>;
+}
+
+impl<P: TieringParams + Params + SharedDefaults<TieringShared>> TieringKind for With<TieringShared, P> {
+    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        self.own.build(&self.shared, ctx)
+    }
+    fn common(&self) -> Common {
+        let s = &self.shared;
+        Common {
+            name: s.name.clone().unwrap_or_default(),
+            telemetry: s.telemetry.clone(),
+            core: s.core,
+            tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
+            rate_limit_mbps: s.rate_limit_mbps,
+            period_ns: self.own.period_ns(),
+        }
+    }
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        self.own.accepts()
+    }
+}
+
+crate::registry! {
+    /// A tiering policy's configuration (`[tiering]`): `kind` picks the implementation.
+    pub enum TieringConfig: TieringKind {
+    "hottest-first" => HottestFirst(With<TieringShared, hottest_first::HottestFirstParams>),
+    "hemem" => Hemem(With<TieringShared, hemem::HememParams>),
+    "memtis" => Memtis(With<TieringShared, memtis::MemtisParams>),
+    "numa-tiering" => NumaTiering(With<TieringShared, numa_tiering::NumaTieringParams>),
+    #[cfg(test)] "toy" => Toy(With<TieringShared, toy::ToyParams>),
+    }
+}
+
+impl TieringConfig {
+    /// Build the policy.
+    pub fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        self.params().build(ctx)
+    }
+    /// The shared parameters.
+    pub fn common(&self) -> Common {
+        let mut c = self.params().common();
+        if c.name.is_empty() {
+            c.name = self.kind().to_string();
+        }
+        c
+    }
+    /// Feed kinds the policy accepts (`None`: it follows no technique).
+    pub fn accepts(&self) -> Option<&'static [FeedKind]> {
+        self.params().accepts()
+    }
 }
 
 /// A tiering policy as an agent: the policy, the technique it follows, its mover and

@@ -33,8 +33,7 @@ use tierlab_core::PAGE_SIZE;
 
 use serde::{Deserialize, Serialize};
 
-use super::hottest_first::d_slow;
-use super::{Common, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, Tiers};
+use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
@@ -47,24 +46,6 @@ use crate::units::{ByteSize, Duration};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NumaTieringParams {
-    /// Label (default `numa-tiering`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Not used: NUMA balancing has its own mechanism (hint faults). Must be absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<String>,
-    /// Core of kswapd (demotion) (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<usize>,
-    /// Fast node (default 0).
-    #[serde(default)]
-    pub fast_node: u8,
-    /// Slow node (default 1).
-    #[serde(default = "d_slow")]
-    pub slow_node: u8,
-    /// Promotion rate limit, MB/s.
-    #[serde(default = "d_rate")]
-    pub rate_limit_mbps: f64,
     /// Address space protected per scan.
     #[serde(default = "d_size")]
     pub scan_size: ByteSize,
@@ -88,9 +69,6 @@ pub struct NumaTieringParams {
     pub ns_per_pte: f64,
 }
 
-fn d_rate() -> f64 {
-    65536.0
-}
 fn d_size() -> ByteSize {
     ByteSize(256 << 20)
 }
@@ -114,7 +92,7 @@ impl Default for NumaTieringParams {
 }
 
 impl TieringParams for NumaTieringParams {
-    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.scan_size.0 < PAGE_SIZE {
             return Err(ctx.err("scan_size", "must be at least one page (4 KiB)"));
         }
@@ -133,15 +111,8 @@ impl TieringParams for NumaTieringParams {
         }
         Ok(Box::new(NumaTiering::new(self.clone())))
     }
-    fn common(&self) -> Common {
-        Common {
-            name: self.name.clone().unwrap_or_else(|| "numa-tiering".into()),
-            telemetry: self.telemetry.clone(),
-            core: self.core,
-            tiers: Tiers { fast: self.fast_node, slow: self.slow_node },
-            rate_limit_mbps: self.rate_limit_mbps,
-            period_ns: FAULT_BATCH_NS,
-        }
+    fn period_ns(&self) -> u64 {
+        FAULT_BATCH_NS
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         None
@@ -313,5 +284,13 @@ impl TieringPolicy for NumaTiering {
         out.set(format!("{prefix}.cold_faults"), self.cold_faults);
         out.set(format!("{prefix}.fault_rate_limited"), self.rate_limited);
         out.set(format!("{prefix}.reclaims"), self.demote_scans);
+    }
+}
+
+impl crate::params::Params for NumaTieringParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for NumaTieringParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(65536.0)
     }
 }

@@ -410,6 +410,9 @@ struct State {
 /// The hierarchical memory backend.
 pub struct Hier {
     s: State,
+    /// The node that stands for the slow memory in placement and tiering (node 1, when the
+    /// machine has one).
+    slow_node: Option<u8>,
     policy: Option<Box<dyn Replacement>>,
     track: bool,
     next_tick_ps: u64,
@@ -418,8 +421,9 @@ pub struct Hier {
 impl Hier {
     /// The backend for a machine with `cores` cores (the policy is built by
     /// [`MemoryBackend::start`]).
-    pub fn new(cfg: &HmemConfig, cores: usize, cost: &crate::hw::cost::CostConfig) -> Self {
+    pub fn new(cfg: &HmemConfig, cores: usize, nodes: usize, cost: &crate::hw::cost::CostConfig) -> Self {
         Hier {
+            slow_node: (nodes >= 2).then_some(1),
             s: State {
                 cfg: cfg.clone(),
                 pt: cfg.page_tables,
@@ -503,15 +507,16 @@ impl Hier {
         Some(self.s.pages.flags[id as usize] & RESIDENT != 0)
     }
 
-    fn resident_ro(&self, va: u64) -> bool {
+    /// The flags of the page holding `va` (None: in no mapping).
+    fn flags_ro(&self, va: u64) -> Option<u8> {
         let h = &self.s;
         let i = h.areas.partition_point(|a| a.start <= va);
-        let Some(a) = i.checked_sub(1).and_then(|i| h.areas.get(i)) else { return false };
+        let a = i.checked_sub(1).and_then(|i| h.areas.get(i))?;
         if va >= a.end {
-            return false;
+            return None;
         }
         let id = a.first as u64 + ((va - a.start) >> h.shift);
-        h.pages.flags[id as usize] & RESIDENT != 0
+        Some(h.pages.flags[id as usize])
     }
 
     /// A fault on a non-resident page: evict when full, bring the page in.
@@ -897,12 +902,22 @@ impl MemoryBackend for Hier {
         )))
     }
 
+    /// Node 0 for a page resident in the fast memory; the slow memory (node 1, when the
+    /// machine names one) for a page whose data lives there (populated, or touched and
+    /// evicted); None for a page never touched.
     fn node_of(&self, va: u64) -> Option<u8> {
-        self.resident_ro(va).then_some(0)
+        let f = self.flags_ro(va)?;
+        if f & RESIDENT != 0 {
+            Some(0)
+        } else if f & (IN_SLOW | TOUCHED) != 0 {
+            self.slow_node
+        } else {
+            None
+        }
     }
 
     fn page_size_of(&self, va: u64) -> Option<PageSize> {
-        self.resident_ro(va).then_some(self.s.size)
+        self.node_of(va).map(|_| self.s.size)
     }
 
     /// Migration in a hierarchical memory: to node 0 (the fast memory) brings a page in now

@@ -26,8 +26,6 @@
 //! type (deserialized with unknown fields rejected). A scenario names its policy as
 //! `[[policies]]` with `kind = "fifo" | "lru" | "lru-exact" | "clock" | "cmcp"`.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
 
@@ -117,40 +115,27 @@ pub trait PolicyParams {
     }
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A policy's configuration (`[[policies]]`): `kind` picks the implementation, the
-        /// other keys are its parameters.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum PolicyConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl PolicyConfig {
-            /// The registered name of this policy's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the policy.
-            pub fn build(&self, ctx: &PolicyBuildCtx) -> Result<Box<dyn Replacement>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-            /// Check the parameters: (field below `policies[i]`, problem).
-            pub fn check(&self) -> std::result::Result<(), (String, String)> {
-                match self { $( Self::$variant(p) => p.check(), )* }
-            }
-        }
-        /// Registered policy kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
-}
-
-registry! {
+crate::registry! {
+    /// A policy's configuration (`[[policies]]`): `kind` picks the implementation, the other
+    /// keys are its parameters.
+    pub enum PolicyConfig: PolicyParams {
     "fifo" => Fifo(fifo::FifoParams),
     "lru-exact" => LruExact(lru_exact::LruExactParams),
     "clock" => Clock(clock::ClockParams),
     "lru" => Lru(lru::LruParams),
     "cmcp" => Cmcp(cmcp::CmcpParams),
+    }
+}
+
+impl PolicyConfig {
+    /// Build the policy.
+    pub fn build(&self, ctx: &PolicyBuildCtx) -> Result<Box<dyn Replacement>> {
+        self.params().build(ctx)
+    }
+    /// Check the parameters: (field below `policies[i]`, problem).
+    pub fn check(&self) -> std::result::Result<(), (String, String)> {
+        self.params().check()
+    }
 }
 
 impl PolicyConfig {
@@ -464,7 +449,7 @@ pub fn compact_ids(trace: &[u64]) -> (Vec<PageId>, usize) {
 /// `capacity` frames.
 pub fn build_default(kind: &str, pages: u64, capacity: u64) -> Result<Box<dyn Replacement>> {
     let cfg: PolicyConfig = PolicyConfig::from_toml(&format!("kind = \"{kind}\"")).map_err(|m| {
-        SimError::config("<trace>", "policy", format!("{m} (policies: {})", KINDS.join(", ")))
+        SimError::config("<trace>", "policy", format!("{m} (policies: {})", PolicyConfig::kinds().join(", ")))
     })?;
     cfg.build(&PolicyBuildCtx {
         frames: capacity,
