@@ -33,7 +33,7 @@
 //! Each pluggable kind keeps its own contract and registry (`telemetry`, `placement`,
 //! `tiering`; replacement policies live in the OS layer, `crate::os::replacement`) and is
 //! adapted to [`Agent`] by its module: adding an implementation is one file and one registry
-//! line ([`crate::params::registry!`]).
+//! line ([`crate::registry!`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

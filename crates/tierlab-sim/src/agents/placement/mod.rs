@@ -9,7 +9,7 @@
 //!    consulted at every page fault and bulk populate).
 //! 2. [`PlacementPolicy::start`] runs at time 0 after the workload's setup (and after the
 //!    telemetry observers started): a profiling policy turns its sampling hardware on here.
-//! 3. [`PlacementPolicy::next_event_ns`] / [`PlacementPolicy::on_event`]: periodic work on
+//! 3. [`PlacementPolicy::next_event`] (ps) / [`PlacementPolicy::on_event`]: periodic work on
 //!    simulated time, like telemetry observers (the driver advances every application core to
 //!    that time first). Work is charged to the machine's cores ([`Machine::charge`],
 //!    [`Machine::migrate_page`]); sampling interrupts are charged by the hardware model to

@@ -1,28 +1,29 @@
 //! Telemetry: observers that watch the machine and report which memory is hot.
 //!
-//! # Contract
-//! An observer is built from its parameters ([`TelemetryParams::build`]) and then driven by
-//! the simulation on simulated time:
+//! # Contract ([`Observer`])
+//! An observer is built from its parameters ([`TelemetryParams::build`]) and runs as an agent
+//! ([`TelemetryAgent`], see [`crate::agents`]) on simulated time, in picoseconds:
 //! 1. [`Observer::start`] runs once at time 0, after the workload mapped its memory.
-//! 2. [`Observer::next_event_ns`] tells when the observer next wants to run (a sampling
+//! 2. [`Observer::next_event`] tells when the observer next wants to run (a sampling
 //!    interval, a scan step, a drain check); the driver advances every application core to
 //!    that time (lockstep, so the observer sees a consistent machine) and calls
 //!    [`Observer::on_event`]. Events at equal times run in scenario order.
-//! 3. An observer sees the machine only through its mechanism: Accessed/Dirty bits
-//!    ([`crate::machine::Machine::clear_accessed`], `pt.test_accessed`, `pt.scan_pte_accessed`),
-//!    the mapping list, and the PEBS hardware ([`crate::machine::pebs`]). It never reads
-//!    ground truth.
+//! 3. An observer sees the machine only through its mechanism, via
+//!    [`crate::agents::MachineView`]: Accessed/Dirty bits (`clear_accessed`,
+//!    `test_accessed`, the radix page tables), the mapping list, the PEBS hardware. It never
+//!    reads ground truth (the view does not reach it).
 //! 4. Work is charged as CPU time with [`ObserverCtx::charge`] to the observer's core (a
 //!    kernel thread's core: the first core without an application thread, else core 0, or
 //!    the `core` parameter); PEBS interrupts are charged by the hardware model to the
 //!    sampled cores. Both are reported as the observer's CPU time.
-//! 4. At each window end the driver asks [`Observer::hot_set`] for the bytes the observer
-//!    reports hot and scores them against ground truth ([`score`]).
+//! 5. It may publish richer feeds ([`Observer::publishes`]: region snapshots, sample
+//!    batches) for policies that follow it; at each window end the agent publishes its
+//!    [`Observer::hot_set`], which the driver's scorer compares with ground truth.
 //!
 //! # Registry
-//! One file per technique, one line in [`registry!`]. Parameter types derive
-//! `Deserialize` with `deny_unknown_fields` and `Serialize`; every one has a `name` (label
-//! in tables and plots, default the kind) and an optional `core`.
+//! One file per technique, one line in the [`crate::registry!`] below. Its own parameters
+//! derive `Deserialize` with `deny_unknown_fields` and `Serialize`; the shared ones
+//! ([`TelemetryShared`]: `name`, `core`) are flattened in by [`crate::params::With`].
 
 use crate::error::Result;
 use crate::params::{Params, SharedDefaults, With};

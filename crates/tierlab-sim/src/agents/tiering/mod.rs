@@ -12,12 +12,13 @@
 //! simulation, like an observer:
 //! 1. [`TieringPolicy::start`] once at time 0, after the workload's setup and the observers'
 //!    start;
-//! 2. [`TieringPolicy::on_feed`] whenever the telemetry observer it follows (named by its
-//!    label in `tiering.telemetry`) produced something: a region snapshot with `nr_accesses`
-//!    (DAMON, Telescope: at every aggregation), new PEBS records (at every drain the PEBS
-//!    driver consumes), or, for any other technique, the hot set it reports at each window
-//!    end ([`Feed`]);
-//! 3. [`TieringPolicy::on_event`] at the times it asks for ([`TieringPolicy::next_event_ns`]):
+//! 2. [`TieringPolicy::on_feed`] whenever the technique it follows (named by its label in
+//!    `tiering.telemetry`) publishes a feed of the first kind in the policy's
+//!    [`TieringParams::accepts`] that the technique publishes: a region snapshot with
+//!    `nr_accesses` (region-based techniques, at every aggregation), sample batches (at every
+//!    drain a sampling driver consumes), or the hot set every technique reports at each
+//!    window end ([`Feed`]). A policy never learns which technique it follows;
+//! 3. [`TieringPolicy::on_event`] at the times it asks for ([`TieringPolicy::next_event`], in ps):
 //!    its policy loop, which migrates through a [`Mover`] (rate limit, accounting).
 //!
 //! A policy sees the machine only through its mechanism (its feed, page tables, hint faults);
@@ -26,9 +27,10 @@
 //! them (the policy's, or the faulting application core for NUMA balancing's promotions).
 //!
 //! # Registry
-//! One file per policy, one line in [`registry!`]; parameters derive `Deserialize` with
-//! `deny_unknown_fields`. Every policy has `name`, `telemetry`, `core`, `fast_node`,
-//! `slow_node` and `rate_limit_mbps` (the promotion rate limit).
+//! One file per policy, one line in the [`crate::registry!`] below; its own parameters derive
+//! `Deserialize` with `deny_unknown_fields`. The shared ones ([`TieringShared`]: `name`,
+//! `telemetry`, `core`, `fast_node`, `slow_node`, `rate_limit_mbps`, each policy its default
+//! rate) are flattened in by [`crate::params::With`].
 
 use crate::error::{Result, SimError};
 use crate::params::{Params, SharedDefaults, With};
