@@ -1,9 +1,12 @@
 """The fuzz harness of issue 18: Hypothesis property tests of every reader on the
 Python/live side (recordings, the mapping history, the viewer, placement plans, the perf
-script, McKernel and damo importers), run for a bounded number of examples in `make test`.
+script, McKernel and damo importers) and of the native ones Python calls (the streaming view
+of full traces, the raw, CSV, oracleGeneral and lackey trace importers), run for a bounded
+number of examples in `make test`.
 
 Property: whatever the input, a reader either returns a valid result or raises its own
-error type (`RecordingError`, `PlaceError`, `ImportError_`) with a message naming the file;
+error type (`RecordingError`, `PlaceError`, `ImportError_`, the native `TraceFormatError`)
+with a message naming the file;
 never another exception. The mapping history is also checked against a page-by-page
 reference model.
 
@@ -139,6 +142,36 @@ def test_any_meta_json(meta, keep: bool) -> None:
             meta = doc
         (path / "meta.json").write_text(json.dumps(meta, allow_nan=True))
         _read_everything(path)
+
+
+def _trace_recording(path: Path) -> None:
+    """A full trace (accesses, no samples): viewed by the native streaming aggregation."""
+    n = 64
+    with RecordingWriter(path, source="fuzz") as w:
+        w.append_mappings(time_ns=[0], event=["map"], start=[PAGE], length=[16 * PAGE], name=["x"])
+        w.append_accesses(
+            time_ns=np.arange(n),
+            tid=np.arange(n) % 3,
+            addr=PAGE + np.arange(n) * 1000,
+            kind=np.arange(n) % 2,
+        )
+
+
+@FUZZ
+@given(table=st.sampled_from(["accesses", "mappings"]), ed=edits)
+def test_mutated_full_trace_parts(table: str, ed) -> None:
+    from tierlab import _native
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "r"
+        _trace_recording(path)
+        part = path / table / "part-00000.parquet"
+        part.write_bytes(_mutate(part.read_bytes(), ed))
+        _read_everything(path)
+        try:  # the native reader on its own (as the replay workload uses it)
+            _native.survey_accesses(str(path), 1 << 20)
+        except _native.TraceFormatError as e:
+            assert str(path) in str(e)
 
 
 @FUZZ
@@ -503,3 +536,80 @@ def test_damo_binary(ed) -> None:
             imports.import_damo([path], Path(d) / "r")
         except imports.ImportError_ as e:
             assert str(path) in str(e)
+
+
+def _import_trace(fmt: str, files: list[Path], out: Path, **kw) -> None:
+    """Import with the native trace importer: a recording the reader accepts, or
+    `TraceFormatError` naming one of the files (or a side file beside them)."""
+    from tierlab import _native
+
+    try:
+        c = _native.import_trace(fmt, [str(f) for f in files], str(out), **kw)
+    except _native.TraceFormatError as e:
+        assert str(files[0].parent) in str(e), str(e)
+        return
+    rec = Recording.open(out)
+    assert len(rec.accesses()) == c["accesses"]
+
+
+TRACE_TOKENS = ["abc", "-1", "0x", "", "L", "S", "W", "9" * 25, "0xffffffffffffffffff", "256"]
+
+
+@FUZZ
+@given(
+    changes=st.lists(
+        st.tuples(st.integers(0, 10), st.integers(0, 5), st.sampled_from(TRACE_TOKENS)),
+        max_size=4,
+    ),
+    raw=st.lists(st.text(max_size=40), max_size=2),
+    sep=st.sampled_from([",", " "]),
+)
+def test_csv_traces(changes, raw, sep: str) -> None:
+    lines = (FIX / "traces" / "trace.csv").read_text().splitlines()
+    for li, fi, tok in changes:
+        fields = lines[li % len(lines)].split(",")
+        fields[fi % len(fields)] = tok
+        lines[li % len(lines)] = ",".join(fields)
+    lines += raw
+    text = "\n".join(lines) + "\n"
+    if sep == " ":
+        text = text.replace(",", " ")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.csv"
+        path.write_text(text, errors="surrogateescape")
+        _import_trace("csv", [path], Path(d) / "r", sep=sep, with_size=True)
+
+
+@FUZZ
+@given(ed=edits, time=st.binary(max_size=48), size=st.booleans())
+def test_raw_traces(ed, time: bytes, size: bool) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t101.bin"
+        path.write_bytes(_mutate((FIX / "traces" / "raw" / "t101.bin").read_bytes(), ed))
+        if time:
+            (Path(d) / "t101.time").write_bytes(time)
+        if size:
+            (Path(d) / "t101.size").write_bytes(bytes(range(1, 9)))
+        _import_trace("raw", [path], Path(d) / "r")
+
+
+@FUZZ
+@given(ed=edits, object_bytes=st.sampled_from([1, 64, 4096, 2**40, 2**63]))
+def test_oracle_general_traces(ed, object_bytes: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.oracleGeneral.bin"
+        raw = (FIX / "traces" / "trace.oracleGeneral.bin").read_bytes()
+        path.write_bytes(_mutate(raw, ed))
+        _import_trace("oracle-general", [path], Path(d) / "r", object_bytes=object_bytes)
+
+
+@FUZZ
+@given(ed=edits, raw=st.lists(st.text(max_size=40), max_size=3))
+def test_lackey_logs(ed, raw) -> None:
+    text = (FIX / "traces" / "lackey.log").read_bytes() + "\n".join(raw).encode(
+        errors="surrogateescape"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "lackey.log"
+        path.write_bytes(_mutate(text, ed))
+        _import_trace("lackey", [path], Path(d) / "r")

@@ -483,6 +483,182 @@ def test_part_whose_footer_points_outside_it(capsys, rec: Path) -> None:
     assert err.startswith(f"tierlab: error: {part}")
 
 
+# -- the native readers: replay of a recording (`tierlab run`), the trace importers ------------
+
+
+@pytest.fixture()
+def trace_rec(tmp_path: Path) -> Path:
+    """A full trace (accesses only) and beside it `replay.toml`, a scenario replaying it."""
+    path = tmp_path / "trace"
+    with RecordingWriter(path, source="test") as w:
+        w.append_mappings(time_ns=[0], event=["map"], start=[A], length=[64 * PAGE], name=["x"])
+        w.append_accesses(
+            time_ns=np.arange(64),
+            tid=np.zeros(64),
+            addr=A + np.arange(64) * PAGE,
+            kind=np.zeros(64),
+        )
+    (tmp_path / "replay.toml").write_text(
+        'name = "hostile-replay"\nduration = "1ms"\n[workload]\nkind = "replay"\npath = "trace"\n'
+    )
+    return path
+
+
+def _replay_error(capsys, rec: Path) -> str:
+    """`tierlab run` of the replay scenario beside `rec` ends in one error line; so does
+    `tierlab view` of it (the two readers say the same things)."""
+    err = one_error(capsys, "run", rec.parent / "replay.toml")
+    one_error(capsys, "view", rec)
+    return err
+
+
+def test_replay_of_a_valid_trace_runs(capsys, trace_rec: Path) -> None:
+    rc, _, err = cli(capsys, "run", trace_rec.parent / "replay.toml", "--json")
+    assert rc == 0, err
+
+
+def test_replay_gap_and_stray_parts(capsys, trace_rec: Path) -> None:
+    d = trace_rec / "accesses"
+    shutil.copy(d / "part-00000.parquet", d / "part-00002.parquet")
+    err = _replay_error(capsys, trace_rec)
+    assert f"{d / 'part-00001.parquet'}: missing" in err and "part-00002.parquet" in err
+    (d / "part-00002.parquet").unlink()
+    (d / "notes.parquet").write_bytes(b"x")
+    assert "notes.parquet: unexpected in table `accesses`" in _replay_error(capsys, trace_rec)
+    (d / "notes.parquet").unlink()
+    (d / ".part-00001.parquet.tmp").write_bytes(b"a dead writer's")
+    assert cli(capsys, "run", trace_rec.parent / "replay.toml", "--json")[0] == 0
+
+
+def test_replay_table_directory_that_is_a_file(capsys, trace_rec: Path) -> None:
+    shutil.rmtree(trace_rec / "accesses")
+    (trace_rec / "accesses").write_text("not a directory")
+    err = one_error(capsys, "run", trace_rec.parent / "replay.toml")
+    assert f"{trace_rec / 'accesses'}: expected the directory of table `accesses`" in err
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "message"),
+    [
+        ("kind", pa.array([0, 1, 0, 7] + [0] * 60, pa.uint8()), "record 3: field `kind`: 7"),
+        ("addr", pa.array([A] * 5 + [None] * 59, pa.uint64()), "record 5: field `addr`: null"),
+    ],
+)
+def test_replay_bad_access_values(capsys, trace_rec: Path, column, values, message) -> None:
+    part = trace_rec / "accesses" / "part-00000.parquet"
+    _rewrite(part, column, values)
+    assert f"{part}: {message}" in one_error(capsys, "run", trace_rec.parent / "replay.toml")
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "message"),
+    [
+        ("name", pa.array([5], pa.int64()), "field `name`: has type INT64, expected a string"),
+        ("event", pa.array(["remap"]), "record 0: field `event`: expected `map` or `unmap`"),
+        (
+            "length",
+            pa.array([2**64 - 1], pa.uint64()),
+            f"record 0: field `length`: mapping at {A:#x} of length {2**64 - 1} ends past",
+        ),
+    ],
+)
+def test_replay_bad_mappings(capsys, trace_rec: Path, column, values, message) -> None:
+    part = trace_rec / "mappings" / "part-00000.parquet"
+    _rewrite(part, column, values)
+    assert f"{part}: {message}" in _replay_error(capsys, trace_rec)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize(
+    "file", ["meta.json", "accesses/part-00000.parquet", "mappings/part-00000.parquet"]
+)
+def test_replay_special_files(trace_rec: Path, special, kind: str, file: str) -> None:
+    target = trace_rec / file
+    target.unlink()
+    target.symlink_to(special[kind])
+    err = child_error("run", trace_rec.parent / "replay.toml", timeout=30)
+    assert f"{target}: is a" in err and "refusing to read it" in err
+
+
+def test_replay_meta_json_of_something_else_is_not_echoed(capsys, trace_rec: Path) -> None:
+    (trace_rec / "meta.json").write_text(json.dumps({"format": SECRET}))
+    err = one_error(capsys, "run", trace_rec.parent / "replay.toml")
+    assert "is not a tierlab recording" in err and "SECRET" not in err
+
+
+def test_bit_flips_in_a_full_trace(capsys, trace_rec: Path) -> None:
+    """Replay and the native view of a full trace: a clean line or a result, whatever byte
+    of a part is flipped."""
+    part = trace_rec / "accesses" / "part-00000.parquet"
+    good = part.read_bytes()
+    rng = np.random.default_rng(18)
+    for _ in range(40):
+        data = bytearray(good)
+        for k in rng.integers(0, len(data), 3):
+            data[k] ^= 1 << int(rng.integers(0, 8))
+        part.write_bytes(bytes(data))
+        for cmd in (
+            ["run", trace_rec.parent / "replay.toml", "--json"],
+            ["view", trace_rec, "--json"],
+        ):
+            rc, _, err = cli(capsys, *cmd)
+            assert rc in (0, 2) and "Traceback" not in err, (cmd, err)
+            if rc:
+                assert str(part) in err.strip().splitlines()[-1], err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("fmt", ["raw", "csv", "oracle-general", "lackey"])
+def test_special_files_as_trace_inputs(special, tmp_path: Path, fmt: str, kind: str) -> None:
+    name = {"raw": "t7.bin"}.get(fmt, "in")
+    src = tmp_path / name
+    src.symlink_to(special[kind])
+    err = child_error("import", fmt, src, "-o", tmp_path / f"r-{fmt}-{kind}", timeout=30)
+    assert f"{src}: is a" in err and "refusing to read it" in err
+
+
+def test_native_writer_replaces_only_a_recording(tmp_path: Path) -> None:
+    """`_native.import_trace(overwrite=True)` (the Python API under `tierlab import`) never
+    deletes a directory that is not a tierlab recording."""
+    from tierlab import _native
+
+    home = _unrelated(tmp_path)
+    csv = FIX / "traces" / "trace.csv"
+    with pytest.raises(_native.TraceFormatError, match="is not a tierlab recording"):
+        _native.import_trace("csv", [str(csv)], str(home), overwrite=True)
+    assert (home / "thesis.tex").read_text() == "years of work"
+    out = tmp_path / "r"
+    _native.import_trace("csv", [str(csv)], str(out))
+    (out / "accesses" / "part-00009.parquet").write_bytes(b"stale")
+    _native.import_trace("csv", [str(csv)], str(out), overwrite=True)
+    assert not (out / "accesses" / "part-00009.parquet").exists()
+
+
+def test_trace_importers_echo_nothing_of_other_files(capsys, tmp_path: Path) -> None:
+    text = SECRET + "\ndaemon:*:19000:0:99999:7:::\n"
+    for fmt, name in (
+        ("csv", "shadow"),
+        ("lackey", "shadow"),
+        ("oracle-general", "shadow"),
+        ("raw", "t5.bin"),
+    ):
+        src = tmp_path / name
+        src.write_text(text)
+        err = one_error(capsys, "import", fmt, src, "-o", tmp_path / f"r-{fmt}")
+        assert "SECRET" not in err and "root:" not in err, err
+    # Only the first line after the comments may be a header: a second one is an error.
+    assert "record 2: expected 4 or 5 fields" in one_error(
+        capsys, "import", "csv", tmp_path / "shadow", "-o", tmp_path / "r2"
+    )
+
+
+def test_csv_trace_without_line_breaks(capsys, tmp_path: Path) -> None:
+    src = tmp_path / "one-line.csv"
+    src.write_text("1,0," + "9" * 200_000 + ",L\n")
+    err = one_error(capsys, "import", "csv", src, "-o", tmp_path / "r")
+    assert f"{src}: record 1: line longer than 65536 bytes" in err
+
+
 # -- data loss ---------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tierlab.recording import Recording
+from tierlab.recording import Recording, RecordingError
 from tierlab.view import history, pagesize
 from tierlab.view.history import PAGE, Mapping
 
@@ -156,7 +156,10 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
     # The native reader streams the parts; their columns are checked here first, also
     # streaming (nulls; `kind` 0 or 1).
     rec.check_streaming("accesses", ["time_ns", "tid", "addr", "kind"])
-    sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
+    try:
+        sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
+    except _native.TraceFormatError as e:  # what the checks above cannot see (page data)
+        raise RecordingError(str(e)) from None
     maps = history.build(rec.mappings())
     derived = False
     if not maps:
@@ -174,7 +177,12 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
         groups.append(group)
         specs.append((m.start // PAGE * PAGE, m.pages, group))
         segments.extend((a, b, t0, t1, i) for a, b, t0, t1 in m.segments)
-    aggs, unassigned = _native.aggregate_accesses(str(rec.path), segments, specs, lo, width, cols)
+    try:
+        aggs, unassigned = _native.aggregate_accesses(
+            str(rec.path), segments, specs, lo, width, cols
+        )
+    except _native.TraceFormatError as e:
+        raise RecordingError(str(e)) from None
     edges = lo + np.arange(cols + 1, dtype=np.float64) * width
     views = []
     for m, g, group in zip(maps, aggs, groups, strict=True):
