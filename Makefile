@@ -50,10 +50,11 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 	  $(BIN)/maturin develop --release --quiet
 	touch $@
 
-# Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`) and a
-# C compiler (the test programs). Installed when missing and we are root; else the tests skip.
+# Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`), a
+# C compiler (the test programs) and perf (the `tierlab import perf-script` test runs the
+# documented commands). Installed when missing and we are root; else the tests skip.
 system-tools:
-	@for tool in valgrind:valgrind cc:gcc; do \
+	@for tool in valgrind:valgrind cc:gcc perf:linux-perf; do \
 	  cmd=$${tool%%:*}; pkg=$${tool##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -512,7 +512,7 @@ def test_plan_file_that_is_not_json_or_missing(tmp_path: Path) -> None:
     with pytest.raises(PlaceError, match=f"{path}:2:.*not valid JSON"):
         load(path)
     err = assert_user_error(tierlab("place", "apply", "--pid", os.getpid(), tmp_path / "none"))
-    assert "no such plan file" in err
+    assert "no such file" in err
     # A good plan file loads.
     path.write_text(json.dumps(_good_plan_doc()))
     assert len(load(path)) == 2

@@ -308,7 +308,7 @@ def test_missing_pmu_says_what_is_missing_and_what_works(can_record, tmp_path: P
         (["-o", "R", "--pid", "999999999"], "--pid 999999999: no such process"),
         (["--", "true"], "-o/--out REC is required"),
         (["-o", "R"], "nothing to record"),
-        (["-o", "R", "--period", "0", "--", "true"], "--period 0"),
+        (["-o", "R", "--period", "0", "--", "true"], "argument --period: 0: expected a period"),
         (["-o", "R", "--buffer-size", "lots", "--", "true"], "expected a size"),
         (["-o", "R", "--backend", "amd-ibs", "--period", "100", "--", "true"], "amd-ibs"),
     ],
@@ -377,3 +377,171 @@ def test_bootstrap_interval_of_constant_runs_is_exact() -> None:
     assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
     lo, hi = bootstrap_ci([1.0, 1.2, 0.8, 1.0], [1.5, 1.5, 1.4, 1.6])
     assert 0.2 < lo < 0.5 < hi < 0.8
+
+
+# -- issue 18: live recordings that count right ------------------------------------------------
+
+
+def _view(rec: Path, *extra: str) -> dict:
+    res = tierlab("view", rec, "--json", "--max-mappings", "1000", *extra)
+    assert res.returncode == 0, res.stderr
+    return res.json()
+
+
+def _holding(view: dict, addr: int) -> list[dict]:
+    return [m for m in view["mappings"] if m["start"] <= addr < m["start"] + m["length"]]
+
+
+def _thp_enabled() -> str | None:
+    """Why THP cannot back a madvise()d mapping here, or None when it can."""
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "this kernel has no transparent huge pages (/sys/kernel/mm/transparent_hugepage)"
+    if "[never]" in mode:
+        return f"transparent huge pages are disabled here ({mode.strip()})"
+    return None
+
+
+def test_thp_backed_array_shows_all_its_bytes_touched(programs, can_record, tmp_path) -> None:
+    """A 512 MiB array backed by transparent huge pages: one page-fault sample per 2 MiB, and
+    the view counts 512 MiB touched (not 256 x 4 KiB)."""
+    reason = _thp_enabled()
+    if reason:
+        pytest.skip(reason)
+    rec = tmp_path / "r"
+    out, _ = record(rec, programs["thp_touch"], 512)
+    addr_hex, size, huge = out.split()
+    base, size, huge = int(addr_hex, 16), int(size), int(huge)
+    if huge == 0:
+        pytest.skip("the kernel gave the array no huge page (memory too fragmented?)")
+    view = _view(rec)
+    (m,) = _holding(view, base)
+    # Every byte written is touched; pages the kernel could not back with a huge page were
+    # faulted 4 KiB at a time, and count the same.
+    assert m["bytes_touched"] == size, (m["bytes_touched"], size, huge)
+    assert m["huge_pages_touched"] == huge // (2 << 20)
+    assert m["page_size"] == 2 << 20
+    sizes = Recording.open(rec).meta["accounting"]["page_sizes"]
+    assert any(p["start"] <= base < p["end"] and p["anon_huge_bytes"] >= huge for p in sizes)
+    text = tierlab("view", rec, "-o", tmp_path / "v", "--max-mappings", "1").stdout
+    assert "512 MiB of 514 MiB touched" in text, text
+
+
+def test_small_mappings_are_kept_and_shown(programs, can_record, tmp_path: Path) -> None:
+    rec = tmp_path / "r"
+    out, _ = record(rec, programs["touch_pages"], 100)  # 400 KiB: dropped before issue 18
+    base = int(out.split()[0], 16)
+    view = _view(rec)
+    (m,) = _holding(view, base)
+    assert m["small"] is True and m["pages_touched"] >= 100
+    assert view["totals"]["unassigned"] == 0
+    text = tierlab("view", rec, "-o", tmp_path / "v", "--max-mappings", "1").stdout
+    assert "(small)" in text
+
+
+def test_a_growing_heap_is_one_mapping(programs, can_record, tmp_path: Path) -> None:
+    rec = tmp_path / "r"
+    out, _ = record(rec, programs["grow_heap"])
+    start, size = int(out.split()[0], 16), int(out.split()[1])
+    view = _view(rec)
+    heaps = [m for m in view["mappings"] if m["name"] == "[heap]"]
+    assert len(heaps) == 1, heaps
+    (h,) = heaps
+    assert h["start"] == start and h["length"] >= size
+    assert h["samples"] >= size // PAGE
+    assert _holding(view, start) == [h]
+
+
+def test_plan_of_an_exited_program_uses_its_mapping_history(programs, can_record, tmp_path):
+    """The mapping was unmapped before the program exited: `place plan` plans its pages from
+    the history (not 0 pages with every sample unused)."""
+    rec, plan = tmp_path / "r", tmp_path / "plan.json"
+    out, _ = record(rec, programs["map_touch_unmap"], 512)
+    base = int(out.split()[0], 16)
+    res = tierlab("place", "plan", rec, "-o", plan, "--json")
+    assert res.returncode == 0, res.stderr
+    s = res.json()["summary"]
+    assert s["mappings_from"] == "history"
+    assert s["points_in_unmapped_mappings"] == 0
+    doc = json.loads(plan.read_text())
+    pages = {p["addr"] for p in doc["pages"]}
+    assert {base + i * PAGE for i in range(512)} <= pages
+    # Only the mappings live at the end (libc, the stack, ...): none of those pages.
+    res = tierlab("place", "plan", rec, "-o", tmp_path / "live.json", "--mappings", "live")
+    assert res.returncode == 0, res.stderr
+    live = json.loads((tmp_path / "live.json").read_text())
+    assert not {base + i * PAGE for i in range(512)} & {p["addr"] for p in live["pages"]}
+    assert live["summary"]["points_in_unmapped_mappings"] >= 512
+
+
+def test_record_message_names_the_backend_once(programs, can_record, tmp_path: Path) -> None:
+    _, err = record(tmp_path / "r", programs["touch_pages"], 4)
+    assert "tierlab record: page-faults, period 1," in err
+
+
+def test_force_replaces_only_a_recording(programs, can_record, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    res = tierlab(
+        "record", "--backend", "page-faults", "--force", "-o", mine, "--", programs["touch_pages"]
+    )
+    assert "is not a tierlab recording" in assert_user_error(res)
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    rec = tmp_path / "r"
+    record(rec, programs["touch_pages"], 8)
+    (rec / "samples" / "part-00007.parquet").write_bytes(b"stale")  # must not survive
+    record(rec, programs["touch_pages"], 16, extra=("--force",))
+    assert not (rec / "samples" / "part-00007.parquet").exists()
+    assert not list(tmp_path.glob(".r.tierlab-*"))
+    assert len(Recording.open(rec).samples()) >= 16
+
+
+SHOW_EVENTS = ("--show-mmap-events", "--show-task-events")
+
+
+def _perf() -> str:
+    exe = shutil.which("perf")
+    if exe is None:
+        pytest.skip("perf is not installed (Debian: linux-perf; make install installs it)")
+    probe = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"perf does not run here: {probe.stderr.strip()[:200]}")
+    return exe
+
+
+@pytest.mark.parametrize("cpu", [True, False], ids=["with-cpu", "without-cpu"])
+def test_perf_script_import_of_real_perf(programs, can_record, tmp_path, cpu: bool) -> None:
+    """The commands of docs/recording.md against real perf: a page-fault recording, printed
+    with the mapping history, imported with every page and the mapping's name."""
+    perf = _perf()
+    data, text, rec = tmp_path / "pf.data", tmp_path / "pf.txt", tmp_path / "r"
+    rec_args = [perf, "record", "-e", "page-faults", "-c", "1", "-d", "-o", data]
+    if cpu:
+        rec_args.append("--sample-cpu")
+    res = subprocess.run(
+        [*rec_args, "--", programs["touch_pages"], "1536"], capture_output=True, text=True
+    )
+    if res.returncode != 0:
+        pytest.skip(f"perf record cannot record here: {res.stderr.strip()[-300:]}")
+    base = int(res.stdout.split()[0], 16)
+    fields = "comm,pid,tid," + ("cpu," if cpu else "") + "time,period,event,addr,ip"
+    with open(text, "w") as f:
+        subprocess.run(
+            [perf, "script", "-i", data, "-F", fields, "--ns", *SHOW_EVENTS],
+            stdout=f,
+            stderr=subprocess.PIPE,
+            check=True,
+        )
+    res = tierlab("import", "perf-script", text, "-o", rec)
+    assert res.returncode == 0, res.stderr
+    r = Recording.open(rec)
+    s = r.samples()
+    inside = s[(s["addr"] >= base) & (s["addr"] < base + 1536 * PAGE)]
+    assert set(((inside["addr"] - base) // PAGE).tolist()) == set(range(1536))
+    assert len(r.mappings()) > 0
+    view = _view(rec)
+    (m,) = _holding(view, base)
+    assert m["name"] == "[anon]" and m["samples"] >= 1536
+    assert any(x["name"].endswith("touch_pages") for x in view["mappings"])

@@ -178,7 +178,7 @@ def test_open_errors(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match="field `format`"):
         Recording.open(tmp_path / "r")
     meta_path.write_text("{not json")
-    with pytest.raises(RecordingError, match=r"meta\.json: unreadable"):
+    with pytest.raises(RecordingError, match=r"meta\.json:1:2: not valid JSON"):
         Recording.open(tmp_path / "r")
 
 

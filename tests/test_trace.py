@@ -64,12 +64,16 @@ def test_trace_has_exactly_lackeys_accesses(programs, valgrind, tmp_path: Path) 
     t = acc["time_ns"].to_numpy()
     assert (t[1:] >= t[:-1]).all() and t[-1] <= instructions
     assert "(= lackey's count)" in res.stderr
-    # The viewer draws it (no mappings: regions derived from the data).
-    v = tierlab("view", rec, "--json").json()
+    # The viewer draws it with the program's mappings, named: its file, libc, its stack.
+    v = tierlab("view", rec, "--json", "--max-mappings", "100").json()
     assert v["points"] == "accesses"
     assert v["totals"]["accesses"] == len(acc)
-    assert v["totals"]["mappings_derived"] is True
+    assert v["totals"]["mappings_derived"] is False
+    assert v["totals"]["unassigned"] == 0
     assert sum(m["samples"] for m in v["mappings"]) == len(acc)
+    names = {m["name"] for m in v["mappings"]}
+    assert str(prog) in names and "[stack]" in names, names
+    assert any(n.endswith(".so.6") or "libc" in n for n in names), names
 
 
 def test_trace_errors(tmp_path: Path) -> None:

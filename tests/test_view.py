@@ -211,3 +211,35 @@ def test_derived_regions() -> None:
         (0x1000 + (2 << 20), PAGE),
         (0x10_0000_0000, PAGE),
     ]
+
+
+def test_history_growth_is_one_mapping() -> None:
+    """A map of the same name over or beside one live mapping extends it (a heap, a stack, a
+    file's segments); `[heap]` over an anonymous mapping at the same start too; an unmap
+    before the map (a replacement) makes a new mapping."""
+    maps = history.build(
+        _events(
+            [
+                (0, "map", 0x10000, 0x1000, ""),  # the heap's first extension, as perf names it
+                (5, "map", 0x10000, 0x3000, "[heap]"),
+                (9, "map", 0x10000, 0x5000, "[heap]"),
+                (1, "map", 0x7F000, 0x1000, "[stack]"),
+                (6, "map", 0x7E000, 0x2000, "[stack]"),  # grew down
+                (2, "map", 0x40000, 0x2000, "/lib.so"),
+                (3, "map", 0x42000, 0x1000, "/lib.so"),  # the next segment, beside it
+                (4, "map", 0x50000, 0x2000, "[anon]"),
+                (7, "unmap", 0x50000, 0x2000, "[anon]"),
+                (7, "map", 0x50000, 0x3000, "[anon]"),  # replaced, not grown
+            ]
+        )
+    )
+    assert [(m.name, m.start, m.length) for m in maps] == [
+        ("[heap]", 0x10000, 0x5000),
+        ("[stack]", 0x7E000, 0x2000),
+        ("/lib.so", 0x40000, 0x3000),
+        ("[anon]", 0x50000, 0x2000),
+        ("[anon]", 0x50000, 0x3000),
+    ]
+    addr = np.array([0x10000, 0x14000, 0x14000, 0x7E000, 0x42000, 0x50000], dtype=np.uint64)
+    t = np.array([1, 8, 9, 7, 3, 8], dtype=np.uint64)
+    assert history.assign(maps, t, addr).tolist() == [0, -1, 0, 1, 2, 4]

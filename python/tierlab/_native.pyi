@@ -187,6 +187,9 @@ class LiveBatch(TypedDict):
     samples: LiveSampleColumns
     drains: LiveDrainColumns
     mappings: list[MappingEvent]
+    #: Mappings with pages larger than 4 KiB seen in /proc/PID/smaps: (time_ns, start, end,
+    #: name, kernel_page_size, huge_bytes).
+    page_sizes: list[tuple[int, int, int, str, int, int]]
 
 @final
 class LiveRecorder:
@@ -202,7 +205,7 @@ class LiveRecorder:
         buffer_size: int = 65536,
         ldlat: int = 30,
         l3_miss_only: bool = False,
-        min_mapping: int = 4194304,
+        min_mapping: int = 0,
         snapshot_interval_ns: int = 20_000_000,
         flush_interval_ns: int = 250_000_000,
         pmus_root: str | PathLike[str] | None = None,
@@ -216,7 +219,7 @@ class LiveRecorder:
         buffer_size: int = 65536,
         ldlat: int = 30,
         l3_miss_only: bool = False,
-        min_mapping: int = 4194304,
+        min_mapping: int = 0,
         snapshot_interval_ns: int = 20_000_000,
         flush_interval_ns: int = 250_000_000,
         pmus_root: str | PathLike[str] | None = None,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tierlab import outdir, safeio
 from tierlab.api import native
 
 # The format is declared once, in tierlab-core (`crates/tierlab-core/src/schema.rs`): its
@@ -78,6 +80,18 @@ _PAGE: int = native().PAGE_SIZE
 
 class RecordingError(ValueError):
     """A recording is missing, malformed, or of an unsupported version."""
+
+
+def check_overwritable(path: str | os.PathLike[str], overwrite: bool) -> bool:
+    """Whether writing a recording at ``path`` replaces an existing one. Raises
+    :class:`RecordingError` when ``path`` holds something that must not be replaced:
+    anything without ``overwrite``, and anything but a tierlab recording with it."""
+    p = Path(path)
+    if not os.path.lexists(p) or outdir.is_empty_dir(p):
+        return False
+    if not overwrite:
+        raise RecordingError(f"{p}: already exists (pass overwrite=True, or --force)")
+    return outdir.check_replaceable(p, ("recording",), RecordingError)
 
 
 def _part_name(index: int) -> str:
@@ -147,7 +161,11 @@ def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
                 f"{v} ({name})" if isinstance(v, int) else repr(v) for v, name in codes.items()
             )
             raise RecordingError(f"append_{table}: column `{f.name}` must be {allowed}, got {bad}")
-    return pa.Table.from_arrays(arrays, schema=schema)
+    t = pa.Table.from_arrays(arrays, schema=schema)
+    problem = _value_problem(table, t)
+    if problem is not None:
+        raise RecordingError(f"append_{table}: {problem}")
+    return t
 
 
 def _as_unsigned(values: np.ndarray) -> np.ndarray:
@@ -184,16 +202,14 @@ class RecordingWriter:
         flush_rows: int = 4_000_000,
     ) -> None:
         self.path = Path(path)
-        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-            if not overwrite:
-                raise RecordingError(f"{self.path}: already exists (pass overwrite=True)")
-            if self.path.is_dir():
-                shutil.rmtree(self.path)
-            else:
-                self.path.unlink()
-        self.path.mkdir(parents=True, exist_ok=True)
+        #: Where the parts are written: the recording itself, or (when it replaces an
+        #: existing recording) a hidden directory beside it, swapped in by :meth:`close`.
+        self._dir = self.path
+        if check_overwritable(self.path, overwrite):
+            self._dir = outdir.staging_dir(self.path)
+        self._dir.mkdir(parents=True, exist_ok=True)
         for table in TABLES:
-            (self.path / table).mkdir(exist_ok=True)
+            (self._dir / table).mkdir(exist_ok=True)
         self.flush_rows = flush_rows
         self._meta: dict[str, Any] = {
             "format": FORMAT_NAME,
@@ -256,8 +272,8 @@ class RecordingWriter:
 
     # -- writing ---------------------------------------------------------------------------
     def _write_part(self, table: str, data: pa.Table) -> None:
-        (self.path / table).mkdir(exist_ok=True)
-        final = self.path / table / _part_name(self._parts[table])
+        (self._dir / table).mkdir(exist_ok=True)
+        final = self._dir / table / _part_name(self._parts[table])
         # Hidden name: pyarrow/pandas skip dot-files and the `*.parquet` glob does not match.
         tmp = final.with_name(f".{final.name}.tmp")
         pq.write_table(data, tmp, compression="zstd")
@@ -277,7 +293,7 @@ class RecordingWriter:
 
     def _write_meta(self) -> None:
         text = json.dumps(self._meta, indent=2, sort_keys=False) + "\n"
-        _atomic_write_bytes(self.path / META_FILE, text.encode())
+        _atomic_write_bytes(self._dir / META_FILE, text.encode())
 
     def flush(self) -> None:
         """Write every buffered row as new parts, then rewrite ``meta.json``."""
@@ -298,12 +314,191 @@ class RecordingWriter:
         self._meta["complete"] = True
         self._write_meta()
         self._closed = True
+        if self._dir != self.path:
+            outdir.install(self._dir, self.path)
+            self._dir = self.path
+
+    def abandon(self) -> None:
+        """Stop writing without completing: a recording written in place keeps what was
+        flushed (``complete: false``); one that was to replace an existing recording is
+        deleted and the old one stays."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._dir != self.path:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = self.path
 
     def __enter__(self) -> RecordingWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abandon()
+
+
+_PART = re.compile(r"part-(\d{5,})\.parquet")
+_U64 = 2**64
+
+#: Counters of ``meta.json``'s ``accounting`` (live recordings, traces): non-negative
+#: integers when present.
+_ACCOUNTING_COUNTS = (
+    "samples",
+    "lost_records",
+    "lost",
+    "lost_samples",
+    "throttled",
+    "unthrottled",
+    "drains",
+    "watermark_drains",
+    "timer_drains",
+    "samples_without_addr",
+    "other_process_samples",
+    "corrupt_rings",
+    "unparsed_records",
+    "maps_snapshots",
+    "max_snapshot_gap_ns",
+    "mapping_events",
+    "threads",
+    "duration_ns",
+    "target_pid",
+    "loads",
+    "stores",
+    "modifies",
+    "accesses",
+    "instructions",
+)
+
+
+def _kind(value: Any) -> str:
+    """A value from a file, described without echoing much of it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
+
+
+def check_meta(meta: Any, where: Path | str) -> dict[str, Any]:
+    """Validate a parsed ``meta.json``: the format's fields must have their documented
+    types (others are free-form). Errors name the file and the field."""
+
+    def fail(field: str, what: str) -> RecordingError:
+        return RecordingError(f"{where}: field `{field}`: {what}")
+
+    if not isinstance(meta, dict):
+        raise RecordingError(f"{where}: expected a JSON object, got {_kind(meta)}")
+    if meta.get("format") != FORMAT_NAME:
+        got = "missing" if "format" not in meta else f"is {_kind(meta.get('format'))}"
+        raise RecordingError(
+            f"{where}: field `format` {got}, expected {FORMAT_NAME!r}: not a tierlab recording"
+        )
+    version = meta.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise fail("version", f"must be a positive integer, got {_kind(version)}")
+    if version > FORMAT_VERSION:
+        raise RecordingError(
+            f"{where}: recording format version {version} is newer than this tierlab "
+            f"reads (up to {FORMAT_VERSION}); upgrade tierlab"
+        )
+    for key in ("source", "created"):
+        if key in meta and not isinstance(meta[key], str):
+            raise fail(key, f"expected a string, got {_kind(meta[key])}")
+    if "complete" in meta and not isinstance(meta["complete"], bool):
+        raise fail("complete", f"expected true or false, got {_kind(meta['complete'])}")
+    for key in ("parameters", "machine", "tables", "accounting"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], dict):
+            raise fail(key, f"expected an object, got {_kind(meta[key])}")
+    for table, rows in (meta.get("tables") or {}).items():
+        if not _is_count(rows):
+            raise fail(f"tables.{table}", f"expected a row count, got {_kind(rows)}")
+    machine = meta.get("machine") or {}
+    page = machine.get("page_size")
+    if page is not None and (not _is_count(page) or page < 1 or page & (page - 1)):
+        raise fail("machine.page_size", f"expected a power of two, got {_kind(page)}")
+    acc = meta.get("accounting") or {}
+    for key in _ACCOUNTING_COUNTS:
+        if acc.get(key) is not None and not _is_count(acc[key]):
+            raise fail(
+                f"accounting.{key}", f"expected a non-negative integer, got {_kind(acc[key])}"
+            )
+    if acc.get("interrupted") is not None and not isinstance(acc["interrupted"], bool):
+        raise fail(
+            "accounting.interrupted", f"expected true or false, got {_kind(acc['interrupted'])}"
+        )
+    exit_ = acc.get("target_exit")
+    if exit_ is not None and not (
+        isinstance(exit_, dict)
+        and exit_.get("how") in ("exit", "signal", "gone")
+        and isinstance(exit_.get("value"), int)
+        and not isinstance(exit_.get("value"), bool)
+    ):
+        raise fail(
+            "accounting.target_exit",
+            'expected null or {"how": "exit"|"signal"|"gone", "value": N}',
+        )
+    for key in ("drain_intervals", "page_sizes"):
+        if acc.get(key) is not None and not isinstance(acc[key], dict | list):
+            raise fail(f"accounting.{key}", f"expected an object, got {_kind(acc[key])}")
+    return meta
+
+
+def _first(mask: pa.ChunkedArray | pa.Array) -> int:
+    """Index of the first true value of a boolean array."""
+    return int(pc.index(mask, True).as_py())
+
+
+def _value_problem(table: str, t: pa.Table) -> str | None:
+    """The first value of ``t`` (a table of the format's schema) the format does not allow,
+    described with its column and row; ``None`` when every value is valid."""
+    for name in t.column_names:
+        col = t.column(name)
+        if col.null_count:
+            row = _first(pc.is_null(col))
+            return f"column `{name}`: null at row {row} (nulls are not allowed)"
+    if table == "accesses" and t.num_rows:
+        bad = pc.greater(t.column("kind"), KIND_STORE)
+        if pc.any(bad).as_py():
+            row = _first(bad)
+            value = t.column("kind")[row].as_py()
+            return f"column `kind`: {value} at row {row} is not a kind (0 load, 1 store)"
+    if table == "mappings" and t.num_rows:
+        ok = pc.is_in(t.column("event"), value_set=pa.array(MAPPING_EVENTS))
+        if not pc.all(ok).as_py():
+            row = _first(pc.invert(ok))
+            value = str(t.column("event")[row].as_py())
+            return f"column `event`: {_kind(value)} at row {row} is not an event ('map' or 'unmap')"
+        start = t.column("start")
+        # start + length must not pass 2^64 (the address space ends there).
+        room = pc.subtract(pa.scalar(_U64 - 1, pa.uint64()), start)
+        bad = pc.greater(t.column("length"), room)
+        if pc.any(bad).as_py():
+            row = _first(bad)
+            return (
+                f"row {row}: mapping at {start[row].as_py():#x} of length "
+                f"{t.column('length')[row].as_py()} ends past the end of the address space"
+            )
+    if table == "regions" and t.num_rows:
+        for lo, hi in (("start", "end"), ("time_ns", "end_ns")):
+            bad = pc.less(t.column(hi), t.column(lo))
+            if pc.any(bad).as_py():
+                row = _first(bad)
+                return f"row {row}: `{hi}` is before `{lo}`"
+    return None
 
 
 @dataclass
@@ -316,74 +511,195 @@ class Recording:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Recording:
-        """Open and validate a recording directory (format and version from ``meta.json``;
-        the columns of every part are checked when a table is read)."""
+        """Open and validate a recording directory (``meta.json``'s fields; the part names,
+        columns and values of a table are checked when it is read)."""
         p = Path(path)
         if not p.exists():
             raise RecordingError(f"{p}: no such recording (directory not found)")
         if not p.is_dir():
             raise RecordingError(f"{p}: a recording is a directory holding {META_FILE}")
         meta_path = p / META_FILE
-        if not meta_path.is_file():
-            raise RecordingError(f"{meta_path}: missing; {p} is not a tierlab recording")
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise RecordingError(f"{meta_path}: unreadable: {e}") from e
-        if not isinstance(meta, dict):
-            raise RecordingError(f"{meta_path}: expected a JSON object")
-        if meta.get("format") != FORMAT_NAME:
-            raise RecordingError(
-                f"{meta_path}: field `format` is {meta.get('format')!r}, expected {FORMAT_NAME!r}"
-            )
-        version = meta.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise RecordingError(f"{meta_path}: field `version` must be a positive integer")
-        if version > FORMAT_VERSION:
-            raise RecordingError(
-                f"{meta_path}: recording format version {version} is newer than this tierlab "
-                f"reads (up to {FORMAT_VERSION}); upgrade tierlab"
-            )
-        return cls(path=p, meta=meta)
+        if not os.path.lexists(meta_path):
+            raise RecordingError(f"{meta_path}: missing; {p} is not a tierlab recording{_hint(p)}")
+        raw = safeio.read_bytes(meta_path, safeio.MAX_META_BYTES, RecordingError, META_FILE)
+        meta = safeio.loads_json(raw, meta_path, RecordingError)
+        return cls(path=p, meta=check_meta(meta, meta_path))
 
     def parts(self, table: str) -> list[Path]:
-        """The Parquet parts of ``table``, in order."""
+        """The Parquet parts of ``table``, in order. Checks their names: parts are
+        ``part-NNNNN.parquet`` numbered from 0 without gaps; files starting with ``.`` are
+        ignored; anything else in the table's directory is an error."""
         if table not in SCHEMAS:
             raise KeyError(f"unknown table {table!r} (tables: {', '.join(ALL_TABLES)})")
         d = self.path / table
-        if not d.is_dir():
+        if not os.path.lexists(d):
             return []
-        return sorted(f for f in d.glob("*.parquet") if not f.name.startswith("."))
+        if not d.is_dir():
+            what = safeio.file_kind(d.stat().st_mode) if d.exists() else "a broken link"
+            if d.exists() and d.is_file():
+                what = "a file"
+            raise RecordingError(
+                f"{d}: expected the directory of table `{table}` (Parquet parts), found {what}"
+            )
+        numbered: dict[int, Path] = {}
+        for entry in sorted(d.iterdir()):
+            name = entry.name
+            if name.startswith("."):
+                continue
+            m = _PART.fullmatch(name)
+            if m is None:
+                raise RecordingError(
+                    f"{entry}: unexpected in table `{table}` (its parts are named "
+                    "part-NNNNN.parquet)"
+                )
+            index = int(m.group(1))
+            if index in numbered:
+                raise RecordingError(
+                    f"{entry}: part number {index} also used by {numbered[index].name}"
+                )
+            numbered[index] = entry
+        order = sorted(numbered)
+        for expected, index in enumerate(order):
+            if index != expected:
+                raise RecordingError(
+                    f"{d / _part_name(expected)}: missing (table `{table}` goes on with "
+                    f"{numbered[index].name}; parts are numbered from 00000 without gaps)"
+                )
+        return [numbered[i] for i in order]
+
+    def _read_part(self, table: str, part: Path, index: int) -> pa.Table:
+        schema = SCHEMAS[table]
+        where = str(part)
+        fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+        try:
+            with os.fdopen(fd, "rb") as f:
+                pf = pq.ParquetFile(f)
+                have = pf.schema_arrow
+                _check_extents(pf.metadata, where)
+                missing = [name for name in schema.names if name not in have.names]
+                if missing:
+                    raise RecordingError(
+                        f"{where}: missing column `{missing[0]}` "
+                        f"(table {table} needs {', '.join(schema.names)})"
+                    )
+                for fld in schema:
+                    got = have.field(fld.name).type
+                    if not _castable(got, fld.type):
+                        raise RecordingError(
+                            f"{where}: column `{fld.name}` has type {got}, expected {fld.type}"
+                        )
+                t = pf.read(columns=schema.names)
+        except RecordingError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+            text = str(e).strip()
+            msg = text.splitlines()[0] if text else type(e).__name__
+            raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
+        # Column by column: nulls, then integers that do not fit the format's types.
+        for fld in schema:
+            col = t.column(fld.name)
+            if col.null_count:
+                row = _first(pc.is_null(col))
+                raise RecordingError(
+                    f"{where}: column `{fld.name}`: null at row {row} (nulls are not allowed)"
+                )
+            if pa.types.is_integer(fld.type) and col.type != fld.type and len(col):
+                lo, hi = pc.min_max(col).values()
+                top = 2**fld.type.bit_width - 1
+                if lo.as_py() < 0 or hi.as_py() > top:
+                    bad = pc.less(col, pa.scalar(0, col.type))
+                    if hi.as_py() > top:
+                        bad = pc.or_(bad, pc.greater(col, pa.scalar(top, pa.uint64())))
+                    row = _first(bad)
+                    raise RecordingError(
+                        f"{where}: column `{fld.name}`: {col[row].as_py()} at row {row} does "
+                        f"not fit {fld.type}"
+                    )
+        try:
+            t = t.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise RecordingError(f"{where}: values do not fit the format's types: {e}") from None
+        problem = _value_problem(table, t)
+        if problem is not None:
+            raise RecordingError(f"{where}: {problem}")
+        return t
+
+    def _footer(self, table: str, part: Path) -> pq.FileMetaData:
+        """A part's footer, checked without decoding its data: a regular file, a readable
+        Parquet footer whose row groups have the schema's columns, and the table's columns
+        with types the format converts."""
+        schema = SCHEMAS[table]
+        where = str(part)
+        fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+        try:
+            with os.fdopen(fd, "rb") as f:
+                pf = pq.ParquetFile(f)
+                md = pf.metadata
+                _check_extents(md, where)
+                have = pf.schema_arrow
+        except RecordingError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+            text = str(e).strip()
+            msg = text.splitlines()[0] if text else type(e).__name__
+            raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
+        for fld in schema:
+            if fld.name not in have.names:
+                raise RecordingError(
+                    f"{where}: missing column `{fld.name}` "
+                    f"(table {table} needs {', '.join(schema.names)})"
+                )
+            got = have.field(fld.name).type
+            if not _castable(got, fld.type):
+                raise RecordingError(
+                    f"{where}: column `{fld.name}` has type {got}, expected {fld.type}"
+                )
+        return md
+
+    def table_rows(self, table: str) -> int:
+        """Rows of ``table`` from its parts' footers (each part checked as a file and a
+        Parquet footer with the table's columns; nothing decoded). Readers that stream a large
+        table themselves (the native view of full traces) check it with this first."""
+        return sum(self._footer(table, part).num_rows for part in self.parts(table))
+
+    def check_streaming(self, table: str, columns: Sequence[str]) -> None:
+        """Check ``columns`` of ``table`` part by part and batch by batch (memory bounded by
+        a batch, not the table): no nulls, and the values the format allows (``kind`` 0/1).
+        For readers that stream a large table themselves."""
+        for index, part in enumerate(self.parts(table)):
+            self._footer(table, part)
+            fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+            row = 0
+            try:
+                with os.fdopen(fd, "rb") as f:
+                    for batch in pq.ParquetFile(f).iter_batches(
+                        batch_size=1 << 20, columns=list(columns)
+                    ):
+                        t = pa.Table.from_batches([batch]).cast(
+                            pa.schema([SCHEMAS[table].field(c) for c in columns])
+                        )
+                        problem = _value_problem(table, _with_all_columns(table, t))
+                        if problem is not None:
+                            raise RecordingError(f"{part}: {_shift_row(problem, row)}")
+                        row += batch.num_rows
+            except RecordingError:
+                raise
+            except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+                text = str(e).strip()
+                msg = text.splitlines()[0] if text else type(e).__name__
+                raise RecordingError(
+                    f"{part}: not a readable Parquet file (part {index}): {msg[:200]}"
+                ) from None
 
     def table(self, table: str) -> pa.Table:
         """Read ``table`` as a pyarrow Table with the format's schema (columns a newer writer
-        added are dropped; a missing column or an incompatible type is an error naming the
-        part and the column)."""
+        added are dropped). Every part is checked: its name, that it is a regular file and a
+        readable Parquet file whose data lies inside it, the columns and their types, and the
+        values (no nulls, ``kind`` 0/1, ``event`` map/unmap, mappings inside the 64-bit
+        address space, regions that end after they start); an error names the part, the
+        column and the row."""
         schema = SCHEMAS[table]
-        pieces = []
-        for part in self.parts(table):
-            try:
-                have = pq.read_schema(part)
-            except (OSError, pa.ArrowInvalid) as e:
-                raise RecordingError(f"{part}: not a readable Parquet file: {e}") from e
-            missing = [name for name in schema.names if name not in have.names]
-            if missing:
-                raise RecordingError(
-                    f"{part}: missing column `{missing[0]}` "
-                    f"(table {table} needs {', '.join(schema.names)})"
-                )
-            for f in schema:
-                got = have.field(f.name).type
-                if not _castable(got, f.type):
-                    raise RecordingError(
-                        f"{part}: column `{f.name}` has type {got}, expected {f.type}"
-                    )
-            t = pq.read_table(part, columns=schema.names)
-            try:
-                t = t.cast(schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise RecordingError(f"{part}: values do not fit the format's types: {e}") from e
-            pieces.append(t)
+        pieces = [self._read_part(table, part, i) for i, part in enumerate(self.parts(table))]
         if not pieces:
             return schema.empty_table()
         return pa.concat_tables(pieces)
@@ -415,7 +731,64 @@ class Recording:
         return self._frame("regions")
 
 
+def _with_all_columns(table: str, t: pa.Table) -> pa.Table:
+    """``t`` (some columns of ``table``) with the others filled with valid zeros, for
+    :func:`_value_problem`."""
+    schema = SCHEMAS[table]
+    cols = []
+    for fld in schema:
+        if fld.name in t.column_names:
+            cols.append(t.column(fld.name))
+        elif pa.types.is_string(fld.type):
+            cols.append(pa.array(["map"] * t.num_rows, fld.type))
+        else:
+            cols.append(pa.array(np.zeros(t.num_rows, dtype=np.uint64), pa.uint64()).cast(fld.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _shift_row(problem: str, offset: int) -> str:
+    """A problem's row number counted from the part's start instead of the batch's."""
+    return re.sub(r"\brow (\d+)", lambda m: f"row {int(m.group(1)) + offset}", problem, count=1)
+
+
+def _check_extents(md: Any, where: str) -> None:
+    """What can be checked of the footer before reading: row counts, and that every row group
+    has the schema's columns (pyarrow aborts the whole process when asked for a column's
+    metadata that does not decode, so the column chunks are left to the reader, which checks
+    each chunk's range against the file's size and reports a corrupt one as an error)."""
+    for rg in range(md.num_row_groups):
+        g = md.row_group(rg)
+        if g.num_rows < 0:
+            raise RecordingError(f"{where}: row group {rg} claims {g.num_rows} rows: corrupt")
+        if g.num_columns != md.num_columns:
+            raise RecordingError(
+                f"{where}: row group {rg} has {g.num_columns} columns, the file's schema "
+                f"{md.num_columns}: corrupt"
+            )
+
+
+def _hint(path: Path) -> str:
+    """What a directory that is not a recording is, when tierlab can tell."""
+    kind = outdir.kind_of(path)
+    samples = sorted(q.name for q in path.glob("samples-*") if (q / META_FILE).is_file())
+    if kind == "run":
+        text = " (it is the output of `tierlab run --out`"
+        if samples:
+            text += "; the recordings in it: " + ", ".join(str(path / s) for s in samples)
+        else:
+            text += (
+                "; a run writes a recording only for sampling techniques (PEBS), as "
+                "DIR/samples-LABEL, and this one had none"
+            )
+        return text + ")"
+    if kind == "view":
+        return " (it is the output of `tierlab view`: view the recording it was made from)"
+    return ""
+
+
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if pa.types.is_dictionary(src):
+        src = src.value_type
     if src == dst:
         return True
     if pa.types.is_integer(dst):

@@ -16,7 +16,20 @@
 //! mapped again by a call perf does not report (`mremap` onto it) within one snapshot interval.
 //!
 //! Mappings are kept when at least `min_len` bytes long (adjacent entries of `/proc/PID/maps`
-//! with the same name count as one); unmaps are recorded for every part of a kept mapping.
+//! with the same name count as one; the default keeps every mapping); unmaps are recorded for
+//! every part of a kept mapping.
+//!
+//! One row per mapping: a mapping that **grows** is reported as one `map` event of its new,
+//! whole range, with no `unmap` before it (readers extend the live mapping of the same name it
+//! covers or touches, see `python/tierlab/view/history.py`). Growth is a named mapping's range
+//! extended ([heap] by `brk`, [stack], a file's next segment), or an anonymous mapping merged by
+//! the kernel with a neighbour smaller than [`GROW_MAX`]; a larger anonymous neighbour is a new
+//! mapping of its own. A mapping replaced (a new map over it) is unmapped first, then mapped.
+//!
+//! Page sizes: snapshots may read `/proc/PID/smaps` instead of `maps`
+//! ([`parse_smaps`]); [`Tracker::on_page_sizes`] turns each mapping's `KernelPageSize` and
+//! huge-page bytes (`AnonHugePages` + `ShmemPmdMapped` + `FilePmdMapped`) into
+//! [`PageSizes`] observations, so a reader can tell which samples touched huge pages.
 //!
 //! The history comes out as rows of the recording's `mappings` table: core's
 //! [`MappingEvent`], with times in the caller's clock.
@@ -34,24 +47,73 @@ pub struct Vma {
     pub name: String,
 }
 
-/// Parse `/proc/PID/maps` text. Lines that do not parse are skipped (the kernel's format is
-/// fixed; a partial last line can only come from a racing exit).
-pub fn parse_maps(text: &str) -> Vec<Vma> {
-    let mut out = Vec::new();
+/// A new anonymous range merged with a kept anonymous neighbour is growth of that neighbour
+/// when smaller than this (a heap arena growing), a mapping of its own otherwise.
+pub const GROW_MAX: u64 = 4 << 20;
+
+/// Page sizes seen in a mapping (from `/proc/PID/smaps`): `kernel_page_size` (hugetlbfs
+/// mappings have 2 MiB or 1 GiB) and the bytes of it mapped by huge pages (THP).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageSizes {
+    pub time_ns: u64,
+    pub start: u64,
+    pub end: u64,
+    pub name: String,
+    pub kernel_page_size: u64,
+    pub huge_bytes: u64,
+}
+
+/// One entry of `/proc/PID/smaps`: the mapping and its page-size fields (bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmapsEntry {
+    pub vma: Vma,
+    pub kernel_page_size: u64,
+    pub huge_bytes: u64,
+}
+
+fn parse_maps_line(line: &str) -> Option<Vma> {
+    let mut fields = line.splitn(6, ' ');
+    let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { return None };
+    let (a, b) = range.split_once('-')?;
+    let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { return None };
+    if perms.len() != 4 {
+        return None;
+    }
+    let _offset = fields.next()?;
+    let _dev = fields.next()?;
+    let _inode = fields.next()?;
+    let name = fields.next().unwrap_or("").trim_start().to_string();
+    (end > start).then(|| Vma { start, end, perms: perms.to_string(), name: normalize_name(&name) })
+}
+
+/// Parse `/proc/PID/smaps` text: every mapping (as [`parse_maps`] would) with its
+/// `KernelPageSize` and huge-page bytes. Lines that do not parse are skipped.
+pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
+    let mut out: Vec<SmapsEntry> = Vec::new();
     for line in text.lines() {
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-        let Some((a, b)) = range.split_once('-') else { continue };
-        let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
-        let _offset = fields.next();
-        let _dev = fields.next();
-        let _inode = fields.next();
-        let name = fields.next().unwrap_or("").trim_start().to_string();
-        if end > start {
-            out.push(Vma { start, end, perms: perms.to_string(), name: normalize_name(&name) });
+        if let Some(vma) = parse_maps_line(line) {
+            out.push(SmapsEntry { vma, kernel_page_size: 4096, huge_bytes: 0 });
+            continue;
+        }
+        let Some(last) = out.last_mut() else { continue };
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let kib = value.trim().strip_suffix("kB").and_then(|v| v.trim().parse::<u64>().ok());
+        let Some(bytes) = kib.map(|k| k.saturating_mul(1024)) else { continue };
+        match key {
+            "KernelPageSize" => last.kernel_page_size = bytes,
+            "AnonHugePages" | "ShmemPmdMapped" | "FilePmdMapped" => {
+                last.huge_bytes = last.huge_bytes.saturating_add(bytes)
+            }
+            _ => {}
         }
     }
     out
+}
+
+/// Parse `/proc/PID/maps` text. Lines that do not parse are skipped (the kernel's format is
+/// fixed; a partial last line can only come from a racing exit).
+pub fn parse_maps(text: &str) -> Vec<Vma> {
+    text.lines().filter_map(parse_maps_line).collect()
 }
 
 /// One spelling for anonymous memory: `[anon]` (perf says `//anon`, `/proc` says nothing).
@@ -80,6 +142,8 @@ struct Kept {
     name: String,
     /// Dated exactly (an MMAP2 record) rather than found by a snapshot.
     exact: bool,
+    /// When it was mapped, or last grew.
+    since: u64,
 }
 
 /// The mapping history builder. Feed it records and snapshots; take its rows with
@@ -90,6 +154,9 @@ pub struct Tracker {
     kept: BTreeMap<u64, Kept>,
     last_snapshot: Option<u64>,
     events: Vec<MappingEvent>,
+    /// Page sizes reported so far per range: (kernel page size, huge bytes).
+    page_sizes_seen: BTreeMap<(u64, u64), (u64, u64)>,
+    page_size_events: Vec<PageSizes>,
     /// Largest interval between two snapshots (the bound on an unmap's time error).
     pub max_snapshot_gap_ns: u64,
     pub snapshots: u64,
@@ -108,6 +175,76 @@ impl Tracker {
     /// The kept mappings live now: (start, end, name).
     pub fn live(&self) -> Vec<(u64, u64, String)> {
         self.kept.iter().map(|(s, k)| (*s, k.end, k.name.clone())).collect()
+    }
+
+    /// Page-size observations produced so far (drained).
+    pub fn take_page_sizes(&mut self) -> Vec<PageSizes> {
+        std::mem::take(&mut self.page_size_events)
+    }
+
+    /// A `/proc/PID/smaps` reading: every mapping with larger pages than 4 KiB (hugetlbfs) or
+    /// huge-page bytes (THP) is reported, once per range and again when it has more.
+    pub fn on_page_sizes(&mut self, time_ns: u64, entries: &[SmapsEntry]) {
+        for e in entries {
+            if e.kernel_page_size <= 4096 && e.huge_bytes == 0 {
+                continue;
+            }
+            let key = (e.vma.start, e.vma.end);
+            let seen = self.page_sizes_seen.get(&key).copied().unwrap_or((0, 0));
+            if e.kernel_page_size <= seen.0 && e.huge_bytes <= seen.1 {
+                continue;
+            }
+            let now = (seen.0.max(e.kernel_page_size), seen.1.max(e.huge_bytes));
+            self.page_sizes_seen.insert(key, now);
+            self.page_size_events.push(PageSizes {
+                time_ns,
+                start: e.vma.start,
+                end: e.vma.end,
+                name: e.vma.name.clone(),
+                kernel_page_size: now.0,
+                huge_bytes: now.1,
+            });
+        }
+    }
+
+    /// Kept mappings overlapping `[start, end)`, or touching it when `touching`.
+    fn near(&self, start: u64, end: u64, touching: bool) -> Vec<(u64, Kept)> {
+        self.kept
+            .range(..end.saturating_add(u64::from(touching)))
+            .filter(|(s, k)| if touching { k.end >= start } else { k.end > start && **s < end })
+            .map(|(s, k)| (*s, k.clone()))
+            .collect()
+    }
+
+    /// The kept mappings `near` and `[start, end)` become one mapping: their union, reported
+    /// as one `map` event of the whole range (growth: no unmap).
+    fn grow(&mut self, time_ns: u64, start: u64, end: u64, near: &[(u64, Kept)], name: &str, exact: bool) {
+        let lo = near.iter().map(|(s, _)| *s).min().unwrap_or(start).min(start);
+        let hi = near.iter().map(|(_, k)| k.end).max().unwrap_or(end).max(end);
+        if let [(s, k)] = near {
+            if *s == lo && k.end == hi {
+                if *s == start && k.end == end {
+                    // The same range mapped again (munmap + mmap between two snapshots).
+                    self.insert(time_ns, start, end, name, exact);
+                }
+                // Else a range inside a mapping of its own name (mprotect, a file's segment
+                // in its reservation): the same mapping, nothing new.
+                return;
+            }
+        }
+        // Dated no earlier than the mappings it extends (a snapshot dates growth early).
+        let time_ns = near.iter().map(|(_, k)| k.since).max().unwrap_or(0).max(time_ns);
+        for (s, _) in near {
+            self.kept.remove(s);
+        }
+        self.kept.insert(lo, Kept { end: hi, name: name.to_string(), exact, since: time_ns });
+        self.events.push(MappingEvent {
+            time_ns,
+            event: MappingEventKind::Map,
+            start: lo,
+            length: hi - lo,
+            name: name.to_string(),
+        });
     }
 
     /// Remove `[start, end)` from the kept set, recording an unmap for every part removed.
@@ -139,7 +276,7 @@ impl Tracker {
 
     fn insert(&mut self, time_ns: u64, start: u64, end: u64, name: &str, exact: bool) {
         self.cut(time_ns, start, end);
-        self.kept.insert(start, Kept { end, name: name.to_string(), exact });
+        self.kept.insert(start, Kept { end, name: name.to_string(), exact, since: time_ns });
         self.events.push(MappingEvent {
             time_ns,
             event: MappingEventKind::Map,
@@ -152,7 +289,20 @@ impl Tracker {
     /// An `MMAP2` record: `[start, start+len)` was mapped at `time_ns` (exact).
     pub fn on_mmap(&mut self, time_ns: u64, start: u64, len: u64, name: &str) {
         let end = start.saturating_add(len);
-        let name = normalize_name(name);
+        if end <= start {
+            return; // empty, or past the end of the address space: not a mapping
+        }
+        let mut name = normalize_name(name);
+        // perf may name the brk area `//anon` (its first extension, or when it grows): the
+        // heap starting at the same address is one mapping, named [heap].
+        if name == "[anon]" && self.kept.get(&start).is_some_and(|k| k.name == "[heap]") {
+            name = "[heap]".to_string();
+        }
+        if name == "[heap]" {
+            if let Some(k) = self.kept.get_mut(&start).filter(|k| k.name == "[anon]") {
+                k.name = name.clone();
+            }
+        }
         if len < self.min_len {
             // Too small to keep, but it replaces whatever kept mapping it lands on.
             self.cut(time_ns, start, end);
@@ -165,30 +315,54 @@ impl Tracker {
                 return;
             }
         }
+        // A named mapping growing, or a segment of a file next to the file's others: one
+        // mapping, when everything it overlaps or touches has its name.
+        if name != "[anon]" {
+            let near = self.near(start, end, true);
+            if !near.is_empty() && near.iter().all(|(_, k)| k.name == name) {
+                self.grow(time_ns, start, end, &near, &name, true);
+                return;
+            }
+        }
+        // Inside one kept anonymous mapping (mprotect of part of it): the same mapping.
+        let inside: Vec<(u64, Kept)> = self.near(start, end, false);
+        if let [(s, k)] = inside.as_slice() {
+            if k.name == name && *s <= start && end <= k.end && (*s, k.end) != (start, end) {
+                return;
+            }
+        }
         // The kernel merges a new anonymous mapping with an adjacent one and reports the
-        // merged range: when it holds kept mappings whole and the rest is large enough to keep,
-        // the rest is the new mapping and the kept ones live on.
-        let inside: Vec<(u64, u64)> = self
-            .kept
-            .range(..end)
-            .filter(|(s, k)| **s < end && k.end > start)
-            .map(|(s, k)| (*s, k.end))
-            .collect();
-        if !inside.is_empty() && inside.iter().all(|&(s, e)| s >= start && e <= end) {
+        // merged range: when it holds kept mappings whole, the rest is a new mapping if large
+        // (three `bytearray(8 << 20)` are three mappings), else growth of the kept one.
+        if !inside.is_empty() && inside.iter().all(|(s, k)| *s >= start && k.end <= end) {
             let mut gaps = Vec::new();
             let mut pos = start;
-            for &(s, e) in &inside {
-                if s > pos {
-                    gaps.push((pos, s));
+            for (s, k) in &inside {
+                if *s > pos {
+                    gaps.push((pos, *s));
                 }
-                pos = pos.max(e);
+                pos = pos.max(k.end);
             }
             if pos < end {
                 gaps.push((pos, end));
             }
-            if !gaps.is_empty() && gaps.iter().all(|&(a, b)| b - a >= self.min_len) {
+            let large = self.min_len.max(GROW_MAX);
+            if !gaps.is_empty() && gaps.iter().all(|&(a, b)| b - a >= large) {
                 for (a, b) in gaps {
                     self.insert(time_ns, a, b, &name, true);
+                }
+                return;
+            }
+            if inside.iter().all(|(_, k)| k.name == name) {
+                // Each small rest grows the kept mapping it touches (the one below it, else
+                // the one above): the others stay mappings of their own.
+                for (a, b) in gaps {
+                    let next = self.near(a, b, true);
+                    let below = next.iter().find(|(_, k)| k.end == a);
+                    let above = next.iter().find(|(s, _)| *s == b);
+                    if let Some(n) = below.or(above).cloned() {
+                        self.grow(time_ns, a, b, &[n], &name, true);
+                    }
                 }
                 return;
             }
@@ -241,11 +415,10 @@ impl Tracker {
                 self.cut(time_ns, pos, ke);
             }
         }
-        // 2. Large unreported ranges: the parts of a range that no kept mapping covers.
+        // 2. Unreported ranges: the parts of a range that no kept mapping covers. A part
+        // touching a kept mapping of the same name is that mapping grown (a stack); else a
+        // part large enough to keep is a new mapping.
         for (s, e, name) in ranges {
-            if e - s < self.min_len {
-                continue;
-            }
             let mut gaps = Vec::new();
             let mut pos = s;
             for (ks, k) in self.kept.range(..e) {
@@ -260,7 +433,13 @@ impl Tracker {
                 gaps.push((pos, e));
             }
             for (gs, ge) in gaps {
-                if ge - gs >= self.min_len {
+                let near = self.near(gs, ge, true);
+                let grows = !near.is_empty()
+                    && near.iter().all(|(_, k)| k.name == name)
+                    && (name != "[anon]" || ge - gs < self.min_len.max(GROW_MAX));
+                if grows {
+                    self.grow(prev, gs, ge, &near, &name, false);
+                } else if ge - gs >= self.min_len {
                     self.insert(prev, gs, ge, &name, false);
                 }
             }
@@ -392,25 +571,111 @@ mod tests {
                 ev(20, true, 0x1000_0000 - 8 * MIB, 8 * MIB, "[anon]")
             ]
         );
-        // A small extension (heap growth) replaces the kept mapping by the grown one.
+        // A small extension (heap growth) grows the mapping it touches, in one event.
         t.on_mmap(30, 0x1000_0000 - 8 * MIB, 56 * MIB + 65536, "//anon");
-        let e = t.take_events();
-        assert_eq!(e.last().unwrap(), &ev(30, true, 0x1000_0000 - 8 * MIB, 56 * MIB + 65536, "[anon]"));
-        assert_eq!(t.live().len(), 1);
+        assert_eq!(t.take_events(), vec![ev(30, true, 0x1000_0000, 48 * MIB + 65536, "[anon]")]);
+        assert_eq!(t.live().len(), 2);
     }
 
     #[test]
-    fn small_neighbours_do_not_redate_a_kept_mapping() {
+    fn small_neighbours_grow_a_kept_mapping_without_redating_it() {
         let mut t = Tracker::new(4 * MIB);
         t.initial(0, &[]);
         t.on_mmap(10, 0x1000_0000, 8 * MIB, "//anon");
         t.take_events();
-        // The kernel shows it merged with a small anonymous neighbour.
+        // The kernel shows it merged with a small anonymous neighbour: the same mapping grown,
+        // dated no earlier than its map.
         t.on_snapshot(20, &[vma(0x1000_0000 - 65536, 0x1000_0000 + 8 * MIB, "")]);
-        assert!(t.take_events().is_empty());
-        // A large unreported neighbour is a mapping of its own.
+        assert_eq!(t.take_events(), vec![ev(10, true, 0x1000_0000 - 65536, 8 * MIB + 65536, "[anon]")]);
+        assert_eq!(t.live().len(), 1);
+        // A large unreported neighbour is a mapping of its own; the small part gone is unmapped.
         t.on_snapshot(30, &[vma(0x1000_0000, 0x1000_0000 + 16 * MIB, "")]);
-        assert_eq!(t.take_events(), vec![ev(20, true, 0x1000_0000 + 8 * MIB, 8 * MIB, "[anon]")]);
+        assert_eq!(
+            t.take_events(),
+            vec![
+                ev(30, false, 0x1000_0000 - 65536, 65536, "[anon]"),
+                ev(20, true, 0x1000_0000 + 8 * MIB, 8 * MIB, "[anon]")
+            ]
+        );
+    }
+
+    #[test]
+    fn one_mapping_per_growing_heap_stack_and_file() {
+        let mut t = Tracker::new(0);
+        t.initial(0, &[]);
+        // brk growth: MMAP2 of the whole heap each time: one event per growth, no unmap.
+        t.on_mmap(10, 0x500_0000, 0x21000, "[heap]");
+        t.on_mmap(20, 0x500_0000, 0x42000, "[heap]");
+        assert_eq!(
+            t.take_events(),
+            vec![ev(10, true, 0x500_0000, 0x21000, "[heap]"), ev(20, true, 0x500_0000, 0x42000, "[heap]")]
+        );
+        // perf names the first extension of a heap `//anon`, the next ones [heap]: one mapping.
+        t.on_mmap(21, 0x900_0000, 0x10000, "//anon");
+        t.on_mmap(22, 0x900_0000, 0x20000, "[heap]");
+        t.on_mmap(23, 0x900_0000, 0x30000, "//anon");
+        assert_eq!(
+            t.take_events(),
+            vec![
+                ev(21, true, 0x900_0000, 0x10000, "[anon]"),
+                ev(22, true, 0x900_0000, 0x20000, "[heap]"),
+                ev(23, true, 0x900_0000, 0x30000, "[heap]")
+            ]
+        );
+        // A file's segments, the first a reservation of the whole: one mapping.
+        t.on_mmap(30, 0x7000_0000, 0x35000, "/lib/ld.so");
+        t.on_mmap(31, 0x7000_1000, 0x26000, "/lib/ld.so");
+        t.on_mmap(32, 0x7003_5000, 0x2000, "/lib/ld.so");
+        assert_eq!(
+            t.take_events(),
+            vec![
+                ev(30, true, 0x7000_0000, 0x35000, "/lib/ld.so"),
+                ev(32, true, 0x7000_0000, 0x37000, "/lib/ld.so")
+            ]
+        );
+        // The stack grows down, seen by a snapshot.
+        t.on_mmap(40, 0x7ff0_0000, 0x21000, "[stack]");
+        t.take_events();
+        let now = [
+            vma(0x500_0000, 0x504_2000, "[heap]"),
+            vma(0x900_0000, 0x903_0000, "[heap]"),
+            vma(0x7000_0000, 0x7003_7000, "/lib/ld.so"),
+            vma(0x7fef_0000, 0x7ff2_1000, "[stack]"),
+        ];
+        t.on_snapshot(50, &now);
+        assert_eq!(t.take_events(), vec![ev(40, true, 0x7fef_0000, 0x31000, "[stack]")]);
+        assert_eq!(t.live().len(), 4);
+        // mprotect of part of an anonymous mapping does not make a new one.
+        t.on_mmap(60, 0x1000_0000, 64 * MIB, "//anon");
+        t.on_mmap(61, 0x1000_0000, 0x21000, "//anon");
+        assert_eq!(t.take_events(), vec![ev(60, true, 0x1000_0000, 64 * MIB, "[anon]")]);
+    }
+
+    #[test]
+    fn smaps_page_sizes() {
+        let text = "7f0000000000-7f0020000000 rw-p 00000000 00:00 0 \n\
+                    Size:             524288 kB\n\
+                    KernelPageSize:        4 kB\n\
+                    AnonHugePages:    522240 kB\n\
+                    7f1000000000-7f1000400000 rw-s 00000000 00:0f 77   /dev/hugepages/x\n\
+                    KernelPageSize:     2048 kB\n\
+                    AnonHugePages:         0 kB\n\
+                    7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0    [stack]\n\
+                    KernelPageSize:        4 kB\n\
+                    AnonHugePages:         0 kB\n";
+        let e = parse_smaps(text);
+        assert_eq!(e.len(), 3);
+        assert_eq!((e[0].kernel_page_size, e[0].huge_bytes), (4096, 522240 * 1024));
+        assert_eq!((e[1].kernel_page_size, e[1].huge_bytes), (2 * MIB, 0));
+        assert_eq!(e[2].vma.name, "[stack]");
+        let mut t = Tracker::new(0);
+        t.on_page_sizes(5, &e);
+        let p = t.take_page_sizes();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].start, p[0].huge_bytes), (0x7f00_0000_0000, 522240 * 1024));
+        // Reported again only when it grows.
+        t.on_page_sizes(6, &e);
+        assert!(t.take_page_sizes().is_empty());
     }
 
     #[test]

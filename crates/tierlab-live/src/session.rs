@@ -61,7 +61,7 @@ impl Default for Config {
             buffer_size: 64 << 10,
             ldlat: crate::events::intel::DEFAULT_LDLAT,
             l3_miss_only: false,
-            min_mapping: 4 << 20,
+            min_mapping: 0,
             snapshot_interval_ns: 20_000_000,
             flush_interval_ns: 250_000_000,
             pmus_root: None,
@@ -113,11 +113,16 @@ pub struct Batch {
     pub drains: Vec<Drain>,
     /// Rows of `mappings`.
     pub mappings: Vec<MappingEvent>,
+    /// Page sizes of mappings with huge pages (from `/proc/PID/smaps`).
+    pub page_sizes: Vec<maps::PageSizes>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty() && self.drains.is_empty() && self.mappings.is_empty()
+        self.samples.is_empty()
+            && self.drains.is_empty()
+            && self.mappings.is_empty()
+            && self.page_sizes.is_empty()
     }
 }
 
@@ -145,6 +150,8 @@ pub struct Stats {
     pub snapshots: u64,
     pub max_snapshot_gap_ns: u64,
     pub threads: u64,
+    /// Snapshots that read `/proc/PID/smaps` (page sizes) rather than `maps`.
+    pub smaps_reads: u64,
 }
 
 #[allow(dead_code)] // `fd` documents which event owns the ring.
@@ -158,6 +165,9 @@ struct Ring {
     last_drain_ns: u64,
     /// The owning event's task exited: the fd reports POLLHUP from now on.
     hup: bool,
+    /// Side-band records (mmap, comm) up to this position were fed to the mapping tracker
+    /// ahead of their drain ([`Recorder::feed_sideband`]).
+    sideband_pos: u64,
 }
 
 impl Ring {
@@ -228,6 +238,9 @@ pub struct Recorder {
     t0: u64,
     tracker: Tracker,
     last_snapshot_ns: u64,
+    last_smaps_ns: Option<u64>,
+    /// How long the last `/proc/PID/smaps` read took (it walks the page tables).
+    smaps_cost_ns: u64,
     pub stats: Stats,
     tids: BTreeSet<u32>,
     next_drain: u64,
@@ -241,6 +254,9 @@ pub struct Recorder {
 /// `kernel.perf_event_mlock_kb` grants every user by default), so a burst of records while
 /// the drain thread is descheduled is absorbed rather than lost.
 pub const MIN_RING_BYTES: u64 = 512 << 10;
+
+/// Shortest time between two reads of `/proc/PID/smaps`.
+pub const SMAPS_INTERVAL_NS: u64 = 100_000_000;
 
 /// Sample type bits of the `sample_id_all` trailer every event of a ring shares.
 const ID_TYPE: u64 = sample::TID | sample::TIME | sample::CPU | sample::IDENTIFIER;
@@ -401,6 +417,8 @@ impl Recorder {
             t0: 0,
             tracker: Tracker::new(min),
             last_snapshot_ns: 0,
+            last_smaps_ns: None,
+            smaps_cost_ns: 0,
             stats: Stats::default(),
             tids: BTreeSet::new(),
             next_drain: 0,
@@ -566,6 +584,7 @@ impl Recorder {
             data_size,
             last_drain_ns: 0,
             hup: false,
+            sideband_pos: 0,
         });
         Ok(())
     }
@@ -793,8 +812,18 @@ impl Recorder {
             self.stats.corrupt_rings += 1;
         }
         self.rings[idx].set_tail(head);
+        // Mapping records of every ring go to the tracker first, in time order, so the
+        // tracker sees them before any snapshot taken after this drain.
+        self.feed_sideband();
+        let fed = self.rings[idx].sideband_pos;
         let mut n = 0u32;
+        let mut pos = tail;
         for r in &records {
+            let at = pos;
+            pos += r.len() as u64;
+            if at < fed && is_sideband(r) {
+                continue;
+            }
             if self.handle(r, drain) {
                 n += 1;
             }
@@ -808,6 +837,49 @@ impl Recorder {
             } else {
                 self.stats.timer_drains += 1;
             }
+        }
+    }
+
+    /// Feed the mapping tracker every mmap and comm record the rings hold that it has not
+    /// seen, from all rings at once in time order (the samples stay for their drain).
+    /// A snapshot of `/proc/PID/maps` must come after the records that explain it: a range
+    /// found there without its MMAP2 record would be taken for an unreported mapping.
+    fn feed_sideband(&mut self) {
+        let mut found: Vec<Vec<u8>> = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for ring in &mut self.rings {
+            let from = ring.tail().max(ring.sideband_pos);
+            let head = ring.head();
+            if head <= from {
+                continue;
+            }
+            match ring::for_each_record(ring.data(), from, head, &mut scratch, |r| {
+                if is_sideband(r) {
+                    found.push(r.to_vec());
+                }
+            }) {
+                Ok(pos) => ring.sideband_pos = pos,
+                Err(_) => ring.sideband_pos = from, // the drain reports the corruption
+            }
+        }
+        self.scratch = scratch;
+        if found.is_empty() {
+            return;
+        }
+        let types = &self.id_types;
+        let mut parsed: Vec<(u64, usize, Record)> = Vec::new();
+        for (i, raw) in found.iter().enumerate() {
+            if let Ok(r) = ring::parse_record(raw, ID_TYPE, |id| types.get(&id).copied()) {
+                let t = match &r {
+                    Record::Mmap { sid, .. } | Record::Comm { sid, .. } => sid.time.unwrap_or(0),
+                    _ => 0,
+                };
+                parsed.push((t, i, r));
+            }
+        }
+        parsed.sort_by_key(|(t, i, _)| (*t, *i));
+        for (_, _, r) in parsed {
+            self.handle_record(r, 0);
         }
     }
 
@@ -825,6 +897,10 @@ impl Recorder {
                 return false;
             }
         };
+        self.handle_record(rec, drain)
+    }
+
+    fn handle_record(&mut self, rec: Record, drain: u64) -> bool {
         match rec {
             Record::Sample(s) => {
                 if self.filter_pid && s.pid != self.pid as u32 {
@@ -882,14 +958,34 @@ impl Recorder {
         if self.exit != Exit::Running {
             return;
         }
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else { return };
-        let vmas = maps::parse_maps(&text);
+        self.feed_sideband();
+        // Every snapshot reads `maps`; `smaps` (page sizes: THP, hugetlbfs) at most every
+        // SMAPS_INTERVAL_NS and no more than 2% of the time, as it walks the page tables.
+        let now = self.now_ns();
+        let due = self.last_smaps_ns.is_none_or(|last| {
+            now.saturating_sub(last) >= SMAPS_INTERVAL_NS.max(self.smaps_cost_ns.saturating_mul(50))
+        });
+        let file = if due { "smaps" } else { "maps" };
+        let began = monotonic_ns();
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/{file}", self.pid)) else { return };
+        let (vmas, entries) = if due {
+            let e = maps::parse_smaps(&text);
+            self.smaps_cost_ns = monotonic_ns().saturating_sub(began);
+            self.last_smaps_ns = Some(now);
+            self.stats.smaps_reads += 1;
+            (e.iter().map(|x| x.vma.clone()).collect(), Some(e))
+        } else {
+            (maps::parse_maps(&text), None)
+        };
         // An exiting process shows no mappings at all: that is not an unmapping.
         if vmas.is_empty() {
             return;
         }
         let t = self.now_ns();
         self.tracker.on_snapshot(t, &vmas);
+        if let Some(e) = entries {
+            self.tracker.on_page_sizes(t, &e);
+        }
         self.stats.snapshots = self.tracker.snapshots;
         self.stats.max_snapshot_gap_ns = self.tracker.max_snapshot_gap_ns;
     }
@@ -982,6 +1078,7 @@ impl Recorder {
     fn take(&mut self) -> Batch {
         let mut b = std::mem::take(&mut self.pending);
         b.mappings = self.tracker.take_events();
+        b.page_sizes = self.tracker.take_page_sizes();
         self.stats.threads = self.tids.len() as u64;
         b
     }
@@ -1005,6 +1102,14 @@ impl Drop for Recorder {
             // SAFETY: non-blocking wait for our own child.
             unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
         }
+    }
+}
+
+/// An mmap or comm record (what the mapping tracker needs), by its header's type.
+fn is_sideband(raw: &[u8]) -> bool {
+    raw.len() >= 4 && {
+        let t = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
+        t == crate::perf::record::MMAP || t == crate::perf::record::MMAP2 || t == crate::perf::record::COMM
     }
 }
 
@@ -1187,6 +1292,7 @@ impl Batch {
         self.samples.extend(other.samples);
         self.drains.extend(other.drains);
         self.mappings.extend(other.mappings);
+        self.page_sizes.extend(other.page_sizes);
     }
 }
 

@@ -117,6 +117,11 @@ mod linux {
             maps.append((m.time_ns, m.event.as_str(), m.start, m.length, m.name.as_str()))?;
         }
         d.set_item("mappings", maps)?;
+        let sizes = PyList::empty_bound(py);
+        for p in &b.page_sizes {
+            sizes.append((p.time_ns, p.start, p.end, p.name.as_str(), p.kernel_page_size, p.huge_bytes))?;
+        }
+        d.set_item("page_sizes", sizes)?;
         Ok(d)
     }
 
@@ -147,7 +152,7 @@ mod linux {
         /// Fork `argv`, open the events on it, then let it exec.
         #[staticmethod]
         #[pyo3(signature = (argv, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
-            l3_miss_only=false, min_mapping=4194304, snapshot_interval_ns=20_000_000,
+            l3_miss_only=false, min_mapping=0, snapshot_interval_ns=20_000_000,
             flush_interval_ns=250_000_000, pmus_root=None))]
         #[allow(clippy::too_many_arguments)]
         fn launch(
@@ -182,7 +187,7 @@ mod linux {
         /// Attach to process `pid` (every thread, and every thread it creates).
         #[staticmethod]
         #[pyo3(signature = (pid, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
-            l3_miss_only=false, min_mapping=4194304, snapshot_interval_ns=20_000_000,
+            l3_miss_only=false, min_mapping=0, snapshot_interval_ns=20_000_000,
             flush_interval_ns=250_000_000, pmus_root=None))]
         #[allow(clippy::too_many_arguments)]
         fn attach(
@@ -304,6 +309,7 @@ mod linux {
                 ("maps_snapshots", s.snapshots),
                 ("max_snapshot_gap_ns", s.max_snapshot_gap_ns),
                 ("threads", s.threads),
+                ("smaps_reads", s.smaps_reads),
             ] {
                 d.set_item(k, v)?;
             }

@@ -2,7 +2,6 @@
 //! streaming per-mapping aggregation of `tierlab view` (`aggregate_accesses`). Nothing here
 //! holds a trace in memory: files are read and written chunk by chunk.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +41,7 @@ fn counts_dict<'py>(py: Python<'py>, c: &ImportCounts) -> PyResult<Bound<'py, Py
 /// Valgrind's messages name, else 0); time = instructions executed before the access.
 fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, u64), RecordingError> {
     let shown = path.display().to_string();
-    let mut f = File::open(path).map_err(|e| RecordingError::file(&shown, e.to_string()))?;
+    let mut f = tierlab_core::recording::open_regular(path, "lackey log")?;
     let mut parser = tierlab_live::lackey::Parser::new();
     let mut acc = tierlab_live::lackey::Accesses::default();
     let mut buf = vec![0u8; 1 << 20];
@@ -65,18 +64,30 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
         acc.clear();
         w.write_accesses(&chunk)
     };
-    let lerr = |e: tierlab_live::lackey::LackeyError| RecordingError {
+    // The offending line is quoted only once the file has shown itself to be a lackey log
+    // (an instruction, an access or a Valgrind message before it): nothing of a file that is
+    // not one (a password file given by mistake) is echoed.
+    let lerr = |e: tierlab_live::lackey::LackeyError, lackey: bool| RecordingError {
         file: shown.clone(),
         record: Some(e.line),
         field: None,
-        msg: format!("{}: {:?}", e.reason, e.text),
+        msg: if lackey {
+            format!("{}: {:?}", e.reason, e.text.chars().take(120).collect::<String>())
+        } else {
+            format!("{}; not a lackey log", e.reason)
+        },
+    };
+    let seen = |p: &tierlab_live::lackey::Parser| {
+        p.instructions + p.loads + p.stores + p.modifies > 0 || !p.messages.is_empty()
     };
     loop {
         let n = f.read(&mut buf).map_err(|e| RecordingError::file(&shown, e.to_string()))?;
         if n == 0 {
             break;
         }
-        parser.feed(&buf[..n], &mut acc).map_err(lerr)?;
+        if let Err(e) = parser.feed(&buf[..n], &mut acc) {
+            return Err(lerr(e, seen(&parser)));
+        }
         if pid.is_none() {
             pid = parser.messages.iter().find_map(|m| {
                 m.strip_prefix("==").and_then(|r| r.split("==").next()).and_then(|p| p.parse().ok())
@@ -86,7 +97,9 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
             flush(&mut acc, pid.unwrap_or(0), w, &mut counts)?;
         }
     }
-    parser.finish(&mut acc).map_err(lerr)?;
+    if let Err(e) = parser.finish(&mut acc) {
+        return Err(lerr(e, seen(&parser)));
+    }
     flush(&mut acc, pid.unwrap_or(0), w, &mut counts)?;
     counts.threads = u64::from(counts.accesses > 0);
     Ok((counts, parser.instructions))

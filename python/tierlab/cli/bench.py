@@ -13,7 +13,7 @@ from statistics import median
 from rich.table import Table
 
 from tierlab.api import bench_engine
-from tierlab.cli.common import stdout_console
+from tierlab.cli.common import int_in, stdout_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--quick", action="store_true", help="shorter measurement (less precise)")
     e.add_argument(
         "--repeat",
-        type=int,
+        type=int_in(0, 1000, "a number of rounds"),
         default=5,
         metavar="K",
         help="rounds of every benchmark; the best and the median are reported (default 5)",
@@ -50,9 +50,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pol.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     pol.add_argument(
-        "--requests", type=int, default=5_000_000, metavar="N", help="trace length (default 5e6)"
+        "--requests",
+        type=int_in(1, 10**10, "a number of requests"),
+        default=5_000_000,
+        metavar="N",
+        help="trace length (default 5e6)",
     )
-    pol.add_argument("--repeat", type=int, default=3, metavar="K", help="runs per side (best)")
+    pol.add_argument(
+        "--repeat",
+        type=int_in(1, 1000, "a number of runs"),
+        default=3,
+        metavar="K",
+        help="runs per side (best; default 3)",
+    )
     pol.set_defaults(func=policies)
     tr = what.add_parser(
         "tracer",

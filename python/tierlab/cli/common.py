@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import Any, NoReturn
@@ -16,13 +17,47 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+class _TrimmedLines(io.TextIOBase):
+    """A text stream that drops the spaces at the end of every line it passes on (rich pads
+    each table row to the table's width: noise in a file or a pipe)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending)
+            self._pending = ""
+        self._out.flush()
+
+    def fileno(self) -> int:
+        return int(self._out.fileno())
+
+    def isatty(self) -> bool:
+        return False
+
+
 def stdout_console(**kwargs: Any) -> Console:
     """A console for results on stdout: the terminal's width in a terminal; when stdout is a
     pipe or a file (and ``COLUMNS`` is unset), unbounded, so tables keep every column whole
-    instead of being squeezed into 80 columns."""
-    if sys.stdout.isatty() or "COLUMNS" in os.environ:
+    instead of being squeezed into 80 columns, and without the spaces that pad each row."""
+    if sys.stdout.isatty():
         return Console(**kwargs)
-    return Console(width=100_000, **kwargs)
+    out: Any = _TrimmedLines(sys.stdout)
+    if "COLUMNS" in os.environ:
+        return Console(file=out, **kwargs)
+    return Console(file=out, width=100_000, **kwargs)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,11 +69,44 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def int_in(lo: int, hi: int, what: str = "an integer") -> Any:
+    """An argparse type: an integer from ``lo`` to ``hi`` (so a value the system calls or the
+    engine cannot take is a usage error, not an overflow deep inside)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text}: expected {what} from {lo} to {hi}")
+        return v
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+#: A process id (Linux's are below 2^22; pid_t is a signed 32-bit integer).
+PID = int_in(1, 2**31 - 1, "a process id")
+
+
+def seed_value(text: str) -> int:
+    """``--seed``: an integer from 0 to 2^63 - 1 (it is written into the expanded scenario,
+    and a TOML integer is a signed 64-bit one)."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer seed") from None
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"{text}: a seed is an integer from 0 to 2^63 - 1")
+    return v
+
+
 def add_scenario_args(parser: argparse.ArgumentParser) -> None:
     """``--seed`` and ``--set`` (the overrides every scenario command takes)."""
     parser.add_argument(
         "--seed",
-        type=int,
+        type=seed_value,
         default=None,
         help="seed for every random choice (default: the scenario's)",
     )
@@ -71,13 +139,14 @@ def error_exit_code(exc: BaseException) -> int | None:
             return EXIT_SIMULATION
         if isinstance(exc, _native.ScenarioError):
             return EXIT_USAGE
+    from tierlab.outdir import OutputError
     from tierlab.recording import RecordingError
     from tierlab.sweep.point import PointError
     from tierlab.telemetry import TelemetryError
 
     if isinstance(exc, PointError):
         return EXIT_USAGE if exc.kind == "scenario" else EXIT_SIMULATION
-    if isinstance(exc, RecordingError | TelemetryError | OSError | ImportError):
+    if isinstance(exc, RecordingError | TelemetryError | OutputError | OSError | ImportError):
         return EXIT_USAGE
     return None
 

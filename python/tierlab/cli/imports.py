@@ -5,6 +5,7 @@ format (docs/recording.md, docs/formats.md). Traces are converted streaming, in 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -14,6 +15,16 @@ SAMPLE_FORMATS = ("perf-script", "mckernel", "damo")
 #: Full access traces, imported streaming by tierlab._native.import_trace.
 TRACE_FORMATS = ("raw", "csv", "oracle-general", "lackey")
 FORMATS = SAMPLE_FORMATS + TRACE_FORMATS
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number such as 1e9") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive finite number")
+    return v
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,10 +39,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("format", choices=FORMATS, help="input format")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input file(s)")
     p.add_argument("-o", "--out", type=Path, required=True, metavar="REC", help="recording")
-    p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace REC if it is a tierlab recording (anything else is never replaced)",
+    )
     p.add_argument(
         "--ticks-per-second",
-        type=float,
+        type=_rate,
         default=1e9,
         metavar="HZ",
         help="mckernel: timestamp ticks per second (default 1e9: nanoseconds; the TSC rate "
@@ -58,20 +73,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tierlab import safeio
     from tierlab.live import imports
+    from tierlab.recording import RecordingError, check_overwritable
 
     out: Path = args.out
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        print_error(f"{out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(out, True):
+        print_error(f"{out}: already exists (use --force to replace it)")
         return EXIT_USAGE
-    if args.ticks_per_second <= 0:
-        args.parser.error("--ticks-per-second must be positive")
-    for f in args.files:
-        if not f.is_file():
-            print_error(f"{f}: no such file")
-            return EXIT_USAGE
+    replacing = check_overwritable(out, args.force)
+    for f in args.files:  # every reader refuses FIFOs and devices; the native ones too
+        safeio.check_regular(f, RecordingError, "file")
     if args.format in TRACE_FORMATS:
-        return _import_trace(args, out)
+        return _import_trace(args, out, replacing)
     try:
         if args.format == "perf-script":
             res = imports.import_perf_script(args.files, out, overwrite=args.force)
@@ -95,10 +109,13 @@ def main(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _import_trace(args: argparse.Namespace, out: Path) -> int:
+def _import_trace(args: argparse.Namespace, out: Path, replacing: bool) -> int:
+    """A full trace, imported streaming by the native extension; a recording it replaces
+    (--force) is swapped for the new one only once that is complete."""
     import json
+    import shutil
 
-    from tierlab import __version__, _native
+    from tierlab import __version__, _native, outdir
 
     if args.object_bytes < 1:
         args.parser.error("--object-bytes must be positive")
@@ -108,20 +125,26 @@ def _import_trace(args: argparse.Namespace, out: Path) -> int:
     }
     if args.format == "csv":
         meta["time_unit"] = args.time_unit
+    target = outdir.staging_dir(out) if replacing else out
     try:
         c = _native.import_trace(
             args.format,
             [str(f) for f in args.files],
-            str(out),
-            overwrite=args.force,
+            str(target),
+            overwrite=False,
             meta=json.dumps(meta),
             object_bytes=args.object_bytes,
             sep=args.sep,
             with_size=args.format == "csv",
         )
+        if replacing:
+            outdir.install(target, out)
     except _native.TraceFormatError as e:
         print_error(str(e))
         return EXIT_USAGE
+    finally:
+        if replacing and target.exists():
+            shutil.rmtree(target, ignore_errors=True)
     print(
         f"imported {c['accesses']} accesses ({c['loads']} loads, {c['stores']} stores) of "
         f"{c['threads']} thread(s) into {out} (time: {c['time_unit']})"

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
-from tierlab.cli.record import BACKENDS, _size
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, int_in, print_error
+from tierlab.cli.record import BACKENDS, LDLAT, PERIOD, _size, backend_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,17 +16,56 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "overhead",
         help="measure the overhead of recording a command",
         description="Run CMD N times without and N times with `tierlab record`, interleaved, "
-        "and report the overhead (mean recorded run time / mean baseline - 1) with a 95%% "
+        "and report the overhead (mean recorded run time / mean baseline - 1) with a 95% "
         "bootstrap confidence interval. The target's output is discarded.",
     )
-    p.add_argument("-n", "--runs", type=int, default=5, help="runs of each kind (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="uncounted runs of each kind first")
-    p.add_argument("--backend", choices=BACKENDS, default="auto")
-    p.add_argument("--event")
-    p.add_argument("--period", type=int, metavar="R")
-    p.add_argument("--buffer-size", type=_size, default=64 << 10, metavar="B")
-    p.add_argument("--ldlat", type=int, default=30, metavar="N")
-    p.add_argument("--min-mapping", type=_size, default=4 << 20, metavar="SIZE")
+    p.add_argument(
+        "-n",
+        "--runs",
+        type=int_in(0, 100_000, "a number of runs"),
+        default=5,
+        help="runs of each kind (default 5; at least 2)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int_in(0, 100_000, "a number of runs"),
+        default=1,
+        help="uncounted runs of each kind first (default 1)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="sample source, as for `tierlab record` (default auto)",
+    )
+    p.add_argument("--event", metavar="NAME", help="event of the backend, as for `tierlab record`")
+    p.add_argument(
+        "--period",
+        type=PERIOD,
+        metavar="R",
+        help="reset value: one sample every R events (default: the backend's)",
+    )
+    p.add_argument(
+        "--buffer-size",
+        type=_size,
+        default=64 << 10,
+        metavar="B",
+        help="bytes of records per drain (default 64KiB)",
+    )
+    p.add_argument(
+        "--ldlat",
+        type=LDLAT,
+        default=30,
+        metavar="N",
+        help="mem-loads latency threshold in cycles (default 30)",
+    )
+    p.add_argument(
+        "--min-mapping",
+        type=_size,
+        default=0,
+        metavar="SIZE",
+        help="record only mappings at least this large (default 0: every mapping)",
+    )
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the recordings in DIR")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
@@ -81,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     p = res.parameters
     lo, hi = res.ci95
     print(
-        f"{' '.join(command)}: {p['backend']} {p['event']} period {p['period']}, "
+        f"{' '.join(command)}: {backend_text(p)}, period {p['period']}, "
         f"buffer {p['buffer_size']} B, {res.runs} runs of each"
     )
     print(f"  baseline  mean {d['baseline_mean_s'] * 1e3:.2f} ms")

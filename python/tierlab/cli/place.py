@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error, stdout_console
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, PID, print_error, stdout_console
 from tierlab.live.units import parse_size
 
 #: ``place apply``: the plan was not fully applied (see the report).
@@ -44,6 +45,8 @@ def _nonneg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0")
+    if v > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text}: too large (at most {2**31 - 1})")
     return v
 
 
@@ -84,8 +87,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pp.add_argument("recording", type=Path, metavar="REC", help="recording directory")
     pp.add_argument("-o", "--out", type=Path, metavar="PLAN", required=True, help="plan file")
-    pp.add_argument("--force", action="store_true", help="overwrite PLAN if it exists")
-    pp.add_argument("--policy", choices=("affinity", "hot-fast"), default="affinity")
+    pp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace PLAN if it is a placement plan (any other file is never replaced)",
+    )
+    pp.add_argument(
+        "--policy",
+        choices=("affinity", "hot-fast"),
+        default="affinity",
+        help="affinity: each page to the node whose CPUs sampled it most (default); hot-fast: "
+        "the hottest pages to --fast-node up to --fast-capacity",
+    )
     pp.add_argument(
         "--by",
         choices=("samples", "weight"),
@@ -122,7 +135,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="pages with less evidence are left out (affinity) or not promoted (hot-fast)",
     )
-    pp.add_argument("--event", help="use only samples of this event (samples.event)")
+    pp.add_argument(
+        "--mappings",
+        choices=("auto", "live", "history"),
+        default="auto",
+        help="which mappings to plan: live (mapped when the recording ended: a plan for the "
+        "running process), history (every mapping the program had), auto (history when the "
+        "recorded program exited, else live)",
+    )
+    pp.add_argument(
+        "--event", metavar="NAME", help="use only samples of this event (samples.event)"
+    )
     pp.add_argument(
         "--page-size", type=_size, metavar="BYTES", help="default: the recording's, else 4KiB"
     )
@@ -139,7 +162,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "touched. Exit status: 0 all applied, 1 some pages not applied, 2 error.",
     )
     pa.add_argument("plan", type=Path, metavar="PLAN", help="plan file (tierlab place plan)")
-    pa.add_argument("--pid", type=int, required=True, help="the process to move")
+    pa.add_argument("--pid", type=PID, required=True, help="the process to move")
     pa.add_argument(
         "--dry-run", action="store_true", help="query where pages are and say what would move"
     )
@@ -168,13 +191,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Query every page of every mapping with move_pages(2) (nodes=NULL) and "
         "count pages per node and pages not present; cross-check with /proc/PID/numa_maps.",
     )
-    ps.add_argument("--pid", type=int, required=True, help="the process")
+    ps.add_argument("--pid", type=PID, required=True, help="the process")
     ps.add_argument(
+        "--min-mapping",
         "--min-size",
+        dest="min_size",
         type=_size,
         default=0,
         metavar="SIZE",
-        help="list only mappings at least this large (all count in the totals)",
+        help="list only mappings at least this large (all count in the totals); --min-size "
+        "is the old spelling",
     )
     ps.add_argument(
         "--max-pages",
@@ -204,15 +230,33 @@ def _fail(message: str) -> int:
 # -- plan -------------------------------------------------------------------------------------
 
 
+def _is_plan_file(path: Path) -> bool:
+    """A regular file whose first bytes declare the plan format (as ``save`` writes it)."""
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"format": "tierlab-placement-plan"' in head
+
+
 def main_plan(args: argparse.Namespace) -> int:
     from tierlab.place import PlaceError
     from tierlab.place.plan import PlanOptions, describe, make_plan, parse_cpu_nodes, save
     from tierlab.recording import Recording
 
-    if args.out.exists() and not args.force:
-        return _fail(f"{args.out}: already exists (use --force to overwrite)")
     if args.out.is_dir():
         return _fail(f"{args.out}: is a directory; -o names the plan file to write")
+    if os.path.lexists(args.out):
+        if not args.force:
+            return _fail(f"{args.out}: already exists (use --force to replace it)")
+        if not _is_plan_file(args.out):
+            return _fail(
+                f"{args.out}: exists and is not a placement plan; refusing to replace it "
+                "(remove it yourself or choose another -o)"
+            )
     try:
         opts = PlanOptions(
             policy=args.policy,
@@ -225,6 +269,7 @@ def main_plan(args: argparse.Namespace) -> int:
             min_samples=args.min_samples,
             event=args.event,
             page_size=args.page_size,
+            mappings=args.mappings,
         )
         rec = Recording.open(args.recording)
         plan = make_plan(rec, opts)
@@ -420,5 +465,5 @@ def main_show(args: argparse.Namespace) -> int:
     out.print(t)
     hidden = len(report.mappings) - len(report.shown())
     if hidden:
-        out.print(f"{hidden} mapping(s) smaller than --min-size not listed (counted in total)")
+        out.print(f"{hidden} mapping(s) smaller than --min-mapping not listed (counted in total)")
     return EXIT_OK

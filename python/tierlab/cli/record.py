@@ -8,10 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_error
+from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PID, int_in, print_error
 from tierlab.live.units import format_size, parse_duration_ns, parse_size
 
 BACKENDS = ("auto", "intel-pebs", "amd-ibs", "page-faults")
+#: The reset value (perf's sample_period, a u64; kept to what every kernel takes).
+PERIOD = int_in(1, 2**63 - 1, "a period")
+#: The load latency threshold (config1 bits 0-15).
+LDLAT = int_in(0, 0xFFFF, "a latency in cycles")
 
 
 def _size(text: str) -> int:
@@ -38,9 +42,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the data; an attached process keeps running.",
     )
     p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording directory to write")
-    p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
-    p.add_argument("--pid", type=int, help="attach to this running process instead of CMD")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="sample source")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace REC if it is a tierlab recording (anything else is never replaced); the "
+        "new recording is written beside it and replaces it when complete",
+    )
+    p.add_argument("--pid", type=PID, help="attach to this running process instead of CMD")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="sample source (default auto: the first of intel-pebs, amd-ibs, page-faults this "
+        "machine supports)",
+    )
     p.add_argument(
         "--event",
         help="event of the backend: intel-pebs mem-loads (default), all-loads, all-stores; "
@@ -48,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--period",
-        type=int,
+        type=PERIOD,
         metavar="R",
         help="reset value: one sample every R events (default: intel-pebs 100, amd-ibs 4096, "
         "page-faults 1)",
@@ -62,15 +77,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "buffer of each CPU holds at least 2*B (default 64KiB)",
     )
     p.add_argument(
-        "--ldlat", type=int, default=30, metavar="N", help="mem-loads latency threshold (cycles)"
+        "--ldlat",
+        type=LDLAT,
+        default=30,
+        metavar="N",
+        help="mem-loads latency threshold (cycles; default 30)",
     )
     p.add_argument("--l3-miss-only", action="store_true", help="amd-ibs: only ops missing L3")
     p.add_argument(
         "--min-mapping",
         type=_size,
-        default=4 << 20,
+        default=0,
         metavar="SIZE",
-        help="keep mappings at least this large (default 4MiB, as the McKernel driver)",
+        help="keep only mappings at least this large (default 0: every mapping; the McKernel "
+        "driver kept 4MiB and more)",
     )
     p.add_argument(
         "--maps-interval",
@@ -94,6 +114,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main, parser=p)
 
 
+def backend_text(p: dict) -> str:
+    """``page-faults``, or ``intel-pebs mem-loads`` when the event is not the backend's name."""
+    backend, event = str(p.get("backend")), str(p.get("event"))
+    return backend if event == backend else f"{backend} {event}"
+
+
 def list_backends() -> int:
     from tierlab import _native
 
@@ -110,6 +136,7 @@ def list_backends() -> int:
 def main(args: argparse.Namespace) -> int:
     from tierlab import _native
     from tierlab.live.recorder import RecordOptions, record
+    from tierlab.recording import check_overwritable
 
     if args.list_backends:
         return list_backends()
@@ -122,11 +149,10 @@ def main(args: argparse.Namespace) -> int:
         args.parser.error("nothing to record: give -- CMD [ARGS...] or --pid PID")
     if args.out is None:
         args.parser.error("-o/--out REC is required")
-    if args.period is not None and args.period <= 0:
-        args.parser.error(f"--period {args.period}: must be at least 1")
-    if args.out.exists() and not args.force and (not args.out.is_dir() or any(args.out.iterdir())):
-        print_error(f"{args.out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(args.out, True):
+        print_error(f"{args.out}: already exists (use --force to replace it)")
         return EXIT_USAGE
+    check_overwritable(args.out, args.force)
     opts = RecordOptions(
         backend=args.backend,
         event=args.event,
@@ -157,7 +183,7 @@ def main(args: argparse.Namespace) -> int:
     for note in p.get("auto_notes") or []:
         print(f"tierlab record: auto: {note}", file=err)
     print(
-        f"tierlab record: {p['backend']} {p['event']} period {p['period']}, "
+        f"tierlab record: {backend_text(p)}, period {p['period']}, "
         f"drain every {format_size(p['buffer_size'])} (ring {format_size(p['ring_bytes'])} "
         f"per CPU x {len(p['cpus'])})",
         file=err,

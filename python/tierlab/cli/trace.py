@@ -24,7 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "single-threaded programs: lackey's trace does not say which thread accessed.",
     )
     p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording (required)")
-    p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace REC if it is a tierlab recording (anything else is never replaced)",
+    )
     p.add_argument("--valgrind", metavar="PATH", help="valgrind executable (default: on PATH)")
     p.add_argument(
         "--cc",
@@ -60,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab.live.trace import TraceError, trace
+    from tierlab.recording import check_overwritable
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -77,9 +82,10 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         args.parser.error("nothing to trace: give -- CMD [ARGS...]")
     out: Path = args.out
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        print_error(f"{out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(out, True):
+        print_error(f"{out}: already exists (use --force to replace it)")
         return EXIT_USAGE
+    check_overwritable(out, args.force)
     try:
         res = trace(out, command, valgrind=args.valgrind, overwrite=args.force)
     except TraceError as e:
@@ -107,15 +113,18 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
     import shutil
     import tempfile
 
-    from tierlab import __version__
+    from tierlab import __version__, outdir
     from tierlab.live import cctrace
+    from tierlab.recording import check_overwritable
 
     out: Path = args.out
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        print_error(f"{out}: already exists (use --force to overwrite)")
+    if not args.force and check_overwritable(out, True):
+        print_error(f"{out}: already exists (use --force to replace it)")
         return EXIT_USAGE
+    replacing = check_overwritable(out, args.force)
     if args.instrumented and not command:
         args.parser.error("nothing to trace: give -- CMD [ARGS...]")
+    target = outdir.staging_dir(out) if replacing else out
     cflags = shlex.split(args.cflags)
     work = Path(tempfile.mkdtemp(prefix="tierlab-trace-"))
     try:
@@ -131,9 +140,9 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         res = cctrace.run_traced(argv, raw)
         counts = cctrace.import_dir(
             raw,
-            out,
+            target,
             rename={str(work): "."},
-            overwrite=args.force,
+            overwrite=False,
             source=f"tierlab-trace {__version__} (compiler instrumentation)",
             parameters={
                 "tool": "compiler instrumentation (-fsanitize=thread callbacks, tierlab runtime)",
@@ -150,11 +159,15 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
                 "interrupted": res.interrupted,
             },
         )
+        if replacing:
+            outdir.install(target, out)  # the old recording goes once the new one is whole
     except cctrace.CcTraceError as e:
         print_error(str(e))
         return EXIT_USAGE
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if replacing and target.exists():
+            shutil.rmtree(target, ignore_errors=True)
     rate = counts["accesses"] / res.wall_seconds if res.wall_seconds > 0 else 0.0
     print(
         f"tierlab trace: {counts['accesses']} accesses ({counts['loads']} loads, "

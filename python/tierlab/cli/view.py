@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_OK
+from tierlab.cli.common import EXIT_OK, int_in
+from tierlab.live.units import human_size as _size_text
 from tierlab.live.units import parse_size
 
 
@@ -40,7 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("recording", type=Path, metavar="REC", help="recording directory")
     p.add_argument(
-        "-o", "--out", type=Path, metavar="DIR", help="output directory (default: REC.view)"
+        "-o",
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output directory (default: REC.view); replaced as a whole if it holds an "
+        "earlier view, refused if it holds anything else",
     )
     p.add_argument(
         "--json",
@@ -48,7 +54,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print the numbers as JSON on stdout (draws nothing unless -o is given)",
     )
     p.add_argument(
-        "--group", type=_positive, default=4, metavar="G", help="pages per heatmap row (4)"
+        "--group",
+        type=int_in(1, 2**40, "a number of pages"),
+        default=4,
+        metavar="G",
+        help="pages per heatmap row (default 4; raised for a mapping that would need more "
+        "than 512 rows)",
     )
     p.add_argument(
         "--x",
@@ -56,12 +67,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="heatmap columns: one per drain (sample set), or time bins (auto: drains if any)",
     )
-    p.add_argument("--bins", type=_positive, default=100, help="time bins (--x time)")
     p.add_argument(
-        "--max-mappings", type=_positive, default=12, help="plot the N mappings with most samples"
+        "--bins",
+        type=int_in(1, 10_000, "a number of bins"),
+        default=100,
+        metavar="N",
+        help="time bins (--x time; default 100, at most 10000)",
     )
     p.add_argument(
-        "--min-mapping", type=_size, default=0, metavar="SIZE", help="ignore smaller mappings"
+        "--max-mappings",
+        type=int_in(1, 1_000_000, "a number of mappings"),
+        default=12,
+        metavar="N",
+        help="plot the N mappings with most samples (default 12)",
+    )
+    p.add_argument(
+        "--min-mapping",
+        type=_size,
+        default=0,
+        metavar="SIZE",
+        help="ignore mappings smaller than SIZE (default 0: every mapping; those under 4MiB "
+        "are marked small)",
     )
     p.set_defaults(func=main, parser=p)
 
@@ -90,17 +116,25 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(view.to_json(), indent=2) + "\n")
         return EXIT_OK
     t = view.totals
+    small = f", {t['small_mappings']} small (< 4 MiB)" if t.get("small_mappings") else ""
     print(
         f"{view.points}: {t[view.points]} ({t['assigned']} in {t['mappings_with_points']} "
-        f"mapping(s), {t['unassigned']} in none); drains: {t['drains']}; "
-        f"lost: {t['lost']}; throttled: {t['throttled']}"
+        f"mapping(s), {t['unassigned']} in none); mappings: {t['mappings']}{small}; "
+        f"drains: {t['drains']}; lost: {t['lost']}; throttled: {t['throttled']}"
     )
     for v in view.mappings:
         m = v.mapping
         name = m.name or "(unnamed)"
+        huge = (
+            f" ({v.huge_pages_touched} in {_size_text(v.page_size)} pages)"
+            if v.huge_pages_touched
+            else ""
+        )
         print(
-            f"  #{m.id} {name} @ {m.start:#x} {m.length / 2**20:.1f} MiB: {v.samples} "
-            f"{view.points}, {v.pages_touched}/{m.pages} pages touched, {v.threads} thread(s)"
+            f"  #{m.id} {name} @ {m.start:#x} {_size_text(m.length)}"
+            f"{' (small)' if v.small else ''}: {v.samples} {view.points}, "
+            f"{_size_text(v.bytes_touched)} of {_size_text(m.length)} touched{huge}, "
+            f"{v.threads} thread(s)"
         )
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK

@@ -43,7 +43,8 @@ class RecordOptions:
     buffer_size: int = 64 << 10
     ldlat: int = 30
     l3_miss_only: bool = False
-    min_mapping: int = 4 << 20
+    #: Keep mappings at least this large (0: every mapping).
+    min_mapping: int = 0
     snapshot_interval_ns: int = 20_000_000
     flush_interval_s: float = 0.5
 
@@ -103,6 +104,14 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def _thp_size() -> int:
+    """Bytes of a transparent huge page on this machine (2 MiB on x86-64)."""
+    try:
+        return int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
+    except (OSError, ValueError):
+        return 2 << 20
+
+
 def drain_interval_summary(times_by_cpu: dict[int, list[int]]) -> dict[str, Any]:
     """Intervals between consecutive drains of the same CPU's buffer."""
     gaps = np.concatenate(
@@ -128,6 +137,8 @@ class _Sink:
         self.event = event
         self.drain_times: dict[int, list[int]] = {}
         self.mapping_events = 0
+        #: Mappings with huge pages: (start, end) -> the largest observation (smaps).
+        self.page_sizes: dict[tuple[int, int], dict[str, Any]] = {}
 
     def add(self, batch: dict[str, Any]) -> None:
         s = batch["samples"]
@@ -138,6 +149,19 @@ class _Sink:
         for cpu, t in zip(cpus.tolist(), times.tolist(), strict=True):
             self.drain_times.setdefault(cpu, []).append(t)
         self.mapping_events += len(batch["mappings"])
+        for t, start, end, name, kps, huge in batch.get("page_sizes") or []:
+            seen = self.page_sizes.get((start, end))
+            if seen is None:
+                seen = self.page_sizes[(start, end)] = {
+                    "start": start,
+                    "end": end,
+                    "name": name,
+                    "time_ns": t,
+                    "kernel_page_size": kps,
+                    "anon_huge_bytes": huge,
+                }
+            seen["kernel_page_size"] = max(seen["kernel_page_size"], kps)
+            seen["anon_huge_bytes"] = max(seen["anon_huge_bytes"], huge)
         if self.writer is None:
             return
         if n:
@@ -238,12 +262,15 @@ def record(
         rec.close()
         raise
     sink = _Sink(writer, str(params["event"]))
+    thp_size = _thp_size()
     last_flush = time.monotonic()
 
     def accounting() -> dict[str, Any]:
         a = dict(rec.stats())
         a["drain_intervals"] = drain_interval_summary(sink.drain_times)
         a["mapping_events"] = sink.mapping_events
+        a["page_sizes"] = list(sink.page_sizes.values())
+        a["thp_size"] = thp_size
         a["duration_ns"] = rec.now_ns
         a["target_pid"] = rec.pid
         ex = rec.exit

@@ -41,3 +41,14 @@ def format_size(n: int) -> str:
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
     return f"{n} B"
+
+
+def human_size(n: float) -> str:
+    """Bytes with the binary unit that suits them, as few digits as tell it: ``4 KiB``,
+    ``1.5 MiB``, ``514 MiB``, ``2 GiB`` (never ``0.00195 GiB``)."""
+    n = float(n)
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v == int(v) or abs(v) >= 100 else f"{v:.3g} {unit}"
+    return f"{n:.0f} B"

@@ -174,6 +174,10 @@ def query(kernel: Kernel, pid: int, addrs: np.ndarray, batch: int = 4096) -> np.
 # -- topology ------------------------------------------------------------------------------
 
 
+#: Largest CPU number in a CPU list (Linux's NR_CPUS is at most 8192 on common builds).
+MAX_CPU = 1 << 16
+
+
 def parse_cpulist(text: str) -> list[int]:
     """``0-3,8,10-11`` -> ``[0, 1, 2, 3, 8, 10, 11]`` (the kernel's list format)."""
     out: list[int] = []
@@ -187,11 +191,13 @@ def parse_cpulist(text: str) -> list[int]:
             lo, hi = int(a), int(b)
             if hi < lo:
                 raise ValueError(f"{part!r}: range end before start")
-            out.extend(range(lo, hi + 1))
         else:
-            out.append(int(part))
-    if any(c < 0 for c in out):
-        raise ValueError("negative number")
+            lo = hi = int(part)
+        if lo < 0:
+            raise ValueError("negative number")
+        if hi > MAX_CPU or len(out) + hi - lo >= MAX_CPU:
+            raise ValueError(f"CPU numbers go up to {MAX_CPU}")
+        out.extend(range(lo, hi + 1))
     return out
 
 

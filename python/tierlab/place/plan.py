@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tierlab import safeio
 from tierlab.api import native
 from tierlab.place import PlaceError
-from tierlab.place.numa import format_cpulist, parse_cpulist, topology
+from tierlab.place.numa import MAX_CPU, format_cpulist, parse_cpulist, topology
 from tierlab.place.proc import normalize_name
 from tierlab.recording import Recording
 from tierlab.view import history
@@ -49,10 +50,13 @@ PLAN_FORMAT = "tierlab-placement-plan"
 PLAN_VERSION = 1
 POLICIES = ("affinity", "hot-fast")
 BY = ("samples", "weight")
+MAPPINGS = ("auto", "live", "history")
 _INF = int(np.iinfo(np.uint64).max)
 #: Largest address and node number a plan may hold (move_pages takes int node numbers).
 _ADDR_MAX = 2**64 - 1
 _NODE_MAX = 2**31 - 1
+#: Largest plan file read (about 10 million pages).
+MAX_PLAN_BYTES = 1 << 30
 
 
 @dataclass
@@ -229,18 +233,10 @@ def _kind(value: Any) -> str:
 def load(path: str | os.PathLike[str]) -> Plan:
     """Read and validate a plan file. Errors name the file and the field (``pages[3].node``)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise PlaceError(f"{p}: no such plan file") from None
-    except IsADirectoryError:
-        raise PlaceError(f"{p}: is a directory, not a plan file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlaceError(f"{p}: unreadable: {e}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PlaceError(f"{p}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    if p.is_dir():
+        raise PlaceError(f"{p}: is a directory, not a plan file")
+    raw = safeio.read_bytes(p, MAX_PLAN_BYTES, PlaceError, "plan file")
+    doc = safeio.loads_json(raw, p, PlaceError)
     c = _Checker(p)
     doc = c.obj(doc, "(top level)")
     fmt = c.get(doc, "format", "")
@@ -376,6 +372,10 @@ class PlanOptions:
     event: str | None = None
     #: Page size (default: the recording's ``machine.page_size``, else the 4 KiB base page).
     page_size: int | None = None
+    #: Which mappings to plan: ``live`` (those still mapped when the recording ended: a plan
+    #: for the running process), ``history`` (every mapping the program ever had: for a
+    #: program that exited), ``auto`` (``history`` when the recording says its target ended).
+    mappings: str = "auto"
 
 
 def parse_cpu_nodes(items: list[str]) -> dict[int, list[int]]:
@@ -420,7 +420,12 @@ def _cpu_nodes_from_meta(raw: Any, where: str) -> dict[int, list[int]]:
         try:
             if isinstance(v, str):
                 cpus = parse_cpulist(v)
-            elif isinstance(v, list) and all(isinstance(x, int) and x >= 0 for x in v):
+            elif (
+                isinstance(v, list)
+                and len(v) <= MAX_CPU
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+                and all(0 <= x <= MAX_CPU for x in v)
+            ):
                 cpus = list(v)
             else:
                 raise ValueError
@@ -486,6 +491,15 @@ def _live_command(pid: int, created: Any) -> list[str] | None:
     return args or None
 
 
+def _mappings_mode(rec: Recording, opts: PlanOptions) -> str:
+    """``live`` or ``history`` (see :attr:`PlanOptions.mappings`)."""
+    if opts.mappings != "auto":
+        return opts.mappings
+    acc = rec.meta.get("accounting") or {}
+    ended = isinstance(acc, MappingABC) and isinstance(acc.get("target_exit"), MappingABC)
+    return "history" if ended else "live"
+
+
 def _check_options(opts: PlanOptions) -> None:
     if opts.policy not in POLICIES:
         raise PlaceError(f"--policy {opts.policy}: expected one of {', '.join(POLICIES)}")
@@ -504,6 +518,8 @@ def _check_options(opts: PlanOptions) -> None:
         raise PlaceError("--fast-node, --fast-capacity and --slow-node need --policy hot-fast")
     if opts.min_samples < 1:
         raise PlaceError("--min-samples must be at least 1")
+    if opts.mappings not in MAPPINGS:
+        raise PlaceError(f"--mappings {opts.mappings}: expected one of {', '.join(MAPPINGS)}")
     for name, value in (("--fast-node", opts.fast_node), ("--slow-node", opts.slow_node)):
         if value is not None and not 0 <= value <= _NODE_MAX:
             raise PlaceError(f"{name} {value}: not a node number")
@@ -570,41 +586,48 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     mev = rec.mappings()
     maps = history.build(mev) if len(mev) else history.derive(addr)
     derived = not len(mev)
-    owner = history.assign(maps, t, addr)
+    owner, seg = history.assign_segments(maps, t, addr)
+    seg_lo, seg_hi, _seg_t0, seg_t1, seg_mid = history.segment_table(maps)
+    mode = _mappings_mode(rec, opts)
 
-    # Plan mappings: the pieces of every mapping still live at the end of the recording.
+    # Plan mappings. `live`: the pieces of every mapping still live at the end of the
+    # recording (adjacent pieces of one mapping joined); `history`: every mapping instance.
     plan_maps: list[PlanMapping] = []
-    seg_lo: list[int] = []
-    seg_hi: list[int] = []
-    seg_owner: list[int] = []
-    for m in maps:
-        for lo, hi, _t0, t1 in m.segments:
-            if t1 == _INF:
-                plan_maps.append(
-                    PlanMapping(
-                        len(plan_maps),
-                        lo,
-                        hi - lo,
-                        "" if derived else normalize_name(m.name),
-                        derived=derived,
-                    )
-                )
-                seg_lo.append(lo)
-                seg_hi.append(hi)
-                seg_owner.append(m.id)
-    pm = np.full(addr.size, -1, dtype=np.int64)
-    for i, (lo, hi, mid) in enumerate(zip(seg_lo, seg_hi, seg_owner, strict=True)):
-        sel = (owner == mid) & (addr >= np.uint64(lo)) & (addr < np.uint64(hi))
-        pm[sel] = i
+    piece_owner: list[int] = []
+    piece_plan = np.full(seg_lo.size, -1, dtype=np.int64)
+    by_id = {m.id: m for m in maps}
+    if mode == "live":
+        live = np.flatnonzero(seg_t1 == np.uint64(_INF))
+        live = live[np.lexsort((seg_lo[live], seg_mid[live]))]
+        for k in live.tolist():
+            lo, hi, mid = int(seg_lo[k]), int(seg_hi[k]), int(seg_mid[k])
+            last = plan_maps[-1] if plan_maps else None
+            if last is not None and last.end == lo and piece_owner[-1] == mid:
+                last.length = hi - last.start
+            else:
+                name = "" if derived else normalize_name(by_id[mid].name)
+                plan_maps.append(PlanMapping(len(plan_maps), lo, hi - lo, name, derived=derived))
+                piece_owner.append(mid)
+            piece_plan[k] = len(plan_maps) - 1
+    else:
+        plan_of = {}
+        for m in maps:
+            plan_of[m.id] = len(plan_maps)
+            name = "" if derived else normalize_name(m.name)
+            plan_maps.append(PlanMapping(len(plan_maps), m.start, m.length, name, derived=derived))
+        if seg_lo.size:
+            piece_plan = np.asarray([plan_of[int(x)] for x in seg_mid.tolist()], dtype=np.int64)
+    pm = np.where(seg >= 0, piece_plan[np.clip(seg, 0, None)] if seg_lo.size else -1, -1)
     in_none = int((owner < 0).sum())
     in_dead = int(((owner >= 0) & (pm < 0)).sum())
     keep = pm >= 0
     if not keep.any():
         raise PlaceError(
             f"{rec.path}: none of the {len(s)} {what} falls in a mapping live at the end of the "
-            f"recording ({in_none} in no mapping, {in_dead} in mappings unmapped before the end)"
+            f"recording ({in_none} in no mapping, {in_dead} in mappings unmapped before the end"
+            "; --mappings history plans every mapping the program had)"
         )
-    addr, cpu, w, pm = addr[keep], cpu[keep], w[keep], pm[keep]
+    addr, cpu, w, pm, t = addr[keep], cpu[keep], w[keep], pm[keep], t[keep]
     if opts.policy == "affinity" and not nodes:
         raise PlaceError(
             "no CPU -> node map: the recording has none (meta.json machine.cpu_nodes) and "
@@ -635,9 +658,13 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     npg = pages.size
     evidence = np.frombuffer(ev["evidence"], dtype="<u8").astype(np.int64).reshape(npg, len(nodes))
     total = np.frombuffer(ev["total"], dtype="<u8").astype(np.int64)
-    page_map = np.zeros(npg, dtype=np.int64)
     page = addr // np.uint64(page_size) * np.uint64(page_size)
-    page_map[np.searchsorted(pages, page)] = pm  # every sample of a page is in one plan mapping
+    inv = np.searchsorted(pages, page)
+    # A page belongs to the plan mapping of its latest point (in `history` mode mappings of
+    # different times may cover the same page: the last one).
+    latest = np.lexsort((t, inv))
+    last_of_page = latest[np.r_[np.flatnonzero(np.diff(inv[latest])), inv.size - 1]]
+    page_map = pm[last_of_page] if npg else np.zeros(0, dtype=np.int64)
 
     if opts.policy == "affinity":
         allowed = None if opts.nodes is None else sorted(set(opts.nodes))
@@ -659,14 +686,16 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     target = np.frombuffer(decided["node"], dtype="<u4").astype(np.int64)
     sel = np.searchsorted(pages, np.frombuffer(decided["addr"], dtype="<u8"))
     pages, page_map, evidence, total = pages[sel], page_map[sel], evidence[sel], total[sel]
-    for i, m in enumerate(plan_maps):
-        m.evidence = int(total[page_map == i].sum())
-    used = sorted({int(x) for x in page_map.tolist()})
-    renum = {old: new for new, old in enumerate(used)}
-    plan_maps = [plan_maps[i] for i in used]
-    for new, m in enumerate(plan_maps):
-        m.id = new
-    page_map = np.array([renum[int(x)] for x in page_map.tolist()], dtype=np.int64)
+    # Linear in pages and plan mappings (one pass each, no per-mapping scan of the pages).
+    if plan_maps:
+        per_map = np.bincount(page_map, weights=total, minlength=len(plan_maps))
+        for i, m in enumerate(plan_maps):
+            m.evidence = int(per_map[i])
+    used, page_map = np.unique(page_map, return_inverse=True)
+    plan_maps = [plan_maps[int(i)] for i in used.tolist()]
+    for new_id, m in enumerate(plan_maps):
+        m.id = new_id
+    page_map = page_map.astype(np.int64).reshape(-1)
 
     per_node = {
         str(n): {"pages": int((target == n).sum()), "bytes": int((target == n).sum()) * page_size}
@@ -682,6 +711,7 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     if opts.event is not None:
         policy["event"] = opts.event
     summary = {
+        "mappings_from": mode,
         "pages": int(pages.size),
         "bytes": int(pages.size) * page_size,
         "mappings": len(plan_maps),
@@ -742,6 +772,11 @@ def describe(plan: Plan) -> str:
         text += (
             f"; {dropped} {s.get('points', 'samples')} not used (in no mapping, or in mappings "
             "unmapped before the recording ended)"
+        )
+    if s.get("mappings_from") == "history":
+        text += (
+            "; mappings: every mapping the program had (it exited; --mappings live plans only "
+            "those mapped at the end)"
         )
     if plan.cpu_nodes_source:
         text += f"; CPU -> node map from {plan.cpu_nodes_source}"

@@ -2,7 +2,8 @@
 
 Every reporter implements :class:`Reporter` (one file per reporter, listed once in
 :data:`REPORTERS`); :func:`write_all` runs them all. Files are written atomically (a hidden
-temporary file renamed into place), so an interrupted write never leaves half a file.
+temporary file renamed into place), so an interrupted write never leaves half a file, and the
+output directory as a whole is replaced atomically by :func:`write_all`.
 """
 
 from __future__ import annotations
@@ -71,12 +72,18 @@ def reporters() -> list[Reporter]:
 
 
 def write_all(result: Result, out_dir: Path) -> list[Path]:
-    """Run every reporter into ``out_dir`` (created if needed)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Run every reporter into ``out_dir`` as a whole: the files are written into a new
+    directory beside it, which then replaces ``out_dir`` (see :mod:`tierlab.outdir`), so no
+    file of an earlier run survives and an interrupted write leaves the earlier results.
+    ``out_dir`` must be absent, empty, or an earlier ``run --out`` directory (``run.json``):
+    anything else is refused (:class:`tierlab.outdir.OutputError`)."""
+    from tierlab import outdir
+
     written: list[Path] = []
-    for reporter in reporters():
-        written.extend(reporter.write(result, out_dir))
-    return written
+    with outdir.replacing(out_dir, ("run",), outdir.OutputError) as staged:
+        for reporter in reporters():
+            written.extend(reporter.write(result, staged))
+    return [out_dir / p.relative_to(staged) for p in written]
 
 
 __all__ = ["Reporter", "atomic_output", "reporters", "write_all"]

@@ -14,9 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tierlab.recording import Recording
-from tierlab.view import history
+from tierlab.recording import Recording, RecordingError
+from tierlab.view import history, pagesize
 from tierlab.view.history import PAGE, Mapping
+
+#: Mappings smaller than this are "small" (the McKernel driver's filter; kept and shown).
+SMALL_MAPPING = 4 << 20
 
 
 @dataclass
@@ -38,6 +41,7 @@ class ViewOptions:
 class MappingView:
     mapping: Mapping
     samples: int
+    #: Base pages (4 KiB) of the mapping the points' pages cover (a THP fault covers 512).
     pages_touched: int
     threads: int
     first_ns: int | None
@@ -53,6 +57,16 @@ class MappingView:
     hist_n: np.ndarray
     hist_pages: np.ndarray
     files: list[str] = field(default_factory=list)
+    #: Bytes of the mapping covered by the pages touched, each of its own size.
+    bytes_touched: int = 0
+    #: Touched pages larger than the base page (transparent huge pages, hugetlbfs).
+    huge_pages_touched: int = 0
+    #: Largest page size behind the points.
+    page_size: int = PAGE
+
+    @property
+    def small(self) -> bool:
+        return self.mapping.length < SMALL_MAPPING
 
     def to_json(self) -> dict[str, Any]:
         m = self.mapping
@@ -65,9 +79,13 @@ class MappingView:
             "map_time_ns": m.map_time_ns,
             "unmap_time_ns": m.unmap_time_ns,
             "derived": m.derived,
+            "small": self.small,
             "samples": self.samples,
             "pages_touched": self.pages_touched,
-            "touched_fraction": self.pages_touched / m.pages if m.pages else 0.0,
+            "bytes_touched": self.bytes_touched,
+            "huge_pages_touched": self.huge_pages_touched,
+            "page_size": self.page_size,
+            "touched_fraction": self.bytes_touched / m.length if m.length else 0.0,
             "threads": self.threads,
             "first_sample_ns": self.first_ns,
             "last_sample_ns": self.last_ns,
@@ -112,10 +130,9 @@ class View:
 
 
 def table_rows(rec: Recording, table: str) -> int:
-    """Rows of a table from its parts' footers (nothing decoded)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in rec.parts(table))
+    """Rows of a table from its parts' footers (nothing decoded; every part checked as a
+    regular file with a readable footer and the table's columns)."""
+    return rec.table_rows(table)
 
 
 def _time_unit(rec: Recording) -> str:
@@ -136,7 +153,13 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
     independent of the trace's length)."""
     from tierlab import _native
 
-    sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
+    # The native reader streams the parts; their columns are checked here first, also
+    # streaming (nulls; `kind` 0 or 1).
+    rec.check_streaming("accesses", ["time_ns", "tid", "addr", "kind"])
+    try:
+        sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
+    except _native.TraceFormatError as e:  # what the checks above cannot see (page data)
+        raise RecordingError(str(e)) from None
     maps = history.build(rec.mappings())
     derived = False
     if not maps:
@@ -154,7 +177,12 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
         groups.append(group)
         specs.append((m.start // PAGE * PAGE, m.pages, group))
         segments.extend((a, b, t0, t1, i) for a, b, t0, t1 in m.segments)
-    aggs, unassigned = _native.aggregate_accesses(str(rec.path), segments, specs, lo, width, cols)
+    try:
+        aggs, unassigned = _native.aggregate_accesses(
+            str(rec.path), segments, specs, lo, width, cols
+        )
+    except _native.TraceFormatError as e:
+        raise RecordingError(str(e)) from None
     edges = lo + np.arange(cols + 1, dtype=np.float64) * width
     views = []
     for m, g, group in zip(maps, aggs, groups, strict=True):
@@ -176,6 +204,8 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
                 drains_per_column=1,
                 hist_n=np.asarray(g["hist_n"], dtype=np.int64),
                 hist_pages=np.asarray(g["hist_pages"], dtype=np.int64),
+                # A trace carries no page sizes: its pages are base pages.
+                bytes_touched=min(int(g["pages_touched"]) * PAGE, m.length),
             )
         )
     views.sort(key=lambda v: (-v.samples, v.mapping.start))
@@ -191,6 +221,7 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
         "mappings": len(maps),
         "mappings_with_points": len(views),
         "mappings_shown": len(shown),
+        "small_mappings": sum(1 for m in maps if m.length < SMALL_MAPPING),
         "mapping_events": table_rows(rec, "mappings"),
         "mappings_derived": derived,
         "touched_pages": int(sv["pages"]),
@@ -198,10 +229,10 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
         "drain_interval": {"count": 0},
         "threads": int(sv["threads"]),
         "duration_ns": hi - lo,
-        "lost": int(acc.get("lost", 0) or 0),
-        "lost_records": int(acc.get("lost_records", 0) or 0),
-        "lost_samples": int(acc.get("lost_samples", 0) or 0),
-        "throttled": int(acc.get("throttled", 0) or 0),
+        "lost": _count(acc, "lost"),
+        "lost_records": _count(acc, "lost_records"),
+        "lost_samples": _count(acc, "lost_samples"),
+        "throttled": _count(acc, "throttled"),
         "complete": bool(rec.meta.get("complete", False)),
     }
     return View(
@@ -244,17 +275,34 @@ def _summary(values: np.ndarray) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Points:
+    """The columns of the points one mapping view needs."""
+
+    addr: np.ndarray
+    time_ns: np.ndarray
+    tid: np.ndarray
+    drain: np.ndarray
+    size: np.ndarray
+
+    def take(self, idx: np.ndarray) -> _Points:
+        return _Points(
+            self.addr[idx], self.time_ns[idx], self.tid[idx], self.drain[idx], self.size[idx]
+        )
+
+
 def _mapping_view(
     m: Mapping,
-    pts: pd.DataFrame,
+    pts: _Points,
     x_kind: str,
     x_range: tuple[int, int],
     opts: ViewOptions,
+    base: int = PAGE,
 ) -> MappingView:
-    addr = pts["addr"].to_numpy(dtype=np.uint64)
-    t = pts["time_ns"].to_numpy(dtype=np.uint64)
-    base = m.start // PAGE * PAGE
-    page = ((addr - np.uint64(base)) // np.uint64(PAGE)).astype(np.int64)
+    addr = pts.addr
+    t = pts.time_ns
+    lo_page = m.start // PAGE * PAGE
+    page = ((addr - np.uint64(lo_page)) // np.uint64(PAGE)).astype(np.int64)
     pages = m.pages
     group = max(1, opts.group)
     if -(-pages // group) > opts.max_rows:
@@ -265,28 +313,30 @@ def _mapping_view(
         span = max(1, hi - lo + 1)
         per = max(1, -(-span // opts.max_columns))
         cols = max(1, -(-span // per))
-        col = (pts["drain"].to_numpy(dtype=np.int64) - lo) // per
+        col = (pts.drain.astype(np.int64) - lo) // per
         edges = lo + np.arange(cols + 1, dtype=np.float64) * per
     else:
         per = 1
         cols = max(1, opts.bins)
         width = max(1, math.ceil((hi - lo + 1) / cols))
-        col = (t.astype(np.int64) - lo) // width
+        col = ((t - np.uint64(lo)) // np.uint64(width)).astype(np.int64) if t.size else t
         edges = lo + np.arange(cols + 1, dtype=np.float64) * width
     col = np.clip(col, 0, cols - 1)
     row = np.clip(page // group, 0, rows - 1)
     counts = np.zeros((rows, cols), dtype=np.int64)
     np.add.at(counts, (row, col), 1)
-    per_page = np.bincount(page.clip(0, pages - 1), minlength=pages) if page.size else np.zeros(0)
-    touched = per_page[per_page > 0]
+    # Samples per touched page (its own size: a THP fault is one 2 MiB page).
+    unit = addr // pts.size if addr.size else addr
+    _, per_unit = np.unique(np.stack([unit, pts.size]), axis=1, return_counts=True)
     hist_n, hist_pages = (
-        np.unique(touched, return_counts=True) if touched.size else (np.empty(0), np.empty(0))
+        np.unique(per_unit, return_counts=True) if per_unit.size else (np.empty(0), np.empty(0))
     )
+    covered, _units, huge = pagesize.touched_bytes(addr, pts.size, m.start, m.end, base)
     return MappingView(
         mapping=m,
         samples=int(addr.size),
-        pages_touched=int(touched.size),
-        threads=int(pts["tid"].nunique()) if len(pts) else 0,
+        pages_touched=-(-covered // PAGE),
+        threads=int(np.unique(pts.tid).size),
         first_ns=int(t.min()) if t.size else None,
         last_ns=int(t.max()) if t.size else None,
         block_pages=group,
@@ -296,6 +346,9 @@ def _mapping_view(
         drains_per_column=per,
         hist_n=np.asarray(hist_n, dtype=np.int64),
         hist_pages=np.asarray(hist_pages, dtype=np.int64),
+        bytes_touched=covered,
+        huge_pages_touched=huge,
+        page_size=int(pts.size.max()) if pts.size.size else base,
     )
 
 
@@ -362,18 +415,29 @@ def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
             maps.append(
                 Mapping(len(maps), start, end - start, f"region {len(maps)}", 0, derived=True)
             )
-    maps = [m for m in maps if m.length >= opts.min_mapping]
     keys = sorted(
         set(zip(regs["target"].tolist(), regs["time_ns"].tolist(), strict=True)),
         key=lambda k: (k[1], k[0]),
     )
     snaps = {k: i for i, k in enumerate(keys)}
-    views = []
-    for m in maps:
-        sel = regs[(regs["start"] >= m.start) & (regs["end"] <= m.end)]
-        views.append(_region_mapping_view(m, sel, snaps, opts))
-    views.sort(key=lambda v: (-v.samples, v.mapping.start))
-    shown = sorted(views[: opts.max_mappings], key=lambda v: v.mapping.start)
+    # Each region row belongs to the derived mapping whose range holds its start.
+    starts = np.asarray([m.start for m in maps], dtype=np.uint64)
+    owner = (
+        np.searchsorted(starts, regs["start"].to_numpy(dtype=np.uint64), side="right") - 1
+        if len(regs)
+        else np.zeros(0, dtype=np.int64)
+    )
+    nr = regs["nr_accesses"].to_numpy(dtype=np.int64)
+    totals_by_map: np.ndarray = np.bincount(owner, weights=nr, minlength=max(1, len(maps)))
+    eligible = [m for m in maps if m.length >= opts.min_mapping]
+    ranked = sorted(eligible, key=lambda m: (-totals_by_map[m.id], m.start))
+    chosen = sorted(ranked[: opts.max_mappings], key=lambda m: m.start)
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(len(maps) + 1), side="left")
+    shown = []
+    for m in chosen:
+        rows = order[bounds[m.id] : bounds[m.id + 1]]
+        shown.append(_region_mapping_view(m, regs.iloc[rows], snaps, opts))
     times = np.asarray(sorted({k[1] for k in keys}), dtype=np.float64)
     totals = {
         "regions": len(regs),
@@ -383,9 +447,10 @@ def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
         "nr_accesses": int(regs["nr_accesses"].sum()),
         "assigned": len(regs),
         "unassigned": 0,
-        "mappings": len(maps),
-        "mappings_with_points": len(views),
+        "mappings": len(eligible),
+        "mappings_with_points": len(eligible),
         "mappings_shown": len(shown),
+        "small_mappings": sum(1 for m in eligible if m.length < SMALL_MAPPING),
         "mapping_events": 0,
         "mappings_derived": True,
         "drains": 0,
@@ -408,6 +473,11 @@ def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
     )
 
 
+def _count(acc: dict[str, Any], key: str) -> int:
+    v = acc.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     opts = opts or ViewOptions()
     kind, pts = _points(rec)
@@ -418,33 +488,47 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     drains = rec.drains()
     maps = history.build(rec.mappings())
     derived = False
-    if not maps:
-        maps = history.derive(pts["addr"].to_numpy(dtype=np.uint64))
-        derived = True
-    maps = [m for m in maps if m.length >= opts.min_mapping]
     addr = pts["addr"].to_numpy(dtype=np.uint64)
     t = pts["time_ns"].to_numpy(dtype=np.uint64)
+    if not maps:
+        maps = history.derive(addr)
+        derived = True
+    maps = [m for m in maps if m.length >= opts.min_mapping]
     owner = history.assign(maps, t, addr)
     by_id = {m.id: m for m in maps}
+    event = pts["event"].to_numpy() if "event" in pts else None
+    base = pagesize.base_page(rec.meta)
+    points = _Points(
+        addr,
+        t,
+        pts["tid"].to_numpy(dtype=np.uint32),
+        pts["drain"].to_numpy(dtype=np.uint64),
+        pagesize.point_page_sizes(rec.meta, addr, event),
+    )
 
     x_kind = opts.x
     if x_kind == "auto":
         x_kind = "drain" if kind == "samples" and len(drains) > 1 else "time"
     if x_kind == "drain":
-        d = pts["drain"].to_numpy(dtype=np.int64) if len(pts) else np.zeros(1, dtype=np.int64)
+        d = points.drain.astype(np.int64) if len(pts) else np.zeros(1, dtype=np.int64)
         all_d = drains["drain"].to_numpy(dtype=np.int64) if len(drains) else d
         x_range = (int(min(d.min(), all_d.min())), int(max(d.max(), all_d.max())))
     else:
         x_range = (int(t.min()), int(t.max())) if t.size else (0, 0)
 
+    # Points grouped by mapping once (sorted by owner): linear in points and mappings.
+    assigned = np.flatnonzero(owner >= 0)
+    order = assigned[np.argsort(owner[assigned], kind="stable")]
+    ids, first, counts = np.unique(owner[order], return_index=True, return_counts=True)
+    ranked = sorted(
+        zip(ids.tolist(), first.tolist(), counts.tolist(), strict=True),
+        key=lambda x: (-x[2], by_id[x[0]].start),
+    )
     views = []
-    counts = pd.Series(owner[owner >= 0]).value_counts()
-    for mid, _n in counts.items():
-        sel = owner == mid
-        views.append(_mapping_view(by_id[int(mid)], pts[sel], x_kind, x_range, opts))
-    views.sort(key=lambda v: (-v.samples, v.mapping.start))
-    shown = views[: opts.max_mappings]
-    shown.sort(key=lambda v: (v.mapping.start, v.mapping.map_time_ns))
+    for mid, i0, n in ranked[: opts.max_mappings]:
+        sel = order[i0 : i0 + n]
+        views.append(_mapping_view(by_id[mid], points.take(sel), x_kind, x_range, opts, base))
+    shown = sorted(views, key=lambda v: (v.mapping.start, v.mapping.map_time_ns))
 
     acc = rec.meta.get("accounting") or {}
     intervals = drain_intervals(drains)
@@ -452,22 +536,24 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         kind: len(pts),
         "samples": len(rec.samples()),
         "accesses": table_rows(rec, "accesses"),
-        "assigned": int((owner >= 0).sum()),
-        "unassigned": int((owner < 0).sum()),
+        "assigned": int(assigned.size),
+        "unassigned": int(owner.size - assigned.size),
         "mappings": len(maps),
-        "mappings_with_points": len(views),
+        "mappings_with_points": int(ids.size),
         "mappings_shown": len(shown),
+        "small_mappings": sum(1 for m in maps if m.length < SMALL_MAPPING),
         "mapping_events": len(rec.mappings()),
         "mappings_derived": derived,
         "drains": len(drains),
         "drain_interval": _summary(intervals),
         "threads": int(pts["tid"].nunique()) if len(pts) else 0,
         "duration_ns": int(t.max() - t.min()) if t.size else 0,
-        "lost": int(acc.get("lost", 0) or 0),
-        "lost_records": int(acc.get("lost_records", 0) or 0),
-        "lost_samples": int(acc.get("lost_samples", 0) or 0),
-        "throttled": int(acc.get("throttled", 0) or 0),
+        "lost": _count(acc, "lost"),
+        "lost_records": _count(acc, "lost_records"),
+        "lost_samples": _count(acc, "lost_samples"),
+        "throttled": _count(acc, "throttled"),
         "complete": bool(rec.meta.get("complete", False)),
+        "huge_page_samples": int((points.size > np.uint64(base)).sum()),
     }
     return View(
         path=str(rec.path),

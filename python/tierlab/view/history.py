@@ -5,12 +5,25 @@ addresses still mapped ends the old mapping there at that time (the kernel repla
 unmap ends every part of a mapping it covers (it may split a mapping). A sample belongs to the
 mapping whose range holds its address at its time; samples in no mapping are dropped (counted).
 
+One exception keeps one row per mapping: a ``map`` of the same name over (or, for a named
+mapping, right beside, when mapped earlier) one live mapping, and nothing else, is that
+mapping **growing** (a heap extended by ``brk``, a stack, a file's next segment, the kernel
+reporting a merged range): it extends the live mapping instead of ending it. (``[heap]`` over
+an anonymous mapping starting at the same address is growth too: perf names the first
+extension of the heap ``//anon``.)
+The live recorder emits an ``unmap`` first when a mapping is really replaced, so a
+replacement is never taken for growth.
+
 Without mapping events (traces, imports), mappings are derived from the data: runs of touched
 pages with gaps under ``GAP_BYTES`` form one region each.
+
+Everything here is O(n log n) in mapping events and points (no per-page arrays: a mapping may
+be 2^63 bytes long).
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +33,8 @@ PAGE = 4096
 #: Largest hole between touched pages inside one derived region.
 GAP_BYTES = 1 << 20
 _INF = np.iinfo(np.uint64).max
+#: The name of anonymous memory (recordings spell it ``[anon]``, or leave it empty).
+ANON_NAMES = ("", "[anon]", "//anon")
 
 
 @dataclass
@@ -46,30 +61,96 @@ class Mapping:
         return max(1, -(-(self.end - self.start // PAGE * PAGE) // PAGE))
 
 
+class _Live:
+    """The live pieces of mappings: disjoint ranges kept sorted by start."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        #: Parallel to ``starts``: (hi, t_from, mapping id).
+        self.rest: list[tuple[int, int, int]] = []
+
+    def span(self, lo: int, hi: int, touching: bool = False) -> tuple[int, int]:
+        """Index range of the pieces overlapping ``[lo, hi)`` (or touching it)."""
+        i = bisect.bisect_left(self.starts, lo)  # the first piece starting at lo or above
+        if i and (self.rest[i - 1][0] > lo or (touching and self.rest[i - 1][0] == lo)):
+            i -= 1  # the piece before overlaps (or touches) [lo, hi) too
+        j = bisect.bisect_left(self.starts, hi + 1 if touching else hi, lo=i)
+        return i, j
+
+    def pieces(self, i: int, j: int) -> list[tuple[int, int, int, int]]:
+        return [(self.starts[k], *self.rest[k]) for k in range(i, j)]
+
+    def replace(self, i: int, j: int, new: list[tuple[int, int, int, int]]) -> None:
+        self.starts[i:j] = [p[0] for p in new]
+        self.rest[i:j] = [p[1:] for p in new]
+
+
 def build(mappings: pd.DataFrame) -> list[Mapping]:
     """Mapping instances from a ``mappings`` table (events in any order: sorted stably by
     time, so equal times keep their recorded order)."""
     ev = mappings.sort_values("time_ns", kind="stable")
     out: list[Mapping] = []
-    live: list[tuple[int, int, int, int]] = []  # (lo, hi, t_from, mapping id)
+    live = _Live()
     remaining: dict[int, int] = {}
 
     def cut(lo: int, hi: int, t: int) -> None:
-        nonlocal live
+        i, j = live.span(lo, hi)
+        if i >= j:
+            return
         keep = []
-        for s_lo, s_hi, t0, mid in live:
-            if s_hi <= lo or s_lo >= hi:
-                keep.append((s_lo, s_hi, t0, mid))
-                continue
+        for s_lo, s_hi, t0, mid in live.pieces(i, j):
             out[mid].segments.append((s_lo, s_hi, t0, t))
-            for a, b in ((s_lo, min(lo, s_hi)), (max(hi, s_lo), s_hi)):
-                if b > a:
-                    keep.append((a, b, t, mid))
-            gone = min(hi, s_hi) - max(lo, s_lo)
-            remaining[mid] -= gone
+            if s_lo < lo:
+                keep.append((s_lo, lo, t, mid))
+            if s_hi > hi:
+                keep.append((hi, s_hi, t, mid))
+            remaining[mid] -= min(hi, s_hi) - max(lo, s_lo)
             if remaining[mid] <= 0:
                 out[mid].unmap_time_ns = t
-        live = keep
+        live.replace(i, j, keep)
+
+    def grow(lo: int, hi: int, t: int, name: str) -> bool:
+        """Extend the one live mapping of this name the map lies over (or beside); False
+        when the map is not such a growth."""
+        i, j = live.span(lo, hi, touching=name not in ANON_NAMES)
+        if i >= j:
+            return False
+        # A mapping beside (not over) this one grows only when it was mapped earlier: two
+        # neighbours of one name mapped at the same time (a maps snapshot) stay two.
+        pieces = [
+            p for p in live.pieces(i, j) if (p[1] > lo and p[0] < hi) or out[p[3]].map_time_ns < t
+        ]
+        if not pieces:
+            return False
+        mids = {p[3] for p in pieces}
+        if len(mids) != 1:
+            return False
+        m = out[mids.pop()]
+        if m.name != name:
+            # perf names the first extension of the brk area `//anon`, the next ones [heap].
+            if not (name == "[heap]" and m.name in ANON_NAMES and m.start == lo):
+                return False
+            m.name = name
+        overlapping = [p for p in pieces if p[1] > lo and p[0] < hi]
+        if name in ANON_NAMES and not overlapping:
+            return False
+        # The parts of [lo, hi) no live piece covers become new pieces of the mapping.
+        new = []
+        pos = lo
+        for p_lo, p_hi, _t0, _mid in pieces:
+            if p_lo > pos:
+                new.append((pos, min(p_lo, hi), t, m.id))
+            pos = max(pos, p_hi)
+        if pos < hi:
+            new.append((pos, hi, t, m.id))
+        merged = sorted(live.pieces(i, j) + new)
+        live.replace(i, j, merged)
+        added = sum(b - a for a, b, _, _ in new)
+        remaining[m.id] += added
+        start = min(m.start, lo)
+        m.length = max(m.end, hi) - start
+        m.start = start
+        return True
 
     for t, kind, start, length, name in zip(
         ev["time_ns"].to_numpy(dtype=np.uint64).tolist(),
@@ -81,14 +162,20 @@ def build(mappings: pd.DataFrame) -> list[Mapping]:
     ):
         if length == 0:
             continue
-        lo, hi = int(start), int(start) + int(length)
-        cut(lo, hi, int(t))
+        lo, hi = int(start), min(int(start) + int(length), int(_INF))
+        t = int(t)
         if kind == "map":
-            m = Mapping(len(out), lo, hi - lo, str(name), int(t))
+            if grow(lo, hi, t, str(name)):
+                continue
+            cut(lo, hi, t)
+            m = Mapping(len(out), lo, hi - lo, str(name), t)
             out.append(m)
             remaining[m.id] = hi - lo
-            live.append((lo, hi, int(t), m.id))
-    for lo, hi, t0, mid in live:
+            i, j = live.span(lo, hi)
+            live.replace(i, j, [(lo, hi, t, m.id)])
+        else:
+            cut(lo, hi, t)
+    for lo, (hi, t0, mid) in zip(live.starts, live.rest, strict=True):
         out[mid].segments.append((lo, hi, t0, int(_INF)))
     return out
 
@@ -119,22 +206,54 @@ def from_runs(runs: list[tuple[int, int]]) -> list[Mapping]:
     return out
 
 
-def assign(maps: list[Mapping], time_ns: np.ndarray, addr: np.ndarray) -> np.ndarray:
-    """For each point, the id of the mapping live at its address and time, or -1."""
-    result = np.full(addr.size, -1, dtype=np.int64)
-    if addr.size == 0:
-        return result
+def segment_table(maps: list[Mapping]) -> tuple[np.ndarray, ...]:
+    """Every segment as columns ``lo, hi, t0, t1, mapping id`` (uint64 / int64)."""
+    rows = [(lo, hi, t0, t1, m.id) for m in maps for lo, hi, t0, t1 in m.segments]
+    if not rows:
+        z = np.zeros(0, dtype=np.uint64)
+        return z, z, z, z, np.zeros(0, dtype=np.int64)
+    lo, hi, t0, t1, mid = zip(*rows, strict=True)
+    u = np.uint64
+    return (
+        np.asarray(lo, dtype=u),
+        np.asarray(hi, dtype=u),
+        np.asarray(t0, dtype=u),
+        np.asarray(t1, dtype=u),
+        np.asarray(mid, dtype=np.int64),
+    )
+
+
+def assign_segments(
+    maps: list[Mapping], time_ns: np.ndarray, addr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each point, the mapping id live at its address and time (or -1) and the index of
+    the segment (of :func:`segment_table`) that holds it (or -1)."""
+    lo, hi, t0, t1, mid = segment_table(maps)
+    owner = np.full(addr.size, -1, dtype=np.int64)
+    seg = np.full(addr.size, -1, dtype=np.int64)
+    if addr.size == 0 or lo.size == 0:
+        return owner, seg
+    addr = addr.astype(np.uint64)
+    t = time_ns.astype(np.uint64)
     order = np.argsort(addr, kind="stable")
     sorted_addr = addr[order]
-    t = time_ns.astype(np.uint64)
-    for m in maps:
-        for lo, hi, t0, t1 in m.segments:
-            i0, i1 = np.searchsorted(sorted_addr, [np.uint64(lo), np.uint64(hi)], side="left")
-            if i1 <= i0:
-                continue
-            idx = order[i0:i1]
-            tt = t[idx]
-            ok = (tt >= np.uint64(t0)) & (tt < np.uint64(t1))
-            sel = idx[ok]
-            result[sel[result[sel] < 0]] = m.id
-    return result
+    i0 = np.searchsorted(sorted_addr, lo, side="left")
+    i1 = np.searchsorted(sorted_addr, hi, side="left")
+    # Segments in the order of their mapping ids, so the earliest mapping wins ties as before.
+    for k in np.lexsort((np.arange(lo.size), mid)):
+        a, b = int(i0[k]), int(i1[k])
+        if b <= a:
+            continue
+        idx = order[a:b]
+        tt = t[idx]
+        ok = (tt >= t0[k]) & (tt < t1[k])
+        sel = idx[ok]
+        sel = sel[owner[sel] < 0]
+        owner[sel] = mid[k]
+        seg[sel] = k
+    return owner, seg
+
+
+def assign(maps: list[Mapping], time_ns: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    """For each point, the id of the mapping live at its address and time, or -1."""
+    return assign_segments(maps, time_ns, addr)[0]

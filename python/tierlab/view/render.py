@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tierlab import outdir
 from tierlab.reporters import atomic_output
 from tierlab.view.analysis import MappingView, View
 
@@ -106,7 +107,8 @@ def histogram_figure(v: MappingView, points: str) -> Figure:
     ax.text(
         0.98,
         0.95,
-        f"{v.pages_touched} of {v.mapping.pages} pages touched",
+        f"{v.pages_touched} of {v.mapping.pages} pages touched"
+        + (f" ({v.huge_pages_touched} huge pages)" if v.huge_pages_touched else ""),
         ha="right",
         va="top",
         transform=ax.transAxes,
@@ -165,8 +167,16 @@ def _table(rows: list[tuple[str, object]]) -> str:
 
 
 def write(view: View, out: Path) -> list[Path]:
-    """Every figure (PNG and SVG), ``view.json`` and the self-contained ``index.html``."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Every figure (PNG and SVG), ``view.json`` and the self-contained ``index.html``, into
+    ``out`` as a whole: written beside it and swapped in, so no file of an earlier view
+    survives and an interrupted write leaves the old view. ``out`` must be absent, empty, or
+    an earlier view (``view.json``); anything else is refused."""
+    with outdir.replacing(out, ("view",), outdir.OutputError) as staged:
+        written = _write(view, staged)
+    return [out / p.name for p in written]
+
+
+def _write(view: View, out: Path) -> list[Path]:
     written: list[Path] = []
     pngs: dict[str, Path] = {}
     for v in view.mappings:

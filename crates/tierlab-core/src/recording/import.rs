@@ -16,7 +16,6 @@
 //! 0 for binary records, the line from 1 for text) and the field.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -76,7 +75,8 @@ fn read_full(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Time checkpoints `(record index, ns)` of a raw trace, strictly increasing in index.
 fn read_checkpoints(path: &Path) -> Result<Vec<(u64, u64)>> {
-    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    let mut bytes = Vec::new();
+    super::open_regular(path, "time checkpoint file")?.read_to_end(&mut bytes).map_err(|e| io(path, e))?;
     if bytes.len() % 16 != 0 {
         return Err(RecordingError::at(
             path.display().to_string(),
@@ -146,13 +146,10 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
     let mut sizes = vec![0u8; GROUP_ROWS];
     let mut chunk = AccessChunk::default();
     for (tid, path) in by_tid {
-        let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| io(path, e))?);
+        let mut f = BufReader::with_capacity(1 << 20, super::open_regular(path, "trace file")?);
         let size_path = path.with_extension("size");
-        let mut sf = if size_path.is_file() {
-            Some(File::open(&size_path).map_err(|e| io(&size_path, e))?)
-        } else {
-            None
-        };
+        let mut sf =
+            if size_path.is_file() { Some(super::open_regular(&size_path, "size file")?) } else { None };
         let mut clock = Clock {
             cps: if timed { read_checkpoints(&path.with_extension("time"))? } else { Vec::new() },
             k: 0,
@@ -293,6 +290,9 @@ impl ThreadBuffers {
     }
 }
 
+/// Longest line of a CSV trace (a file without line breaks is not one).
+const MAX_LINE: u64 = 1 << 16;
+
 /// Import a CSV/text trace: one access per line, `tid,time,addr,kind[,size]` (addresses in
 /// decimal or `0x` hex; kind `0`/`1`, `L`/`S`, `R`/`W`, `load`/`store`, `read`/`write`).
 /// Blank lines, `#` comments and a first line that names the columns are skipped. Times of
@@ -304,19 +304,29 @@ pub fn import_csv(
     w: &mut RecordingWriter,
     with_size: bool,
 ) -> Result<ImportCounts> {
-    let f = File::open(path).map_err(|e| io(path, e))?;
+    let f = super::open_regular(path, "trace file")?;
     let mut r = BufReader::with_capacity(1 << 20, f);
     let mut counts = ImportCounts::default();
     let mut bufs = ThreadBuffers::new(with_size);
     let mut last_time: HashMap<u32, u64> = HashMap::new();
     let mut line = String::new();
     let mut lineno = 0u64;
+    // A line other than a comment or a blank one was read (only the first may be a header).
+    let mut data_seen = false;
     let shown = path.display().to_string();
     loop {
         line.clear();
-        let n = r.read_line(&mut line).map_err(|e| io(path, e))?;
+        let n = (&mut r).take(MAX_LINE).read_line(&mut line).map_err(|e| io(path, e))?;
         if n == 0 {
             break;
+        }
+        if n as u64 == MAX_LINE && !line.ends_with('\n') {
+            return Err(RecordingError {
+                file: shown.clone(),
+                record: Some(lineno + 1),
+                field: None,
+                msg: format!("line longer than {MAX_LINE} bytes; not a CSV trace"),
+            });
         }
         lineno += 1;
         let l = line.trim();
@@ -335,10 +345,12 @@ pub fn import_csv(
             field: Some(field.into()),
             msg,
         };
-        if lineno == counts.skipped_lines + 1 && counts.accesses == 0 && parse_uint(fields[0]).is_none() {
-            counts.skipped_lines += 1; // a header
+        if !data_seen && parse_uint(fields[0]).is_none() {
+            data_seen = true;
+            counts.skipped_lines += 1; // a header: the first line that is not a comment, only
             continue;
         }
+        data_seen = true;
         if fields.len() < 4 || fields.len() > 5 {
             return Err(RecordingError {
                 file: shown.clone(),
@@ -390,7 +402,7 @@ pub fn import_oracle_general(
     w: &mut RecordingWriter,
 ) -> Result<ImportCounts> {
     const REC: usize = 24;
-    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| io(path, e))?);
+    let mut f = BufReader::with_capacity(1 << 20, super::open_regular(path, "trace file")?);
     let mut buf = vec![0u8; (GROUP_ROWS / 4) * REC];
     let mut counts = ImportCounts { threads: 1, ..Default::default() };
     let mut index = 0u64;

@@ -98,8 +98,55 @@ impl TimeUnit {
     }
 }
 
-/// `meta.json` of a recording directory, parsed (with the format and version checked).
+/// Most bytes a `meta.json` may have (as the Python reader).
+pub const MAX_META_BYTES: u64 = 64 << 20;
+
+fn file_kind(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Open `path` for reading, refusing anything but a regular file (a FIFO would block the
+/// reader, a device never ends): checked before opening and again on the open file. `what`
+/// names what the file should be ("Parquet part").
+pub fn open_regular(path: &std::path::Path, what: &str) -> Result<std::fs::File> {
+    let shown = path.display().to_string();
+    let refuse = |ft: &std::fs::FileType| {
+        RecordingError::file(&shown, format!("is {}, not a {what}; refusing to read it", file_kind(ft)))
+    };
+    let md = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => RecordingError::file(&shown, "no such file"),
+        _ => RecordingError::file(&shown, format!("cannot read: {e}")),
+    })?;
+    if !md.is_file() {
+        return Err(refuse(&md.file_type()));
+    }
+    let f =
+        std::fs::File::open(path).map_err(|e| RecordingError::file(&shown, format!("cannot read: {e}")))?;
+    let md = f.metadata().map_err(|e| RecordingError::file(&shown, format!("cannot read: {e}")))?;
+    if !md.is_file() {
+        return Err(refuse(&md.file_type()));
+    }
+    Ok(f)
+}
+
+/// `meta.json` of a recording directory, parsed (with the format and version checked). The
+/// file must be a regular file of at most [`MAX_META_BYTES`]; nothing of a file that is not
+/// a recording's `meta.json` is echoed in the errors.
 pub fn read_meta(dir: &std::path::Path) -> Result<serde_json::Value> {
+    use std::io::Read;
     let path = dir.join("meta.json");
     let shown = path.display().to_string();
     if !dir.is_dir() {
@@ -108,22 +155,33 @@ pub fn read_meta(dir: &std::path::Path) -> Result<serde_json::Value> {
             "no such recording (directory not found)",
         ));
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            RecordingError::file(&shown, format!("missing; {} is not a tierlab recording", dir.display()))
-        } else {
-            RecordingError::file(&shown, format!("unreadable: {e}"))
-        }
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(RecordingError::file(
+            &shown,
+            format!("missing; {} is not a tierlab recording", dir.display()),
+        ));
+    }
+    let f = open_regular(&path, "meta.json")?;
+    let mut bytes = Vec::new();
+    f.take(MAX_META_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| RecordingError::file(&shown, format!("unreadable: {e}")))?;
+    if bytes.len() as u64 > MAX_META_BYTES {
+        return Err(RecordingError::file(
+            &shown,
+            format!("more than {MAX_META_BYTES} bytes, more than a meta.json may have; refusing to read it"),
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        RecordingError::file(&shown, format!("not valid JSON ({e}); not a tierlab recording"))
     })?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| RecordingError::file(&shown, format!("unreadable: {e}")))?;
     if v.get("format").and_then(|f| f.as_str()) != Some(crate::format::NAME) {
         return Err(RecordingError::file(
             &shown,
             format!(
-                "field `format` is {}, expected \"{}\"",
-                v.get("format").unwrap_or(&serde_json::Value::Null),
-                crate::format::NAME
+                "its field `format` is not \"{}\": {} is not a tierlab recording",
+                crate::format::NAME,
+                dir.display()
             ),
         ));
     }
@@ -236,6 +294,45 @@ mod tests {
         assert_eq!(out.time[..3], [1, 2, 5]);
         assert!(!cur.next_chunk(&mut out, 1000).unwrap());
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn parts_names_special_files_and_overwrite_are_checked() {
+        let d = tmpdir("parts");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 10, 0)).unwrap();
+        w.close().unwrap();
+        let acc = d.join("accesses");
+        std::fs::copy(acc.join("part-00000.parquet"), acc.join("part-00002.parquet")).unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("part-00001.parquet: missing") && e.contains("part-00002.parquet"), "{e}");
+        std::fs::remove_file(acc.join("part-00002.parquet")).unwrap();
+        std::fs::write(acc.join(".part-00001.parquet.tmp"), b"a dead writer's").unwrap();
+        assert_eq!(AccessTable::open(&d).unwrap().rows(), 10);
+        std::fs::write(acc.join("notes.parquet"), b"x").unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("notes.parquet: unexpected in table `accesses`"), "{e}");
+        std::fs::remove_file(acc.join("notes.parquet")).unwrap();
+        std::fs::remove_file(acc.join("part-00000.parquet")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", acc.join("part-00000.parquet")).unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("is a character device, not a Parquet part; refusing to read it"), "{e}");
+        std::fs::remove_dir_all(&acc).unwrap();
+        std::fs::write(&acc, b"not a directory").unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("expected the directory of table `accesses`"), "{e}");
+        // The writer replaces a recording, never anything else.
+        let other = tmpdir("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("thesis.tex"), b"years of work").unwrap();
+        let opts = WriterOptions { overwrite: true, ..Default::default() };
+        let e = RecordingWriter::create(&other, "t", opts.clone()).err().unwrap().to_string();
+        assert!(e.contains("is not a tierlab recording"), "{e}");
+        assert!(other.join("thesis.tex").exists());
+        RecordingWriter::create(&d, "t", opts).unwrap().close().unwrap();
+        assert_eq!(AccessTable::open(&d).unwrap().rows(), 0);
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&other);
     }
 
     #[test]

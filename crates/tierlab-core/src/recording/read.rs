@@ -104,23 +104,66 @@ fn pq_err(file: &Path, e: parquet::errors::ParquetError) -> RecordingError {
     RecordingError::file(file.display().to_string(), format!("not a readable Parquet file: {e}"))
 }
 
-/// The Parquet parts of table `table` in recording `dir`, in order (hidden files skipped).
+/// The Parquet parts of table `table` in recording `dir`, in order. Checks their names as
+/// the Python reader does: parts are `part-NNNNN.parquet` numbered from 0 without gaps;
+/// files starting with `.` (a writer's temporaries) are ignored; anything else in the
+/// table's directory, and a table "directory" that is not one, is an error.
 pub fn table_parts(dir: &Path, table: &str) -> Result<Vec<PathBuf>> {
     let d = dir.join(table);
+    let shown = d.display().to_string();
+    let Ok(lmd) = std::fs::symlink_metadata(&d) else { return Ok(Vec::new()) };
     if !d.is_dir() {
-        return Ok(Vec::new());
+        let what = match std::fs::metadata(&d) {
+            Ok(m) if m.is_file() => "a file".to_string(),
+            Ok(m) => super::file_kind(&m.file_type()).to_string(),
+            Err(_) if lmd.file_type().is_symlink() => "a broken link".to_string(),
+            Err(e) => e.to_string(),
+        };
+        return Err(RecordingError::file(
+            &shown,
+            format!("expected the directory of table `{table}` (Parquet parts), found {what}"),
+        ));
     }
-    let rd =
-        std::fs::read_dir(&d).map_err(|e| RecordingError::file(d.display().to_string(), e.to_string()))?;
-    let mut parts: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-            !n.starts_with('.') && n.ends_with(".parquet")
-        })
-        .collect();
-    parts.sort();
-    Ok(parts)
+    let rd = std::fs::read_dir(&d).map_err(|e| RecordingError::file(&shown, e.to_string()))?;
+    let mut numbered: std::collections::BTreeMap<u64, PathBuf> = std::collections::BTreeMap::new();
+    for entry in rd {
+        let path = entry.map_err(|e| RecordingError::file(&shown, e.to_string()))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        if name.starts_with('.') {
+            continue;
+        }
+        let index = name
+            .strip_prefix("part-")
+            .and_then(|n| n.strip_suffix(".parquet"))
+            .filter(|n| n.len() >= 5 && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u64>().ok());
+        let Some(index) = index else {
+            return Err(RecordingError::file(
+                path.display().to_string(),
+                format!("unexpected in table `{table}` (its parts are named part-NNNNN.parquet)"),
+            ));
+        };
+        if let Some(other) = numbered.get(&index) {
+            let other = other.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            return Err(RecordingError::file(
+                path.display().to_string(),
+                format!("part number {index} also used by {other}"),
+            ));
+        }
+        numbered.insert(index, path);
+    }
+    for (expected, (&index, path)) in numbered.iter().enumerate() {
+        if index != expected as u64 {
+            let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            return Err(RecordingError::file(
+                d.join(format!("part-{expected:05}.parquet")).display().to_string(),
+                format!(
+                    "missing (table `{table}` goes on with {name}; parts are numbered from 00000 without gaps)"
+                ),
+            ));
+        }
+    }
+    Ok(numbered.into_values().collect())
 }
 
 fn stat_u32_range(s: Option<&Statistics>) -> Option<(u32, u32)> {
@@ -138,8 +181,7 @@ impl AccessTable {
     pub fn open(dir: &Path) -> Result<Self> {
         let mut parts = Vec::new();
         for path in table_parts(dir, crate::format::ACCESSES)? {
-            let file = File::open(&path)
-                .map_err(|e| RecordingError::file(path.display().to_string(), e.to_string()))?;
+            let file = super::open_regular(&path, "Parquet part")?;
             let r = SerializedFileReader::new(file).map_err(|e| pq_err(&path, e))?;
             let md = r.metadata();
             let schema = md.file_metadata().schema_descr();
@@ -325,8 +367,7 @@ impl AccessCursor {
         self.next += 1;
         let part = &self.parts[pi];
         if self.file.as_ref().is_none_or(|f| f.0 != pi) {
-            let f = File::open(&part.path)
-                .map_err(|e| RecordingError::file(part.path.display().to_string(), e.to_string()))?;
+            let f = super::open_regular(&part.path, "Parquet part")?;
             self.file = Some((pi, SerializedFileReader::new(f).map_err(|e| pq_err(&part.path, e))?));
         }
         let reader = &self.file.as_ref().expect("open").1;
@@ -536,8 +577,38 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
     let mut out = Vec::new();
     for path in table_parts(dir, crate::format::MAPPINGS)? {
         let shown = path.display().to_string();
-        let f = File::open(&path).map_err(|e| RecordingError::file(&shown, e.to_string()))?;
+        let f = super::open_regular(&path, "Parquet part")?;
         let r = SerializedFileReader::new(f).map_err(|e| pq_err(&path, e))?;
+        let schema = r.metadata().file_metadata().schema_descr();
+        for want in ["time_ns", "event", "start", "length", "name"] {
+            let Some(c) = schema.columns().iter().find(|c| c.name() == want) else {
+                return Err(RecordingError::file(
+                    &shown,
+                    format!(
+                        "missing column `{want}` (table mappings needs time_ns, event, start, length, name)"
+                    ),
+                ));
+            };
+            let string = matches!(want, "event" | "name");
+            let ok = c.max_rep_level() == 0
+                && if string {
+                    c.physical_type() == Physical::BYTE_ARRAY
+                } else {
+                    matches!(c.physical_type(), Physical::INT32 | Physical::INT64)
+                };
+            if !ok {
+                return Err(RecordingError {
+                    file: shown.clone(),
+                    record: None,
+                    field: Some(want.into()),
+                    msg: format!(
+                        "has type {:?}, expected {}",
+                        c.physical_type(),
+                        if string { "a string" } else { "an unsigned integer" }
+                    ),
+                });
+            }
+        }
         let rows = r.get_row_iter(None).map_err(|e| pq_err(&path, e))?;
         for (i, row) in rows.enumerate() {
             let row = row.map_err(|e| pq_err(&path, e))?;
@@ -552,11 +623,12 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
                             ev = Some(s.clone());
                         }
                     }
-                    "name" => {
-                        if let parquet::record::Field::Str(s) = v {
-                            name = s.clone();
+                    "name" => match v {
+                        parquet::record::Field::Str(s) => name = s.clone(),
+                        _ => {
+                            return Err(RecordingError::at(&shown, i as u64, "name", "null or not a string"))
                         }
-                    }
+                    },
                     _ => {}
                 }
             }
@@ -566,11 +638,21 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
                 Some("unmap") => false,
                 _ => return Err(bad("event", "expected `map` or `unmap`")),
             };
+            let start = start.ok_or_else(|| bad("start", "missing or not an unsigned integer"))?;
+            let length = len.ok_or_else(|| bad("length", "missing or not an unsigned integer"))?;
+            if start.checked_add(length).is_none() {
+                return Err(bad(
+                    "length",
+                    &format!(
+                        "mapping at {start:#x} of length {length} ends past the end of the address space"
+                    ),
+                ));
+            }
             out.push(super::MappingRow {
                 time_ns: t.ok_or_else(|| bad("time_ns", "missing or not an unsigned integer"))?,
                 map,
-                start: start.ok_or_else(|| bad("start", "missing or not an unsigned integer"))?,
-                length: len.ok_or_else(|| bad("length", "missing or not an unsigned integer"))?,
+                start,
+                length,
                 name,
             });
         }

@@ -173,11 +173,18 @@ impl RecordingWriter {
                 if !opts.overwrite {
                     return Err(io_err(dir, "already exists (use --force to overwrite)"));
                 }
-                if dir.is_dir() {
-                    std::fs::remove_dir_all(dir).map_err(|e| io_err(dir, e))?;
-                } else {
-                    std::fs::remove_file(dir).map_err(|e| io_err(dir, e))?;
+                // Only a tierlab recording is ever replaced: never a file, a link, or a
+                // directory of anything else.
+                let link =
+                    std::fs::symlink_metadata(dir).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+                if link || !dir.is_dir() || super::read_meta(dir).is_err() {
+                    return Err(io_err(
+                        dir,
+                        "exists and is not a tierlab recording (meta.json); refusing to replace it: \
+                         remove it yourself or choose another directory",
+                    ));
                 }
+                std::fs::remove_dir_all(dir).map_err(|e| io_err(dir, e))?;
             }
         }
         for t in TABLES {

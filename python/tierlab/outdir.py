@@ -1,0 +1,180 @@
+"""Output directories: what may be replaced, and replacing it atomically.
+
+tierlab writes directories (a recording, ``run --out``, ``view -o``). Two rules:
+
+- **Only tierlab's own output is ever replaced.** A directory is recognised by its marker
+  file: ``meta.json`` of format ``tierlab-recording`` (a recording), ``run.json`` (``run
+  --out``), ``view.json`` (``view -o``). An empty directory may be used too; anything else is
+  refused with a message, never deleted.
+- **Replacing is atomic.** The new content is written into a hidden sibling directory
+  (``.NAME.tierlab-new-XXXX``), then swapped with the old one in one ``renameat2(2)``
+  ``RENAME_EXCHANGE`` (two renames where the kernel or file system lacks it) and the old
+  content is deleted. No stale file of an earlier run survives beside the new ones, and an
+  interrupted write leaves the old directory as it was.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class OutputError(ValueError):
+    """An output directory that tierlab must not replace (the message says why)."""
+
+
+#: Kinds of tierlab output directories and the marker that identifies each.
+KINDS = {
+    "recording": "meta.json",
+    "run": "run.json",
+    "view": "view.json",
+}
+
+
+def kind_of(path: Path) -> str | None:
+    """Which tierlab output ``path`` (a directory) is, by its marker file; ``None`` if none."""
+    meta = path / "meta.json"
+    if meta.is_file():
+        try:
+            with open(meta, "rb") as f:
+                head = f.read(4096)
+            if b'"tierlab-recording"' in head:
+                return "recording"
+        except OSError:
+            pass
+    run = path / "run.json"
+    if run.is_file():
+        try:
+            with open(run, "rb") as f:
+                doc = json.loads(f.read(1 << 20))
+            if isinstance(doc, dict) and "tierlab_version" in doc:
+                return "run"
+        except (OSError, ValueError):
+            pass
+    view = path / "view.json"
+    if view.is_file():
+        try:
+            with open(view, "rb") as f:
+                head = f.read(4096)
+            if b'"recording"' in head and b'"points"' in head:
+                return "view"
+        except OSError:
+            pass
+    return None
+
+
+_WHAT = {
+    "recording": "a tierlab recording (meta.json)",
+    "run": "a `tierlab run --out` directory (run.json)",
+    "view": "a `tierlab view` output (view.json)",
+}
+
+
+def is_empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
+def check_replaceable(path: Path, kinds: tuple[str, ...], error: type[Exception]) -> bool:
+    """Whether ``path`` exists with content to replace (``False``: absent or an empty
+    directory). Raises ``error`` when it exists and is not one of ``kinds``."""
+    if not os.path.lexists(path):
+        return False
+    if path.is_symlink() or not path.is_dir():
+        raise error(f"{path}: exists and is not a directory; refusing to replace it")
+    if is_empty_dir(path):
+        return False
+    kind = kind_of(path)
+    if kind not in kinds:
+        wanted = " or ".join(_WHAT[k] for k in kinds)
+        found = f" (it is {_WHAT[kind]})" if kind else ""
+        raise error(
+            f"{path}: exists and is not {wanted}{found}; refusing to replace it: remove it "
+            "yourself or choose another directory"
+        )
+    return True
+
+
+def staging_dir(dest: Path) -> Path:
+    """A new hidden directory beside ``dest`` (same file system, so renames are atomic)."""
+    parent = dest.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-new-", dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staged.chmod(0o777 & ~umask)  # mkdtemp makes it 0700: give it a new directory's mode
+    return staged
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (``renameat2`` with ``RENAME_EXCHANGE``); ``False`` where
+    that is not available."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(rc == 0)
+
+
+def install(staged: Path, dest: Path) -> None:
+    """Put the finished directory ``staged`` at ``dest``, replacing what is there atomically
+    and deleting the old content."""
+    if not os.path.lexists(dest):
+        os.rename(staged, dest)
+        return
+    if is_empty_dir(dest):
+        os.rmdir(dest)
+        os.rename(staged, dest)
+        return
+    if _exchange(staged, dest):
+        shutil.rmtree(staged, ignore_errors=True)  # `staged` now holds the old content
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-old-", dir=dest.parent))
+    os.rmdir(old)
+    os.rename(dest, old)
+    os.rename(staged, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def replacing(dest: Path, kinds: tuple[str, ...], error: type[Exception]) -> Iterator[Path]:
+    """Write a directory atomically: yields a staging directory to fill; on success it
+    replaces ``dest`` (which must be absent, empty, or one of ``kinds``); on failure or
+    interruption it is deleted and ``dest`` is untouched."""
+    check_replaceable(dest, kinds, error)
+    staged = staging_dir(dest)
+    try:
+        yield staged
+        check_replaceable(dest, kinds, error)  # still replaceable (nothing raced in)?
+        install(staged, dest)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+__all__ = [
+    "KINDS",
+    "OutputError",
+    "check_replaceable",
+    "install",
+    "is_empty_dir",
+    "kind_of",
+    "replacing",
+]
