@@ -180,6 +180,10 @@ class Stream:
     interval_ns: float
     single_node_overhead: float
     assumed_costs: str
+    #: "interrupt" (the paper's driver) or "dedicated-thread" (its future work)
+    drain: str = "interrupt"
+    #: the dedicated thread's CPU per application thread (share of its time)
+    poller_share: float = 0.0
 
 
 @dataclass
@@ -191,6 +195,7 @@ class Point:
     step_us: float
     interval_us: float
     overhead: float
+    drain: str = "interrupt"
 
 
 @dataclass
@@ -234,7 +239,7 @@ def scale(app: App, s: Stream, nodes: int, stage_us: float = COLLECTIVE_STAGE_US
     threads = nodes * app.ranks_per_node * app.threads_per_rank
     coll = math.ceil(math.log2(nodes * app.ranks_per_node)) * stage_us * 1e3
     o = step_overhead(w_s, s.interval_ns, s.handler_ns, s.inline, threads, coll)
-    return Point(app.name, s.reset, s.buffer_kib, nodes, w_s / 1e3, s.interval_ns / 1e3, o)
+    return Point(app.name, s.reset, s.buffer_kib, nodes, w_s / 1e3, s.interval_ns / 1e3, o, s.drain)
 
 
 def _f(st: dict[str, Any], k: str) -> float:
@@ -247,50 +252,56 @@ def engine_streams(
     resets: tuple[int, ...] = RESETS,
     buffers: tuple[int, ...] = BUFFERS_KIB,
     extra: list[str] | None = None,
+    drains: tuple[str, ...] = ("interrupt",),
 ) -> list[Stream]:
-    """The engine's single-node runs of ``app``: a baseline and one per (R, B)."""
+    """The engine's single-node runs of ``app``: a baseline and one per (drain, R, B)."""
     from tierlab.api import run_native
 
-    common = [f"workload={app.workload}", *(extra or [])]
+    # Two cores: the application on core 0, a kernel thread (the dedicated drain thread) on 1.
+    common = [f"workload={app.workload}", "machine.cores=2", *(extra or [])]
     base = run_native("pebs-minife", [*common, "telemetry=[]"])
     b = _f(base.stats_flat, "run.app_seconds")
     out = []
-    for r in resets:
-        for kib in buffers:
-            tele = (
-                f'telemetry=[{{kind="pebs", name="p", event="l2-miss-loads", period={r}, '
-                f'buffer_size="{kib}KiB"}}]'
+    for drain, r, kib in ((dr, r, k) for dr in drains for r in resets for k in buffers):
+        tele = (
+            f'telemetry=[{{kind="pebs", name="p", event="l2-miss-loads", period={r}, '
+            f'buffer_size="{kib}KiB", drain="{drain}"}}]'
+        )
+        res = run_native("pebs-minife", [*common, tele])
+        st = res.stats_flat
+        t = _f(st, "run.app_seconds")
+        n = int(_f(st, "telemetry.p.interrupts"))
+        samples = int(_f(st, "telemetry.p.samples"))
+        d = _f(st, "telemetry.p.interrupt_ns") + _f(st, "telemetry.p.drain_ns_per_record") * _f(
+            st, "telemetry.p.threshold_records"
+        )
+        inline = max(0.0, (t - b - n * d * 1e-9) / b) if b > 0 else 0.0
+        # The interval from the sample count (exact: events / R) and the records per
+        # interrupt, so a run too short for many interrupts still gives it.
+        per_irq = _f(st, "telemetry.p.threshold_records")
+        polled = drain != "interrupt"
+        interval = b * 1e9 * per_irq / samples if samples and not polled else math.inf
+        if polled:
+            d = 0.0
+        out.append(
+            Stream(
+                app=app.name,
+                reset=r,
+                buffer_kib=kib,
+                base_seconds=b,
+                app_seconds=t,
+                interrupts=n,
+                samples=samples,
+                pages_seen=int(_f(st, "telemetry.p.pages_seen")),
+                handler_ns=d,
+                inline=inline,
+                interval_ns=interval,
+                single_node_overhead=t / b - 1.0 if b > 0 else 0.0,
+                assumed_costs=str(st.get("telemetry.p.assumed_costs", "")),
+                drain=drain,
+                poller_share=_f(st, "telemetry.p.poller_seconds") / t if t > 0 else 0.0,
             )
-            res = run_native("pebs-minife", [*common, tele])
-            st = res.stats_flat
-            t = _f(st, "run.app_seconds")
-            n = int(_f(st, "telemetry.p.interrupts"))
-            samples = int(_f(st, "telemetry.p.samples"))
-            d = _f(st, "telemetry.p.interrupt_ns") + _f(st, "telemetry.p.drain_ns_per_record") * _f(
-                st, "telemetry.p.threshold_records"
-            )
-            inline = max(0.0, (t - b - n * d * 1e-9) / b) if b > 0 else 0.0
-            # The interval from the sample count (exact: events / R) and the records per
-            # interrupt, so a run too short for many interrupts still gives it.
-            per_irq = _f(st, "telemetry.p.threshold_records")
-            interval = b * 1e9 * per_irq / samples if samples else math.inf
-            out.append(
-                Stream(
-                    app=app.name,
-                    reset=r,
-                    buffer_kib=kib,
-                    base_seconds=b,
-                    app_seconds=t,
-                    interrupts=n,
-                    samples=samples,
-                    pages_seen=int(_f(st, "telemetry.p.pages_seen")),
-                    handler_ns=d,
-                    inline=inline,
-                    interval_ns=interval,
-                    single_node_overhead=t / b - 1.0 if b > 0 else 0.0,
-                    assumed_costs=str(st.get("telemetry.p.assumed_costs", "")),
-                )
-            )
+        )
     return out
 
 
@@ -300,13 +311,14 @@ def run_grid(
     resets: tuple[int, ...] = RESETS,
     buffers: tuple[int, ...] = BUFFERS_KIB,
     extra: list[str] | None = None,
+    drains: tuple[str, ...] = ("interrupt", "dedicated-thread"),
 ) -> ScaleResult:
     import time
 
     t0 = time.monotonic()
     res = ScaleResult()
     for app in apps:
-        for s in engine_streams(app, resets, buffers, extra):
+        for s in engine_streams(app, resets, buffers, extra, drains):
             res.streams.append(s)
             for p in nodes:
                 res.points.append(scale(app, s, p))
@@ -320,20 +332,31 @@ def table(res: ScaleResult) -> str:
         f"{n:>6}" for n in nodes
     )
     lines = [head]
-    by = {(p.app, p.reset, p.buffer_kib, p.nodes): p for p in res.points}
+    by = {(p.app, p.reset, p.buffer_kib, p.drain, p.nodes): p for p in res.points}
     for s in res.streams:
         cells = " ".join(
-            f"{100 * by[(s.app, s.reset, s.buffer_kib, n)].overhead:5.2f}%" for n in nodes
+            f"{100 * by[(s.app, s.reset, s.buffer_kib, s.drain, n)].overhead:5.2f}%" for n in nodes
         )
+        tag = "" if s.drain == "interrupt" else " ded"
         lines.append(
-            f"{s.app:8} {s.reset:>4} {s.buffer_kib:>3}K {s.interval_ns / 1e3:9.1f} "
+            f"{s.app + tag:8} {s.reset:>4} {s.buffer_kib:>3}K {s.interval_ns / 1e3:9.1f} "
             f"{100 * s.single_node_overhead:6.2f}% {cells}"
         )
-    ov = [100 * p.overhead for p in res.points]
+    ov = [100 * p.overhead for p in res.points if p.drain == "interrupt"]
     if ov:
         lines.append(
             f"model: {min(ov):.2f}%-{max(ov):.2f}%, mean {sum(ov) / len(ov):.2f}% "
             f"({len(res.streams)} engine runs with PEBS)"
+        )
+    ded = [p for p in res.points if p.drain != "interrupt"]
+    if ded:
+        worst = max(ded, key=lambda p: p.overhead)
+        share = max(s.poller_share for s in res.streams)
+        lines.append(
+            f"dedicated drain thread (the paper's future work): at most "
+            f"{100 * worst.overhead:.2f}% ({worst.app} R{worst.reset} B{worst.buffer_kib}K, "
+            f"{worst.nodes} nodes); the poller uses at most {100 * share:.2f}% of a hardware "
+            "thread per application thread"
         )
     lines.append("paper: 1.0%-10.2%, mean 2.3%, GeoFEM R64-B8K 10.2%, GeoFEM R256-B32K <= 4%")
     assumed = sorted({s.assumed_costs for s in res.streams if s.assumed_costs not in ("", "none")})
@@ -366,9 +389,15 @@ def plot(res: ScaleResult, stem: Path) -> list[str]:
 
     apps = list(dict.fromkeys(p.app for p in res.points))
     nodes = sorted({p.nodes for p in res.points})
-    configs = list(dict.fromkeys((s.reset, s.buffer_kib) for s in res.streams))
+    configs = list(
+        dict.fromkeys((s.reset, s.buffer_kib) for s in res.streams if s.drain == "interrupt")
+    )
     fig, axes = plt.subplots(2, 3, figsize=(15, 7), sharey=True, squeeze=False)
-    by = {(p.app, p.reset, p.buffer_kib, p.nodes): p.overhead for p in res.points}
+    by = {
+        (p.app, p.reset, p.buffer_kib, p.nodes): p.overhead
+        for p in res.points
+        if p.drain == "interrupt"
+    }
     width = 0.8 / max(1, len(configs))
     for i, app in enumerate(apps[:6]):
         ax = axes[i // 3][i % 3]
