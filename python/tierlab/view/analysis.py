@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tierlab.recording import Recording
-from tierlab.view import history
+from tierlab.view import datasrc, history
 from tierlab.view.history import PAGE, Mapping
 
 
@@ -468,6 +468,12 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         "lost_samples": int(acc.get("lost_samples", 0) or 0),
         "throttled": int(acc.get("throttled", 0) or 0),
         "complete": bool(rec.meta.get("complete", False)),
+        # Samples per memory level from their data_src (`perf mem report`'s view), if any.
+        "memory_levels": (
+            datasrc.levels(pts["data_src"].to_numpy(dtype=np.uint64).tolist())
+            if "data_src" in pts
+            else {}
+        ),
     }
     return View(
         path=str(rec.path),
