@@ -253,13 +253,14 @@ def engine_streams(
     buffers: tuple[int, ...] = BUFFERS_KIB,
     extra: list[str] | None = None,
     drains: tuple[str, ...] = ("interrupt",),
+    seed: int | None = None,
 ) -> list[Stream]:
     """The engine's single-node runs of ``app``: a baseline and one per (drain, R, B)."""
     from tierlab.api import run_native
 
     # Two cores: the application on core 0, a kernel thread (the dedicated drain thread) on 1.
     common = [f"workload={app.workload}", "machine.cores=2", *(extra or [])]
-    base = run_native("pebs-minife", [*common, "telemetry=[]"])
+    base = run_native("pebs-minife", [*common, "telemetry=[]"], seed)
     b = _f(base.stats_flat, "run.app_seconds")
     out = []
     for drain, r, kib in ((dr, r, k) for dr in drains for r in resets for k in buffers):
@@ -267,7 +268,7 @@ def engine_streams(
             f'telemetry=[{{kind="pebs", name="p", event="l2-miss-loads", period={r}, '
             f'buffer_size="{kib}KiB", drain="{drain}"}}]'
         )
-        res = run_native("pebs-minife", [*common, tele])
+        res = run_native("pebs-minife", [*common, tele], seed)
         st = res.stats_flat
         t = _f(st, "run.app_seconds")
         n = int(_f(st, "telemetry.p.interrupts"))
@@ -312,13 +313,14 @@ def run_grid(
     buffers: tuple[int, ...] = BUFFERS_KIB,
     extra: list[str] | None = None,
     drains: tuple[str, ...] = ("interrupt", "dedicated-thread"),
+    seed: int | None = None,
 ) -> ScaleResult:
     import time
 
     t0 = time.monotonic()
     res = ScaleResult()
     for app in apps:
-        for s in engine_streams(app, resets, buffers, extra, drains):
+        for s in engine_streams(app, resets, buffers, extra, drains, seed):
             res.streams.append(s)
             for p in nodes:
                 res.points.append(scale(app, s, p))

@@ -76,7 +76,7 @@ def pebs_scale(args: argparse.Namespace) -> int:
                 f"known: {', '.join(a.name for a in ps.APPS)}"
             )
         apps = tuple(a for a in ps.APPS if a.name in want)
-    res = ps.run_grid(apps, extra=list(args.overrides or []))
+    res = ps.run_grid(apps, extra=list(args.overrides or []), seed=args.seed)
     if args.json:
         print(json.dumps(res.to_json()))
     else:
