@@ -1276,6 +1276,16 @@ buffer_size = "8KiB"
                 assert!(res[i + 3].3 < o, "R {r} -> {}: {o} -> {}", res[i + 3].0, res[i + 3].3);
             }
         }
+        // R dominates (the paper's finding): from R128/B16K, halving R costs more than halving
+        // B, because every record's assist scales with 1/R and not with B.
+        for (at, half_r, half_b) in [(4, 1, 3), (8, 5, 7), (5, 2, 4)] {
+            let (dr, db) = (res[half_r].3 - res[at].3, res[half_b].3 - res[at].3);
+            assert!(
+                dr > db && db > 0.0,
+                "from {:?}: halving R +{dr}, halving B +{db}",
+                (res[at].0, res[at].1)
+            );
+        }
         // With the paper's event (L2 misses) fewer pages are seen as R grows.
         if res[0].4 == PebsEvent::L2MissLoads {
             for i in 0..6 {
