@@ -189,3 +189,47 @@ def test_import_refuses_to_overwrite(tmp_path: Path) -> None:
     err = assert_user_error(tierlab("import", "damo", FIX / "damo-record.json", "-o", rec))
     assert "already exists" in err
     assert tierlab("import", "damo", FIX / "damo-record.json", "-o", rec, "--force").returncode == 0
+
+
+def test_data_src_decodes_memory_levels(tmp_path: Path) -> None:
+    """`data_src` words (perf_event.h's union perf_mem_data_src) to memory levels, as
+    `perf mem report` shows them; and `tierlab view` counts samples per level."""
+    from tierlab.view import datasrc
+
+    load = 0x02  # PERF_MEM_OP_LOAD
+
+    def lvl(bits: int) -> int:  # old-style mem_lvl mask, with HIT
+        return load | ((0x02 | bits) << 5)
+
+    def num(n: int, remote: int = 0) -> int:  # mem_lvl_num (+ mem_remote)
+        return load | (0x02 << 5) | (n << 33) | (remote << 37)
+
+    # perf's own text for two fixture words: "LVL L1 hit" and "LVL LFB/MAB hit".
+    assert datasrc.level(0x68100142) == "L1" and datasrc.hit(0x68100142) is True
+    assert datasrc.level(0x68100242) == "LFB"
+    cases = {
+        lvl(0x20): "L2",
+        lvl(0x40): "L3",
+        lvl(0x80): "local DRAM",
+        lvl(0x100): "remote DRAM",
+        num(0x0D): "local DRAM",
+        num(0x0D, 1): "remote DRAM",
+        num(0x0E): "PMEM",
+        num(0x09): "CXL",
+        num(0x03): "L3",
+        num(0x0F): "unknown",
+        0: "unknown",
+    }
+    for word, want in cases.items():
+        assert datasrc.level(word) == want, hex(word)
+    assert datasrc.levels([0, 0]) == {}
+    assert datasrc.levels([num(0x0E), lvl(0x08), num(0x0E)]) == {"L1": 1, "PMEM": 2}
+
+    rec = tmp_path / "rec"
+    assert (
+        tierlab("import", "perf-script", FIX / "perf-script-mem-loads.txt", "-o", rec).returncode
+        == 0
+    )
+    res = tierlab("view", rec, "-o", tmp_path / "v")
+    assert res.returncode == 0, res.stderr
+    assert "memory levels (data_src): L1 3 (75.0%), LFB 1 (25.0%)" in res.stdout, res.stdout

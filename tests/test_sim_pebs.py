@@ -59,6 +59,6 @@ def test_pebs_minife_overhead_falls_with_larger_r_and_b() -> None:
     assert all(s > 0 for s in slow.values()), slow
     assert slow["R64-B8K"] > slow["R64-B32K"], "a larger buffer interrupts less often"
     assert slow["R64-B8K"] > slow["R256-B8K"], "a larger reset value samples less"
-    # The only cost PEBS adds is its interrupts, charged to the application's core.
+    # PEBS costs (assists, pollution, interrupts) are charged to the application's core.
     for name in t:
         assert t[name]["observer_cpu_seconds"] > 0

@@ -438,7 +438,7 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     if let Some(p) = &sc.placement {
         let ctx = crate::agents::placement::PlacementCheckCtx {
             cores: sc.machine.cores,
-            pebs_telemetry: sc.telemetry.iter().any(|t| t.kind() == "pebs"),
+            pebs_telemetry: sc.telemetry.iter().any(|t| matches!(t.kind(), "pebs" | "perf-pebs" | "ibs")),
         };
         p.check(&ctx).map_err(|(f, m)| err(&format!("placement.{f}"), m))?;
     }

@@ -49,6 +49,21 @@ fn damon_recall_stays_near_zero_and_pebs_is_precise_but_blind() {
 }
 
 #[test]
+fn pebs_cpu_grows_with_the_sampling_frequency() {
+    // Linux perf's frequency mode: one PMI per sample, so the observer CPU follows the rate.
+    let m = run("PEBS-MOD", 3);
+    let a = run("PEBS-AGG", 3);
+    let g = |r: &RunResult, t: &str, k: &str| stat(r, &format!("telemetry.{t}.{k}"));
+    for (r, t) in [(&m, "PEBS-MOD"), (&a, "PEBS-AGG")] {
+        assert_eq!(g(r, t, "interrupts"), g(r, t, "samples"), "{t}: one interrupt per sample");
+    }
+    let (cm, ca) = (g(&m, "PEBS-MOD", "cpu_seconds"), g(&a, "PEBS-AGG", "cpu_seconds"));
+    assert!(ca > 1.8 * cm && ca < 2.2 * cm, "10 kHz {ca} s vs 5 kHz {cm} s");
+    // About 5,000 samples/s x (PMI + drain + assist) = 5000 x 3.05 us = 1.5% of the core.
+    assert!((cm / 3.0 - 5_000.0 * 3.05e-6).abs() < 0.2 * 5_000.0 * 3.05e-6, "{cm}");
+}
+
+#[test]
 fn same_seed_same_results() {
     let a = run("TS-FLX", 4);
     let b = run("TS-FLX", 4);

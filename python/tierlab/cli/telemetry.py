@@ -18,7 +18,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "window, and report precision/recall over time, time to reach 0.9, observer CPU and "
         "application slowdown.",
     )
-    p.add_argument("scenario", help="scenario file or built-in name (e.g. telescope-5tb)")
+    p.add_argument(
+        "scenario",
+        help="scenario file or built-in name (e.g. telescope-5tb); `pebs-scale`: the PEBS "
+        "paper's Fig. 3 (six applications x R x B x 32..2,048 nodes: engine runs + BSP model)",
+    )
     p.add_argument(
         "--techniques",
         metavar="A,B,...",
@@ -45,6 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
+    if args.scenario == "pebs-scale":
+        return pebs_scale(args)
     from tierlab.telemetry import TelemetryKind
 
     kind = TelemetryKind(
@@ -53,3 +59,30 @@ def main(args: argparse.Namespace) -> int:
         keep_samples=args.out is not None,
     )
     return run_sweep_command(args, kind)
+
+
+def pebs_scale(args: argparse.Namespace) -> int:
+    import json
+
+    from tierlab import pebs_scale as ps
+
+    apps = ps.APPS
+    if args.techniques:
+        want = set(args.techniques.split(","))
+        unknown = want - {a.name for a in ps.APPS}
+        if unknown:
+            args.parser.error(
+                f"pebs-scale: unknown application(s) {sorted(unknown)}; "
+                f"known: {', '.join(a.name for a in ps.APPS)}"
+            )
+        apps = tuple(a for a in ps.APPS if a.name in want)
+    res = ps.run_grid(apps, extra=list(args.overrides or []), seed=args.seed)
+    if args.json:
+        print(json.dumps(res.to_json()))
+    else:
+        print(ps.table(res))
+        print(f"engine runs + model: {res.wall_seconds:.1f} s")
+    if args.out is not None:
+        files = ps.write(res, args.out)
+        print(f"wrote {len(files)} files to {args.out}")
+    return 0

@@ -122,6 +122,12 @@ def main(args: argparse.Namespace) -> int:
         f"mapping(s), {t['unassigned']} in none); mappings: {t['mappings']}{small}; "
         f"drains: {t['drains']}; lost: {t['lost']}; throttled: {t['throttled']}"
     )
+    if t.get("memory_levels"):
+        n = sum(t["memory_levels"].values())
+        print(
+            "memory levels (data_src): "
+            + ", ".join(f"{k} {c} ({100 * c / n:.1f}%)" for k, c in t["memory_levels"].items())
+        )
     for v in view.mappings:
         m = v.mapping
         name = m.name or "(unnamed)"

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tierlab.recording import Recording, RecordingError
-from tierlab.view import history, pagesize
+from tierlab.view import datasrc, history, pagesize
 from tierlab.view.history import PAGE, Mapping
 
 #: Mappings smaller than this are "small" (the McKernel driver's filter; kept and shown).
@@ -554,6 +554,12 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         "throttled": _count(acc, "throttled"),
         "complete": bool(rec.meta.get("complete", False)),
         "huge_page_samples": int((points.size > np.uint64(base)).sum()),
+        # Samples per memory level from their data_src (`perf mem report`'s view), if any.
+        "memory_levels": (
+            datasrc.levels(pts["data_src"].to_numpy(dtype=np.uint64).tolist())
+            if "data_src" in pts
+            else {}
+        ),
     }
     return View(
         path=str(rec.path),

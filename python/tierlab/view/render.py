@@ -220,6 +220,10 @@ def _write(view: View, out: Path) -> list[Path]:
         ),
         ("lost records / PMU-lost samples", f"{t['lost']} / {t['lost_samples']}"),
         ("throttled", t["throttled"]),
+        (
+            "memory levels (data_src)",
+            ", ".join(f"{k}: {c}" for k, c in t.get("memory_levels", {}).items()) or "-",
+        ),
         ("threads", t["threads"]),
         ("complete", t["complete"]),
     ]

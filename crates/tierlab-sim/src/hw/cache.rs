@@ -151,6 +151,11 @@ impl Cache {
         self.enabled
     }
 
+    /// Line size in bytes.
+    pub fn line_bytes(&self) -> u64 {
+        1 << self.line_shift
+    }
+
     #[inline]
     fn set_of(&self, line: u64) -> usize {
         let in_page = line & ((1u64 << self.in_page_bits) - 1);

@@ -406,12 +406,25 @@ impl Hardware {
             self.cores[core].pebs_left = u64::MAX;
             return;
         };
-        let cost = hw.record(core, a.addr, a.kind.code(), clock);
+        let out = hw.record(core, a.addr, a.kind.code(), clock);
         let period = hw.cfg.period.max(1);
+        let line_bytes = hw.costs.pollution_record_bytes;
         let c = &mut self.cores[core];
-        c.pebs_left = period;
-        c.clock_ps = c.clock_ps.saturating_add(cost);
-        c.c.background_ps += cost;
+        // The record's cache lines are written through the core's cache (pollution).
+        if let Some(at) = out.written_at {
+            if c.cache.enabled() {
+                let line = c.cache.line_bytes();
+                let mut x = at & !(line - 1);
+                while x < at + line_bytes {
+                    c.cache.access(x, true);
+                    x += line;
+                }
+            }
+        }
+        // Throttled: counting stops until the tick restarts it ([`Hardware::pebs_tick`]).
+        c.pebs_left = if out.throttled { u64::MAX } else { period };
+        c.clock_ps = c.clock_ps.saturating_add(out.cost_ps);
+        c.c.background_ps += out.cost_ps;
     }
 
     /// Turn PEBS sampling on with `cfg` (replacing any earlier configuration).
@@ -424,6 +437,24 @@ impl Hardware {
             c.hooks = mask != 0 || c.cache.enabled();
         }
         self.pebs = Some(pebs::PebsHw::new(cfg, self.cores.len()));
+    }
+
+    /// Turn PEBS sampling on with `cfg` and the cost model `costs` (replacing any earlier
+    /// configuration).
+    pub fn enable_pebs_with(&mut self, cfg: pebs::PebsHwConfig, costs: pebs::PebsCosts) {
+        self.enable_pebs(cfg);
+        if let Some(hw) = self.pebs.as_mut() {
+            hw.costs = costs;
+        }
+    }
+
+    /// perf's tick: restart the per-tick interrupt counts and the counting of throttled cores.
+    pub fn pebs_tick(&mut self, now_ns: u64) {
+        let Some(hw) = self.pebs.as_mut() else { return };
+        let period = hw.cfg.period.max(1);
+        for core in hw.tick(now_ns) {
+            self.cores[core].pebs_left = period;
+        }
     }
 
     /// Turn PEBS sampling off and hand the hardware's state back.
@@ -440,8 +471,10 @@ impl Hardware {
     pub fn set_pebs_period(&mut self, period: u64) {
         if let Some(hw) = self.pebs.as_mut() {
             hw.cfg.period = period.max(1);
-            for c in &mut self.cores {
-                c.pebs_left = c.pebs_left.min(period.max(1));
+            for (c, p) in self.cores.iter_mut().zip(&hw.cores) {
+                if !p.throttled {
+                    c.pebs_left = c.pebs_left.min(period.max(1));
+                }
             }
         }
     }

@@ -34,7 +34,9 @@ pub use super::HotReport;
 use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role};
 
 pub mod damon;
+pub mod ibs;
 pub mod pebs;
+pub mod perf_pebs;
 pub mod pte_scan;
 pub mod regions;
 pub mod telescope;
@@ -266,6 +268,8 @@ crate::registry! {
         "damon" => Damon(With<TelemetryShared, damon::DamonParams>),
         "telescope" => Telescope(With<TelemetryShared, telescope::TelescopeParams>),
         "pebs" => Pebs(With<TelemetryShared, pebs::PebsParams>),
+        "perf-pebs" => PerfPebs(With<TelemetryShared, perf_pebs::PerfPebsParams>),
+        "ibs" => Ibs(With<TelemetryShared, ibs::IbsParams>),
         #[cfg(test)] "toy" => Toy(With<TelemetryShared, toy::ToyParams>),
     }
 }

@@ -1,18 +1,33 @@
-//! `pebs`: the PEBS driver on the machine's PEBS hardware ([`crate::machine::pebs`]).
+//! `pebs`: the McKernel-like PEBS driver on the machine's PEBS hardware ([`crate::hw::pebs`]),
+//! and the observer shared by every driver of that hardware (`perf-pebs`: Linux perf;
+//! `ibs`: AMD IBS op sampling).
 //!
 //! The hardware writes a record every R-th event (the reset value) into the sampled core's
-//! buffer and, when `threshold` records are in it, takes an interrupt that costs the handler's
-//! time on that core and hands the records over as one *drain* stamped with one timestamp
-//! (the McKernel driver's design: Knights Landing records carry no time). This driver:
+//! buffer, each record costing the core a PEBS assist, and, when `threshold` records are in
+//! it, takes an interrupt that costs the handler's time on that core and hands the records
+//! over as one *drain* stamped with one timestamp (the McKernel driver's design: Knights
+//! Landing records carry no time). This driver:
 //! - configures the hardware at start: event, R, buffer capacity = `buffer_size` /
 //!   `record_size` records, interrupt at `threshold_fraction` of it, handler cost
-//!   `interrupt_cycles` at `machine.cpu_ghz`;
+//!   `interrupt_cycles` (+ `drain_cycles_per_record` per record) at `machine.cpu_ghz`, an
+//!   assist of `assist_ns` per record, the records' cache lines written through the cache
+//!   model (`pollution`);
+//! - with `drain = "dedicated-thread"` (the paper's future work) takes no interrupt: a
+//!   hardware thread on the observer's core polls every core's buffer every `poll_interval`,
+//!   costing that core `poll_cycles_per_record` per record; a record that finds its buffer
+//!   full is lost;
 //! - every `tick` consumes the drains (and, in frequency mode, re-computes R);
 //! - reports hot, per scoring window, the pages that got at least `min_samples` samples whose
 //!   drain time lies in the window (records still in a buffer have no time yet and count
 //!   when their drain happens);
 //! - keeps every sample for the simulated recording ([`Pebs::samples`]: the live recorder's
 //!   `samples` schema).
+//!
+//! # Why R and B are not interchangeable
+//! Each record costs its assist whatever the buffer; the buffer only spreads the handler's
+//! fixed cost over more records. Per event the overhead is
+//! `(assist + drain per record + interrupt / records per interrupt) / R`: halving R doubles
+//! all of it, halving B doubles only the last term.
 //!
 //! # Frequency mode
 //! With `frequency_hz` set, R is re-computed at every tick from the observed event rate of
@@ -24,6 +39,8 @@
 //! depend on the period), then adjusts every tick with the filter. The hardware model has
 //! one reset value for all cores: it is set to the mean of the per-core periods of the cores
 //! that ran events, which keeps the machine's total sample rate at (those cores) x frequency.
+//! The McKernel driver has no frequency mode: on `pebs` it keeps the buffer (scenarios written
+//! before `perf-pebs` use it); `perf-pebs` is Linux's, one record per interrupt.
 //!
 //! # One per machine
 //! The PEBS hardware has one configuration (event, R, buffer), and a drain is consumed once:
@@ -33,15 +50,19 @@
 //! # Defaults and sources
 //! R = 100, B = 64 KiB, threshold 90%: the McKernel driver's defaults; record 192 bytes
 //! (24 u64 on Knights Landing) and a handler of ~20,000 cycles: the PEBS seed paper
-//! (`reference/perf-sampling.md`). Event `all` (loads and stores): Telescope's PEBS
-//! comparison samples MEM_INST_RETIRED.ALL_LOADS and ALL_STORES.
+//! (`reference/perf-sampling.md`). Assist 250 ns: Akiyama & Hirofuchi, ROSS'17 (200-300 ns per
+//! record, measured on Xeon; none is published for Knights Landing). Per-record handler time
+//! 0: the paper gives the handler's total only. The dedicated thread's 540 cycles per record:
+//! DERIVED, the paper's 20,000-cycle handler spread over the 37 records of an 8 KiB buffer
+//! (an upper bound: the interrupt's entry and exit are in it too). Event `all` (loads and
+//! stores): Telescope's PEBS comparison samples MEM_INST_RETIRED.ALL_LOADS and ALL_STORES.
 
 use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::agents::{Feed, FeedKind, MachineView, Ps};
 use crate::error::Result;
-use crate::hw::pebs::PebsHwConfig;
+use crate::hw::pebs::{DrainMode, PebsCosts, PebsHwConfig, Throttle};
 use crate::hw::Hardware;
 use crate::units::{ByteSize, Duration};
 
@@ -72,7 +93,7 @@ impl PebsEvent {
     }
 
     /// Events of `core` so far.
-    fn count(self, m: &Hardware, core: usize) -> u64 {
+    pub(crate) fn count(self, m: &Hardware, core: usize) -> u64 {
         let c = &m.cores[core].c;
         match self {
             PebsEvent::Loads => c.accesses - c.writes,
@@ -81,9 +102,30 @@ impl PebsEvent {
             PebsEvent::L2MissLoads => m.cores[core].cache.load_misses,
         }
     }
+
+    /// (loads, stores) counted.
+    fn kinds(self) -> (bool, bool) {
+        match self {
+            PebsEvent::Loads | PebsEvent::L2MissLoads => (true, false),
+            PebsEvent::Stores => (false, true),
+            PebsEvent::All => (true, true),
+        }
+    }
 }
 
-/// Parameters of `pebs`.
+/// How the McKernel driver empties the PEBS buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainKind {
+    /// A PMI at the threshold, handled on the sampled core (the paper's driver).
+    #[default]
+    Interrupt,
+    /// A dedicated hardware thread polls the buffers (the paper's future work): no PMI on the
+    /// application's cores.
+    DedicatedThread,
+}
+
+/// Parameters of `pebs` (the McKernel-like driver).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PebsParams {
@@ -95,7 +137,8 @@ pub struct PebsParams {
     #[serde(default = "d_period")]
     pub period: u64,
     /// Frequency mode: samples per second per core (Telescope's PEBS moderate 5000,
-    /// aggressive 10000); R follows the event rate. Absent: fixed R.
+    /// aggressive 10000); R follows the event rate. Absent: fixed R. Not a McKernel feature
+    /// (see the module docs; `perf-pebs` is Linux's frequency mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frequency_hz: Option<f64>,
     /// Per-core PEBS buffer. Default 64 KiB (McKernel driver).
@@ -111,6 +154,30 @@ pub struct PebsParams {
     /// Interrupt handler cost in cycles (at `machine.cpu_ghz`). Default 20,000 (PEBS paper).
     #[serde(default = "d_cycles")]
     pub interrupt_cycles: f64,
+    /// Handler cycles per record drained, on top of `interrupt_cycles`. Default 0 (the paper
+    /// gives the handler's total only).
+    #[serde(default)]
+    pub drain_cycles_per_record: f64,
+    /// One PEBS assist (writing a record), charged inline to the sampled core. Default 250 ns
+    /// (Akiyama & Hirofuchi, ROSS'17: 200-300 ns per record).
+    #[serde(default = "d_assist")]
+    pub assist_ns: f64,
+    /// `interrupt` (default: the paper's driver) or `dedicated-thread` (the future work).
+    #[serde(default)]
+    pub drain: DrainKind,
+    /// Dedicated thread: how often it empties the buffers. Default 100 us (an assumption:
+    /// an 8 KiB buffer of 42 records at R = 64 fills in ~0.4 ms at 6 M events/s).
+    #[serde(default = "d_poll")]
+    pub poll_interval: Duration,
+    /// Dedicated thread: its cycles per record copied out. Default 540 (DERIVED: 20,000
+    /// cycles over the 37 records of an 8 KiB buffer).
+    #[serde(default = "d_poll_cycles")]
+    pub poll_cycles_per_record: f64,
+    /// Write each record's cache lines through the cache model (`[machine.cache]`), so the
+    /// records evict application lines (ROSS'17 names the pollution; it has no figure, so no
+    /// time is charged for it beyond the misses it causes). Default true.
+    #[serde(default = "d_true")]
+    pub pollution: bool,
     /// A page is hot in a window when it got at least this many samples there. Default 1.
     #[serde(default = "d_min_samples")]
     pub min_samples: u32,
@@ -142,6 +209,18 @@ fn d_threshold() -> f64 {
 fn d_cycles() -> f64 {
     20_000.0
 }
+fn d_assist() -> f64 {
+    250.0
+}
+fn d_poll() -> Duration {
+    Duration(100_000)
+}
+fn d_poll_cycles() -> f64 {
+    540.0
+}
+fn d_true() -> bool {
+    true
+}
 fn d_min_samples() -> u32 {
     1
 }
@@ -156,13 +235,106 @@ impl PebsParams {
         let thr = ((cap as f64 * self.threshold_fraction) + 1e-9).floor() as usize;
         (cap, thr.clamp(1, cap.max(1)))
     }
+
+    /// The observer's specification.
+    pub fn spec(&self) -> Spec {
+        let (capacity, threshold) = self.capacity_and_threshold();
+        let dedicated = self.drain == DrainKind::DedicatedThread;
+        Spec {
+            driver: if dedicated { "mckernel-dedicated-thread" } else { "mckernel" },
+            event: self.event,
+            period: self.period,
+            frequency_hz: self.frequency_hz,
+            capacity,
+            threshold: if dedicated { capacity } else { threshold },
+            interrupt_cycles: self.interrupt_cycles,
+            interrupt_ns: 0.0,
+            drain_cycles_per_record: self.drain_cycles_per_record,
+            drain_ns_per_record: 0.0,
+            assist_ns: self.assist_ns,
+            poller: dedicated.then_some(Poller {
+                interval_ns: self.poll_interval.0,
+                cycles_per_record: self.poll_cycles_per_record,
+            }),
+            throttle: None,
+            extra_interrupts_per_record: 0.0,
+            pollution_record_bytes: if self.pollution { self.record_size.0 } else { 0 },
+            period_quantum: 1,
+            min_period: 1,
+            min_samples: self.min_samples,
+            tick_ns: self.tick.0,
+            assumed: [
+                ("assist_ns", self.assist_ns == d_assist()),
+                ("drain_cycles_per_record", self.drain_cycles_per_record == 0.0),
+                ("poll_cycles_per_record", dedicated && self.poll_cycles_per_record == d_poll_cycles()),
+                ("poll_interval", dedicated && self.poll_interval == d_poll()),
+            ]
+            .into_iter()
+            .filter_map(|(k, on)| on.then_some(k))
+            .collect(),
+        }
+    }
 }
 
-impl TelemetryParams for PebsParams {
-    fn publishes(&self) -> &'static [crate::agents::FeedKind] {
-        &[crate::agents::FeedKind::Samples]
-    }
-    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+/// A driver's polling thread (no interrupts).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Poller {
+    /// Time between two polls, ns.
+    pub interval_ns: u64,
+    /// The poller's cycles per record copied out.
+    pub cycles_per_record: f64,
+}
+
+/// What a driver (`pebs`, `perf-pebs`, `ibs`) asks of the PEBS hardware and of the observer
+/// they share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// Driver and mode, reported as the `driver` stat.
+    pub driver: &'static str,
+    /// The sampled event.
+    pub event: PebsEvent,
+    /// Reset value (the starting value in frequency mode).
+    pub period: u64,
+    /// Frequency mode's target samples per second per core.
+    pub frequency_hz: Option<f64>,
+    /// Records the buffer holds.
+    pub capacity: usize,
+    /// Records at which the interrupt fires.
+    pub threshold: usize,
+    /// Handler cost, cycles at the machine's clock (added to `interrupt_ns`).
+    pub interrupt_cycles: f64,
+    /// Handler cost, ns.
+    pub interrupt_ns: f64,
+    /// Handler cycles per record drained.
+    pub drain_cycles_per_record: f64,
+    /// Handler ns per record drained.
+    pub drain_ns_per_record: f64,
+    /// One assist, ns.
+    pub assist_ns: f64,
+    /// Polled instead of interrupts.
+    pub poller: Option<Poller>,
+    /// perf's throttling.
+    pub throttle: Option<Throttle>,
+    /// Interrupts per record beyond its drain's (IBS's address-less samples).
+    pub extra_interrupts_per_record: f64,
+    /// Bytes per record written through the cache model (0: none).
+    pub pollution_record_bytes: u64,
+    /// Periods are multiples of this (IBS: 16).
+    pub period_quantum: u64,
+    /// Smallest period (IBS: 144 since Linux 6.x).
+    pub min_period: u64,
+    /// A page is hot with at least this many samples in a window.
+    pub min_samples: u32,
+    /// Driver tick, ns.
+    pub tick_ns: u64,
+    /// The cost parameters left at a default that is an assumption rather than a measurement
+    /// (reported as the `assumed_costs` stat, so every result that depends on them says so).
+    pub assumed: Vec<&'static str>,
+}
+
+impl Spec {
+    /// Check the specification; errors name the field.
+    pub fn validate(&self, ctx: &TelemetryBuildCtx) -> Result<()> {
         if self.period == 0 {
             return Err(ctx.err("period", "the reset value must be at least 1"));
         }
@@ -171,6 +343,46 @@ impl TelemetryParams for PebsParams {
                 return Err(ctx.err("frequency_hz", format!("{f} must be > 0")));
             }
         }
+        for (field, v) in [
+            ("interrupt_cycles", self.interrupt_cycles),
+            ("drain_cycles_per_record", self.drain_cycles_per_record),
+            ("assist_ns", self.assist_ns),
+            ("drain_ns_per_record", self.drain_ns_per_record),
+            ("interrupt_ns", self.interrupt_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ctx.err(field, format!("{v} must be >= 0")));
+            }
+        }
+        if let Some(p) = &self.poller {
+            if p.interval_ns == 0 {
+                return Err(ctx.err("poll_interval", "must be > 0"));
+            }
+            if !(p.cycles_per_record.is_finite() && p.cycles_per_record >= 0.0) {
+                return Err(ctx.err("poll_cycles_per_record", "must be >= 0"));
+            }
+        }
+        if self.min_samples == 0 {
+            return Err(ctx.err("min_samples", "must be at least 1"));
+        }
+        if self.tick_ns == 0 {
+            return Err(ctx.err("tick", "must be > 0"));
+        }
+        Ok(())
+    }
+
+    /// A period as the hardware takes it (quantum, minimum).
+    fn quantize(&self, p: u64) -> u64 {
+        let q = self.period_quantum.max(1);
+        ((p / q) * q).max(self.min_period).max(1)
+    }
+}
+
+impl TelemetryParams for PebsParams {
+    fn publishes(&self) -> &'static [crate::agents::FeedKind] {
+        &[crate::agents::FeedKind::Samples]
+    }
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
         if self.record_size.0 == 0 {
             return Err(ctx.err("record_size", "must be > 0"));
         }
@@ -185,16 +397,12 @@ impl TelemetryParams for PebsParams {
                 ctx.err("threshold_fraction", format!("{} is not in (0, 1]", self.threshold_fraction))
             );
         }
-        if !(self.interrupt_cycles.is_finite() && self.interrupt_cycles >= 0.0) {
-            return Err(ctx.err("interrupt_cycles", format!("{} must be >= 0", self.interrupt_cycles)));
+        if self.drain == DrainKind::DedicatedThread && self.frequency_hz.is_some() {
+            return Err(ctx.err("drain", "a dedicated drain thread needs a fixed period (no frequency_hz)"));
         }
-        if self.min_samples == 0 {
-            return Err(ctx.err("min_samples", "must be at least 1"));
-        }
-        if self.tick.0 == 0 {
-            return Err(ctx.err("tick", "must be > 0"));
-        }
-        Ok(Box::new(Pebs::new(self.clone(), label.to_string(), ctx.cores)))
+        let spec = self.spec();
+        spec.validate(ctx)?;
+        Ok(Box::new(Pebs::new(spec, label.to_string(), ctx.cores)))
     }
 }
 
@@ -213,11 +421,13 @@ pub struct SampleRow {
     pub drain: u64,
 }
 
-/// The `pebs` observer.
+/// The observer of the PEBS hardware (every driver's).
 pub struct Pebs {
-    p: PebsParams,
+    p: Spec,
     label: String,
     next_ns: u64,
+    next_tick_ns: u64,
+    next_poll_ns: u64,
     /// The log of every consumed drain: (time ns, core, drain index, first sample in `addrs`).
     log: Vec<(u64, u32, u64, usize)>,
     /// Every consumed sample's address, bit 63 = store (8 bytes per sample).
@@ -243,17 +453,26 @@ pub struct Pebs {
     win_samples: u64,
     win_interrupts: u64,
     total_interrupts: u64,
-    capacity: usize,
-    threshold: usize,
-    /// Handler cost per interrupt, ps.
+    /// Handler cost per interrupt (fixed part), ps.
     irq_ps: u64,
+    /// Handler cost per record, ps.
+    drain_rec_ps: u64,
+    /// Assist cost, ps.
+    assist_ps: u64,
+    /// Records the poller copied out, and its time, ps.
+    polled: u64,
+    poll_ps: u64,
+    hw_totals: HwTotals,
 }
 
 impl Pebs {
-    fn new(p: PebsParams, label: String, cores: usize) -> Self {
-        let (capacity, threshold) = p.capacity_and_threshold();
+    /// The observer of `spec` on a machine of `cores` cores.
+    pub fn new(spec: Spec, label: String, cores: usize) -> Self {
+        let period = spec.quantize(spec.period);
         Pebs {
             next_ns: u64::MAX,
+            next_tick_ns: u64::MAX,
+            next_poll_ns: u64::MAX,
             label,
             log: Vec::new(),
             addrs: Vec::new(),
@@ -264,18 +483,26 @@ impl Pebs {
             drains: 0,
             last_events: vec![0; cores],
             last_tick_ns: 0,
-            periods: vec![p.period; cores],
+            periods: vec![period; cores],
             adjusted: vec![false; cores],
-            period_now: p.period,
+            period_now: period,
             adjustments: 0,
             win_samples: 0,
             win_interrupts: 0,
             total_interrupts: 0,
-            capacity,
-            threshold,
             irq_ps: 0,
-            p,
+            drain_rec_ps: 0,
+            assist_ps: 0,
+            polled: 0,
+            poll_ps: 0,
+            hw_totals: HwTotals::default(),
+            p: spec,
         }
+    }
+
+    /// The specification.
+    pub fn spec(&self) -> &Spec {
+        &self.p
     }
 
     /// Samples consumed so far.
@@ -377,11 +604,48 @@ impl Pebs {
         if n == 0 {
             return;
         }
-        let period = ((sum + n / 2) / n).max(1) as u64;
+        let period = self.p.quantize(((sum + n / 2) / n).max(1) as u64);
         if period != self.period_now {
             m.set_pebs_period(period);
             self.period_now = period;
             self.adjustments += 1;
+        }
+    }
+
+    /// Consume every drain handed over so far.
+    fn consume(&mut self, m: &mut Hardware) {
+        if let Some(hw) = m.pebs.as_mut() {
+            let drained = std::mem::take(&mut hw.drained);
+            for d in &drained {
+                self.take_drain(d);
+            }
+            self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
+            self.hw_totals = HwTotals::of(hw);
+        }
+    }
+}
+
+/// The PEBS hardware's totals, as last seen by the observer.
+#[derive(Clone, Debug, Default)]
+struct HwTotals {
+    interrupt_ps: u64,
+    assist_ps: u64,
+    lost: u64,
+    throttles: u64,
+    lowerings: u64,
+    max_per_tick: Option<u64>,
+}
+
+impl HwTotals {
+    fn of(hw: &crate::hw::pebs::PebsHw) -> Self {
+        let sum = |f: fn(&crate::hw::pebs::PebsCore) -> u64| hw.cores.iter().map(f).sum::<u64>();
+        HwTotals {
+            interrupt_ps: sum(|c| c.interrupt_ps),
+            assist_ps: sum(|c| c.assist_ps),
+            lost: sum(|c| c.lost),
+            throttles: sum(|c| c.throttles),
+            lowerings: hw.lowerings,
+            max_per_tick: hw.max_per_tick(),
         }
     }
 }
@@ -392,7 +656,7 @@ impl Observer for Pebs {
         let m = ctx.machine.hw_mut();
         if m.pebs.is_some() {
             return Err(crate::SimError::runtime(format!(
-                "telemetry `{}`: the machine's PEBS hardware is already configured by another `pebs` \
+                "telemetry `{}`: the machine's PEBS hardware is already configured by another PEBS \
                  observer; it has one configuration (event, reset value, buffer), so run each PEBS \
                  configuration on a machine of its own (`tierlab telemetry`, which does; or \
                  `tierlab telemetry --techniques {}`)",
@@ -406,30 +670,41 @@ impl Observer for Pebs {
                 self.label
             )));
         }
-        let (loads, stores) = match self.p.event {
-            PebsEvent::Loads | PebsEvent::L2MissLoads => (true, false),
-            PebsEvent::Stores => (false, true),
-            PebsEvent::All => (true, true),
+        let (loads, stores) = self.p.event.kinds();
+        let ps = |ns: f64| crate::hw::cost::ps(ns);
+        self.irq_ps = ps(self.p.interrupt_cycles / m.cpu_ghz + self.p.interrupt_ns);
+        self.drain_rec_ps = ps(self.p.drain_cycles_per_record / m.cpu_ghz + self.p.drain_ns_per_record);
+        self.assist_ps = ps(self.p.assist_ns);
+        let costs = PebsCosts {
+            assist_ps: self.assist_ps,
+            drain_ps_per_record: self.drain_rec_ps,
+            drain: if self.p.poller.is_some() { DrainMode::Polled } else { DrainMode::Interrupt },
+            throttle: self.p.throttle.clone(),
+            extra_interrupts_per_record: self.p.extra_interrupts_per_record,
+            pollution_record_bytes: self.p.pollution_record_bytes,
         };
-        let interrupt_ps = crate::hw::cost::ps(self.p.interrupt_cycles / m.cpu_ghz);
-        self.irq_ps = interrupt_ps;
-        m.enable_pebs(PebsHwConfig {
-            loads,
-            stores,
-            period: self.p.period,
-            capacity: self.capacity,
-            threshold: self.threshold,
-            interrupt_ps,
-            miss_only: self.p.event == PebsEvent::L2MissLoads,
-        });
+        m.enable_pebs_with(
+            PebsHwConfig {
+                loads,
+                stores,
+                period: self.period_now,
+                capacity: self.p.capacity,
+                threshold: self.p.threshold,
+                interrupt_ps: self.irq_ps,
+                miss_only: self.p.event == PebsEvent::L2MissLoads,
+            },
+            costs,
+        );
         self.last_events = (0..m.cores.len()).map(|core| self.p.event.count(m, core)).collect();
-        self.periods = vec![self.p.period; m.cores.len()];
+        self.periods = vec![self.period_now; m.cores.len()];
         self.adjusted = vec![false; m.cores.len()];
         self.last_tick_ns = now_ns;
         // Frequency mode calibrates early (perf adjusts at every overflow while far off).
         let first =
-            if self.p.frequency_hz.is_some() { FIRST_ADJUST_NS.min(self.p.tick.0) } else { self.p.tick.0 };
-        self.next_ns = now_ns + first;
+            if self.p.frequency_hz.is_some() { FIRST_ADJUST_NS.min(self.p.tick_ns) } else { self.p.tick_ns };
+        self.next_tick_ns = now_ns + first;
+        self.next_poll_ns = self.p.poller.as_ref().map_or(u64::MAX, |p| now_ns + p.interval_ns);
+        self.next_ns = self.next_tick_ns.min(self.next_poll_ns);
         Ok(())
     }
 
@@ -443,6 +718,20 @@ impl Observer for Pebs {
 
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         let now_ns = ctx.now_ns();
+        if now_ns >= self.next_poll_ns {
+            // The dedicated thread empties every buffer; its work is the observer core's.
+            if let Some(p) = self.p.poller.clone() {
+                let ghz = ctx.machine.cpu_ghz();
+                if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
+                    let n = hw.poll(now_ns);
+                    self.polled += n;
+                    let ns = n as f64 * p.cycles_per_record / ghz;
+                    self.poll_ps += crate::hw::cost::ps(ns);
+                    ctx.charge(ns);
+                }
+                self.next_poll_ns = now_ns + p.interval_ns;
+            }
+        }
         // The drains handed over since the last event, to whoever follows this technique.
         if ctx.wants(FeedKind::Samples) {
             if let Some(hw) = ctx.machine.hw().pebs.as_ref() {
@@ -454,15 +743,13 @@ impl Observer for Pebs {
                 }
             }
         }
-        if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
-            let drained = std::mem::take(&mut hw.drained);
-            for d in &drained {
-                self.take_drain(d);
-            }
-            self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
+        self.consume(ctx.machine.hw_mut());
+        if now_ns >= self.next_tick_ns {
+            self.adjust(ctx.machine.hw_mut(), now_ns);
+            ctx.machine.hw_mut().pebs_tick(now_ns);
+            self.next_tick_ns = now_ns + self.p.tick_ns;
         }
-        self.adjust(ctx.machine.hw_mut(), now_ns);
-        self.next_ns = now_ns + self.p.tick.0;
+        self.next_ns = self.next_tick_ns.min(self.next_poll_ns);
         Ok(())
     }
 
@@ -472,11 +759,8 @@ impl Observer for Pebs {
         let now_ns = ctx.now_ns();
         if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
             hw.flush(now_ns);
-            let drained = std::mem::take(&mut hw.drained);
-            for d in &drained {
-                self.take_drain(d);
-            }
         }
+        self.consume(ctx.machine.hw_mut());
         Ok(())
     }
 
@@ -491,6 +775,7 @@ impl Observer for Pebs {
                 self.take_drain(d);
             }
             self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
+            self.hw_totals = HwTotals::of(hw);
         }
         let in_window = |t: &u64| (start_ns..end_ns).contains(t);
         self.win_interrupts = self.pending_drains.iter().filter(|t| in_window(t)).count() as u64;
@@ -525,24 +810,49 @@ impl Observer for Pebs {
     }
 
     fn hw_cpu_ps(&self, machine: &MachineView) -> u64 {
-        machine.hw().pebs.as_ref().map(|hw| hw.cores.iter().map(|c| c.interrupt_ps).sum()).unwrap_or(0)
+        machine
+            .hw()
+            .pebs
+            .as_ref()
+            .map(|hw| hw.cores.iter().map(|c| c.interrupt_ps + c.assist_ps).sum())
+            .unwrap_or(0)
     }
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
         let n = self.addrs.len() as u64;
+        out.set(format!("{prefix}.driver"), self.p.driver);
+        out.set(
+            format!("{prefix}.assumed_costs"),
+            if self.p.assumed.is_empty() { "none".to_string() } else { self.p.assumed.join(",") },
+        );
         out.set(format!("{prefix}.samples"), n);
         out.set(format!("{prefix}.interrupts"), self.total_interrupts);
         out.set(format!("{prefix}.drains"), self.drains);
         out.set(format!("{prefix}.period"), self.period_now);
         out.set(format!("{prefix}.period_adjustments"), self.adjustments);
-        out.set(format!("{prefix}.buffer_records"), self.capacity);
-        out.set(format!("{prefix}.threshold_records"), self.threshold);
+        out.set(format!("{prefix}.buffer_records"), self.p.capacity);
+        out.set(format!("{prefix}.threshold_records"), self.p.threshold);
         out.set(
             format!("{prefix}.mean_samples_per_drain"),
             if self.drains == 0 { 0.0 } else { n as f64 / self.drains as f64 },
         );
         out.set(format!("{prefix}.pages_seen"), self.pages_seen());
-        out.set(format!("{prefix}.interrupt_seconds"), (self.total_interrupts * self.irq_ps) as f64 / 1e12);
+        // The cost model's per-event figures (what the scale model reads).
+        out.set(format!("{prefix}.interrupt_ns"), self.irq_ps as f64 / 1e3);
+        out.set(format!("{prefix}.drain_ns_per_record"), self.drain_rec_ps as f64 / 1e3);
+        out.set(format!("{prefix}.assist_ns"), self.assist_ps as f64 / 1e3);
+        out.set(format!("{prefix}.polled_records"), self.polled);
+        out.set(format!("{prefix}.poller_seconds"), self.poll_ps as f64 / 1e12);
+        out.set(format!("{prefix}.extra_interrupts_per_record"), self.p.extra_interrupts_per_record);
+        let h = &self.hw_totals;
+        out.set(format!("{prefix}.interrupt_seconds"), h.interrupt_ps as f64 / 1e12);
+        out.set(format!("{prefix}.assist_seconds"), h.assist_ps as f64 / 1e12);
+        out.set(format!("{prefix}.lost"), h.lost);
+        out.set(format!("{prefix}.throttles"), h.throttles);
+        out.set(format!("{prefix}.rate_lowerings"), h.lowerings);
+        if let Some(t) = h.max_per_tick {
+            out.set(format!("{prefix}.max_samples_per_tick"), t);
+        }
     }
 }
 
@@ -555,7 +865,7 @@ impl crate::params::SharedDefaults<TelemetryShared> for PebsParams {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::os::{Machine, MachineConfig};
     use crate::workload::{AddressSpace, MapOptions};
@@ -572,7 +882,7 @@ mod tests {
         let label = w.shared.name.clone().unwrap_or_else(|| "pebs".into());
         let ctx = TelemetryBuildCtx { cores, threads: 1, ..Default::default() };
         w.own.build(&label, &ctx).unwrap(); // validation
-        Pebs::new(w.own.clone(), label, cores)
+        Pebs::new(w.own.spec(), label, cores)
     }
 
     fn start(o: &mut Pebs, m: &mut Machine) {
@@ -631,8 +941,13 @@ mod tests {
             assert_eq!(hw.cores[0].samples, samples, "N/R samples for R = {r}");
             assert_eq!(hw.cores[0].interrupts, irqs, "R = {r}");
             assert_eq!(o.sample_count() as u64, irqs * 37, "drained records");
-            // 20,000 cycles at 2 GHz = 10 us per interrupt.
-            assert_eq!(o.hw_cpu_ps(&MachineView::new(&mut m)), irqs * 10_000_000, "R = {r}");
+            // 20,000 cycles at 2 GHz = 10 us per interrupt, and a 250 ns assist per record.
+            assert_eq!(
+                o.hw_cpu_ps(&MachineView::new(&mut m)),
+                irqs * 10_000_000 + samples * 250_000,
+                "R = {r}"
+            );
+            assert!((stat(&o, "assist_seconds") - samples as f64 * 250e-9).abs() < 1e-15);
             assert_eq!(cpu, 0, "the driver's tick charges nothing");
             assert_eq!(stat(&o, "samples"), (irqs * 37) as f64);
             assert_eq!(stat(&o, "interrupts"), irqs as f64);
@@ -859,10 +1174,42 @@ buffer_size = "8KiB"
         assert!((900.0..=1100.0).contains(&g("samples")), "{}", g("samples"));
         assert!(g("mean_recall") > 0.0 && g("mean_precision") > 0.5);
         let irq = 20_000.0 / 2.0e9;
-        assert!((g("cpu_seconds") - g("interrupts") * irq).abs() < 1e-9);
+        assert!((g("cpu_seconds") - g("interrupts") * irq - g("samples") * 250e-9).abs() < 1e-9);
         assert_eq!(a.timeseries.column("telemetry.pebs.period").unwrap().len(), 4);
         let c = run_text(SMALL, &["seed=5"]);
         assert_ne!(a.stats, c.stats, "the seed matters");
+    }
+
+    /// SMALL with its telemetry replaced by `tele` (TOML of one `[[telemetry]]` table's body).
+    pub(crate) fn small_with(tele: &str) -> String {
+        let base = SMALL.split("[[telemetry]]").next().unwrap();
+        format!("{base}[[telemetry]]\nname = \"t\"\n{tele}\n")
+    }
+
+    pub(crate) fn run_small(tele: &str) -> crate::driver::RunResult {
+        run_text(&small_with(tele), &[])
+    }
+
+    #[test]
+    fn a_dedicated_drain_thread_takes_no_interrupt_on_the_application_core() {
+        let irq = run_small("kind = \"pebs\"\nevent = \"loads\"\nperiod = 64\nbuffer_size = \"8KiB\"");
+        let ded = run_small(
+            "kind = \"pebs\"\nevent = \"loads\"\nperiod = 64\nbuffer_size = \"8KiB\"\ndrain = \"dedicated-thread\"",
+        );
+        let g = |r: &crate::driver::RunResult, k: &str| {
+            r.stats.get(&format!("telemetry.t.{k}")).unwrap().as_f64()
+        };
+        assert!(g(&irq, "interrupts") > 10.0);
+        assert_eq!(g(&ded, "interrupts"), 0.0);
+        assert_eq!(g(&ded, "interrupt_seconds"), 0.0);
+        assert!(g(&ded, "polled_records") > 100.0);
+        // The poller's time is on the observer's core: ~540 cycles at 2 GHz per record.
+        let want = g(&ded, "polled_records") * 540.0 / 2.0e9;
+        assert!((g(&ded, "poller_seconds") - want).abs() < 1e-9 * want.max(1.0));
+        assert_eq!(g(&ded, "lost"), 0.0, "100 us polls keep up with an 8 KiB buffer");
+        // The application's cores pay only the assists.
+        let app = |r: &crate::driver::RunResult| r.stats.get("run.app_seconds").unwrap().as_f64();
+        assert!(app(&ded) < app(&irq), "{} vs {}", app(&ded), app(&irq));
     }
 
     const MINIFE: &str = include_str!("../../../scenarios/pebs-minife.toml");
@@ -913,7 +1260,8 @@ buffer_size = "8KiB"
             assert_eq!(g("samples"), n_r, "{}", t.label());
             let drained = g("interrupts") * thr as f64;
             assert!(drained <= n_r && drained > n_r - thr as f64, "{}: {drained} vs {n_r}", t.label());
-            assert!((g("cpu_seconds") - g("interrupts") * 20_000.0 / 1.4e9).abs() < 1e-9);
+            let cpu = g("interrupts") * 20_000.0 / 1.4e9 + g("samples") * 250e-9;
+            assert!((g("cpu_seconds") - cpu).abs() < 1e-9, "{}", t.label());
             let app = r.stats.get("run.app_seconds").unwrap().as_f64();
             res.push((p.period, p.buffer_size.0, g("pages_seen"), app / app0 - 1.0, p.event));
         }
@@ -927,6 +1275,16 @@ buffer_size = "8KiB"
             if i < 6 {
                 assert!(res[i + 3].3 < o, "R {r} -> {}: {o} -> {}", res[i + 3].0, res[i + 3].3);
             }
+        }
+        // R dominates (the paper's finding): from R128/B16K, halving R costs more than halving
+        // B, because every record's assist scales with 1/R and not with B.
+        for (at, half_r, half_b) in [(4, 1, 3), (8, 5, 7), (5, 2, 4)] {
+            let (dr, db) = (res[half_r].3 - res[at].3, res[half_b].3 - res[at].3);
+            assert!(
+                dr > db && db > 0.0,
+                "from {:?}: halving R +{dr}, halving B +{db}",
+                (res[at].0, res[at].1)
+            );
         }
         // With the paper's event (L2 misses) fewer pages are seen as R grows.
         if res[0].4 == PebsEvent::L2MissLoads {
