@@ -45,9 +45,10 @@ use crate::hw::Hardware;
 use crate::os::backend::MemoryBackend;
 use crate::os::hint::HintFaults;
 use crate::os::memory::{Node, Placement};
-use crate::os::{Flush, Machine, Migrated, Vma};
+use crate::os::{Flush, Machine, Migrated, MigrationCounters, Vma};
 use crate::stats::Stats;
 
+pub mod loaded;
 pub mod placement;
 pub mod scanner;
 pub mod telemetry;
@@ -348,6 +349,10 @@ impl<'a> MachineView<'a> {
     /// Resident bytes per node.
     pub fn resident_bytes(&self) -> Vec<u64> {
         self.m.resident_bytes()
+    }
+    /// Page migrations done so far (the OS's counters).
+    pub fn migration(&self) -> &MigrationCounters {
+        &self.m.os.migration
     }
 }
 

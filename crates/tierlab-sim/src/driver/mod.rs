@@ -21,6 +21,7 @@
 
 use std::time::Instant;
 
+use crate::agents::loaded::LoadedLatencyAgent;
 use crate::agents::placement::{PlacementAgent, PlacementBuildCtx, StageInput};
 use crate::agents::scanner::ScannerAgent;
 use crate::agents::telemetry::TelemetryBuildCtx;
@@ -317,6 +318,9 @@ impl Run {
                 nodes: scenario.machine.nodes.len(),
             };
             agents.push(Box::new(TieringAgent::new(cfg, &tctx)?));
+        }
+        if let Some(a) = LoadedLatencyAgent::new(&scenario.machine.nodes, scenario.machine.latency_matrix()) {
+            agents.push(Box::new(a));
         }
         let mut slots: Vec<Slot> = agents
             .into_iter()

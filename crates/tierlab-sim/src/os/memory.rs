@@ -30,6 +30,10 @@ pub struct NodeConfig {
     /// Tier rank: 0 is the fastest; used for fallback order when a node is full.
     #[serde(default)]
     pub tier: u32,
+    /// Loaded latency (`[machine.nodes.loaded]`): the latency rises with the node's bandwidth
+    /// use ([`crate::hw::loaded`]); absent = the idle latency always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<crate::hw::loaded::LoadedLatency>,
 }
 
 fn d_bw() -> f64 {
@@ -48,6 +52,7 @@ pub fn default_nodes() -> Vec<NodeConfig> {
             bandwidth_gbps: 204.8,
             cores: vec![],
             tier: 0,
+            loaded: None,
         },
         NodeConfig {
             name: "cxl".into(),
@@ -56,6 +61,7 @@ pub fn default_nodes() -> Vec<NodeConfig> {
             bandwidth_gbps: 32.0,
             cores: vec![],
             tier: 1,
+            loaded: None,
         },
     ]
 }
@@ -269,6 +275,7 @@ mod tests {
                 bandwidth_gbps: 100.0,
                 cores: vec![0],
                 tier: 0,
+                loaded: None,
             },
             NodeConfig {
                 name: "n1".into(),
@@ -277,6 +284,7 @@ mod tests {
                 bandwidth_gbps: 100.0,
                 cores: vec![1],
                 tier: 0,
+                loaded: None,
             },
             NodeConfig {
                 name: "cxl".into(),
@@ -285,6 +293,7 @@ mod tests {
                 bandwidth_gbps: 32.0,
                 cores: vec![],
                 tier: 1,
+                loaded: None,
             },
         ]
     }

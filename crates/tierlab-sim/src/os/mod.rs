@@ -137,6 +137,9 @@ impl MachineConfig {
                     format!("{} must be > 0", n.bandwidth_gbps),
                 );
             }
+            if let Some(l) = &n.loaded {
+                l.validate().map_err(|(f, m)| (format!("machine.nodes[{i}].loaded.{f}"), m))?;
+            }
             for &c in &n.cores {
                 if c >= self.cores {
                     return e(
@@ -279,6 +282,22 @@ pub struct MigrationCounters {
     pub copy_ps: u64,
     /// Shootdowns done for migrations (one per single page or batch).
     pub shootdowns: u64,
+    /// Bytes copied out of each node (index = node; grows on use).
+    pub node_out_bytes: Vec<u64>,
+    /// Bytes copied into each node.
+    pub node_in_bytes: Vec<u64>,
+}
+
+impl MigrationCounters {
+    /// Count a copy of `bytes` from node `from` to node `to` (the traffic it puts on both).
+    pub fn count_copy(&mut self, from: u8, to: u8, bytes: u64) {
+        for (v, n) in [(&mut self.node_out_bytes, from), (&mut self.node_in_bytes, to)] {
+            if v.len() <= n as usize {
+                v.resize(n as usize + 1, 0);
+            }
+            v[n as usize] += bytes;
+        }
+    }
 }
 
 /// What a batch migration did ([`Machine::migrate_pages`]).

@@ -242,6 +242,7 @@ impl MemoryBackend for Flat {
             mc.bytes += bytes;
             mc.promotions += (nt.tier < nf.tier) as u64;
             mc.demotions += (nt.tier > nf.tier) as u64;
+            mc.count_copy(from, to, bytes);
             entries.push(base);
             out.pages += 1;
             out.bytes += bytes;
