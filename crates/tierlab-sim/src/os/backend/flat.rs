@@ -71,6 +71,8 @@ impl Flat {
         } else {
             self.pt.map_4k(base, node);
         }
+        // A page reclaimed to swap is read back (a major fault).
+        let cost = cost + env.mem.swap.refault(base, size.base_pages());
         let c = &mut env.hw.cores[core];
         c.c.page_faults += 1;
         c.c.fault_ps += cost;
