@@ -129,6 +129,10 @@ class PointResult:
             "mappings": [],
             "mapping_log": self.mapping_log or [],
             "samples": self.samples or {},
+            "plan": None,
+            "core_nodes": [],
+            "damo_records": {},
+            "stages": [],
             "summary": [],
         }
         return Result.from_native(raw)
