@@ -30,6 +30,7 @@ POLICIES = {
     "HeMem",
     "Memtis",
     "NUMA-tiering",
+    "DAMON-mtier",
 }
 
 
@@ -60,6 +61,16 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert by["TS-BND"]["kind"] == "hottest-first" and by["TS-BND"]["telemetry"] == "TS-BND"
     assert by["TS-BND"]["migrations"] > 0 and by["TS-BND"]["fast_hot_bytes"] > 0
     assert by["TS-BND"]["throughput_rps"] > base["throughput_rps"]
+    # Distance from the optimum: the baseline's bound is above every policy, and each
+    # policy's share of the possible gain is below 100%.
+    assert base["optimum_throughput_rps"] > base["throughput_rps"] and base["run_fast_share"] == 0
+    for r in recs:
+        assert r["optimum_fast_share"] >= r["run_fast_share"], r["policy"]
+        assert r["throughput_rps"] <= base["optimum_throughput_rps"], r["policy"]
+        assert r["share_of_optimum"] < 1.0, r["policy"]
+    assert base["share_of_optimum"] == 0
+    assert by["TS-BND"]["share_of_optimum"] > 0
+    assert by["DAMON-mtier"]["kind"] == "damon-mtier"
     # The table and the plot.
     names = {p.name for p in out.iterdir()}
     assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names

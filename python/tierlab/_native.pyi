@@ -84,6 +84,8 @@ class RunOutput(TypedDict):
     plan: list[tuple[int, int, int]] | None
     #: node of each core
     core_nodes: list[int]
+    #: damo records (JSON text) of the region-based techniques with ``record = true``, by label
+    damo_records: dict[str, str]
     #: the stages that ran before the last one
     stages: list[StageOutput]
     #: ``(name, value)`` rows of the run's summary

@@ -8,7 +8,14 @@ A record holds: ``policy`` (the point's label), ``kind`` (the tiering policy kin
 ``p99_us`` (the ``kv`` workload's, over the run), ``fast_used_bytes`` and
 ``fast_hot_bytes`` (fast-tier resident bytes, and of them the bytes the workload accessed in
 the last window), ``fast_hot_bytes_mean`` (over all windows), ``migrations``,
-``promoted_bytes``, ``demoted_bytes``, ``wall_seconds``.
+``promoted_bytes``, ``demoted_bytes``, ``promoted_pages``, ``demoted_pages``,
+``wall_seconds``, and the distance from the optimum (``optimum.*`` of the engine, see
+``crates/tierlab-sim/src/scoring/optimum.rs``): ``run_fast_share`` and ``optimum_fast_share``
+(accesses the fast tier served, in the run and in the per-window bound), ``optimum_speedup``,
+``optimum_throughput_rps`` and ``optimum_p95_us`` (the run's figures scaled by the bound's
+speedup), and ``share_of_optimum``: ``(throughput - baseline) / (bound - baseline)``, with the
+baseline point's (no tiering) throughput and bound, so every policy is measured against the
+same possible gain.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ SERIES = (
     "tiering.fast_used_bytes",
     "tiering.fast_hot_bytes",
     "tiering.promoted_bytes",
+    "optimum.fast_share",
+    "optimum.run_fast_share",
 )
 
 
@@ -63,6 +72,14 @@ class TieringRecord:
     promoted_bytes: int
     demoted_bytes: int
     wall_seconds: float
+    promoted_pages: int = 0
+    demoted_pages: int = 0
+    run_fast_share: float = math.nan
+    optimum_fast_share: float = math.nan
+    optimum_speedup: float = math.nan
+    optimum_throughput_rps: float = math.nan
+    optimum_p95_us: float = math.nan
+    share_of_optimum: float = math.nan
 
     def to_json(self) -> dict[str, StatValue]:
         return dict(asdict(self))
@@ -131,7 +148,27 @@ def record(label: str, result: PointResult) -> TieringRecord:
         promoted_bytes=int(_f(st, "tiering.promoted_bytes", 0.0)),
         demoted_bytes=int(_f(st, "tiering.demoted_bytes", 0.0)),
         wall_seconds=float(result.wall_seconds),
+        promoted_pages=int(_f(st, "tiering.promoted_pages", 0.0)),
+        demoted_pages=int(_f(st, "tiering.demoted_pages", 0.0)),
+        run_fast_share=_f(st, "optimum.run_fast_share"),
+        optimum_fast_share=_f(st, "optimum.fast_share"),
+        optimum_speedup=_f(st, "optimum.speedup"),
+        optimum_throughput_rps=_f(st, "workload.kv.throughput") * _f(st, "optimum.speedup"),
+        optimum_p95_us=_f(st, "workload.kv.p95_us") / _f(st, "optimum.speedup"),
     )
+
+
+def add_shares(records: list[TieringRecord]) -> None:
+    """Set every record's ``share_of_optimum`` against the baseline point (the first record
+    without a tiering policy): the gain over its throughput as a share of the gain its
+    bound allows. Without a baseline the shares stay NaN."""
+    base = next((r for r in records if r.kind == "none"), None)
+    if base is None:
+        return
+    gain = base.optimum_throughput_rps - base.throughput_rps
+    for r in records:
+        if gain > 0 and math.isfinite(gain):
+            r.share_of_optimum = (r.throughput_rps - base.throughput_rps) / gain
 
 
 def series(result: PointResult) -> Series:
@@ -151,6 +188,7 @@ class TieringKind(SweepKind[TieringSweep]):
         for p, r in run.finished():
             out.records.append(record(p.label, r))
             out.series[p.label] = series(r)
+        add_shares(out.records)
         return out
 
     def to_json(self, report: TieringSweep) -> JSON:
@@ -207,7 +245,7 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(8, 12), sharex=True)
     for label, s in sweep.series.items():
         t = s.get("t_end_s", [])
         (line,) = axes[0].plot(t, [v / 1e3 for v in s.get("kv.throughput", [])], label=label)
@@ -221,10 +259,17 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
             axes[2].plot(t, [v / 2**30 for v in used], label=f"{label} used", color=color)
             if hot:
                 axes[2].plot(t, [v / 2**30 for v in hot], linestyle="--", color=color)
+        run_share = s.get("optimum.run_fast_share", [])
+        bound = s.get("optimum.fast_share", [])
+        if run_share:
+            axes[3].plot(t, [100 * v for v in run_share], color=color)
+        if bound and label == next(iter(sweep.series)):
+            axes[3].plot(t, [100 * v for v in bound], linestyle=":", color="black", label="bound")
     axes[0].set_ylabel("throughput (k requests/s)")
     axes[1].set_ylabel("p95 latency (us)")
     axes[2].set_ylabel("fast tier (GiB; dashed: hot)")
-    axes[2].set_xlabel("time (s)")
+    axes[3].set_ylabel("fast-tier accesses (%;\ndotted: bound)")
+    axes[3].set_xlabel("time (s)")
     axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle(f"{sweep.scenario}: tiering policies")
     fig.tight_layout()
@@ -270,6 +315,10 @@ TABLE = (
     "fast_used_bytes",
     "fast_hot_bytes",
     "migrations",
+    "promoted_pages",
+    "demoted_pages",
+    "optimum_throughput_rps",
+    "share_of_optimum",
 )
 
 
@@ -281,8 +330,17 @@ def _cell(column: str, v: object) -> str:
     if column.endswith("_bytes") and isinstance(v, float | int):
         gib = v / 2**30
         return f"{gib:,.0f} GiB" if gib >= 100 else f"{gib:.3g} GiB"
-    if column in ("throughput_rps", "migrations") and isinstance(v, float | int):
+    counts = (
+        "throughput_rps",
+        "migrations",
+        "promoted_pages",
+        "demoted_pages",
+        "optimum_throughput_rps",
+    )
+    if column in counts and isinstance(v, float | int):
         return f"{v:,.0f}"
+    if column == "share_of_optimum" and isinstance(v, float | int):
+        return f"{100 * v:.1f}%"
     if isinstance(v, float):
         return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
     return str(v)

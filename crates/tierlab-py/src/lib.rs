@@ -220,6 +220,12 @@ fn run(
         None => out.set_item("plan", py.None())?,
     }
     out.set_item("core_nodes", r.core_nodes.clone())?;
+    // damo records of the region-based techniques asked to keep one: label -> JSON text.
+    let recs = PyDict::new_bound(py);
+    for (label, json) in &r.damo_records {
+        recs.set_item(label, json)?;
+    }
+    out.set_item("damo_records", recs)?;
     // Earlier stages: their names and stats.
     let stages = PyList::empty_bound(py);
     for st in &r.stages {

@@ -54,6 +54,7 @@ def atomic_output(path: Path) -> Iterator[Path]:
 
 def reporters() -> list[Reporter]:
     """One instance of every reporter, in writing order."""
+    from tierlab.reporters.damo import DamoRecordReporter
     from tierlab.reporters.heatmap import HeatmapReporter
     from tierlab.reporters.samples import SamplesReporter
     from tierlab.reporters.scenario import ScenarioReporter
@@ -68,6 +69,7 @@ def reporters() -> list[Reporter]:
         TimeseriesReporter(),
         HeatmapReporter(),
         SamplesReporter(),
+        DamoRecordReporter(),
     ]
 
 

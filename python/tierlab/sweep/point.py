@@ -132,6 +132,7 @@ class PointResult:
             "samples": self.samples or {},
             "plan": None,
             "core_nodes": [],
+            "damo_records": {},
             "stages": [],
             "summary": [],
         }

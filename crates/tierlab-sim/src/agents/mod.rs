@@ -45,9 +45,10 @@ use crate::hw::Hardware;
 use crate::os::backend::MemoryBackend;
 use crate::os::hint::HintFaults;
 use crate::os::memory::{Node, Placement};
-use crate::os::{Flush, Machine, Migrated, Vma};
+use crate::os::{Flush, Machine, Migrated, MigrationCounters, Vma};
 use crate::stats::Stats;
 
+pub mod loaded;
 pub mod placement;
 pub mod scanner;
 pub mod telemetry;
@@ -198,6 +199,8 @@ pub struct AgentOutput {
     pub samples: Vec<tierlab_core::Sample>,
     /// A placement plan: sorted, disjoint `(start, end, node)` byte ranges.
     pub plan: Option<Vec<(u64, u64, u8)>>,
+    /// A damo record of region snapshots (JSON), when the technique kept one.
+    pub damo_record: Option<String>,
 }
 
 /// The machine as agents see it: hardware and OS, never the ground truth.
@@ -348,6 +351,28 @@ impl<'a> MachineView<'a> {
     /// Resident bytes per node.
     pub fn resident_bytes(&self) -> Vec<u64> {
         self.m.resident_bytes()
+    }
+    /// Page migrations done so far (the OS's counters).
+    pub fn migration(&self) -> &MigrationCounters {
+        &self.m.os.migration
+    }
+    /// Reclaim pages to swap ([`Machine::pageout_pages`]), charged to `core`.
+    pub fn pageout_pages(&mut self, vas: &[u64], core: usize) -> Result<Migrated> {
+        self.m.pageout_pages(vas, core)
+    }
+    /// The LRU activity marks (DAMOS `lru_prio` / `lru_deprio`).
+    pub fn lru(&self) -> &crate::os::memory::LruMarks {
+        &self.m.os.mem.lru
+    }
+    /// Mark `[start, end)` active or inactive on the LRU lists.
+    pub fn lru_mark(&mut self, start: u64, end: u64, active: bool) {
+        self.m.os.mem.lru.mark(start, end, active)
+    }
+    /// The current value of a per-core counter summed over the application's cores (those
+    /// in the CPU mask).
+    pub fn app_total(&self, f: impl Fn(&crate::hw::CoreCounters) -> u64) -> u64 {
+        let mask = &self.m.os.mm_cpumask;
+        self.m.hw.cores.iter().enumerate().filter(|(i, _)| mask[*i]).map(|(_, c)| f(&c.c)).sum()
     }
 }
 

@@ -25,6 +25,7 @@ use std::time::Instant;
 /// whichever comes first: long steps (a long quantum, few agents) still see a Ctrl-C soon.
 const PROGRESS_EVERY_PS: u64 = 1_000_000_000;
 
+use crate::agents::loaded::LoadedLatencyAgent;
 use crate::agents::placement::{PlacementAgent, PlacementBuildCtx, StageInput};
 use crate::agents::scanner::ScannerAgent;
 use crate::agents::telemetry::TelemetryBuildCtx;
@@ -35,6 +36,7 @@ use crate::hw::CoreCounters;
 use crate::os::backend::Backend;
 use crate::os::Machine;
 use crate::scenario::{build_ctx, Scenario, Source};
+use crate::scoring::optimum::Optimum;
 use crate::scoring::{Scorer, TruthRule};
 use crate::stats::Stats;
 use crate::truth::WindowTruth;
@@ -199,6 +201,8 @@ pub struct RunResult {
     pub samples: Vec<(String, Vec<tierlab_core::Sample>)>,
     /// The placement plan the run produced, if any (profile-guided `profile`).
     pub plan: Option<Vec<(u64, u64, u8)>>,
+    /// damo records (JSON) of the region-based techniques asked to keep one, per label.
+    pub damo_records: Vec<(String, String)>,
     /// The stages that ran before the last one.
     pub stages: Vec<StageSummary>,
     /// Node of each core (for recordings of the run's samples).
@@ -265,6 +269,32 @@ pub struct Run {
     prev: Snapshot,
     agents: Vec<Slot>,
     scorer: Scorer,
+    optimum: Option<Optimum>,
+    prev_overhead: u64,
+}
+
+/// The fast and slow node of a run on a tiered machine (the tiering policy's, else the
+/// first node of the fastest tier and the first of the slowest), for the optimum bound; none
+/// on an untiered machine or the hierarchical backend.
+fn tier_pair(sc: &Scenario) -> Option<(u8, u8)> {
+    if sc.machine.hmem.is_some() {
+        return None;
+    }
+    if let Some(t) = &sc.tiering {
+        let c = t.common();
+        return Some((c.tiers.fast, c.tiers.slow));
+    }
+    let nodes = &sc.machine.nodes;
+    let fast = (0..nodes.len()).min_by_key(|&i| (nodes[i].tier, i))?;
+    let slow = (0..nodes.len()).min_by_key(|&i| (std::cmp::Reverse(nodes[i].tier), i))?;
+    (nodes[fast].tier < nodes[slow].tier).then_some((fast as u8, slow as u8))
+}
+
+/// Time the application cores spent on tiering's side effects so far (TLB maintenance
+/// received, background work charged to them, hint faults, swap-ins), ps.
+fn app_overhead_ps(m: &Machine, threads: usize) -> u64 {
+    let cores: u64 = m.hw.cores[..threads].iter().map(|c| c.c.background_ps + c.c.tlb_maint_ps).sum();
+    cores + m.os.hint.as_ref().map_or(0, |h| h.time_ps()) + m.os.mem.swap.refault_time_ps
 }
 
 /// The outcome of one stage.
@@ -311,6 +341,7 @@ impl Run {
                 index,
                 cores,
                 threads,
+                nodes: scenario.machine.nodes.len(),
             };
             agents.push(Box::new(t.build_agent(&tctx)?));
         }
@@ -336,6 +367,9 @@ impl Run {
                 nodes: scenario.machine.nodes.len(),
             };
             agents.push(Box::new(TieringAgent::new(cfg, &tctx)?));
+        }
+        if let Some(a) = LoadedLatencyAgent::new(&scenario.machine.nodes, scenario.machine.latency_matrix()) {
+            agents.push(Box::new(a));
         }
         let mut slots: Vec<Slot> = agents
             .into_iter()
@@ -406,6 +440,9 @@ impl Run {
             .collect();
         let prev = sum_counters(&machine);
         run_agents(&mut slots, &mut machine, Hook::Start)?;
+        let optimum = tier_pair(&scenario)
+            .map(|(f, s)| Optimum::new(f, s, machine.os.mem.nodes[f as usize].capacity_pages));
+        let prev_overhead = app_overhead_ps(&machine, threads);
         Ok(Run {
             window_ps: scenario.window.0 * 1000,
             quantum_ps: scenario.quantum.0 * 1000,
@@ -424,6 +461,8 @@ impl Run {
             prev,
             agents: slots,
             scorer,
+            optimum,
+            prev_overhead,
         })
     }
 
@@ -573,6 +612,16 @@ impl Run {
             ));
         }
         row.extend(score_cols);
+        if let Some(o) = &mut self.optimum {
+            let (f, sl) = (o.fast as usize, o.slow as usize);
+            let run_fast = now.node_acc[f] - self.prev.node_acc[f];
+            let c0 = &self.machine.hw.cores[0];
+            let delta = c0.cost_to(sl as u8) as f64 - c0.cost_to(f as u8) as f64;
+            let ov = app_overhead_ps(&self.machine, self.threads);
+            let (b, r, a) = o.add_window(&w, run_fast, delta, ov.saturating_sub(self.prev_overhead));
+            self.prev_overhead = ov;
+            row.extend(Optimum::window_columns(b, r, a));
+        }
         let threads = self.threads;
         let view = MachineView::new(&mut self.machine);
         for s in &mut self.agents {
@@ -681,6 +730,7 @@ impl Run {
         let end_ps = self.machine.hw.now_ps() / 1000 * 1000;
         let mut samples = Vec::new();
         let mut plan = None;
+        let mut damo_records = Vec::new();
         for i in 0..self.agents.len() {
             let mut out = Vec::new();
             let Slot { agent, cpu_ps, wants, .. } = &mut self.agents[i];
@@ -701,6 +751,9 @@ impl Run {
             }
             if o.plan.is_some() {
                 plan = o.plan;
+            }
+            if let Some(r) = o.damo_record {
+                damo_records.push((agent.label().to_string(), r));
             }
         }
         let wall_seconds = wall.elapsed().as_secs_f64();
@@ -726,6 +779,9 @@ impl Run {
         let app_s =
             (0..self.threads).map(|t| self.machine.hw.cores[t].clock_ps).max().unwrap_or(0) as f64 / 1e12;
         stats.set("run.app_seconds", app_s);
+        if let Some(o) = &self.optimum {
+            o.report_stats(app_s, self.threads, &mut stats);
+        }
         let input = StageInput { stage: String::new(), plan: plan.clone(), stats: stats.clone() };
         let result = RunResult {
             scenario: self.scenario.clone(),
@@ -739,6 +795,7 @@ impl Run {
             mapping_log: self.machine.os.mapping_log.clone(),
             samples,
             plan,
+            damo_records,
             stages: Vec::new(),
             core_nodes: self.machine.os.mem.core_node.clone(),
         };

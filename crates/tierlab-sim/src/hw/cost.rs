@@ -61,6 +61,21 @@ pub struct CostConfig {
     /// Assumption: ~1 us (interrupt entry/exit plus the INVLPG).
     #[serde(default = "d_ipi_target")]
     pub shootdown_target_ns: f64,
+    /// Fixed extra cost of a major fault that reads a page back from swap (after DAMOS
+    /// `pageout`). Assumption: ~10 us, an NVMe SSD's read latency.
+    #[serde(default = "d_swap_in")]
+    pub swap_in_ns: f64,
+    /// Bandwidth of the swap device in GB/s (page-out writes and refault reads).
+    /// Assumption: ~2 GB/s, one NVMe SSD.
+    #[serde(default = "d_swap_gbps")]
+    pub swap_gbps: f64,
+}
+
+fn d_swap_in() -> f64 {
+    10_000.0
+}
+fn d_swap_gbps() -> f64 {
+    2.0
 }
 
 fn d_cpu() -> f64 {
@@ -132,10 +147,14 @@ impl CostConfig {
             ("machine.cost.shootdown_base_ns", self.shootdown_base_ns),
             ("machine.cost.shootdown_per_core_ns", self.shootdown_per_core_ns),
             ("machine.cost.shootdown_target_ns", self.shootdown_target_ns),
+            ("machine.cost.swap_in_ns", self.swap_in_ns),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err((f, format!("{v} must be a finite number >= 0")));
             }
+        }
+        if !(self.swap_gbps.is_finite() && self.swap_gbps > 0.0) {
+            return Err(("machine.cost.swap_gbps", format!("{} must be > 0", self.swap_gbps)));
         }
         if !(self.zero_gbps.is_finite() && self.zero_gbps > 0.0) {
             return Err(("machine.cost.zero_gbps", format!("{} must be > 0", self.zero_gbps)));

@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod cost;
+pub mod loaded;
 pub mod pagetable;
 pub mod pebs;
 pub mod tlb;
@@ -134,6 +135,12 @@ impl Core {
     }
 }
 
+/// The time of one access to memory of latency `mem_ns` under the cost model (CPU time, the
+/// cache-hit share, the memory latency of the rest), ps.
+pub fn access_ps(c: &CostConfig, mem_ns: f64) -> u64 {
+    ps(c.cpu_ns_per_access + c.cache_hit_fraction * c.cache_hit_ns + (1.0 - c.cache_hit_fraction) * mem_ns)
+}
+
 /// What a TLB miss resolved to: the translation the TLB caches, and the walk's time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fill {
@@ -178,6 +185,9 @@ pub struct Hardware {
     pub walk_level_ps: u64,
     /// An L2 TLB hit, ps.
     pub l2_hit_ps: u64,
+    /// Memory latency in force `[core node][memory node]`, ns: the idle latencies, or the
+    /// loaded ones the loaded-latency model set (what uncore latency counters would show).
+    pub mem_latency_ns: Vec<Vec<f64>>,
     /// TLBs cache translations (false: every access walks; for checking policies against
     /// trace simulators).
     caching: bool,
@@ -213,14 +223,7 @@ impl Hardware {
             .map(|i| {
                 let node = h.core_node[i];
                 let nodes = h.latency_ns.len();
-                let cost_to = (0..nodes)
-                    .map(|n| {
-                        let mem_ns = h.latency_ns[node as usize][n];
-                        ps(c.cpu_ns_per_access
-                            + c.cache_hit_fraction * c.cache_hit_ns
-                            + (1.0 - c.cache_hit_fraction) * mem_ns)
-                    })
-                    .collect();
+                let cost_to = (0..nodes).map(|n| access_ps(c, h.latency_ns[node as usize][n])).collect();
                 Core {
                     clock_ps: 0,
                     tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
@@ -249,8 +252,23 @@ impl Hardware {
             cost: c.clone(),
             walk_level_ps: ps(c.walk_ns_per_level),
             l2_hit_ps: ps(c.l2_tlb_hit_ns),
+            mem_latency_ns: h.latency_ns.to_vec(),
             caching: true,
             report_hits: false,
+        }
+    }
+
+    /// Set the memory latency every core sees, `latency_ns[core node][memory node]` (the
+    /// loaded-latency model recomputes it between accesses; the access path reads the
+    /// per-core table it produces).
+    pub fn set_memory_latency(&mut self, latency_ns: &[Vec<f64>]) {
+        self.mem_latency_ns = latency_ns.to_vec();
+        let cost = &self.cost;
+        for c in &mut self.cores {
+            let row = &latency_ns[c.node as usize];
+            for (n, t) in c.cost_to.iter_mut().enumerate() {
+                *t = access_ps(cost, row[n]);
+            }
         }
     }
 

@@ -104,6 +104,11 @@ impl HintFaults {
         self.fault_ps
     }
 
+    /// Time of every hint fault taken so far, ps.
+    pub fn time_ps(&self) -> u64 {
+        self.total_faults * self.fault_ps
+    }
+
     /// The faults taken since the last call, in order.
     pub fn take_faults(&mut self) -> Vec<HintFault> {
         std::mem::take(&mut self.faults)

@@ -30,6 +30,10 @@ pub struct NodeConfig {
     /// Tier rank: 0 is the fastest; used for fallback order when a node is full.
     #[serde(default)]
     pub tier: u32,
+    /// Loaded latency (`[machine.nodes.loaded]`): the latency rises with the node's bandwidth
+    /// use ([`crate::hw::loaded`]); absent = the idle latency always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<crate::hw::loaded::LoadedLatency>,
 }
 
 fn d_bw() -> f64 {
@@ -48,6 +52,7 @@ pub fn default_nodes() -> Vec<NodeConfig> {
             bandwidth_gbps: 204.8,
             cores: vec![],
             tier: 0,
+            loaded: None,
         },
         NodeConfig {
             name: "cxl".into(),
@@ -56,6 +61,7 @@ pub fn default_nodes() -> Vec<NodeConfig> {
             bandwidth_gbps: 32.0,
             cores: vec![],
             tier: 1,
+            loaded: None,
         },
     ]
 }
@@ -73,6 +79,94 @@ pub struct Node {
     pub accesses: u64,
     /// Pages allocated here over the run.
     pub allocated_pages: u64,
+}
+
+/// Pages reclaimed to swap (DAMOS `pageout`): a later touch of one is a major fault that
+/// reads it back ([`Swap::refault`]).
+#[derive(Clone, Debug, Default)]
+pub struct Swap {
+    /// Base addresses of the pages out on swap.
+    pub pages: std::collections::BTreeSet<u64>,
+    /// Pages written out.
+    pub pageouts: u64,
+    /// Pages read back by a fault.
+    pub refaults: u64,
+    /// Time of those reads, ps.
+    pub refault_time_ps: u64,
+    /// Extra time of a refault, ps (`cost.swap_in_ns` plus the read at `cost.swap_gbps`), per
+    /// 4 KiB page.
+    pub refault_ps: u64,
+}
+
+impl Swap {
+    /// A fault at `base` (a page of `pages` base pages): the extra time when the page was out
+    /// on swap (it is read back), else 0.
+    pub fn refault(&mut self, base: u64, pages: u64) -> u64 {
+        if self.pages.is_empty() || !self.pages.remove(&base) {
+            return 0;
+        }
+        self.refaults += 1;
+        self.refault_time_ps += self.refault_ps * pages;
+        self.refault_ps * pages
+    }
+}
+
+/// Pages marked active or inactive by DAMOS `lru_prio` / `lru_deprio` (the LRU lists' view of
+/// them): disjoint `[start, end)` ranges marked active. Reclaim-side demotion consults it.
+#[derive(Clone, Debug, Default)]
+pub struct LruMarks {
+    active: std::collections::BTreeMap<u64, u64>,
+}
+
+impl LruMarks {
+    /// Mark `[start, end)` active (`true`) or inactive.
+    pub fn mark(&mut self, start: u64, end: u64, active: bool) {
+        if start >= end {
+            return;
+        }
+        // Cut every range overlapping [start, end) out, then insert the new one if active.
+        let overlapping: Vec<(u64, u64)> =
+            self.active.range(..end).rev().take_while(|&(_, &e)| e > start).map(|(&s, &e)| (s, e)).collect();
+        let (mut lo, mut hi) = (start, end);
+        for (s, e) in overlapping {
+            self.active.remove(&s);
+            if active {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            } else {
+                if s < start {
+                    self.active.insert(s, start);
+                }
+                if e > end {
+                    self.active.insert(end, e);
+                }
+            }
+        }
+        if active {
+            // Merge with touching neighbours.
+            if let Some((&s, &e)) = self.active.range(..lo).next_back() {
+                if e == lo {
+                    self.active.remove(&s);
+                    lo = s;
+                }
+            }
+            if let Some(&e) = self.active.get(&hi) {
+                self.active.remove(&hi);
+                hi = e;
+            }
+            self.active.insert(lo, hi);
+        }
+    }
+
+    /// Whether `va` is marked active.
+    pub fn is_active(&self, va: u64) -> bool {
+        self.active.range(..=va).next_back().is_some_and(|(_, &e)| va < e)
+    }
+
+    /// Bytes marked active.
+    pub fn active_bytes(&self) -> u64 {
+        self.active.iter().map(|(s, e)| e - s).sum()
+    }
 }
 
 /// How a new page's node is chosen.
@@ -101,6 +195,10 @@ pub struct Memory {
     /// Preferred nodes by virtual address (a placement plan, e.g. profile-guided affinity):
     /// sorted, disjoint `(start, end, node)` byte ranges consulted by [`Memory::allocate_at`].
     pub preferred: Vec<(u64, u64, u8)>,
+    /// Pages out on swap.
+    pub swap: Swap,
+    /// LRU activity marks.
+    pub lru: LruMarks,
 }
 
 impl Memory {
@@ -145,6 +243,8 @@ impl Memory {
             placement,
             next_interleave: 0,
             preferred: Vec::new(),
+            swap: Swap::default(),
+            lru: LruMarks::default(),
         }
     }
 
@@ -269,6 +369,7 @@ mod tests {
                 bandwidth_gbps: 100.0,
                 cores: vec![0],
                 tier: 0,
+                loaded: None,
             },
             NodeConfig {
                 name: "n1".into(),
@@ -277,6 +378,7 @@ mod tests {
                 bandwidth_gbps: 100.0,
                 cores: vec![1],
                 tier: 0,
+                loaded: None,
             },
             NodeConfig {
                 name: "cxl".into(),
@@ -285,6 +387,7 @@ mod tests {
                 bandwidth_gbps: 32.0,
                 cores: vec![],
                 tier: 1,
+                loaded: None,
             },
         ]
     }
@@ -301,6 +404,22 @@ mod tests {
         assert_eq!(m.allocate(1, 1), Some(2));
         assert_eq!(lat[0][1], 135.0);
         assert_eq!(lat[0][2], 170.0);
+    }
+
+    #[test]
+    fn lru_marks_are_an_interval_set() {
+        let mut l = LruMarks::default();
+        l.mark(100, 200, true);
+        l.mark(200, 300, true);
+        assert_eq!(l.active_bytes(), 200);
+        assert!(l.is_active(150) && l.is_active(299) && !l.is_active(300) && !l.is_active(99));
+        l.mark(150, 250, false);
+        assert_eq!(l.active_bytes(), 100);
+        assert!(l.is_active(149) && !l.is_active(150) && !l.is_active(249) && l.is_active(250));
+        l.mark(0, 1000, true);
+        assert_eq!(l.active_bytes(), 1000);
+        l.mark(0, 1000, false);
+        assert_eq!(l.active_bytes(), 0);
     }
 
     #[test]

@@ -137,6 +137,9 @@ impl MachineConfig {
                     format!("{} must be > 0", n.bandwidth_gbps),
                 );
             }
+            if let Some(l) = &n.loaded {
+                l.validate().map_err(|(f, m)| (format!("machine.nodes[{i}].loaded.{f}"), m))?;
+            }
             for &c in &n.cores {
                 if c >= self.cores {
                     return e(
@@ -279,6 +282,22 @@ pub struct MigrationCounters {
     pub copy_ps: u64,
     /// Shootdowns done for migrations (one per single page or batch).
     pub shootdowns: u64,
+    /// Bytes copied out of each node (index = node; grows on use).
+    pub node_out_bytes: Vec<u64>,
+    /// Bytes copied into each node.
+    pub node_in_bytes: Vec<u64>,
+}
+
+impl MigrationCounters {
+    /// Count a copy of `bytes` from node `from` to node `to` (the traffic it puts on both).
+    pub fn count_copy(&mut self, from: u8, to: u8, bytes: u64) {
+        for (v, n) in [(&mut self.node_out_bytes, from), (&mut self.node_in_bytes, to)] {
+            if v.len() <= n as usize {
+                v.resize(n as usize + 1, 0);
+            }
+            v[n as usize] += bytes;
+        }
+    }
 }
 
 /// What a batch migration did ([`Machine::migrate_pages`]).
@@ -366,7 +385,8 @@ impl Machine {
     /// A machine in its initial state (validate the config first).
     pub fn new(cfg: &MachineConfig) -> Self {
         let lat = cfg.latency_matrix();
-        let mem = Memory::new(&cfg.nodes, &lat, cfg.cores, cfg.placement);
+        let mut mem = Memory::new(&cfg.nodes, &lat, cfg.cores, cfg.placement);
+        mem.swap.refault_ps = ps(cfg.cost.swap_in_ns + tierlab_core::PAGE_SIZE as f64 / cfg.cost.swap_gbps);
         let l1_64k = match &cfg.hmem {
             Some(h) if h.page_size == PageSize::Knc64K => (h.l1_64k_entries, h.l1_64k_ways),
             _ => (0, 0),
@@ -524,6 +544,43 @@ impl Machine {
         }
         let (backend, mut env) = split(&mut self.os, &mut self.hw);
         backend.migrate(&mut env, vas, to, core)
+    }
+
+    /// Reclaim the present pages holding `vas` to swap (DAMOS `pageout`, MADV_PAGEOUT): each is
+    /// unmapped and freed from its node, written to the swap device at `cost.swap_gbps`
+    /// (charged to `core`), and one shootdown covers the batch. A later touch is a major fault
+    /// that reads it back ([`memory::Swap::refault`]). Pages not present are skipped. Returns
+    /// the pages and bytes reclaimed and the time charged (ns). Needs radix page tables.
+    pub fn pageout_pages(&mut self, vas: &[u64], core: usize) -> Result<Migrated> {
+        let mut out = Migrated::default();
+        if self.os.backend.page_tables_ref().is_none() {
+            return Err(SimError::runtime("pageout needs the flat memory backend (radix page tables)"));
+        }
+        let mut entries = Vec::new();
+        for &va in vas {
+            let Some(size) = self.os.backend.page_size_of(va) else { continue };
+            let base = size.base(va);
+            let mut freed: Vec<(u8, u64)> = Vec::new();
+            if let Some(pt) = self.os.backend.page_tables() {
+                pt.unmap_range(base, base + size.bytes(), &mut |n, p| freed.push((n, p)));
+            }
+            for (n, p) in freed {
+                self.os.mem.free(n, p);
+            }
+            self.os.mem.swap.pages.insert(base);
+            self.os.mem.swap.pageouts += 1;
+            entries.push(base);
+            out.pages += 1;
+            out.bytes += size.bytes();
+        }
+        if entries.is_empty() {
+            return Ok(out);
+        }
+        let before = self.hw.cores[core].clock_ps;
+        self.hw.charge(core, ps(out.bytes as f64 / self.cfg.cost.swap_gbps));
+        self.shootdown_entries(core, &entries);
+        out.ns = (self.hw.cores[core].clock_ps - before) as f64 / 1000.0;
+        Ok(out)
     }
 
     /// Invalidate the translations of the pages at `vas` (one TLB entry each) with one
@@ -734,6 +791,12 @@ impl StatsSource for Machine {
         out.set("machine.time.migration_copy_s", mc.copy_ps as f64 / 1e12);
         if let Some(h) = &self.os.hint {
             h.report_stats("machine.hint", out);
+        }
+        let sw = &self.os.mem.swap;
+        if sw.pageouts > 0 {
+            out.set("machine.swap.pageouts", sw.pageouts);
+            out.set("machine.swap.refaults", sw.refaults);
+            out.set("machine.swap.pages_out", sw.pages.len());
         }
         for (i, c) in cores.iter().enumerate() {
             let p = format!("machine.core.{i}");

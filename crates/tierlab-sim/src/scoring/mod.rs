@@ -6,6 +6,8 @@
 //! bytes (precision = true positive / reported, recall = true positive / truly hot), and
 //! reports, for a tiering run, how many of the fast node's bytes were truly hot.
 
+pub mod optimum;
+
 use serde::{Deserialize, Serialize};
 use tierlab_core::{bytes_of, page_addr, PAGE_SIZE};
 

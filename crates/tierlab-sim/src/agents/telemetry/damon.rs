@@ -40,6 +40,7 @@
 use serde::{Deserialize, Serialize};
 use tierlab_core::{HUGE_SIZE, PAGE_SIZE};
 
+use super::damos::{schemes_from_damo_json, Damos, SchemeConfig};
 use super::regions::{Region, RegionObserver, RegionSettings, Sampler};
 use super::*;
 use crate::agents::FeedKind;
@@ -51,11 +52,88 @@ use crate::params::{Params, SharedDefaults, With};
 use crate::rng::Rng;
 use crate::units::Duration;
 
-/// DAMON's own parameters: none beyond the region settings ([`RegionSettings`], flattened
-/// into `kind = "damon"` tables with DAMON's defaults).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// DAMON's own parameters besides the region settings ([`RegionSettings`], flattened into
+/// `kind = "damon"` tables with DAMON's defaults): DAMOS schemes run in the monitoring loop
+/// ([`super::damos`]) and the damo record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DamonOwn {}
+pub struct DamonOwn {
+    /// DAMOS schemes applied in the monitoring loop, in order (default: none, monitoring
+    /// only). Each is a table: `action`, `target_nid`, the access pattern (`min_size`,
+    /// `max_size`, `min_nr_accesses`, `max_nr_accesses`, `min_age`, `max_age`),
+    /// `apply_interval`, `quota`, `watermarks`, `filters` ([`SchemeConfig`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemes: Vec<SchemeConfig>,
+    /// A file of schemes as written for damo (JSON: a list of schemes, `{"schemes": [...]}`
+    /// or damo's whole `{"kdamonds": [...]}`; damo's units), appended after `schemes`. A
+    /// relative path is read from the scenario file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damo_schemes: Option<String>,
+    /// CPU time of walking one page of a region a scheme's action is applied to (page-table
+    /// walk, filters), ns. Default 20 (assumption: as `change_prot_numa` per PTE).
+    #[serde(default = "d_ns_per_page")]
+    pub damos_ns_per_page: f64,
+    /// Keep every aggregation's snapshot and write them as a damo record
+    /// (`damon-<label>.json` in `tierlab run --out`, the JSON `damo record` writes). Default
+    /// off.
+    #[serde(default)]
+    pub record: bool,
+}
+
+fn d_ns_per_page() -> f64 {
+    20.0
+}
+
+impl Default for DamonOwn {
+    fn default() -> Self {
+        DamonOwn {
+            schemes: Vec::new(),
+            damo_schemes: None,
+            damos_ns_per_page: d_ns_per_page(),
+            record: false,
+        }
+    }
+}
+
+impl DamonOwn {
+    /// The schemes (inline, then the damo file's), validated against the machine; errors
+    /// name `telemetry[i].schemes[k].<field>`.
+    pub fn load_schemes(
+        &self,
+        attrs: &super::regions::Attrs,
+        ctx: &TelemetryBuildCtx,
+    ) -> Result<Vec<SchemeConfig>> {
+        let mut all = self.schemes.clone();
+        if let Some(f) = &self.damo_schemes {
+            let path = resolve_path(&ctx.scenario_file, f);
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| ctx.err("damo_schemes", format!("cannot read {}: {e}", path.display())))?;
+            let more = schemes_from_damo_json(&text, attrs.sample_ns, attrs.aggr_ns)
+                .map_err(|e| ctx.err("damo_schemes", format!("{}: {e}", path.display())))?;
+            all.extend(more);
+        }
+        for (k, s) in all.iter().enumerate() {
+            s.validate(ctx.nodes.max(1)).map_err(|(f, m)| ctx.err(&format!("schemes[{k}].{f}"), m))?;
+        }
+        if !(self.damos_ns_per_page.is_finite() && self.damos_ns_per_page >= 0.0) {
+            return Err(ctx.err("damos_ns_per_page", format!("{} must be >= 0", self.damos_ns_per_page)));
+        }
+        Ok(all)
+    }
+}
+
+/// `f` relative to the directory of `scenario_file` (absolute paths and built-in scenarios:
+/// as given).
+pub fn resolve_path(scenario_file: &str, f: &str) -> std::path::PathBuf {
+    let p = std::path::Path::new(f);
+    if p.is_absolute() || scenario_file.starts_with("builtin:") || scenario_file.is_empty() {
+        return p.to_path_buf();
+    }
+    match std::path::Path::new(scenario_file).parent() {
+        Some(d) => d.join(p),
+        None => p.to_path_buf(),
+    }
+}
 
 /// DAMON's parameters: the region settings and its own.
 pub type DamonParams = With<RegionSettings, DamonOwn>;
@@ -79,13 +157,14 @@ impl TelemetryParams for DamonParams {
         let r = &self.shared;
         let attrs = r.attrs(ctx)?;
         let rng = Rng::derived(ctx.seed, &format!("telemetry.{label}"), 0);
-        Ok(Box::new(RegionObserver::new(
-            attrs,
-            rng,
-            DamonSampler::default(),
-            r.ns_per_check,
-            r.hot_threshold,
-        )))
+        let schemes = self.own.load_schemes(&attrs, ctx)?;
+        let mut obs =
+            RegionObserver::new(attrs, rng, DamonSampler::default(), r.ns_per_check, r.hot_threshold);
+        obs.damos = Damos::new(schemes, self.own.damos_ns_per_page);
+        if self.own.record {
+            obs.record = Some(Vec::new());
+        }
+        Ok(Box::new(obs))
     }
     fn publishes(&self) -> &'static [FeedKind] {
         &[FeedKind::Regions]
@@ -162,7 +241,14 @@ mod tests {
     use crate::workload::{Access, AddressSpace, MapOptions, PageSize};
 
     fn ctx() -> TelemetryBuildCtx {
-        TelemetryBuildCtx { seed: 42, scenario_file: "t.toml".into(), index: 0, cores: 2, threads: 1 }
+        TelemetryBuildCtx {
+            seed: 42,
+            scenario_file: "t.toml".into(),
+            index: 0,
+            cores: 2,
+            threads: 1,
+            nodes: 2,
+        }
     }
 
     #[test]

@@ -35,6 +35,7 @@ use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role}
 
 pub mod damon;
 pub mod ibs;
+pub mod damos;
 pub mod pebs;
 pub mod perf_pebs;
 pub mod pte_scan;
@@ -81,6 +82,11 @@ pub trait Observer: Send {
     /// Region-based techniques return nothing.
     fn samples(&self) -> Vec<tierlab_core::Sample> {
         Vec::new()
+    }
+    /// Region-based techniques asked to record: every aggregation's snapshot as a damo
+    /// record (JSON).
+    fn damo_record(&self) -> Option<String> {
+        None
     }
 }
 
@@ -167,7 +173,7 @@ impl Agent for TelemetryAgent {
         self.obs.report_stats(&p, out);
     }
     fn output(&mut self) -> AgentOutput {
-        AgentOutput { samples: self.obs.samples(), plan: None }
+        AgentOutput { samples: self.obs.samples(), plan: None, damo_record: self.obs.damo_record() }
     }
 }
 
@@ -184,6 +190,8 @@ pub struct TelemetryBuildCtx {
     pub cores: usize,
     /// Application threads (cores `0..threads` run the workload).
     pub threads: usize,
+    /// Memory nodes of the machine.
+    pub nodes: usize,
 }
 
 impl TelemetryBuildCtx {

@@ -84,6 +84,10 @@ pub struct Region {
     pub nr_accesses: u32,
     /// `nr_accesses` of the previous aggregation interval.
     pub last_nr_accesses: u32,
+    /// Pseudo moving sum of the access checks over the last aggregation interval, in basis
+    /// points of one check (`nr_accesses_bp`, `damon_update_region_access_rate`); DAMOS
+    /// patterns read `nr_accesses_bp / 10000`. Maintained when a context has schemes.
+    pub nr_accesses_bp: u32,
     /// Aggregation intervals the access pattern has stayed similar.
     pub age: u32,
     /// The address sampled in the current sampling interval.
@@ -100,6 +104,7 @@ impl Region {
             end,
             nr_accesses: 0,
             last_nr_accesses: 0,
+            nr_accesses_bp: 0,
             age: 0,
             sampling_addr: start,
             level: Level::Pte,
@@ -367,6 +372,7 @@ pub fn merge_regions_of(regions: &mut Vec<Region>, thres: u32, sz_limit: u64) {
                 let (sl, sr) = (p.size() as u128, r.size() as u128);
                 p.nr_accesses =
                     ((p.nr_accesses as u128 * sl + r.nr_accesses as u128 * sr) / (sl + sr)) as u32;
+                p.nr_accesses_bp = p.nr_accesses.saturating_mul(10_000);
                 p.age = ((p.age as u128 * sl + r.age as u128 * sr) / (sl + sr)) as u32;
                 p.end = r.end;
                 continue;
@@ -511,6 +517,14 @@ impl Snapshot {
     }
 }
 
+/// What [`Monitor::begin_after_check`] hands to [`Monitor::end_after_check`]: the schedule
+/// read at the start of the iteration (`kdamond_fn` reads it before the callbacks).
+#[derive(Clone, Copy, Debug)]
+pub struct AfterCheck {
+    next_aggr: u64,
+    next_ops: u64,
+}
+
 /// The region state and the schedule of one monitoring context (a `damon_ctx` with one
 /// virtual-address target).
 pub struct Monitor {
@@ -587,14 +601,45 @@ impl Monitor {
         self.sz_limit
     }
 
+    /// Sampling intervals passed (`passed_sample_intervals`).
+    pub fn passed_sis(&self) -> u64 {
+        self.passed_sis
+    }
+
+    /// Set the sampling intervals passed (tests that drive schemes without sampling).
+    #[cfg(test)]
+    pub fn set_passed_sis(&mut self, n: u64) {
+        self.passed_sis = n;
+    }
+
+    /// Update every region's `nr_accesses_bp` after a check (`damon_update_region_access_rate`):
+    /// `before[i]` is region `i`'s `nr_accesses` before the check.
+    pub fn update_access_rates(&mut self, before: &[u32]) {
+        let len = self.attrs.max_nr_accesses().max(1) as u32;
+        for (r, &b) in self.regions.iter_mut().zip(before) {
+            let hit = if r.nr_accesses > b { 10_000 } else { 0 };
+            r.nr_accesses_bp = super::damos::moving_sum(
+                r.nr_accesses_bp,
+                r.last_nr_accesses.saturating_mul(10_000),
+                len,
+                hit,
+            );
+        }
+    }
+
     /// Everything between a check and the next prepare: count the sampling interval, then
     /// aggregate and update the regions when due (see the module docs for the order).
     pub fn after_check(&mut self, now_ns: u64, m: &MachineView) {
-        let next_aggr = self.next_aggr_sis;
-        let next_ops = self.next_ops_sis;
+        let p = self.begin_after_check();
+        self.end_after_check(p, now_ns, m);
+    }
+
+    /// The first half of [`Monitor::after_check`]: count the sampling interval and merge at an
+    /// aggregation boundary. DAMOS schemes apply between the two halves (`kdamond_fn`).
+    pub fn begin_after_check(&mut self) -> AfterCheck {
+        let p = AfterCheck { next_aggr: self.next_aggr_sis, next_ops: self.next_ops_sis };
         self.passed_sis += 1;
-        let mut sample = self.attrs.sample_ns;
-        if self.passed_sis >= next_aggr {
+        if self.passed_sis >= p.next_aggr {
             let max_nr = self.regions.iter().map(|r| r.nr_accesses).max().unwrap_or(0);
             merge_regions(
                 &mut self.regions,
@@ -604,6 +649,16 @@ impl Monitor {
                 self.attrs.max_nr_accesses(),
             );
             apply_min_nr_regions(&mut self.regions, &mut self.scratch, self.sz_limit);
+        }
+        p
+    }
+
+    /// The second half of [`Monitor::after_check`]: interval tuning, snapshot, reset and
+    /// split at an aggregation boundary, then the ops update when due.
+    pub fn end_after_check(&mut self, p: AfterCheck, now_ns: u64, m: &MachineView) {
+        let (next_aggr, next_ops) = (p.next_aggr, p.next_ops);
+        let mut sample = self.attrs.sample_ns;
+        if self.passed_sis >= next_aggr {
             if let Some(goal) = self.attrs.goal {
                 if self.passed_sis >= self.next_tune_sis {
                     self.next_aggr_sis = next_aggr;
@@ -615,6 +670,8 @@ impl Monitor {
             self.next_aggr_sis = next_aggr + self.attrs.aggr_ns / sample;
             self.take_snapshot(now_ns);
             for r in &mut self.regions {
+                // damon_warn_fix_nr_accesses_corruption, then the reset.
+                r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
                 r.last_nr_accesses = r.nr_accesses;
                 r.nr_accesses = 0;
             }
@@ -669,6 +726,7 @@ impl Monitor {
         for r in &mut self.regions {
             let bp = mult_frac(r.nr_accesses as u64, 10_000, old_max);
             r.nr_accesses = (bp * new_max / 10_000) as u32;
+            r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
             r.age = (r.age as u128 * old.aggr_ns as u128 / new.aggr_ns.max(1) as u128) as u32;
         }
         self.next_aggr_sis = self.passed_sis + new.aggr_ns / s;
@@ -890,6 +948,12 @@ pub struct RegionObserver<S: Sampler> {
     entries_prepared: u64,
     window_regions: usize,
     window_hot: usize,
+    /// DAMOS schemes run in the loop (empty: monitoring only).
+    pub damos: super::damos::Damos,
+    /// Every aggregation's snapshot, kept for a damo record when asked for.
+    pub record: Option<Vec<super::damos::RecordSnapshot>>,
+    before: Vec<u32>,
+    need_prepare: bool,
 }
 
 impl<S: Sampler> RegionObserver<S> {
@@ -907,7 +971,84 @@ impl<S: Sampler> RegionObserver<S> {
             entries_prepared: 0,
             window_regions: 0,
             window_hot: 0,
+            damos: super::damos::Damos::new(Vec::new(), 0.0),
+            record: None,
+            before: Vec::new(),
+            need_prepare: false,
         }
+    }
+
+    /// Time of the next iteration, ns (`u64::MAX` before [`RegionObserver::begin`]).
+    pub fn next_ns(&self) -> u64 {
+        self.next_ns
+    }
+
+    /// Build the regions from the mappings and prepare the first samples at `now_ns`
+    /// (`kdamond_fn` before its loop). Returns the entries prepared (cost units).
+    pub fn begin(&mut self, m: &mut MachineView, now_ns: u64) -> u64 {
+        self.mon.init(m);
+        if !self.damos.is_empty() {
+            self.damos.set_next_apply(&self.mon);
+        }
+        let n = self.prepare(m);
+        self.next_ns = now_ns + self.mon.attrs.sample_ns;
+        n
+    }
+
+    /// One iteration of `kdamond_fn` at `now_ns`: the watermarks (when every scheme is
+    /// inactive, only they are checked, every `interval`; sampling resumes with a fresh
+    /// prepare), the check of the samples prepared one interval earlier (and the
+    /// `nr_accesses_bp` moving sums when there are schemes), the merge at an aggregation
+    /// boundary, the schemes (their actions go through `act`), interval tuning, snapshot,
+    /// reset and split, the ops update, and the next prepare. Returns the entries tested and
+    /// prepared (cost units of `ns_per_check / 2` each).
+    pub fn step(
+        &mut self,
+        m: &mut MachineView,
+        now_ns: u64,
+        act: &mut dyn super::damos::Actor,
+    ) -> Result<u64> {
+        let schemes = !self.damos.is_empty();
+        if schemes {
+            let wait = self.damos.wait_activation(m);
+            if wait > 0 {
+                self.need_prepare = true;
+                self.next_ns = now_ns + wait;
+                return Ok(0);
+            }
+            if self.need_prepare {
+                self.need_prepare = false;
+                let n = self.prepare(m);
+                self.next_ns = now_ns + self.mon.attrs.sample_ns;
+                return Ok(n);
+            }
+            self.before.clear();
+            self.before.extend(self.mon.regions.iter().map(|r| r.nr_accesses));
+        }
+        let tested = self.sampler.check(&mut self.mon.regions, m);
+        self.samples_checked += self.mon.regions.len() as u64;
+        self.entries_checked += tested;
+        if schemes {
+            self.mon.update_access_rates(&self.before);
+        }
+        let p = self.mon.begin_after_check();
+        if schemes {
+            self.damos.apply(&mut self.mon, m, act, now_ns)?;
+        }
+        let (tunings, aggrs) = (self.mon.tunings, self.mon.aggregations);
+        self.mon.end_after_check(p, now_ns, m);
+        if schemes && self.mon.tunings != tunings {
+            // damon_set_attrs re-arms every scheme (damos_set_next_apply_sis).
+            self.damos.set_next_apply(&self.mon);
+        }
+        if self.mon.aggregations != aggrs {
+            if let (Some(rec), Some(s)) = (self.record.as_mut(), self.mon.latest_snapshot()) {
+                rec.push((s.start_ns, s.end_ns, s.regions.clone()));
+            }
+        }
+        let prepared = self.prepare(m);
+        self.next_ns = now_ns + self.mon.attrs.sample_ns;
+        Ok(tested + prepared)
     }
 
     fn prepare(&mut self, machine: &mut MachineView) -> u64 {
@@ -925,10 +1066,9 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
                  backend does not have (the hierarchical backend keeps per-core PTE state only)",
             ));
         }
-        self.mon.init(&ctx.machine);
-        let n = self.prepare(&mut ctx.machine);
+        let now_ns = ctx.now_ns();
+        let n = self.begin(&mut ctx.machine, now_ns);
         ctx.charge(n as f64 * self.ns_per_check / 2.0);
-        self.next_ns = ctx.now_ns() + self.mon.attrs.sample_ns;
         Ok(())
     }
 
@@ -946,10 +1086,11 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
 
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         let now_ns = ctx.now_ns();
-        let tested = self.sampler.check(&mut self.mon.regions, &ctx.machine);
-        self.samples_checked += self.mon.regions.len() as u64;
-        self.entries_checked += tested;
-        self.mon.after_check(now_ns, &ctx.machine);
+        // The kdamond's own core works from now on; actions charge it directly.
+        ctx.charge(0.0);
+        let mut act = super::damos::DirectActor::new(ctx.core);
+        let units = self.step(&mut ctx.machine, now_ns, &mut act)?;
+        *ctx.cpu_ps += crate::hw::cost::ps(act.charged_ns);
         if self.mon.aggregations != self.published && ctx.wants(FeedKind::Regions) {
             self.published = self.mon.aggregations;
             if let Some(snap) = self.mon.latest_snapshot() {
@@ -961,9 +1102,7 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
                 })));
             }
         }
-        let prepared = self.prepare(&mut ctx.machine);
-        ctx.charge((tested + prepared) as f64 * self.ns_per_check / 2.0);
-        self.next_ns = now_ns + self.mon.attrs.sample_ns;
+        ctx.charge(units as f64 * self.ns_per_check / 2.0);
         Ok(())
     }
 
@@ -979,11 +1118,20 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
         HotReport::Regions(ranges)
     }
 
+    fn damo_record(&self) -> Option<String> {
+        let rec = self.record.as_ref()?;
+        let a = &self.mon.attrs;
+        Some(super::damos::damo_record_json(a.sample_ns, a.aggr_ns, a.ops_update_ns, rec))
+    }
+
     fn window_columns(&self) -> Vec<(String, f64)> {
         vec![
             ("nr_regions".to_string(), self.window_regions as f64),
             ("nr_hot_regions".to_string(), self.window_hot as f64),
         ]
+        .into_iter()
+        .chain(self.damos.window_columns())
+        .collect()
     }
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
@@ -1000,6 +1148,7 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
         out.set(format!("{p}.interval_tunings"), self.mon.tunings);
         out.set(format!("{p}.hot_threshold"), self.hot_threshold as u64);
         self.sampler.report_stats(p, out);
+        self.damos.report_stats(p, out);
     }
 }
 
@@ -1334,6 +1483,37 @@ mod tests {
         }
         assert_eq!(m.attrs.sample_ns, 12_000_000, "clamped to the maximum");
         assert_eq!(m.tunings, 2);
+    }
+
+    #[test]
+    fn auto_tune_shortens_the_interval_when_accesses_exceed_the_goal() {
+        // Every region accessed in every sample: 100% observed vs a 4% goal, score >= 2x the
+        // goal: the input resets to its minimum and the change is damped to halving.
+        let mut a = attrs();
+        a.sample_ns = 20_000_000;
+        a.aggr_ns = 400_000_000;
+        a.goal = Some(IntervalsGoal {
+            access_bp: 400,
+            aggrs: 1,
+            min_sample_ns: 6_000_000,
+            max_sample_ns: 1_000_000_000,
+        });
+        let mut m = monitor(a, 1, vec![reg(0, 100, 0), reg(100, 200, 0)]);
+        m.sz_limit = 100 * P;
+        let mut mach = testutil::machine();
+        let mut seen = vec![m.attrs.sample_ns];
+        for _ in 0..3 {
+            for _ in 0..20 {
+                for r in &mut m.regions {
+                    r.nr_accesses += 1;
+                }
+                m.after_check(0, &MachineView::new(&mut mach));
+            }
+            seen.push(m.attrs.sample_ns);
+        }
+        // 20 ms -> 10 ms -> 6 ms (5 ms clamped to the minimum) -> 6 ms.
+        assert_eq!(seen, vec![20_000_000, 10_000_000, 6_000_000, 6_000_000]);
+        assert_eq!(m.attrs.aggr_ns, 6_000_000 * 20, "aggr_samples kept");
     }
 
     #[test]

@@ -253,7 +253,14 @@ mod tests {
     const PAPER: [f64; 3] = [0.0, 0.15, 0.25];
 
     fn ctx() -> TelemetryBuildCtx {
-        TelemetryBuildCtx { seed: 42, scenario_file: "t.toml".into(), index: 0, cores: 2, threads: 1 }
+        TelemetryBuildCtx {
+            seed: 42,
+            scenario_file: "t.toml".into(),
+            index: 0,
+            cores: 2,
+            threads: 1,
+            nodes: 2,
+        }
     }
 
     /// Whether `level`'s entry for `addr` overshoots `[start, end)` by at most `thr` of its span.

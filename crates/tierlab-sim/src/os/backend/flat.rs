@@ -71,6 +71,8 @@ impl Flat {
         } else {
             self.pt.map_4k(base, node);
         }
+        // A page reclaimed to swap is read back (a major fault).
+        let cost = cost + env.mem.swap.refault(base, size.base_pages());
         let c = &mut env.hw.cores[core];
         c.c.page_faults += 1;
         c.c.fault_ps += cost;
@@ -242,6 +244,7 @@ impl MemoryBackend for Flat {
             mc.bytes += bytes;
             mc.promotions += (nt.tier < nf.tier) as u64;
             mc.demotions += (nt.tier > nf.tier) as u64;
+            mc.count_copy(from, to, bytes);
             entries.push(base);
             out.pages += 1;
             out.bytes += bytes;
