@@ -63,6 +63,16 @@ pub const RULES: &[Rule] = &[
     int("machine.**.*_entries", 0.0, 65_536.0, "entries of a TLB or paging-structure cache"),
     int("machine.**.*_ways", 1.0, 65_536.0, "ways"),
     int("machine.hmem.scanner_threads", 1.0, 4096.0, "threads"),
+    // Loaded latency of a node.
+    r("machine.nodes.loaded.max_factor", 1.0, 1e6, "latency multiplier at saturation"),
+    r(
+        "machine.nodes.loaded.points",
+        0.0,
+        1e9,
+        "(bandwidth fraction or GB/s, latency multiplier or ns) points",
+    ),
+    r("machine.nodes.loaded.background_*_gbps", 0.0, 1e6, "GB/s of background traffic"),
+    int("machine.nodes.loaded.line_bytes", 1.0, 4096.0, "bytes per access"),
     // Time and bandwidth, anywhere.
     r("**.*_ns", 0.0, 1e9, "ns: the time of one event (at most one second)"),
     r("**.*ns_per_*", 0.0, 1e9, "ns per item (at most one second)"),
@@ -80,8 +90,29 @@ pub const RULES: &[Rule] = &[
     // Telemetry counts.
     int("telemetry.period", 1.0, 1e12, "events per sample (the PMU's reset value)"),
     int("telemetry.record_size", 1.0, 65_536.0, "bytes per PEBS record"),
-    int("telemetry.*_nr_regions", 1.0, 1e8, "regions"),
-    int("telemetry.tune_access_bp", 1.0, 10_000.0, "basis points of accesses"),
+    int("**.*_nr_regions", 1.0, 1e8, "regions"),
+    int("**.tune_access_bp", 1.0, 10_000.0, "basis points of accesses"),
+    // PEBS as perf drives it, IBS.
+    r("**.cpu_time_max_percent", 0.0, 100.0, "percent of CPU time (perf_cpu_time_max_percent)"),
+    r("**.*_cycles_per_record", 0.0, 1e12, "CPU cycles per record"),
+    pos("**.hz", 1e6, "Hz (CONFIG_HZ)"),
+    pos("**.max_sample_rate", 1e9, "samples per second"),
+    int("telemetry.*_period", 1.0, 1e12, "events per sample"),
+    int("**.pebs_counters", 1.0, 64.0, "PEBS-capable counters"),
+    // DAMOS schemes.
+    int("telemetry.schemes.*_nr_accesses", 0.0, 1e9, "accesses per aggregation interval"),
+    int("telemetry.schemes.*_age", 0.0, 4_294_967_295.0, "aggregation intervals"),
+    int("**.*nid", 0.0, 255.0, "node number"),
+    int("telemetry.schemes.quota.ms", 0.0, 1e9, "ms of applying per reset interval"),
+    int("telemetry.schemes.quota.weight_*", 0.0, 4_294_967_295.0, "priority weight"),
+    int(
+        "telemetry.schemes.quota.goals.*",
+        0.0,
+        I64_MAX,
+        "a goal's target or current value (its metric's unit)",
+    ),
+    int("telemetry.schemes.watermarks.*", 0.0, 1000.0, "per mille"),
+    int("telemetry.schemes.filters.*", 0.0, I64_MAX, "address"),
     int("**.*_bp", 0.0, 10_000.0, "basis points"),
     int("**.*threshold*", 0.0, COUNT_MAX, "count"),
     int("**.min_samples", 0.0, COUNT_MAX, "samples"),

@@ -34,8 +34,8 @@ pub use super::HotReport;
 use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role};
 
 pub mod damon;
-pub mod ibs;
 pub mod damos;
+pub mod ibs;
 pub mod pebs;
 pub mod perf_pebs;
 pub mod pte_scan;
