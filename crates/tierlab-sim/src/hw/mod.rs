@@ -22,6 +22,7 @@ pub mod cost;
 pub mod loaded;
 pub mod pagetable;
 pub mod pebs;
+pub mod psc;
 pub mod tlb;
 pub mod tlb_sampler;
 
@@ -48,6 +49,9 @@ pub struct CoreCounters {
     pub walks: u64,
     /// Page-table levels read by walks.
     pub walk_levels: u64,
+    /// Walks by the number of levels they read (index 1..=4; paging-structure caches make
+    /// walks shorter, faults end them early).
+    pub walks_by_levels: [u64; 5],
     /// Page faults taken (pages allocated).
     pub page_faults: u64,
     /// Stores to a clean cached translation (D bit set by a microcode assist).
@@ -77,6 +81,8 @@ pub struct Core {
     pub clock_ps: u64,
     /// TLBs.
     pub tlb: CoreTlb,
+    /// Paging-structure caches (consulted by walks only).
+    pub psc: psc::Psc,
     /// Counters.
     pub c: CoreCounters,
     /// Accesses per memory node.
@@ -203,6 +209,8 @@ pub struct HardwareConfig<'a> {
     pub cpu_ghz: f64,
     /// TLB geometry.
     pub tlb: &'a TlbConfig,
+    /// Paging-structure caches.
+    pub psc: &'a psc::PscConfig,
     /// 64 KiB L1 TLB geometry (entries, ways); (0, 0) = none.
     pub l1_64k: (usize, usize),
     /// Data cache model.
@@ -227,6 +235,7 @@ impl Hardware {
                 Core {
                     clock_ps: 0,
                     tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
+                    psc: psc::Psc::new(h.psc),
                     c: CoreCounters::default(),
                     node_accesses: vec![0; nodes],
                     last_base: u64::MAX,
@@ -521,24 +530,29 @@ impl Hardware {
         c.c.fault_ps += t;
     }
 
-    /// INVLPG on `core`: drop its cached translation of the page holding `va` (any size).
+    /// INVLPG on `core`: drop its cached translation of the page holding `va` (any size)
+    /// and every paging-structure-cache entry, whatever its address (SDM 4.10.4.1).
     pub fn invalidate_page(&mut self, core: usize, va: u64) {
         let c = &mut self.cores[core];
         c.tlb.invalidate(va);
+        c.psc.flush();
         c.forget_last();
     }
 
-    /// Drop every translation of `core` within `[start, end)`.
+    /// Drop every translation of `core` within `[start, end)` (INVLPG page by page: the
+    /// paging-structure caches are emptied too).
     pub fn invalidate_range(&mut self, core: usize, start: u64, end: u64) {
         let c = &mut self.cores[core];
         c.tlb.invalidate_range(start, end);
+        c.psc.flush();
         c.forget_last();
     }
 
-    /// Flush `core`'s TLBs.
+    /// Flush `core`'s TLBs and paging-structure caches (a CR3 write).
     pub fn flush_tlb(&mut self, core: usize) {
         let c = &mut self.cores[core];
         c.tlb.flush();
+        c.psc.flush();
         c.forget_last();
     }
 

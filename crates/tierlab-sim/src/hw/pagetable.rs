@@ -1,10 +1,12 @@
 //! 4-level x86-64-style radix page tables with Accessed and Dirty bits at every level.
 //!
-//! Levels: PGD (each entry spans 512 GiB), PUD (1 GiB), PMD (2 MiB), PTE (4 KiB). A page
-//! walk (a TLB miss) sets the Accessed bit of every entry it passes, as the x86 page walker
-//! does; on a store it also sets Dirty on the leaf (and, when `dirty_upper_levels` is on, on
-//! the upper entries too — x86 ignores D in non-leaf entries, so the default is off). A TLB
-//! hit touches nothing: the TLB is modelled by the caller.
+//! Levels: PGD (each entry spans 512 GiB), PUD (1 GiB), PMD (2 MiB), PTE (4 KiB). A PUD entry
+//! may map a 1 GiB page and a PMD entry a 2 MiB page. A page walk (a TLB miss) sets the
+//! Accessed bit of every entry it *reads*, as the x86 page walker does; the levels above a
+//! hit in the core's paging-structure caches ([`super::psc`]) are not read, so their bits are
+//! not set. On a store it also sets Dirty on the leaf (and, when `dirty_upper_levels` is on,
+//! on the upper entries it reads too — x86 ignores D in non-leaf entries, so the default is
+//! off). A TLB hit touches nothing: the TLB is modelled by the caller.
 //!
 //! # Representation (terabyte scale)
 //! Upper tables are 512 child indices plus bitmaps for present/accessed/dirty/leaf. PTE
@@ -15,8 +17,12 @@
 //! populated 5 TiB heap is therefore ~12 MiB of PMD tables until it is touched, and ~200
 //! bytes per touched 2 MiB after.
 
+use super::psc::Psc;
 use crate::error::{Result, SimError};
-use tierlab_core::{bytes_of, pages_for, vpn, HUGE_MASK, HUGE_SHIFT, HUGE_SIZE, PAGES_PER_HUGE, PAGE_SIZE};
+use tierlab_core::{
+    bytes_of, pages_for, vpn, PageSize, HUGE_1G_SIZE, HUGE_MASK, HUGE_SHIFT, HUGE_SIZE, PAGES_PER_HUGE,
+    PAGE_SIZE,
+};
 
 /// Number of page-table levels.
 pub const LEVELS: usize = 4;
@@ -87,7 +93,7 @@ fn count(b: &[u64; 8]) -> u32 {
 const P: u32 = 1 << 31; // present
 const A: u32 = 1 << 30; // accessed
 const D: u32 = 1 << 29; // dirty
-const LEAF: u32 = 1 << 28; // PMD entry maps a 2 MiB page
+const LEAF: u32 = 1 << 28; // PMD entry maps a 2 MiB page, PUD entry a 1 GiB page
 const BULK_E: u32 = 1 << 27; // PMD entry: 512 present 4 KiB pages, bits clear, no PTE table
 const IDX: u32 = (1 << 27) - 1;
 
@@ -161,17 +167,22 @@ pub enum Translation {
     Page4K { node: u8 },
     /// A 2 MiB page on `node`.
     Page2M { node: u8 },
+    /// A 1 GiB page on `node`.
+    Page1G { node: u8 },
     /// Nothing is mapped: a page fault.
     NotPresent,
 }
 
-/// Outcome of a walk: the translation and how many levels were read.
+/// Outcome of a walk: the translation, the first level read and how many levels were read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Walk {
     /// The translation found.
     pub translation: Translation,
-    /// Levels read (4 for a 4 KiB page, 3 for a 2 MiB page, fewer when a fault ended the walk).
+    /// Levels read: from `start` down to the leaf (without paging-structure caches 4 for a
+    /// 4 KiB page, 3 for 2 MiB, 2 for 1 GiB), or down to the entry that was not present.
     pub levels: u8,
+    /// The first level read ([`Level::Pgd`] unless a paging-structure cache held an entry).
+    pub start: Level,
 }
 
 /// Counters of page-table operations.
@@ -198,6 +209,7 @@ pub struct PageTables {
     pub stats: PageTableStats,
     present_4k: u64,
     present_2m: u64,
+    present_1g: u64,
 }
 
 impl Default for PageTables {
@@ -206,9 +218,12 @@ impl Default for PageTables {
     }
 }
 
-/// Cached result of the upper part of a walk (a software memo, not a hardware structure):
-/// valid while `epoch` equals [`PageTables::epoch`]; lets repeated walks under one PMD entry
-/// skip re-setting upper Accessed bits that are known to be set.
+/// Cached result of the upper part of a walk (a software memo of the simulator, not a
+/// hardware structure: the hardware's are the paging-structure caches): valid while `epoch`
+/// equals [`PageTables::epoch`]. It finds the PMD table of the last walk's 2 MiB region
+/// without reading the upper tables, and, when the walk that recorded it read and set the
+/// PGD and PUD entries (`upper_set`), lets a later walk that reads them too skip re-setting
+/// bits known to be set (the epoch moves whenever an upper bit is cleared).
 #[derive(Clone, Copy, Debug)]
 pub struct WalkMemo {
     /// `va >> 21` of the cached PMD entry.
@@ -219,11 +234,14 @@ pub struct WalkMemo {
     pub epoch: u64,
     /// Whether the walk that recorded it was a store (upper D set when configured).
     pub dirty: bool,
+    /// Whether that walk read (and set the bits of) the PGD and PUD entries.
+    pub upper_set: bool,
 }
 
 impl WalkMemo {
     /// An empty memo.
-    pub const EMPTY: WalkMemo = WalkMemo { key: u64::MAX, pmd: NONE, epoch: u64::MAX, dirty: false };
+    pub const EMPTY: WalkMemo =
+        WalkMemo { key: u64::MAX, pmd: NONE, epoch: u64::MAX, dirty: false, upper_set: false };
 }
 
 impl PageTables {
@@ -239,6 +257,7 @@ impl PageTables {
             stats: PageTableStats::default(),
             present_4k: 0,
             present_2m: 0,
+            present_1g: 0,
         }
     }
 
@@ -270,6 +289,10 @@ impl PageTables {
     pub fn present_2m(&self) -> u64 {
         self.present_2m
     }
+    /// Number of present 1 GiB pages.
+    pub fn present_1g(&self) -> u64 {
+        self.present_1g
+    }
     /// Upper tables and PTE tables allocated (for memory accounting).
     pub fn tables(&self) -> (usize, usize) {
         (self.uppers.len() - self.free_uppers.len(), self.ptes.len() - self.free_ptes.len())
@@ -281,12 +304,16 @@ impl PageTables {
             + self.ptes.iter().filter(|p| p.nodes.is_some()).count() * ENTRIES
     }
 
-    /// Index of the PMD table covering `va`, creating PGD/PUD/PMD tables when `create`.
+    /// Index of the PMD table covering `va`, creating PGD/PUD/PMD tables when `create`
+    /// (None when a 1 GiB page maps `va`).
     fn pmd_table(&mut self, va: u64, create: bool) -> Option<u32> {
         let mut t = 0u32;
         for level in [Level::Pgd, Level::Pud] {
             let i = level.index(va);
             let e = self.uppers[t as usize].e[i];
+            if e & (P | LEAF) == P | LEAF {
+                return None;
+            }
             t = if e & P == 0 {
                 if !create {
                     return None;
@@ -307,7 +334,7 @@ impl PageTables {
         let mut t = 0u32;
         for level in [Level::Pgd, Level::Pud] {
             let e = self.uppers[t as usize].e[level.index(va)];
-            if e & P == 0 {
+            if e & P == 0 || e & LEAF != 0 {
                 return None;
             }
             t = e & IDX;
@@ -333,9 +360,43 @@ impl PageTables {
         Some(e & IDX)
     }
 
+    /// The PUD table covering `va` (creating it when `create`) and the PUD entry's index.
+    fn pud_table(&mut self, va: u64, create: bool) -> Option<(u32, usize)> {
+        let i = Level::Pgd.index(va);
+        let e = self.uppers[0].e[i];
+        let t = if e & P == 0 {
+            if !create {
+                return None;
+            }
+            let n = self.alloc_upper();
+            let u = &mut self.uppers[0];
+            u.e[i] = P | n;
+            u.used += 1;
+            n
+        } else {
+            e & IDX
+        };
+        Some((t, Level::Pud.index(va)))
+    }
+
+    /// Map a 1 GiB page at `va` (1 GiB aligned) on `node`. Returns false if the PUD entry was
+    /// already in use.
+    pub fn map_1g(&mut self, va: u64, node: u8) -> bool {
+        debug_assert_eq!(va & (HUGE_1G_SIZE - 1), 0);
+        let (t, i) = self.pud_table(va, true).expect("create");
+        let u = &mut self.uppers[t as usize];
+        if u.e[i] & P != 0 {
+            return false;
+        }
+        u.e[i] = P | LEAF | node as u32;
+        u.used += 1;
+        self.present_1g += 1;
+        true
+    }
+
     /// Map one 4 KiB page at `va` on `node`. Returns false if it was already present.
     pub fn map_4k(&mut self, va: u64, node: u8) -> bool {
-        let pmd = self.pmd_table(va, true).expect("create");
+        let pmd = self.pmd_table(va, true).expect("4 KiB page inside a 1 GiB mapping");
         let i = Level::Pmd.index(va);
         let e = self.uppers[pmd as usize].e[i];
         assert!(e & LEAF == 0, "4 KiB page inside a 2 MiB mapping");
@@ -366,7 +427,7 @@ impl PageTables {
     /// already in use.
     pub fn map_2m(&mut self, va: u64, node: u8) -> bool {
         debug_assert_eq!(va & HUGE_MASK, 0);
-        let pmd = self.pmd_table(va, true).expect("create");
+        let Some(pmd) = self.pmd_table(va, true) else { return false };
         let i = Level::Pmd.index(va);
         let u = &mut self.uppers[pmd as usize];
         if u.e[i] & P != 0 {
@@ -389,7 +450,7 @@ impl PageTables {
             let pmd_start = va & !HUGE_MASK;
             let pmd_end = pmd_start + HUGE_SIZE;
             if va == pmd_start && pmd_end <= end {
-                let pmd = self.pmd_table(va, true).expect("create");
+                let pmd = self.pmd_table(va, true).expect("4 KiB pages inside a 1 GiB mapping");
                 let i = Level::Pmd.index(va);
                 let u = &mut self.uppers[pmd as usize];
                 if u.e[i] & P == 0 {
@@ -417,6 +478,19 @@ impl PageTables {
     pub fn unmap_range(&mut self, start: u64, end: u64, freed: &mut dyn FnMut(u8, u64)) {
         let mut va = start;
         while va < end {
+            if let Some((t, i)) = self.pud_table(va, false) {
+                let e = self.uppers[t as usize].e[i];
+                if e & (P | LEAF) == P | LEAF {
+                    // A 1 GiB page goes as a whole.
+                    freed((e & 0xff) as u8, PageSize::Huge1G.base_pages());
+                    self.present_1g -= 1;
+                    let u = &mut self.uppers[t as usize];
+                    u.e[i] = 0;
+                    u.used -= 1;
+                    va = PageSize::Huge1G.base(va) + HUGE_1G_SIZE;
+                    continue;
+                }
+            }
             let pmd_start = va & !HUGE_MASK;
             let pmd_end = pmd_start + HUGE_SIZE;
             let stop = pmd_end.min(end);
@@ -477,7 +551,7 @@ impl PageTables {
                 let pud_t = pe & IDX;
                 let pud_i = Level::Pud.index(va);
                 let ue = self.uppers[pud_t as usize].e[pud_i];
-                if ue & P != 0 && self.uppers[(ue & IDX) as usize].used == 0 {
+                if ue & (P | LEAF) == P && self.uppers[(ue & IDX) as usize].used == 0 {
                     self.free_uppers.push(ue & IDX);
                     let u = &mut self.uppers[pud_t as usize];
                     u.e[pud_i] = 0;
@@ -494,56 +568,105 @@ impl PageTables {
         }
     }
 
-    /// Walk for `va` as the hardware does on a TLB miss: set Accessed on every level passed
-    /// (and Dirty on the leaf for a store). `memo` caches the PMD table of the last walk.
+    /// Walk for `va` as the hardware does on a TLB miss, with the core's paging-structure
+    /// caches `psc`: start below the deepest cached entry, set Accessed on every entry read
+    /// (and Dirty on the leaf for a store), cache the non-leaf entries read, and on a
+    /// not-present entry (a page fault) drop the cached entries of `va` (SDM 4.10.4.1).
+    /// `memo` is the simulator's shortcut to the PMD table of the last walk.
     #[inline]
-    pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo) -> Walk {
+    pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo, psc: &mut Psc) -> Walk {
         self.stats.walks += 1;
         let key = va >> HUGE_SHIFT;
         let upper_dirty = write && self.dirty_upper_levels;
-        let pmd = if memo.key == key && memo.epoch == self.epoch && (memo.dirty || !upper_dirty) {
+        let ubits = if upper_dirty { A | D } else { A };
+        let leaf_bits = if write { A | D } else { A };
+        let start = psc.lookup(va);
+        let lv = |l: Level| l as u8 - start as u8 + 1;
+        let fault = |psc: &mut Psc, l: Level| {
+            psc.invalidate_va(va);
+            Walk { translation: Translation::NotPresent, levels: lv(l).max(1), start }
+        };
+        let memo_ok = memo.key == key && memo.epoch == self.epoch;
+        let pmd = if memo_ok && start >= Level::Pmd {
+            memo.pmd
+        } else if memo_ok && start == Level::Pgd && memo.upper_set && (memo.dirty || !upper_dirty) {
+            // The PGD and PUD entries are read; their bits are known set since the memo was
+            // recorded (clearing one moves the epoch): only the caches are filled.
+            psc.fill(va, Level::Pgd);
+            psc.fill(va, Level::Pud);
             memo.pmd
         } else {
-            // Full walk of the upper levels.
             let mut t = 0usize;
             for level in [Level::Pgd, Level::Pud] {
                 let i = level.index(va);
                 let e = &mut self.uppers[t].e[i];
                 if *e & P == 0 {
                     *memo = WalkMemo::EMPTY;
-                    return Walk { translation: Translation::NotPresent, levels: level as u8 + 1 };
+                    return fault(psc, level);
                 }
-                *e |= if upper_dirty { A | D } else { A };
+                if *e & LEAF != 0 {
+                    // A 1 GiB page (a PUD leaf): never cached in the PSCs, so a walk for it
+                    // starts at the PUD at the deepest.
+                    *e |= leaf_bits;
+                    let start = start.min(level);
+                    let levels = level as u8 - start as u8 + 1;
+                    return Walk {
+                        translation: Translation::Page1G { node: (*e & 0xff) as u8 },
+                        levels,
+                        start,
+                    };
+                }
+                if level >= start {
+                    *e |= ubits;
+                    psc.fill(va, level);
+                }
                 t = (*e & IDX) as usize;
             }
-            *memo = WalkMemo { key, pmd: t as u32, epoch: self.epoch, dirty: upper_dirty };
+            *memo = WalkMemo {
+                key,
+                pmd: t as u32,
+                epoch: self.epoch,
+                dirty: upper_dirty,
+                upper_set: start == Level::Pgd,
+            };
             t as u32
         };
         let i = Level::Pmd.index(va);
         let e = &mut self.uppers[pmd as usize].e[i];
         if *e & P == 0 {
-            return Walk { translation: Translation::NotPresent, levels: 3 };
+            return fault(psc, Level::Pmd);
         }
         if *e & LEAF != 0 {
-            *e |= if write { A | D } else { A };
-            return Walk { translation: Translation::Page2M { node: (*e & 0xff) as u8 }, levels: 3 };
+            *e |= leaf_bits;
+            return Walk {
+                translation: Translation::Page2M { node: (*e & 0xff) as u8 },
+                levels: lv(Level::Pmd),
+                start,
+            };
         }
-        *e |= if upper_dirty { A | D } else { A };
+        if start <= Level::Pmd {
+            *e |= ubits;
+            psc.fill(va, Level::Pmd);
+        }
         let pt = if *e & BULK_E != 0 { self.pte_table(pmd, i).expect("bulk") } else { *e & IDX };
         let p = &mut self.ptes[pt as usize];
         let j = Level::Pte.index(va);
         if !bit(&p.present, j) {
-            return Walk { translation: Translation::NotPresent, levels: 4 };
+            return fault(psc, Level::Pte);
         }
         set(&mut p.accessed, j);
         if write {
             set(&mut p.dirty, j);
         }
-        Walk { translation: Translation::Page4K { node: p.node_of(j) }, levels: 4 }
+        Walk { translation: Translation::Page4K { node: p.node_of(j) }, levels: lv(Level::Pte), start }
     }
 
     /// Set the leaf Dirty bit of a present page (a store hitting a clean TLB entry).
     pub fn set_dirty(&mut self, va: u64) {
+        if let Some((t, i)) = self.giant_entry(va) {
+            self.uppers[t as usize].e[i] |= D;
+            return;
+        }
         if let Some(pmd) = self.pmd_table_ro(va) {
             let i = Level::Pmd.index(va);
             let e = self.uppers[pmd as usize].e[i];
@@ -577,6 +700,9 @@ impl PageTables {
             if l == level {
                 return Some((true, t, i));
             }
+            if l == Level::Pud && e & LEAF != 0 {
+                return None; // no PMD or PTE level under a 1 GiB page
+            }
             if l == Level::Pmd {
                 if e & LEAF != 0 {
                     return None; // no PTE level under a 2 MiB page
@@ -599,6 +725,35 @@ impl PageTables {
     /// Whether the entry of `va` at `level` is present.
     pub fn is_present(&self, va: u64, level: Level) -> bool {
         self.locate(va, level).is_some()
+    }
+
+    /// The PUD table and entry index of the 1 GiB page mapping `va`, if one does.
+    fn giant_entry(&self, va: u64) -> Option<(u32, usize)> {
+        let pe = self.uppers[0].e[Level::Pgd.index(va)];
+        if pe & P == 0 {
+            return None;
+        }
+        let t = pe & IDX;
+        let i = Level::Pud.index(va);
+        (self.uppers[t as usize].e[i] & (P | LEAF) == P | LEAF).then_some((t, i))
+    }
+
+    /// Whether `va` is mapped by a 1 GiB page.
+    pub fn is_giant(&self, va: u64) -> bool {
+        self.giant_entry(va).is_some()
+    }
+
+    /// The size of the page mapping `va` (None: not present).
+    pub fn page_size_of(&self, va: u64) -> Option<PageSize> {
+        if self.is_giant(va) {
+            Some(PageSize::Huge1G)
+        } else if self.is_huge(va) {
+            Some(PageSize::Huge2M)
+        } else if self.is_present(va, Level::Pte) {
+            Some(PageSize::Base4K)
+        } else {
+            None
+        }
     }
 
     /// Whether `va` is mapped by a 2 MiB page.
@@ -679,6 +834,9 @@ impl PageTables {
 
     /// Node of the page mapping `va`, if present.
     pub fn node_of(&self, va: u64) -> Option<u8> {
+        if let Some((t, i)) = self.giant_entry(va) {
+            return Some((self.uppers[t as usize].e[i] & 0xff) as u8);
+        }
         let pmd = self.pmd_table_ro(va)?;
         let i = Level::Pmd.index(va);
         let e = self.uppers[pmd as usize].e[i];
@@ -696,6 +854,11 @@ impl PageTables {
     /// Change the node of the present page at `va` (page migration). Returns the old node.
     pub fn set_node(&mut self, va: u64, node: u8) -> Result<u8> {
         let missing = || SimError::runtime(format!("migrate: {va:#x} not mapped"));
+        if let Some((t, i)) = self.giant_entry(va) {
+            let e = self.uppers[t as usize].e[i];
+            self.uppers[t as usize].e[i] = (e & !0xff) | node as u32;
+            return Ok((e & 0xff) as u8);
+        }
         let pmd = self.pmd_table_ro(va).ok_or_else(missing)?;
         let i = Level::Pmd.index(va);
         let e = self.uppers[pmd as usize].e[i];
@@ -770,6 +933,12 @@ impl PageTables {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::psc::PscConfig;
+
+    /// No paging-structure caches: every walk reads from the PGD.
+    fn no_psc() -> Psc {
+        Psc::new(&PscConfig { enabled: false, ..PscConfig::default() })
+    }
 
     #[test]
     fn walk_sets_accessed_at_every_level() {
@@ -780,13 +949,14 @@ mod tests {
             assert!(!pt.test_accessed(va, l), "{l:?} set before any walk");
         }
         let mut memo = WalkMemo::EMPTY;
-        let w = pt.walk(va, false, &mut memo);
+        let mut psc = no_psc();
+        let w = pt.walk(va, false, &mut memo, &mut psc);
         assert_eq!(w.translation, Translation::Page4K { node: 0 });
         for l in Level::ALL {
             assert!(pt.test_accessed(va, l), "{l:?} not set by walk");
             assert!(!pt.test_dirty(va, l), "{l:?} dirty after a load");
         }
-        pt.walk(va, true, &mut memo);
+        pt.walk(va, true, &mut memo, &mut psc);
         assert!(pt.test_dirty(va, Level::Pte));
         assert!(!pt.test_dirty(va, Level::Pmd), "x86 default: no D on non-leaf entries");
     }
@@ -798,10 +968,11 @@ mod tests {
         pt.map_4k(va, 0);
         pt.map_4k(va + 4096, 0);
         let mut memo = WalkMemo::EMPTY;
-        pt.walk(va, false, &mut memo);
+        let mut psc = no_psc();
+        pt.walk(va, false, &mut memo, &mut psc);
         assert!(pt.test_and_clear_accessed(va, Level::Pud));
         assert!(!pt.test_accessed(va, Level::Pud));
-        pt.walk(va + 4096, false, &mut memo);
+        pt.walk(va + 4096, false, &mut memo, &mut psc);
         assert!(pt.test_accessed(va, Level::Pud), "walk under a cached path must re-set PUD");
     }
 
@@ -816,7 +987,8 @@ mod tests {
         assert_eq!(pt.node_of(start + 12345 * 4096), Some(1));
         assert!(!pt.test_accessed(start + 4096, Level::Pte));
         let mut memo = WalkMemo::EMPTY;
-        let w = pt.walk(start + 4096 * 7, true, &mut memo);
+        let mut psc = no_psc();
+        let w = pt.walk(start + 4096 * 7, true, &mut memo, &mut psc);
         assert_eq!(w.translation, Translation::Page4K { node: 1 });
         assert_eq!(pt.tables().1, 1);
         assert!(pt.test_accessed(start + 4096 * 7, Level::Pte));
@@ -830,7 +1002,8 @@ mod tests {
         let va = 0x20_0000 * 5;
         pt.map_2m(va, 0);
         let mut memo = WalkMemo::EMPTY;
-        let w = pt.walk(va + 12345, true, &mut memo);
+        let mut psc = no_psc();
+        let w = pt.walk(va + 12345, true, &mut memo, &mut psc);
         assert_eq!(w.translation, Translation::Page2M { node: 0 });
         assert_eq!(w.levels, 3);
         assert!(pt.test_accessed(va, Level::Pmd));
@@ -850,7 +1023,8 @@ mod tests {
         assert_eq!(freed, 1024 + 2);
         assert_eq!(pt.present_4k(), 0);
         let mut memo = WalkMemo::EMPTY;
-        assert_eq!(pt.walk(0x4000_0000, false, &mut memo).translation, Translation::NotPresent);
+        let mut psc = no_psc();
+        assert_eq!(pt.walk(0x4000_0000, false, &mut memo, &mut psc).translation, Translation::NotPresent);
         assert_eq!(pt.tables(), (1, 0));
     }
 
@@ -862,8 +1036,9 @@ mod tests {
             pt.map_4k(base + k * 4096, 0);
         }
         let mut memo = WalkMemo::EMPTY;
+        let mut psc = no_psc();
         for k in [3u64, 50, 99] {
-            pt.walk(base + k * 4096, false, &mut memo);
+            pt.walk(base + k * 4096, false, &mut memo, &mut psc);
         }
         let mut seen = Vec::new();
         let mut present = 0;
@@ -889,5 +1064,297 @@ mod tests {
         assert_eq!(pt.node_of(0x2000), Some(3));
         assert_eq!(pt.set_node(0x1000, 1).unwrap(), 0);
         assert_eq!(pt.node_of(0x1000), Some(1));
+    }
+
+    // ---- paging-structure caches (SDM Vol. 3A 4.8, 4.10.3, 4.10.4.1) ----
+
+    fn with_psc() -> Psc {
+        Psc::new(&PscConfig::default())
+    }
+
+    /// The Accessed bits of `va`'s entries, top down.
+    fn a_bits(pt: &PageTables, va: u64) -> [bool; 4] {
+        Level::ALL.map(|l| pt.test_accessed(va, l))
+    }
+
+    fn clear_all(pt: &mut PageTables, va: u64) {
+        for l in Level::ALL {
+            pt.test_and_clear_accessed(va, l);
+        }
+    }
+
+    #[test]
+    fn psc_deepest_hit_reads_and_sets_only_the_levels_below() {
+        let mut pt = PageTables::new();
+        let va = 0x7f00_1234_5000;
+        for k in 0..4 {
+            pt.map_4k(va + k * PAGE_SIZE, 0);
+        }
+        pt.map_4k(va + HUGE_SIZE, 0); // next 2 MiB, same 1 GiB
+        pt.map_4k(va + HUGE_1G_SIZE, 0); // next 1 GiB, same 512 GiB
+        let (mut memo, mut psc) = (WalkMemo::EMPTY, with_psc());
+        // A cold walk reads all four levels and caches the PGD, PUD and PMD entries.
+        let w = pt.walk(va, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pgd, 4));
+        assert!(psc.holds(va, Level::Pgd) && psc.holds(va, Level::Pud) && psc.holds(va, Level::Pmd));
+        // Clear every bit (no flush, as Linux does): a walk for another 4 KiB page of the same
+        // 2 MiB hits the PDE cache and reads, and sets, the PTE only.
+        clear_all(&mut pt, va);
+        let w = pt.walk(va + PAGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pte, 1));
+        assert_eq!(a_bits(&pt, va + PAGE_SIZE), [false, false, false, true]);
+        // The next 2 MiB: a PDPTE-cache hit reads the PMD and PTE entries.
+        let w = pt.walk(va + HUGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pmd, 2));
+        assert_eq!(a_bits(&pt, va + HUGE_SIZE), [false, false, true, true]);
+        // The next 1 GiB: a PML4-cache hit reads PUD, PMD, PTE; the PGD bit stays clear.
+        let w = pt.walk(va + HUGE_1G_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pud, 3));
+        assert_eq!(a_bits(&pt, va + HUGE_1G_SIZE), [false, true, true, true]);
+        assert_eq!(psc.c.hits, [1, 1, 1]);
+        assert_eq!(psc.c.misses, 1);
+        // Without caches the same sequence sets every level every time.
+        let mut off = no_psc();
+        clear_all(&mut pt, va);
+        let w = pt.walk(va + 2 * PAGE_SIZE, false, &mut memo, &mut off);
+        assert_eq!((w.start, w.levels), (Level::Pgd, 4));
+        assert_eq!(a_bits(&pt, va + 2 * PAGE_SIZE), [true; 4]);
+    }
+
+    #[test]
+    fn psc_never_caches_leaf_entries() {
+        let mut pt = PageTables::new();
+        let (v2m, v1g) = (0x40_0020_0000u64, 0x80_4000_0000u64);
+        assert!(pt.map_2m(v2m, 0));
+        assert!(pt.map_1g(v1g, 1));
+        let (mut memo, mut psc) = (WalkMemo::EMPTY, with_psc());
+        let w = pt.walk(v2m + 12345, false, &mut memo, &mut psc);
+        assert_eq!((w.translation, w.start, w.levels), (Translation::Page2M { node: 0 }, Level::Pgd, 3));
+        assert!(!psc.holds(v2m, Level::Pmd), "no PDE-cache entry for a PDE that maps a 2 MiB page");
+        assert!(psc.holds(v2m, Level::Pud));
+        // Again: the PDPTE cache serves it, the leaf PMD is read (and its bit set) each time.
+        pt.test_and_clear_accessed(v2m, Level::Pmd);
+        let w = pt.walk(v2m + 7 * PAGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pmd, 1));
+        assert!(pt.test_accessed(v2m, Level::Pmd));
+        let w = pt.walk(v1g + 99 * HUGE_SIZE, true, &mut memo, &mut psc);
+        assert_eq!((w.translation, w.start, w.levels), (Translation::Page1G { node: 1 }, Level::Pgd, 2));
+        assert!(!psc.holds(v1g, Level::Pud), "no PDPTE-cache entry for a PDPTE that maps 1 GiB");
+        assert!(pt.test_accessed(v1g, Level::Pud) && pt.test_dirty(v1g, Level::Pud));
+        let w = pt.walk(v1g, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pud, 1), "a PML4-cache hit, then the leaf PUD");
+        assert_eq!(pt.page_size_of(v1g + 5), Some(PageSize::Huge1G));
+        assert_eq!(pt.node_of(v1g + HUGE_1G_SIZE - 1), Some(1));
+        let mut freed = 0;
+        pt.unmap_range(v1g, v1g + HUGE_1G_SIZE, &mut |_, n| freed += n);
+        assert_eq!((freed, pt.present_1g()), (PageSize::Huge1G.base_pages(), 0));
+    }
+
+    #[test]
+    fn psc_flush_makes_the_next_walk_read_every_level() {
+        let mut pt = PageTables::new();
+        let va = 0x7f00_0000_0000u64;
+        pt.map_4k(va, 0);
+        pt.map_4k(va + PAGE_SIZE, 0);
+        let (mut memo, mut psc) = (WalkMemo::EMPTY, with_psc());
+        pt.walk(va, false, &mut memo, &mut psc);
+        clear_all(&mut pt, va);
+        // An INVLPG (of any address) or a CR3 write empties every PSC (SDM 4.10.4.1; the
+        // Hardware calls are tested in `os`): the walk for the second page reads from the
+        // PGD and sets the three upper bits and its own PTE's.
+        psc.flush();
+        assert_eq!(psc.occupancy(), [0, 0, 0]);
+        let w = pt.walk(va + PAGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pgd, 4));
+        assert_eq!(a_bits(&pt, va), [true, true, true, false]);
+        assert_eq!(psc.c.flushes, 1);
+    }
+
+    #[test]
+    fn psc_fault_drops_the_entries_of_its_address() {
+        let mut pt = PageTables::new();
+        let (va, b) = (0x7f00_0000_0000u64, 0x10_0000_0000u64);
+        pt.map_4k(va, 0);
+        pt.map_4k(b, 0);
+        let (mut memo, mut psc) = (WalkMemo::EMPTY, with_psc());
+        pt.walk(va, false, &mut memo, &mut psc);
+        pt.walk(b, false, &mut memo, &mut psc);
+        // A page fault under va's PDE: the walk starts at the PTE, finds it not present and
+        // drops the PML4, PDPTE and PDE entries of that address; b's entries stay.
+        let w = pt.walk(va + PAGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.translation, w.start, w.levels), (Translation::NotPresent, Level::Pte, 1));
+        for l in [Level::Pgd, Level::Pud, Level::Pmd] {
+            assert!(!psc.holds(va, l), "{l:?} entry kept after a fault");
+            assert!(psc.holds(b, l), "{l:?} entry of another address dropped");
+        }
+        assert_eq!(psc.c.fault_invalidations, 1);
+        // After the fault is handled the retry reads from the PGD again.
+        pt.map_4k(va + PAGE_SIZE, 0);
+        clear_all(&mut pt, va);
+        let w = pt.walk(va + PAGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.start, w.levels), (Level::Pgd, 4));
+        assert_eq!(a_bits(&pt, va), [true, true, true, false]);
+        // A fault at the PMD level (nothing mapped in that 2 MiB): three levels read.
+        let w = pt.walk(va + 5 * HUGE_SIZE, false, &mut memo, &mut psc);
+        assert_eq!((w.translation, w.start, w.levels), (Translation::NotPresent, Level::Pmd, 1));
+    }
+
+    /// A naive model of the walker with paging-structure caches: Accessed bits in a map keyed
+    /// by (level, address bits of the entry), fully associative LRU caches as vectors (most
+    /// recent last), every rule written out directly.
+    struct Naive {
+        mapped: std::collections::HashMap<u64, PageSize>,
+        abit: std::collections::HashSet<(usize, u64)>,
+        caches: [Vec<u64>; 3],
+        sizes: [usize; 3],
+    }
+
+    impl Naive {
+        fn key(va: u64, l: Level) -> u64 {
+            va >> LEVEL_SHIFT[l as usize]
+        }
+        /// The page mapping `va`: (its base, size).
+        fn page(&self, va: u64) -> Option<PageSize> {
+            [PageSize::Base4K, PageSize::Huge2M, PageSize::Huge1G]
+                .into_iter()
+                .find(|s| self.mapped.get(&s.base(va)) == Some(s))
+        }
+        /// Whether the entry of `va` at `l` is present (something is mapped below it).
+        fn present(&self, va: u64, l: Level) -> bool {
+            let span = l.span();
+            self.mapped.iter().any(|(&b, s)| {
+                let e = b + s.bytes();
+                b < (va & !(span - 1)) + span && e > va & !(span - 1)
+            }) && match (l, self.page(va)) {
+                (Level::Pte, Some(PageSize::Base4K)) => true,
+                (Level::Pte, _) => false,
+                (Level::Pmd, Some(PageSize::Huge1G)) => false,
+                _ => true,
+            }
+        }
+        fn leaf(&self, va: u64) -> Level {
+            match self.page(va) {
+                Some(PageSize::Huge1G) => Level::Pud,
+                Some(PageSize::Huge2M) => Level::Pmd,
+                _ => Level::Pte,
+            }
+        }
+        fn walk(&mut self, va: u64) -> (Translation, Level, u8) {
+            // Deepest hit first: PDE (k 2), PDPTE (1), PML4 (0); a hit becomes most recent.
+            let mut start = Level::Pgd;
+            for k in [2usize, 1, 0] {
+                let t = Self::key(va, Level::ALL[k]);
+                if let Some(p) = self.caches[k].iter().position(|&x| x == t) {
+                    self.caches[k].remove(p);
+                    self.caches[k].push(t);
+                    start = Level::ALL[k + 1];
+                    break;
+                }
+            }
+            let leaf = self.leaf(va);
+            for l in Level::ALL.into_iter().filter(|&l| l >= start) {
+                if !self.present(va, l) {
+                    for k in 0..3 {
+                        let t = Self::key(va, Level::ALL[k]);
+                        self.caches[k].retain(|&x| x != t);
+                    }
+                    return (Translation::NotPresent, start, (l as u8 - start as u8 + 1).max(1));
+                }
+                self.abit.insert((l as usize, Self::key(va, l)));
+                if l == leaf {
+                    let t = match leaf {
+                        Level::Pud => Translation::Page1G { node: 0 },
+                        Level::Pmd => Translation::Page2M { node: 0 },
+                        _ => Translation::Page4K { node: 0 },
+                    };
+                    return (t, start, l as u8 - start as u8 + 1);
+                }
+                let k = l as usize;
+                let t = Self::key(va, l);
+                if !self.caches[k].contains(&t) && self.sizes[k] > 0 {
+                    if self.caches[k].len() == self.sizes[k] {
+                        self.caches[k].remove(0);
+                    }
+                    self.caches[k].push(t);
+                }
+            }
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn psc_walker_matches_a_naive_model() {
+        for sizes in [[2usize, 4, 32], [1, 2, 3]] {
+            let cfg = PscConfig {
+                pml4_entries: sizes[0],
+                pml4_ways: sizes[0],
+                pdpte_entries: sizes[1],
+                pdpte_ways: sizes[1],
+                pde_entries: sizes[2],
+                pde_ways: sizes[2],
+                ..PscConfig::default()
+            };
+            let mut psc = Psc::new(&cfg);
+            let mut memo = WalkMemo::EMPTY;
+            let mut pt = PageTables::new();
+            let mut nv = Naive {
+                mapped: Default::default(),
+                abit: Default::default(),
+                caches: Default::default(),
+                sizes,
+            };
+            // Candidate addresses: 2 PGD entries x 3 PUD entries x 6 PMD entries x 4 pages.
+            let mut cands = Vec::new();
+            for g in [0x7f00_0000_0000u64, 0x10_0000_0000] {
+                for u in 0..3u64 {
+                    for d in 0..6u64 {
+                        for p in 0..4u64 {
+                            cands.push(g + u * HUGE_1G_SIZE + d * HUGE_SIZE + p * 3 * PAGE_SIZE);
+                        }
+                    }
+                }
+            }
+            // A 2 MiB page and a 1 GiB page among them.
+            let (v2m, v1g) = (0x7f00_0000_0000 + 7 * HUGE_SIZE, 0x10_0000_0000 + 4 * HUGE_1G_SIZE);
+            pt.map_2m(v2m, 0);
+            nv.mapped.insert(v2m, PageSize::Huge2M);
+            pt.map_1g(v1g, 0);
+            nv.mapped.insert(v1g, PageSize::Huge1G);
+            cands.extend([v2m + 3 * PAGE_SIZE, v1g + 9 * HUGE_SIZE]);
+            let mut rng = crate::rng::Rng::new(7);
+            for step in 0..20_000 {
+                let va = cands[rng.below(cands.len() as u64) as usize];
+                match rng.below(100) {
+                    0..=59 => {
+                        let w = pt.walk(va, false, &mut memo, &mut psc);
+                        let n = nv.walk(va);
+                        let w = (w.translation, w.start, w.levels);
+                        assert_eq!(w, n, "step {step}: walk {va:#x}");
+                        if w.0 == Translation::NotPresent && rng.below(2) == 0 {
+                            // Handle the fault: map the 4 KiB page.
+                            pt.map_4k(va, 0);
+                            nv.mapped.insert(va, PageSize::Base4K);
+                        }
+                    }
+                    60..=94 => {
+                        let l = Level::ALL[rng.below(4) as usize];
+                        let was = pt.test_and_clear_accessed(va, l);
+                        let nwas = nv.present(va, l) && nv.abit.remove(&(l as usize, Naive::key(va, l)));
+                        assert_eq!(was, nwas, "step {step}: clear {l:?} of {va:#x}");
+                    }
+                    _ => {
+                        psc.flush();
+                        nv.caches = Default::default();
+                    }
+                }
+            }
+            for &va in &cands {
+                for l in Level::ALL {
+                    let n = nv.present(va, l) && nv.abit.contains(&(l as usize, Naive::key(va, l)));
+                    assert_eq!(pt.test_accessed(va, l), n, "{va:#x} {l:?}");
+                }
+            }
+            assert!(psc.c.hits.iter().all(|&h| h > 0), "{:?}", psc.c);
+        }
     }
 }

@@ -65,6 +65,9 @@ pub struct MachineConfig {
     /// TLB geometry.
     #[serde(default)]
     pub tlb: TlbConfig,
+    /// Paging-structure caches (`[machine.psc]`: sizes per level, `enabled`).
+    #[serde(default)]
+    pub psc: crate::hw::psc::PscConfig,
     /// Per-core data cache model (`[machine.cache]`: size, ways, line); absent = none.
     /// Needed by PEBS's `l2-miss-loads` event. (Access costs still use
     /// `cost.cache_hit_fraction`.)
@@ -177,6 +180,7 @@ impl MachineConfig {
             );
         }
         self.tlb.validate().map_err(|(f, m)| (f.to_string(), m))?;
+        self.psc.validate().map_err(|(f, m)| (f.to_string(), m))?;
         if let Some(c) = &self.cache {
             c.validate().map_err(|(f, m)| (f.to_string(), m))?;
         }
@@ -395,6 +399,7 @@ impl Machine {
             cores: cfg.cores,
             cpu_ghz: cfg.cpu_ghz,
             tlb: &cfg.tlb,
+            psc: &cfg.psc,
             l1_64k,
             cache: cfg.cache.as_ref(),
             cost: &cfg.cost,
@@ -769,6 +774,20 @@ impl StatsSource for Machine {
         out.set("machine.tlb.shootdowns_sent", sum(&|c| c.shootdowns_sent));
         out.set("machine.walks", sum(&|c| c.walks));
         out.set("machine.walk_levels", sum(&|c| c.walk_levels));
+        for n in 1..=4 {
+            out.set(format!("machine.walk.levels_{n}"), sum(&|c| c.walks_by_levels[n]));
+        }
+        if cores.iter().any(|c| c.psc.enabled()) {
+            let psc = |f: &dyn Fn(&crate::hw::psc::PscCounters) -> u64| {
+                cores.iter().map(|c| f(&c.psc.c)).sum::<u64>()
+            };
+            out.set("machine.psc.hits.pml4", psc(&|p| p.hits[0]));
+            out.set("machine.psc.hits.pdpte", psc(&|p| p.hits[1]));
+            out.set("machine.psc.hits.pde", psc(&|p| p.hits[2]));
+            out.set("machine.psc.misses", psc(&|p| p.misses));
+            out.set("machine.psc.flushes", psc(&|p| p.flushes));
+            out.set("machine.psc.fault_invalidations", psc(&|p| p.fault_invalidations));
+        }
         out.set("machine.page_faults", sum(&|c| c.page_faults));
         out.set("machine.dirty_assists", sum(&|c| c.dirty_assists));
         if self.cfg.cache.is_some() {
@@ -866,6 +885,46 @@ mod tests {
         for l in Level::ALL {
             assert!(m.test_accessed(a, l), "{l:?} after flush");
         }
+    }
+
+    #[test]
+    fn invlpg_cr3_and_shootdowns_empty_the_paging_structure_caches() {
+        let mut m = machine(2);
+        let a = m.mmap(8 << 20, MapOptions::named("x")).unwrap();
+        let far = a + (4 << 20);
+        for core in 0..2 {
+            m.access(core, Access::read(a)).unwrap();
+            m.access(core, Access::read(far)).unwrap();
+        }
+        assert!(m.hw.cores.iter().all(|c| c.psc.holds(a, Level::Pmd)));
+        // INVLPG of `far` on core 0 drops every PSC entry of core 0, including `a`'s.
+        m.hw.invalidate_page(0, far);
+        assert_eq!(m.hw.cores[0].psc.occupancy(), [0, 0, 0]);
+        assert!(m.hw.cores[1].psc.holds(a, Level::Pmd), "core 1 untouched");
+        // A shootdown (here: clearing a PTE bit with a flush) reaches core 1's PSCs too.
+        m.clear_accessed(far, Level::Pte, Flush::Shootdown { initiator: 0 });
+        assert_eq!(m.hw.cores[1].psc.occupancy(), [0, 0, 0]);
+        // Refill, then a CR3 write (full flush) on core 1.
+        let b = a + 5 * tierlab_core::PAGE_SIZE;
+        m.access(1, Access::read(b)).unwrap();
+        assert!(m.hw.cores[1].psc.holds(a, Level::Pmd));
+        m.hw.flush_tlb(1);
+        assert_eq!(m.hw.cores[1].psc.occupancy(), [0, 0, 0]);
+        // With the PSC of core 0 warm and the upper bits cleared without a flush, a TLB miss
+        // on a present page (b, faulted in by core 1: a fault would drop the PSC entries of
+        // its address) in `a`'s 2 MiB sets the PTE bit only; the stats count the one-level
+        // walk.
+        m.access(0, Access::read(a + tierlab_core::PAGE_SIZE)).unwrap();
+        assert!(m.hw.cores[0].psc.holds(a, Level::Pmd));
+        for l in Level::ALL {
+            m.clear_accessed(b, l, Flush::None);
+        }
+        m.access(0, Access::read(b)).unwrap();
+        assert_eq!(Level::ALL.map(|l| m.test_accessed(b, l)), [false, false, false, true]);
+        let mut st = crate::stats::Stats::new();
+        m.report_stats(&mut st);
+        assert!(st.get("machine.psc.hits.pde").unwrap().as_f64() >= 1.0);
+        assert!(st.get("machine.walk.levels_1").unwrap().as_f64() >= 1.0);
     }
 
     /// Naive reference of the 4 KiB translation path: L1 and L2 as per-set LRU lists of

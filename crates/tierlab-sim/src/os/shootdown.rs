@@ -123,3 +123,55 @@ fn invalidate(hw: &mut Hardware, core: usize, what: Inval, full: bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::{Machine, MachineConfig};
+    use tierlab_core::PAGE_SIZE;
+
+    fn machine(cores: usize) -> Machine {
+        Machine::new(&MachineConfig { cores, ..MachineConfig::default() })
+    }
+
+    /// Total time one shootdown costs the machine (initiator plus every target).
+    fn event_ps(m: &Machine) -> u64 {
+        m.hw.cores.iter().map(|c| c.c.tlb_maint_ps).sum()
+    }
+
+    #[test]
+    fn cost_per_event_rises_with_the_number_of_targets() {
+        let mut last = (0u64, 0u64);
+        for n in [1usize, 2, 4, 8, 15] {
+            let mut m = machine(16);
+            let pages = [0x7f00_0000_0000u64];
+            let o =
+                shootdown(&mut m.hw, Inval::Pages(&pages), Initiator::Core { core: 0, local: true }, |i| {
+                    i <= n
+                });
+            assert_eq!(o.targets, n as u64);
+            let total = event_ps(&m);
+            assert!(o.initiator_ps > last.0, "{n} targets: initiator {} <= {}", o.initiator_ps, last.0);
+            assert!(total > last.1, "{n} targets: total {total} <= {}", last.1);
+            // Initiator: local INVLPG + base + per extra target; each target its handler.
+            let c = &m.hw.cost;
+            let want = ps(c.invlpg_ns) + ps(c.shootdown_base_ns + c.shootdown_per_core_ns * (n as f64 - 1.0));
+            assert_eq!(o.initiator_ps, want);
+            assert_eq!(total, want + n as u64 * ps(c.shootdown_target_ns));
+            last = (o.initiator_ps, total);
+        }
+    }
+
+    #[test]
+    fn many_pages_become_one_full_flush() {
+        let mut m = machine(2);
+        let ceiling = m.hw.cost.flush_ceiling_pages;
+        let start = 0x4000_0000u64;
+        let init = Initiator::Core { core: 0, local: true };
+        shootdown(&mut m.hw, Inval::Range(start, start + ceiling * PAGE_SIZE), init, |_| true);
+        assert_eq!((m.hw.cores[0].c.local_invalidations, m.hw.cores[0].c.local_flushes), (ceiling, 0));
+        shootdown(&mut m.hw, Inval::Range(start, start + (ceiling + 1) * PAGE_SIZE), init, |_| true);
+        assert_eq!((m.hw.cores[0].c.local_invalidations, m.hw.cores[0].c.local_flushes), (ceiling, 1));
+        assert_eq!(m.hw.cores[1].c.remote_invalidations, 2);
+    }
+}

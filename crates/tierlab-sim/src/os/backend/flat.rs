@@ -92,10 +92,11 @@ impl MemoryBackend for Flat {
         let mut spent = 0u64;
         let level_ps = env.hw.walk_level_ps;
         for attempt in 0..2 {
-            let w = self.pt.walk(addr, write, &mut self.memo[core]);
             let c = &mut env.hw.cores[core];
+            let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
             c.c.walks += 1;
             c.c.walk_levels += w.levels as u64;
+            c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
             spent += w.levels as u64 * level_ps;
             match w.translation {
                 Translation::Page4K { node } => {
@@ -103,6 +104,9 @@ impl MemoryBackend for Flat {
                 }
                 Translation::Page2M { node } => {
                     return Ok(Fill { node, size: PageSize::Huge2M, dirty: write, walk_ps: spent })
+                }
+                Translation::Page1G { node } => {
+                    return Ok(Fill { node, size: PageSize::Huge1G, dirty: write, walk_ps: spent })
                 }
                 Translation::NotPresent if attempt == 0 => self.fault(env, core, addr)?,
                 Translation::NotPresent => break,

@@ -52,6 +52,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::{Env, MemoryBackend};
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
+use crate::hw::pagetable::Level;
 use crate::hw::{Fill, Hardware};
 use crate::os::replacement::{Frames, PageId, PolicyBuildCtx, PolicyConfig, Replacement};
 use crate::os::shootdown::{shootdown, Initiator as ShootdownInitiator, Inval};
@@ -789,13 +790,28 @@ impl MemoryBackend for Hier {
             )));
         };
         let i = id as usize;
-        let levels: u64 = if h.size == PageSize::Huge2M { 3 } else { 4 };
-        let c = &mut env.hw.cores[core];
-        c.c.walks += 1;
-        c.c.walk_levels += levels;
-        let walk_ps = levels * env.hw.walk_level_ps;
+        // The walk through this core's (conceptual, always present above the leaf) page
+        // tables, shortened by its paging-structure caches.
+        let leaf = if h.size == PageSize::Huge2M { Level::Pmd } else { Level::Pte };
+        let level_ps = env.hw.walk_level_ps;
+        let walk = |c: &mut crate::hw::Core| {
+            let (_, levels) = c.psc.walk_present(addr, leaf);
+            c.c.walks += 1;
+            c.c.walk_levels += levels as u64;
+            c.c.walks_by_levels[levels as usize] += 1;
+            levels as u64 * level_ps
+        };
+        let mut walk_ps = walk(&mut env.hw.cores[core]);
         let bit = 1u64 << core;
         let resident = h.pages.flags[i] & RESIDENT != 0;
+        let faults = !resident || (h.pt == PageTableKind::Pspt && h.pages.cmap[i] & bit == 0);
+        if faults {
+            // The fault drops the cached entries of `addr` (SDM 4.10.4.1); the access walks
+            // again once the handler has installed the PTE.
+            let c = &mut env.hw.cores[core];
+            c.psc.invalidate_va(addr);
+            walk_ps += walk(c);
+        }
         if !resident {
             self.fault_in(env, core, id)?;
         } else if h.pt == PageTableKind::Pspt && h.pages.cmap[i] & bit == 0 {

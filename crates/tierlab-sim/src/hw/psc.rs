@@ -1,0 +1,559 @@
+//! Paging-structure caches (PSCs): per-core caches of upper page-table entries that let a
+//! page walk skip the levels above the deepest cached entry (Intel SDM Vol. 3A, 4.10.3;
+//! `../shared/reference/page-walk-caches.md`).
+//!
+//! Three caches, tagged by the linear-address bits of the entry they hold:
+//! - the **PML4 cache** (PGD entries; tag = VA bits 47:39): a hit starts the walk at the PUD;
+//! - the **PDPTE cache** (PUD entries; bits 47:30): a hit starts it at the PMD;
+//! - the **PDE cache** (PMD entries; bits 47:21): a hit starts it at the PTE.
+//!
+//! The walker uses the deepest hit (PDE, then PDPTE, then PML4) and reads only the levels
+//! below it; it sets the Accessed bit of exactly the entries it reads. The rules kept here
+//! and by the walker ([`crate::hw::pagetable::PageTables::walk`]), each from SDM 4.10.3:
+//! - an entry is cached only when it is present, references another paging structure (no
+//!   entry for a PUD that maps a 1 GiB page or a PMD that maps a 2 MiB page), and its
+//!   Accessed flag is 1 in memory (the walker sets it before caching: it is the entry it
+//!   just read);
+//! - a walk that starts from a cached entry does not read, and so does not set the Accessed
+//!   flag of, the entries above it (a later clear of those flags goes unnoticed until the
+//!   cached entry is gone: SDM 4.8 and 4.10.4.3);
+//! - INVLPG invalidates **every** PSC entry (of the current PCID, the only one modelled),
+//!   whatever its address; so does a full flush (a CR3 write); a shootdown's handler does
+//!   one or the other on each target (SDM 4.10.4.1);
+//! - a page fault invalidates the PSC entries that would be used for the faulting address
+//!   (and its TLB entry) (SDM 4.10.4.1);
+//! - replacement within a cache is LRU (an assumption: the SDM gives no policy).
+//!
+//! Sizes are parameters (`machine.psc`, set per CPU preset by `machine.cpu`): no vendor
+//! publishes them for current server cores, so the defaults are the placeholders of
+//! `page-walk-caches.md` (PML4 2, PDPTE 4, PDE 32 entries, fully associative), labelled as
+//! such in `docs/engine.md`. A PSC is consulted only on a TLB miss, inside the walk.
+
+use serde::{Deserialize, Serialize};
+use tierlab_core::{HUGE_1G_SHIFT, HUGE_SHIFT};
+
+use super::pagetable::{Level, LEVEL_SHIFT};
+
+/// Entries of one paging-structure cache at most (slot numbers are `u16`).
+const MAX_ENTRIES: usize = 1 << 12; // not a page size
+
+/// Geometry of one core's paging-structure caches (`[machine.psc]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PscConfig {
+    /// Whether the walker uses the caches at all (false: every walk reads from the PGD, the
+    /// model before paging-structure caches). Default true.
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Entries of the PML4 (PGD-entry) cache; 0 = no such cache. Default 2 (placeholder,
+    /// `page-walk-caches.md`: no published size).
+    #[serde(default = "d_pml4")]
+    pub pml4_entries: usize,
+    /// Ways of the PML4 cache (`= entries`: fully associative). Default 2.
+    #[serde(default = "d_pml4")]
+    pub pml4_ways: usize,
+    /// Entries of the PDPTE (PUD-entry) cache; 0 = none. Default 4 (placeholder).
+    #[serde(default = "d_pdpte")]
+    pub pdpte_entries: usize,
+    /// Ways of the PDPTE cache. Default 4.
+    #[serde(default = "d_pdpte")]
+    pub pdpte_ways: usize,
+    /// Entries of the PDE (PMD-entry) cache; 0 = none. Default 32 (placeholder).
+    #[serde(default = "d_pde")]
+    pub pde_entries: usize,
+    /// Ways of the PDE cache. Default 32.
+    #[serde(default = "d_pde")]
+    pub pde_ways: usize,
+}
+
+fn d_true() -> bool {
+    true
+}
+fn d_pml4() -> usize {
+    2
+}
+fn d_pdpte() -> usize {
+    4
+}
+fn d_pde() -> usize {
+    32
+}
+
+impl Default for PscConfig {
+    fn default() -> Self {
+        PscConfig {
+            enabled: true,
+            pml4_entries: d_pml4(),
+            pml4_ways: d_pml4(),
+            pdpte_entries: d_pdpte(),
+            pdpte_ways: d_pdpte(),
+            pde_entries: d_pde(),
+            pde_ways: d_pde(),
+        }
+    }
+}
+
+impl PscConfig {
+    /// Check the geometry; returns (field, problem) on error.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (field, e, w) in [
+            ("machine.psc.pml4_entries", self.pml4_entries, self.pml4_ways),
+            ("machine.psc.pdpte_entries", self.pdpte_entries, self.pdpte_ways),
+            ("machine.psc.pde_entries", self.pde_entries, self.pde_ways),
+        ] {
+            if e == 0 {
+                continue;
+            }
+            if w == 0 || e % w != 0 || w > 64 || e > MAX_ENTRIES {
+                return Err((
+                    field,
+                    format!("{e} entries (at most {MAX_ENTRIES}) must be a positive multiple of the ways ({w}, at most 64)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one core's paging-structure caches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PscCounters {
+    /// Walks that started from a cached entry, by the cache that held it: PML4, PDPTE, PDE.
+    pub hits: [u64; 3],
+    /// Walks that found no cached entry (they read the PGD).
+    pub misses: u64,
+    /// Invalidations of every entry (INVLPG, full flushes) that found something cached.
+    pub flushes: u64,
+    /// Page faults that invalidated the entries of their address.
+    pub fault_invalidations: u64,
+}
+
+/// Index of each cache in [`PscCounters::hits`].
+const PML4: usize = 0;
+const PDPTE: usize = 1;
+const PDE: usize = 2;
+
+/// No tag equals this (tags are linear-address bits 47:21 at most).
+const EMPTY: u64 = u64::MAX;
+
+/// Buckets of the lookup filter (a power of two).
+const BUCKETS: usize = 256;
+
+/// A small set-associative array of tags with true LRU within each set, for the
+/// paging-structure caches, built for a walk's lookups to cost O(1) even for a 32-way fully
+/// associative PDE cache: each set keeps its ways in a doubly linked recency list (most
+/// recent at the head, empty ways at the tail), and a filter counts the cached tags per
+/// bucket (`tag % 256`) with a hint of the last slot filled or hit in each bucket, so that a
+/// miss in an empty bucket and a hit on the hinted slot need no scan.
+#[derive(Clone, Debug)]
+struct Lru {
+    sets: usize,
+    ways: usize,
+    tags: Vec<u64>,
+    prev: Vec<u8>,
+    next: Vec<u8>,
+    /// Head (most recent) and tail (least recent) way of each set.
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    count: Vec<u8>,
+    hint: Vec<u16>,
+}
+
+impl Lru {
+    fn new(entries: usize, ways: usize) -> Self {
+        let sets = if entries == 0 { 0 } else { entries / ways };
+        let mut l = Lru {
+            sets,
+            ways,
+            tags: vec![EMPTY; sets * ways],
+            prev: vec![0; sets * ways],
+            next: vec![0; sets * ways],
+            head: vec![0; sets],
+            tail: vec![0; sets],
+            count: vec![0; if sets == 0 { 0 } else { BUCKETS }],
+            hint: vec![0; if sets == 0 { 0 } else { BUCKETS }],
+        };
+        l.flush();
+        l
+    }
+
+    fn is_disabled(&self) -> bool {
+        self.sets == 0
+    }
+
+    #[inline(always)]
+    fn set_of(&self, tag: u64) -> usize {
+        if self.sets == 1 {
+            0
+        } else {
+            tag as usize % self.sets
+        }
+    }
+
+    /// Slot (index into `tags`) holding `tag`, if cached (sets must exist).
+    #[inline(always)]
+    fn slot(&self, tag: u64) -> Option<usize> {
+        let b = tag as usize & (BUCKETS - 1);
+        if self.count[b] == 0 {
+            return None;
+        }
+        let h = self.hint[b] as usize;
+        if self.tags[h] == tag {
+            return Some(h);
+        }
+        let base = self.set_of(tag) * self.ways;
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+    }
+
+    /// Unlink way `w` of `set` from its recency list.
+    #[inline(always)]
+    fn unlink(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let (p, n) = (self.prev[base + w] as usize, self.next[base + w] as usize);
+        if self.head[set] as usize == w {
+            self.head[set] = n as u8;
+        } else {
+            self.next[base + p] = n as u8;
+        }
+        if self.tail[set] as usize == w {
+            self.tail[set] = p as u8;
+        } else {
+            self.prev[base + n] = p as u8;
+        }
+    }
+
+    /// Link way `w` of `set` at the head of its recency list.
+    #[inline(always)]
+    fn push_front(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let h = self.head[set] as usize;
+        self.next[base + w] = h as u8;
+        self.prev[base + h] = w as u8;
+        self.head[set] = w as u8;
+    }
+
+    /// Link way `w` of `set` at the tail of its recency list.
+    #[inline(always)]
+    fn push_back(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let t = self.tail[set] as usize;
+        self.prev[base + w] = t as u8;
+        self.next[base + t] = w as u8;
+        self.tail[set] = w as u8;
+    }
+
+    /// Whether `tag` is cached; a hit becomes the most recent of its set.
+    #[inline]
+    fn lookup(&mut self, tag: u64) -> bool {
+        if self.sets == 0 {
+            return false;
+        }
+        let Some(i) = self.slot(tag) else { return false };
+        let (set, w) = (i / self.ways, i % self.ways);
+        if self.ways > 1 && self.head[set] as usize != w {
+            self.unlink(set, w);
+            self.push_front(set, w);
+        }
+        self.hint[tag as usize & (BUCKETS - 1)] = i as u16;
+        true
+    }
+
+    /// Whether `tag` is cached (no recency update).
+    fn contains(&self, tag: u64) -> bool {
+        self.sets != 0 && self.slot(tag).is_some()
+    }
+
+    /// Insert `tag` (not cached) as the most recent of its set, evicting the least recent.
+    #[inline]
+    fn insert(&mut self, tag: u64) {
+        debug_assert!(!self.contains(tag));
+        let set = self.set_of(tag);
+        let w = self.tail[set] as usize;
+        let i = set * self.ways + w;
+        let old = self.tags[i];
+        if old != EMPTY {
+            self.count[old as usize & (BUCKETS - 1)] -= 1;
+        }
+        self.tags[i] = tag;
+        let b = tag as usize & (BUCKETS - 1);
+        self.count[b] += 1;
+        self.hint[b] = i as u16;
+        if self.ways > 1 {
+            self.unlink(set, w);
+            self.push_front(set, w);
+        }
+    }
+
+    /// Drop `tag` if cached (its way becomes the least recent, empty).
+    fn invalidate(&mut self, tag: u64) {
+        if self.sets == 0 {
+            return;
+        }
+        if let Some(i) = self.slot(tag) {
+            let (set, w) = (i / self.ways, i % self.ways);
+            self.tags[i] = EMPTY;
+            self.count[tag as usize & (BUCKETS - 1)] -= 1;
+            if self.ways > 1 && self.tail[set] as usize != w {
+                self.unlink(set, w);
+                self.push_back(set, w);
+            }
+        }
+    }
+
+    /// Empty every set (ways in order 0, 1, ... from the head).
+    fn flush(&mut self) {
+        self.tags.fill(EMPTY);
+        self.count.fill(0);
+        for set in 0..self.sets {
+            let base = set * self.ways;
+            for w in 0..self.ways {
+                self.prev[base + w] = w.saturating_sub(1) as u8;
+                self.next[base + w] = (w + 1).min(self.ways - 1) as u8;
+            }
+            self.head[set] = 0;
+            self.tail[set] = (self.ways - 1) as u8;
+        }
+    }
+
+    fn occupancy(&self) -> usize {
+        self.tags.iter().filter(|&&t| t != EMPTY).count()
+    }
+}
+
+/// One core's paging-structure caches.
+#[derive(Clone, Debug)]
+pub struct Psc {
+    caches: [Lru; 3],
+    on: bool,
+    /// Something may be cached (a flush of empty caches is free).
+    live: bool,
+    /// Counters.
+    pub c: PscCounters,
+}
+
+/// The tag of `va` in cache `k` (PML4: bits 47:39, PDPTE: 47:30, PDE: 47:21).
+#[inline(always)]
+fn tag(va: u64, k: usize) -> u64 {
+    match k {
+        PML4 => va >> LEVEL_SHIFT[0],
+        PDPTE => va >> HUGE_1G_SHIFT,
+        _ => va >> HUGE_SHIFT,
+    }
+}
+
+impl Psc {
+    /// Empty caches of the given geometry.
+    pub fn new(c: &PscConfig) -> Self {
+        let arr = |e: usize, w: usize| Lru::new(if c.enabled { e } else { 0 }, w.max(1));
+        Psc {
+            caches: [
+                arr(c.pml4_entries, c.pml4_ways),
+                arr(c.pdpte_entries, c.pdpte_ways),
+                arr(c.pde_entries, c.pde_ways),
+            ],
+            on: c.enabled && (c.pml4_entries + c.pdpte_entries + c.pde_entries) > 0,
+            live: false,
+            c: PscCounters::default(),
+        }
+    }
+
+    /// Whether any cache exists.
+    pub fn enabled(&self) -> bool {
+        self.on
+    }
+
+    /// The first level a walk for `va` must read: [`Level::Pte`] after a PDE-cache hit,
+    /// [`Level::Pmd`] after a PDPTE-cache hit, [`Level::Pud`] after a PML4-cache hit, else
+    /// [`Level::Pgd`]. The deepest hit wins; a hit makes its entry the most recent.
+    #[inline]
+    pub fn lookup(&mut self, va: u64) -> Level {
+        if !self.live {
+            self.c.misses += 1;
+            return Level::Pgd;
+        }
+        for (k, start) in [(PDE, Level::Pte), (PDPTE, Level::Pmd), (PML4, Level::Pud)] {
+            if self.caches[k].lookup(tag(va, k)) {
+                self.c.hits[k] += 1;
+                return start;
+            }
+        }
+        self.c.misses += 1;
+        Level::Pgd
+    }
+
+    /// The walk read the entry of `level` for `va`, present and referencing a table (never
+    /// a leaf), and set its Accessed flag: cache it (PGD entry -> PML4 cache, PUD entry ->
+    /// PDPTE cache, PMD entry -> PDE cache). A PTE is never cached here.
+    #[inline]
+    pub fn fill(&mut self, va: u64, level: Level) {
+        if !self.on {
+            return;
+        }
+        let k = match level {
+            Level::Pgd => PML4,
+            Level::Pud => PDPTE,
+            Level::Pmd => PDE,
+            Level::Pte => return,
+        };
+        let a = &mut self.caches[k];
+        if a.is_disabled() {
+            return;
+        }
+        // The walk fills only levels below its deepest hit, so the entry is never cached.
+        a.insert(tag(va, k));
+        self.live = true;
+    }
+
+    /// Drop every entry (INVLPG of any address, a CR3 write, a full flush).
+    #[inline]
+    pub fn flush(&mut self) {
+        if !self.live {
+            return;
+        }
+        for a in &mut self.caches {
+            a.flush();
+        }
+        self.live = false;
+        self.c.flushes += 1;
+    }
+
+    /// A page fault at `va`: drop the entries that would be used to translate it.
+    #[inline]
+    pub fn invalidate_va(&mut self, va: u64) {
+        if !self.live {
+            return;
+        }
+        self.c.fault_invalidations += 1;
+        for k in [PML4, PDPTE, PDE] {
+            self.caches[k].invalidate(tag(va, k));
+        }
+    }
+
+    /// A walk for `va` through page tables whose every upper entry is present and whose leaf
+    /// is at `leaf` (PTE for 4 KiB and 64 KiB pages, PMD for 2 MiB, PUD for 1 GiB): look up,
+    /// fill the caches with the entries read, and return the first level read and the
+    /// number of levels read. For memory backends without radix page tables.
+    #[inline]
+    pub fn walk_present(&mut self, va: u64, leaf: Level) -> (Level, u8) {
+        let start = if self.on { self.lookup(va) } else { Level::Pgd };
+        // A PDE-cache hit cannot serve a walk whose leaf is above the PTE (no such entry is
+        // cached for a leaf PMD or PUD); clamp for safety.
+        let start = start.min(leaf);
+        for l in Level::ALL {
+            if l >= start && l < leaf {
+                self.fill(va, l);
+            }
+        }
+        (start, leaf as u8 - start as u8 + 1)
+    }
+
+    /// Cached entries per cache (PML4, PDPTE, PDE).
+    pub fn occupancy(&self) -> [usize; 3] {
+        [self.caches[0].occupancy(), self.caches[1].occupancy(), self.caches[2].occupancy()]
+    }
+
+    /// Whether the cache for `level` (Pgd = PML4 cache, Pud = PDPTE, Pmd = PDE) holds the
+    /// entry used for `va` (no recency update).
+    pub fn holds(&self, va: u64, level: Level) -> bool {
+        let k = match level {
+            Level::Pgd => PML4,
+            Level::Pud => PDPTE,
+            Level::Pmd => PDE,
+            Level::Pte => return false,
+        };
+        self.caches[k].contains(tag(va, k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+    const MIB2: u64 = 2 << 20;
+
+    #[test]
+    fn deepest_hit_wins_and_fills_are_per_level() {
+        let mut p = Psc::new(&PscConfig::default());
+        let va = 0x7f00_0000_0000;
+        assert_eq!(p.lookup(va), Level::Pgd);
+        p.fill(va, Level::Pgd);
+        assert_eq!(p.lookup(va), Level::Pud, "PML4 hit");
+        p.fill(va, Level::Pud);
+        assert_eq!(p.lookup(va + MIB2), Level::Pmd, "PDPTE hit, other 2 MiB");
+        p.fill(va, Level::Pmd);
+        assert_eq!(p.lookup(va + 8), Level::Pte, "PDE hit");
+        assert_eq!(p.lookup(va + GIB), Level::Pud, "another GiB in the same 512 GiB");
+        assert_eq!(p.c.hits, [2, 1, 1]);
+        assert_eq!(p.c.misses, 1);
+    }
+
+    #[test]
+    fn flush_and_fault_invalidation() {
+        let mut p = Psc::new(&PscConfig::default());
+        let (a, b) = (0x10_0000_0000u64, 0x10_4000_0000u64);
+        // As a walk does: fill only the levels below the deepest hit (a and b share their
+        // PGD entry, 512 GiB).
+        for va in [a, b] {
+            let start = p.lookup(va);
+            for l in [Level::Pgd, Level::Pud, Level::Pmd] {
+                if l >= start {
+                    p.fill(va, l);
+                }
+            }
+        }
+        assert_eq!(p.occupancy(), [1, 2, 2]);
+        p.invalidate_va(a);
+        assert!(!p.holds(a, Level::Pmd) && !p.holds(a, Level::Pud) && !p.holds(a, Level::Pgd));
+        assert!(p.holds(b, Level::Pmd) && p.holds(b, Level::Pud));
+        p.flush();
+        assert_eq!(p.occupancy(), [0, 0, 0]);
+        assert_eq!(p.lookup(b), Level::Pgd);
+    }
+
+    #[test]
+    fn lru_replacement_within_a_cache() {
+        let cfg = PscConfig { pde_entries: 2, pde_ways: 2, ..PscConfig::default() };
+        let mut p = Psc::new(&cfg);
+        let base = 0x4000_0000u64;
+        p.fill(base, Level::Pmd);
+        p.fill(base + MIB2, Level::Pmd);
+        assert_eq!(p.lookup(base), Level::Pte); // base most recent
+        p.fill(base + 2 * MIB2, Level::Pmd); // evicts base + 2 MiB
+        assert!(p.holds(base, Level::Pmd));
+        assert!(!p.holds(base + MIB2, Level::Pmd));
+    }
+
+    #[test]
+    fn disabled_caches_never_hit() {
+        let mut p = Psc::new(&PscConfig { enabled: false, ..PscConfig::default() });
+        p.fill(0, Level::Pmd);
+        assert_eq!(p.lookup(0), Level::Pgd);
+        assert_eq!(p.walk_present(0, Level::Pte), (Level::Pgd, 4));
+        assert_eq!(p.walk_present(0, Level::Pte), (Level::Pgd, 4));
+    }
+
+    #[test]
+    fn walk_present_reads_below_the_hit() {
+        let mut p = Psc::new(&PscConfig::default());
+        assert_eq!(p.walk_present(0x5000_0000, Level::Pte), (Level::Pgd, 4));
+        assert_eq!(p.walk_present(0x5000_1000, Level::Pte), (Level::Pte, 1));
+        assert_eq!(p.walk_present(0x5040_0000, Level::Pte), (Level::Pmd, 2));
+        // 2 MiB leaves: no PDE entry is created for them.
+        assert_eq!(p.walk_present(0x9000_0000, Level::Pmd), (Level::Pud, 2));
+        assert!(!p.holds(0x9000_0000, Level::Pmd));
+        assert_eq!(p.walk_present(0x9000_0000, Level::Pmd), (Level::Pmd, 1));
+        // 1 GiB leaves: no PDPTE entry.
+        assert_eq!(p.walk_present(0x80_0000_0000, Level::Pud), (Level::Pgd, 2));
+        assert!(!p.holds(0x80_0000_0000, Level::Pud));
+        assert_eq!(p.walk_present(0x80_4000_0000, Level::Pud), (Level::Pud, 1));
+    }
+
+    #[test]
+    fn geometry_is_validated() {
+        assert!(PscConfig::default().validate().is_ok());
+        let bad = PscConfig { pde_entries: 10, pde_ways: 4, ..PscConfig::default() };
+        assert_eq!(bad.validate().unwrap_err().0, "machine.psc.pde_entries");
+        assert!(PscConfig { pde_entries: 0, ..PscConfig::default() }.validate().is_ok());
+    }
+}
