@@ -506,11 +506,10 @@ impl WorkloadParams for ReplayParams {
                 let dir = self.dir(ctx)?;
                 if !dir.is_dir() {
                     // The scenario names it: the place is the scenario's field.
-                    return Err(SimError::config(
-                        f,
-                        "workload.path",
-                        format!("{}: no such recording (directory not found)", dir.display()),
-                    ));
+                    return Err(SimError::Input {
+                        at: Location { file: f.clone(), line: None, field: Some("workload.path".into()) },
+                        msg: format!("{}: no such recording (directory not found)", dir.display()),
+                    });
                 }
                 let meta = rec::read_meta(&dir).map_err(rec_err)?;
                 let table = AccessTable::open(&dir).map_err(rec_err)?;
