@@ -28,6 +28,7 @@ def subcommands() -> tuple:
         scenarios,
         telemetry,
         trace,
+        tune,
         view,
     )
 
@@ -38,6 +39,7 @@ def subcommands() -> tuple:
         bench,
         telemetry,
         reproduce,
+        tune,
         record,
         view,
         trace,

@@ -53,8 +53,10 @@ def fmt_number(v: object, digits: int = 3) -> str:
             return "-"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        if v.is_integer() and abs(v) >= 1000:
-            return f"{int(v):,}"
+        if (v.is_integer() and abs(v) >= 1000) or abs(v) >= 100_000:
+            return f"{round(v):,}"
+        if abs(v) >= 1000:
+            return f"{v:,.1f}"
         if v != 0 and abs(v) < 0.1:
             return f"{v:.{digits}g}"
         return f"{v:,.{digits}f}"
