@@ -51,9 +51,11 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 	touch $@
 
 # Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`) and a
-# C compiler (the test programs). Installed when missing and we are root; else the tests skip.
+# C compiler (the test programs); and Chromium, the headless browser the tests of the
+# interactive HTML reports drive (through Playwright, with Debian's browser: Playwright's own
+# download is not used). Installed when missing and we are root; else the tests skip.
 system-tools:
-	@for tool in valgrind:valgrind cc:gcc; do \
+	@for tool in valgrind:valgrind cc:gcc chromium:chromium; do \
 	  cmd=$${tool%%:*}; pkg=$${tool##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -187,7 +187,14 @@ class Search:
         parts = ["tierlab", "run", self.scenario]
         if self.point:
             parts += ["--points", shlex.quote(self.point)]
-        for s in t.overrides[len(self.own) :]:
+        from tierlab.reproduce.runner import valid_on_base
+
+        extra = t.overrides[len(self.own) :]
+        if self.own and not valid_on_base(self.scenario, tuple(extra)):
+            # `tierlab run --points` checks --set against the scenario before the point's
+            # own overrides: repeat those first (same values, same expanded scenario).
+            extra = t.overrides
+        for s in extra:
             parts += ["--set", shlex.quote(s)]
         if self.seed is not None:
             parts += ["--seed", str(self.seed)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -137,7 +138,12 @@ def point_command(spec: FigureSpec, point: Point, seed: int | None = None) -> st
         _, sweep = scenario_points(spec.scenario)
         own = dict(sweep).get(point.sweep_label, [])
         n_own = len(own)
-    for s in point.overrides[n_own:]:
+    extra = list(point.overrides[n_own:])
+    if n_own and extra and not valid_on_base(spec.scenario, tuple(extra)):
+        # `tierlab run --points` checks --set against the scenario before the point's own
+        # overrides: repeat those first (the same values, so the same expanded scenario).
+        extra = list(point.overrides)
+    for s in extra:
         sets += ["--set", q(s)]
     seed_arg = ["--seed", str(seed)] if seed is not None else []
     pts = ["--points", q(point.sweep_label)] if point.sweep_label else []
@@ -149,6 +155,18 @@ def point_command(spec: FigureSpec, point: Point, seed: int | None = None) -> st
             cmd = ["tierlab", "run", spec.scenario, *pts, "--set", q("telemetry=[]")]
         return " ".join([*cmd, *sets, *seed_arg])
     return " ".join(["tierlab", "run", spec.scenario, *pts, *sets, *seed_arg])
+
+
+@functools.cache
+def valid_on_base(scenario: str, overrides: tuple[str, ...]) -> bool:
+    """Whether ``overrides`` apply to ``scenario`` itself (before any sweep point's)."""
+    from tierlab import _native
+
+    try:
+        _native.sweep_points(scenario, list(overrides))
+        return True
+    except Exception:
+        return False
 
 
 def run_figure(

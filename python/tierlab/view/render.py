@@ -269,7 +269,7 @@ def drain_spec(view: View) -> dict[str, Any]:
         layout["annotations"] = [
             {"text": "fewer than two drains", "showarrow": False, "xref": "paper", "yref": "paper"}
         ]
-        return {"data": [], "layout": layout}
+        return {"data": [{"type": "bar", "x": [], "y": [], "name": "drains"}], "layout": layout}
     hist, edges = np.histogram(gaps, bins=min(60, max(5, gaps.size // 3)))
     centres = (edges[:-1] + edges[1:]) / 2
     return {
