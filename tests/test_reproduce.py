@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -215,8 +216,10 @@ def test_smoke_report(smoke_report: Path) -> None:
     assert "Smoke run" in html and "class='claims'" in html
 
 
-def test_rerun_reuses_every_point(smoke_report: Path) -> None:
-    res = tierlab("reproduce", "numa", "--profile", "smoke", "--out", smoke_report, "--no-progress")
+def test_rerun_reuses_every_point(smoke_report: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again"
+    shutil.copytree(smoke_report / "points", out / "points")
+    res = tierlab("reproduce", "numa", "--profile", "smoke", "--out", out, "--no-progress")
     assert res.returncode == 0, res.stderr
     assert "reused 2 points" in res.stderr
 
