@@ -94,7 +94,7 @@ def test_bayes_search(tmp_path: Path) -> None:
         "--method",
         "bayes",
         "--trials",
-        "3",
+        "2",
         "--minimize",
         "--seed",
         "3",
@@ -103,7 +103,7 @@ def test_bayes_search(tmp_path: Path) -> None:
     a = tierlab(*args)
     assert a.returncode == 0, a.stderr
     doc = a.json()
-    assert isinstance(doc, dict) and len(doc["trials"]) == 3
+    assert isinstance(doc, dict) and len(doc["trials"]) == 2
     assert doc["best"]["value"] == min(t["value"] for t in doc["trials"])
     # Seeded: the same search proposes the same settings.
     b = tierlab(*args)
