@@ -68,7 +68,7 @@ _HMEM_COLUMNS = (
     ("cores", pg.Column("cores", format="int")),
     ("configuration", pg.Column("configuration", format="text")),
     ("page_size", pg.Column("page size", format="text")),
-    ("fast_memory_fraction", pg.Column("fast memory", "of footprint", "pct", 3)),
+    ("memory_pct", pg.Column("fast memory", "% of footprint", digits=1)),
     ("p", pg.Column("p")),
     ("page_faults", pg.Column("page faults", "per core", "int")),
     ("remote_tlb_invalidations", pg.Column("remote TLB inval.", "per core", "int")),
@@ -93,6 +93,14 @@ def hmem_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.D
     for c in ("p", "relative_performance", "speedup"):
         if c not in df:
             df[c] = math.nan
+    # The memory provided as the point's nominal share (its label's "80%"): the fraction
+    # the machine reports is rounded to whole pages, so it differs a little by page size.
+    nominal = []
+    for label, frac in zip(df["label"], df["fast_memory_fraction"], strict=True):
+        m = re.search(r"(\d+(?:\.\d+)?)%$", str(label))
+        v = float(m.group(1)) if m else round(100 * float(frac), 1)
+        nominal.append(int(v) if v.is_integer() else v)
+    df["memory_pct"] = nominal
     return df, {}
 
 
@@ -334,12 +342,12 @@ def pagesize_plot(fd: FigureData) -> list[pg.Figure]:
     for c, w in enumerate(ws):
         d = df[df["workload"] == w]
         for ps in ("4KiB", "64KiB", "2MiB"):
-            s = d[d["page_size"] == ps].sort_values("fast_memory_fraction", ascending=False)
+            s = d[d["page_size"] == ps].sort_values("memory_pct", ascending=False)
             if s.empty:
                 continue
             data.append(
                 P.line(
-                    (100 * s["fast_memory_fraction"]).round(1).tolist(),
+                    s["memory_pct"].tolist(),
                     s["relative_performance"].tolist(),
                     ps,
                     c + 1,
