@@ -127,13 +127,18 @@ def _figure_section(parent: pg.Section, fr: FigureRun, info: RunInfo) -> None:
     view = views.VIEWS[spec.view]
     from tierlab.reproduce.views import FigureData
 
-    for fig in view.plot(FigureData(spec, fr.table, fr.extra)):
+    try:
+        figures = view.plot(FigureData(spec, fr.table, fr.extra))
+    except Exception as exc:  # a partial table (an interrupted run): say so, keep the rest
+        figures = []
+        sec.add(pg.Paragraph(f"The plot could not be drawn from these results: {exc}"))
+    for fig in figures:
         sec.add(fig)
     sec.add(pg.Details("The paper's values", _paper_values(fr), open=True))
     if not fr.table.empty:
         sec.add(pg.Details(f"tierlab's numbers ({len(fr.table):,} rows)", [_table_block(fr)]))
-    for e in run.failures:
-        sec.add(pg.Paragraph(f"Point failed: {e}", css="error"))
+    for failure in run.failures:
+        sec.add(pg.Paragraph(f"Point failed: {failure}"))
     cmds = fr.commands(info.seed)
     rerun = pg.Details(
         f"Rerun: the expanded scenario and the command of each of the {len(cmds):,} points",
