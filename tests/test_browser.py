@@ -18,7 +18,12 @@ import pytest
 
 from conftest import tierlab
 
-CHROMIUM = os.environ.get("TIERLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = (
+    os.environ.get("TIERLAB_CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+    or ""
+)
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -34,8 +39,8 @@ ARGS = [
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian package chromium; make install)")
+    if not CHROMIUM or not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium on PATH (Debian package chromium: make install installs it)")
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_api.sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
