@@ -315,7 +315,7 @@ thead th{background:var(--side);text-align:left}
 thead th .unit{display:block;font-weight:400;color:var(--muted);font-size:12px}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{text-align:left;background:var(--side);font-weight:600}
-caption{caption-side:top;text-align:left;color:var(--muted);padding-bottom:.2em}
+p.caption{color:var(--muted);margin:.8em 0 0;font-size:13.5px}
 tr.holds td.verdict{color:var(--ok);background:var(--okbg);font-weight:600}
 tr.fails td.verdict{color:var(--bad);background:var(--badbg);font-weight:600}
 tr.na td.verdict{color:var(--na);background:var(--nabg)}
@@ -536,10 +536,11 @@ class _Renderer:
                 k = f" class='{' '.join(klass)}'" if klass else ""
                 cells.append(f"<td{k}>{e(c.cell(v))}</td>")
             rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
-        cap = f"<caption>{e(t.caption)}</caption>" if t.caption else ""
+        # The caption above the table as a paragraph: a <caption> wraps at the table's width.
+        cap = f"<p class='caption'>{e(t.caption)}</p>" if t.caption else ""
         cls = f" class='{e(t.css)}'" if t.css else ""
         return (
-            f"<div class='scroll'><table{cls}>{cap}<thead><tr>{head}</tr></thead>"
+            f"{cap}<div class='scroll'><table{cls}><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
 
