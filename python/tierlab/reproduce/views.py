@@ -445,15 +445,15 @@ def footprints_plot(fd: FigureData) -> list[pg.Figure]:
     data = []
     for tech in dict.fromkeys(df["technique"]):
         d = df[df["technique"] == tech].set_index("footprint")
-        data.append(
-            P.bar(
-                fps,
-                [d["mean_recall"].get(f) for f in fps],
-                tech,
-                hover=f"{tech} at %{{x}}: mean recall %{{y:.3f}}<extra></extra>",
-            )
+        b = P.bar(
+            fps,
+            [d["mean_recall"].get(f) for f in fps],
+            tech,
+            hover=f"{tech} at %{{x}}: mean recall %{{y:.3f}}<extra></extra>",
         )
-    paper = fd.paper_frame("detects")
+        b["offsetgroup"] = tech
+        data.append(b)
+    paper = fd.paper_frame("detect")
     if paper is not None:
         sym = {">": "triangle-up", "<": "triangle-down", "~": "circle", "=": "circle"}
         for tech in dict.fromkeys(paper["technique"]):
@@ -465,6 +465,7 @@ def footprints_plot(fd: FigureData) -> list[pg.Figure]:
                     "x": d["footprint"].tolist(),
                     "y": d["mean_recall"].tolist(),
                     "name": f"paper: {tech}",
+                    "offsetgroup": tech,
                     "marker": {
                         "symbol": [sym.get(s, "circle") for s in d["relation"]],
                         "size": 13,
@@ -483,6 +484,7 @@ def footprints_plot(fd: FigureData) -> list[pg.Figure]:
             "(triangle up: more than, down: less than, circle: about)"
         },
         "barmode": "group",
+        "scattermode": "group",
         "xaxis": {"title": {"text": "footprint"}},
         "yaxis": {"title": {"text": "mean recall"}, "range": [0, 1.08]},
     }
@@ -515,6 +517,9 @@ def footprints_plot(fd: FigureData) -> list[pg.Figure]:
                             hover=f"{tech}, {f}, t = %{{x}} s: {metric} %{{y:.3f}}<extra></extra>",
                         )
                     )
+        for key, ax in lay.items():
+            if key.startswith("yaxis"):
+                ax["range"] = [-0.02, 1.02]
         figs.append(pg.Figure({"data": tdata, "layout": lay}, height=200 * len(fps) + 100))
     return figs
 
