@@ -84,13 +84,18 @@ def _cell(v: Any) -> Any:
 def _paper_values(fr: FigureRun) -> list[pg.Block]:
     blocks: list[pg.Block] = []
     for v in fr.spec.paper_values:
-        cols = [pg.Column(c.replace("_", " "), format="number") for c in v.columns]
-        for c, name in zip(cols, v.columns, strict=True):
-            if any(isinstance(r[v.columns.index(name)], str) for r in v.rows):
-                c.format = "text"
-        blocks.append(
-            pg.Table(cols, [list(r) for r in v.rows], caption=f"{v.title}. Source: {v.source}")
-        )
+        # As transcribed: integers with separators, other numbers as written (20, 2.7).
+        cols = [pg.Column(c.replace("_", " "), format="text") for c in v.columns]
+        rows: list[list[object]] = [
+            [
+                f"{x:,}"
+                if isinstance(x, int) and not isinstance(x, bool)
+                else (f"{x:,g}" if isinstance(x, float) else x)
+                for x in r
+            ]
+            for r in v.rows
+        ]
+        blocks.append(pg.Table(cols, rows, caption=f"{v.title}. Source: {v.source}"))
     if not blocks:
         blocks.append(pg.Paragraph("The paper gives no numbers for this figure."))
     return blocks
