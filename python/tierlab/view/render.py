@@ -147,8 +147,8 @@ def write(view: View, out: Path) -> list[Path]:
             files = _save(make(v, view.points), out, stem)
             v.files.extend(p.name for p in files)
             written.extend(files)
-    for stem, make in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
-        written.extend(_save(make(view), out, stem))
+    for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
+        written.extend(_save(draw(view), out, stem))
     view.files = [p.name for p in written] + ["view.json", "index.html"]
     doc = view.to_json()
     js = out / "view.json"
