@@ -74,3 +74,59 @@ def test_bad_placement_field_is_reported() -> None:
     )
     assert r.returncode != 0
     assert "placement.period" in r.stderr
+
+
+PROFILE_SCENARIO = """
+name = "plan-equality"
+duration = "30ms"
+window = "10ms"
+[machine]
+cores = 4
+[[machine.nodes]]
+name = "n0"
+capacity = "1GiB"
+latency_ns = 90.0
+cores = [0, 1]
+[[machine.nodes]]
+name = "n1"
+capacity = "1GiB"
+latency_ns = 90.0
+cores = [2, 3]
+[workload]
+kind = "stream"
+array_size = "8MiB"
+threads = 4
+[placement]
+kind = "profile-guided"
+mode = "profile"
+period = 40
+"""
+
+
+def test_simulated_profile_and_place_plan_give_the_same_plan(tmp_path: Path) -> None:
+    """The simulator's placement decision (profile-guided, `profile` stage) and `tierlab place
+    plan` on the recording of the same samples run the same rule (tierlab-core's affinity),
+    so they place every page on the same node."""
+    import json
+
+    from tierlab.api import run
+    from tierlab.reporters import write_all
+
+    spec = tmp_path / "profile.toml"
+    spec.write_text(PROFILE_SCENARIO)
+    result = run(spec)
+    out = tmp_path / "out"
+    write_all(result, out)
+    rec = out / "samples-placement"
+    assert (rec / "meta.json").is_file(), sorted(p.name for p in out.iterdir())
+    plan_file = tmp_path / "plan.json"
+    r = tierlab("place", "plan", str(rec), "--policy", "affinity", "-o", str(plan_file))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(plan_file.read_text())
+    live = {p["addr"]: p["node"] for p in plan["pages"]}
+    sim: dict[int, int] = {}
+    for start, end, node in result.raw["plan"] or []:
+        for addr in range(start, end, 4096):
+            sim[addr] = node
+    assert sim, "the simulated profile produced a plan"
+    assert live == sim

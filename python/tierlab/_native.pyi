@@ -76,10 +76,25 @@ class RunOutput(TypedDict):
     heatmap: Heatmap
     mappings: list[MappingInfo]
     mapping_log: list[MappingEvent]
-    #: technique label -> its samples
+    #: technique label -> its samples (``placement``: a profiling placement policy's)
     samples: dict[str, SampleColumns]
+    #: the placement plan the run produced, ``(start, end, node)`` ranges, or None
+    plan: list[tuple[int, int, int]] | None
+    #: node of each core
+    core_nodes: list[int]
+    #: the stages that ran before the last one
+    stages: list[StageOutput]
     #: ``(name, value)`` rows of the run's summary
     summary: list[tuple[str, str]]
+
+class StageOutput(TypedDict):
+    """An earlier stage of a run (see ``docs/architecture.md``, stages)."""
+
+    name: str
+    stats: StatsTree
+    stats_flat: dict[str, StatValue]
+    #: ranges in the plan the stage produced (0: none)
+    plan_ranges: int
 
 class ReplayInput(TypedDict, total=False):
     """Replay data for a scenario whose workload is a recording (little-endian columns)."""
@@ -245,3 +260,39 @@ class LackeyParser:
     def feed(self, chunk: bytes) -> LackeyColumns: ...
     def finish(self) -> LackeyColumns: ...
     def counts(self) -> LackeyCounts: ...
+
+# -- traces (crates/tierlab-py/src/traces.rs) -----------------------------------------------
+
+class TraceFormatError(ValueError):
+    """A trace file does not follow its format (the message names the file, record and
+    field)."""
+
+def import_trace(
+    format: str,
+    files: Sequence[str],
+    out: str,
+    overwrite: bool = False,
+    meta: str = "{}",
+    mappings: Sequence[tuple[int, str, int, int, str]] = ...,
+    object_bytes: int = 4096,
+    sep: str = ",",
+    with_size: bool = False,
+) -> dict[str, Any]:
+    """Import ``raw``, ``csv``, ``oracle-general`` or ``lackey`` trace files into a new
+    recording, streaming: counts (accesses, loads, stores, threads, skipped_lines, and
+    instructions for lackey) and ``time_unit``."""
+
+def survey_accesses(dir: str, gap: int = 0) -> dict[str, Any]:
+    """One pass over a recording's accesses: rows, time_min, time_max, threads, pages and
+    runs of touched pages ``(start, end)`` merged across holes under ``gap`` bytes."""
+
+def aggregate_accesses(
+    dir: str,
+    segments: Sequence[tuple[int, int, int, int, int]],
+    specs: Sequence[tuple[int, int, int]],
+    t_lo: int,
+    width: int,
+    cols: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Per-mapping aggregates of a recording's accesses for ``tierlab view`` and the
+    accesses in no mapping."""

@@ -1,7 +1,7 @@
 """tierlab's Python API: run scenarios, export them, list the built-in ones.
 
 The simulation itself is native (``tierlab._native``); this module turns Python arguments
-into the native call (overrides, replay data, progress) and the native result into a
+into the native call (overrides, progress) and the native result into a
 :class:`Result` holding pandas tables.
 """
 
@@ -190,18 +190,6 @@ def heatmap_frame(heatmap: Heatmap) -> pd.DataFrame:
 # -- entry points ------------------------------------------------------------------------------
 
 
-def load_replay(spec: str, overrides: list[str]) -> dict[str, Any] | None:
-    """The replay data for a scenario whose workload is a recording (else ``None``)."""
-    from tierlab import _native
-
-    path = _native.replay_path(spec, overrides)
-    if path is None:
-        return None
-    from tierlab.recording import to_replay
-
-    return to_replay(path)
-
-
 def run_native(
     scenario: str | Path,
     overrides: list[str],
@@ -214,7 +202,6 @@ def run_native(
     if it raises (Ctrl-C), the run stops and the result has ``interrupted=True``.
     """
     spec = str(scenario)
-    replay = load_replay(spec, overrides)
     last: tuple[int, int, int] | None = None
 
     def tick(done: int, total: int, accesses: int) -> None:
@@ -225,7 +212,7 @@ def run_native(
 
     from tierlab import _native
 
-    raw = _native.run(spec, overrides, seed, tick, replay)
+    raw = _native.run(spec, overrides, seed, tick)
     return Result.from_native(raw, last)
 
 

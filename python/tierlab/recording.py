@@ -36,78 +36,44 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-FORMAT_NAME = "tierlab-recording"
-FORMAT_VERSION = 1
-META_FILE = "meta.json"
+from tierlab.api import native
 
-#: Column schemas of the four tables, in column order.
+# The format is declared once, in tierlab-core (`crates/tierlab-core/src/schema.rs`): its
+# tables, columns, types, codes and meta.json fields come from there through the binding.
+_SPEC: dict[str, Any] = native().recording_schema()
+
+FORMAT_NAME: str = _SPEC["format"]
+FORMAT_VERSION: int = _SPEC["version"]
+META_FILE: str = _SPEC["meta_file"]
+
+#: Column schemas of every table (the core tables, then the optional ones), in column order.
 SCHEMAS: dict[str, pa.Schema] = {
-    "accesses": pa.schema(
-        [
-            ("time_ns", pa.uint64()),
-            ("tid", pa.uint32()),
-            ("addr", pa.uint64()),
-            ("kind", pa.uint8()),
-        ]
-    ),
-    "samples": pa.schema(
-        [
-            ("time_ns", pa.uint64()),
-            ("tid", pa.uint32()),
-            ("cpu", pa.uint32()),
-            ("addr", pa.uint64()),
-            ("ip", pa.uint64()),
-            ("weight", pa.uint64()),
-            ("data_src", pa.uint64()),
-            ("event", pa.string()),
-            ("drain", pa.uint64()),
-        ]
-    ),
-    "mappings": pa.schema(
-        [
-            ("time_ns", pa.uint64()),
-            ("event", pa.string()),
-            ("start", pa.uint64()),
-            ("length", pa.uint64()),
-            ("name", pa.string()),
-        ]
-    ),
-    "drains": pa.schema(
-        [
-            ("time_ns", pa.uint64()),
-            ("cpu", pa.uint32()),
-            ("drain", pa.uint64()),
-            ("records", pa.uint32()),
-        ]
-    ),
+    t["name"]: pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in t["columns"]])
+    for t in _SPEC["tables"]
 }
 #: The core tables: every recording has them (possibly empty).
-TABLES: tuple[str, ...] = tuple(SCHEMAS)
-
-#: Optional tables: present only in recordings whose source produces them.
-#: ``regions``: DAMON-style region snapshots (``tierlab import damo``): one row per region per
-#: snapshot, ``nr_accesses`` of the aggregation interval ``[time_ns, end_ns)``.
-SCHEMAS["regions"] = pa.schema(
-    [
-        ("time_ns", pa.uint64()),
-        ("end_ns", pa.uint64()),
-        ("target", pa.uint32()),
-        ("start", pa.uint64()),
-        ("end", pa.uint64()),
-        ("nr_accesses", pa.uint32()),
-        ("age", pa.uint32()),
-    ]
-)
-OPTIONAL_TABLES: tuple[str, ...] = ("regions",)
+TABLES: tuple[str, ...] = tuple(t["name"] for t in _SPEC["tables"] if not t["optional"])
+#: Optional tables: present only in recordings whose source produces them (``regions``:
+#: DAMON-style region snapshots from ``tierlab import damo``).
+OPTIONAL_TABLES: tuple[str, ...] = tuple(t["name"] for t in _SPEC["tables"] if t["optional"])
 ALL_TABLES: tuple[str, ...] = TABLES + OPTIONAL_TABLES
 
+#: Coded columns: (table, column) -> {value: name}; any other value is refused on append.
+CODES: dict[tuple[str, str], dict[int | str, str]] = {
+    (ct["table"], ct["column"]): {c["value"]: c["name"] for c in ct["codes"]}
+    for ct in _SPEC["codes"]
+}
+_KINDS = {name: value for value, name in CODES[("accesses", "kind")].items()}
 #: Codes of the ``kind`` column of ``accesses``.
-KIND_LOAD = 0
-KIND_STORE = 1
+KIND_LOAD: int = int(_KINDS["load"])
+KIND_STORE: int = int(_KINDS["store"])
 #: Values of the ``event`` column of ``mappings``.
-MAPPING_EVENTS = ("map", "unmap")
+MAPPING_EVENTS: tuple[str, ...] = tuple(str(v) for v in CODES[("mappings", "event")])
+#: ``meta.json`` fields the writer maintains (``update_meta`` cannot set them).
+META_MANAGED: frozenset[str] = frozenset(f["name"] for f in _SPEC["meta_fields"] if f["managed"])
 
-_PAGE = 4096
+#: Mappings are widened to base pages for replay (4 KiB, tierlab-core's ``PAGE_SIZE``).
+_PAGE: int = native().PAGE_SIZE
 
 
 class RecordingError(ValueError):
@@ -171,14 +137,16 @@ def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
     lengths = {len(a) for a in arrays}
     if len(lengths) > 1:
         raise RecordingError(f"append_{table}: columns have different lengths {sorted(lengths)}")
-    if table == "accesses" and len(arrays[3]) and pc.max(arrays[3]).as_py() > KIND_STORE:
-        raise RecordingError("append_accesses: column `kind` must be 0 (load) or 1 (store)")
-    if table == "mappings":
-        bad = set(arrays[1].to_pylist()) - set(MAPPING_EVENTS)
+    for i, f in enumerate(schema):
+        codes = CODES.get((table, f.name))
+        if codes is None or not len(arrays[i]):
+            continue
+        bad = sorted(set(pc.unique(arrays[i]).to_pylist()) - set(codes))
         if bad:
-            raise RecordingError(
-                f"append_mappings: column `event` must be 'map' or 'unmap', got {sorted(bad)}"
+            allowed = " or ".join(
+                f"{v} ({name})" if isinstance(v, int) else repr(v) for v, name in codes.items()
             )
+            raise RecordingError(f"append_{table}: column `{f.name}` must be {allowed}, got {bad}")
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -257,32 +225,31 @@ class RecordingWriter:
             self._write_meta()
 
     def append_accesses(self, data: Any = None, **columns: Any) -> None:
-        """Append accesses: columns ``time_ns, tid, addr, kind`` (0 load, 1 store)."""
+        """Append accesses: the columns of ``SCHEMAS["accesses"]`` (``kind``: 0 load, 1 store)."""
         self._append("accesses", data, columns)
 
     def append_samples(self, data: Any = None, **columns: Any) -> None:
-        """Append samples: ``time_ns, tid, cpu, addr, ip, weight, data_src, event, drain``."""
+        """Append samples: the columns of ``SCHEMAS["samples"]``."""
         self._append("samples", data, columns)
 
     def append_mappings(self, data: Any = None, **columns: Any) -> None:
-        """Append mapping events: ``time_ns, event ('map'|'unmap'), start, length, name``."""
+        """Append mapping events: the columns of ``SCHEMAS["mappings"]`` (``event``: map or
+        unmap)."""
         self._append("mappings", data, columns)
 
     def append_drains(self, data: Any = None, **columns: Any) -> None:
-        """Append drains: ``time_ns, cpu, drain, records``."""
+        """Append drains: the columns of ``SCHEMAS["drains"]``."""
         self._append("drains", data, columns)
 
     def append_regions(self, data: Any = None, **columns: Any) -> None:
-        """Append region snapshots (optional table): ``time_ns, end_ns, target, start, end,
-        nr_accesses, age``."""
+        """Append region snapshots (optional table): the columns of ``SCHEMAS["regions"]``."""
         self._append("regions", data, columns)
 
     def update_meta(self, **fields: Any) -> None:
         """Set top-level fields of ``meta.json`` (``parameters``, ``machine``, or fields of the
         writer's own such as ``accounting``); written at the next :meth:`flush` or
         :meth:`close`. The format's own fields cannot be set."""
-        reserved = {"format", "version", "created", "complete", "tables"}
-        bad = sorted(reserved & set(fields))
+        bad = sorted(META_MANAGED & set(fields))
         if bad:
             raise RecordingError(f"update_meta: {', '.join(bad)} cannot be set")
         self._meta.update(fields)
@@ -427,24 +394,24 @@ class Recording:
         return self._cache[table]
 
     def accesses(self) -> pd.DataFrame:
-        """All accesses (``time_ns, tid, addr, kind``)."""
+        """All accesses (the columns of ``SCHEMAS["accesses"]``)."""
         return self._frame("accesses")
 
     def samples(self) -> pd.DataFrame:
-        """All samples (``time_ns, tid, cpu, addr, ip, weight, data_src, event, drain``)."""
+        """All samples (the columns of ``SCHEMAS["samples"]``)."""
         return self._frame("samples")
 
     def mappings(self) -> pd.DataFrame:
-        """All mapping events (``time_ns, event, start, length, name``)."""
+        """All mapping events (the columns of ``SCHEMAS["mappings"]``)."""
         return self._frame("mappings")
 
     def drains(self) -> pd.DataFrame:
-        """All drains (``time_ns, cpu, drain, records``)."""
+        """All drains (the columns of ``SCHEMAS["drains"]``)."""
         return self._frame("drains")
 
     def regions(self) -> pd.DataFrame:
-        """Region snapshots, an optional table (``time_ns, end_ns, target, start, end,
-        nr_accesses, age``); empty when the recording has none."""
+        """Region snapshots, an optional table (the columns of ``SCHEMAS["regions"]``); empty
+        when the recording has none."""
         return self._frame("regions")
 
 
@@ -524,10 +491,13 @@ def write_recording(
 
 __all__: Sequence[str] = [
     "ALL_TABLES",
+    "CODES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "KIND_LOAD",
     "KIND_STORE",
+    "MAPPING_EVENTS",
+    "META_FILE",
     "OPTIONAL_TABLES",
     "SCHEMAS",
     "TABLES",

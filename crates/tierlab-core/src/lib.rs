@@ -1,21 +1,35 @@
-//! Shared vocabulary of tierlab.
+//! Shared vocabulary of tierlab: the contract between the simulator, the live recorder and
+//! the Python package.
 //!
 //! Every source of memory accesses (simulated workloads, replayed recordings, the live
-//! recorder) and every consumer (the machine model, telemetry, reports) speaks in these
-//! types. The on-disk recording format (a directory of Parquet parts plus `meta.json`,
-//! documented in `docs/formats.md`) uses the column names and codes defined here, so a
-//! simulated recording and a live one share one schema.
+//! recorder) and every consumer (the machine model, telemetry, reports, placement) speaks in
+//! these types:
+//!
+//! - the crate root: accesses ([`Access`], [`AccessKind`]) and the rows of the recording
+//!   format's tables ([`AccessRecord`], [`Sample`], [`MappingEvent`], [`Drain`], [`Region`]);
+//! - [`page`]: page sizes ([`PageSize`]: 4 KiB, 64 KiB, 2 MiB, 1 GiB), their constants and
+//!   page arithmetic on addresses;
+//! - [`schema`]: the recording format (a directory of Parquet parts plus `meta.json`,
+//!   `docs/formats.md`) declared once: every table, column, type, code and `meta.json` field.
+//!   The Python package builds its pyarrow schemas from it through the binding;
+//! - [`plan`]: the page placement rules (affinity, hot-fast) on per-page evidence, shared by
+//!   the simulator's profile-guided placement and `tierlab place plan`.
+//!
+//! No dependency on the simulator, the OS or Python.
 
 use serde::{Deserialize, Serialize};
 
-/// Size of a base page (4 KiB).
-pub const PAGE_SHIFT: u32 = 12;
-/// Bytes in a base page.
-pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Shift of a 2 MiB huge page.
-pub const HUGE_SHIFT: u32 = 21;
-/// Bytes in a 2 MiB huge page.
-pub const HUGE_SIZE: u64 = 1 << HUGE_SHIFT;
+#[cfg(feature = "parquet")]
+pub mod recording;
+
+pub mod page;
+pub mod plan;
+pub mod schema;
+
+pub use page::{
+    bytes_of, page_addr, pages_for, vpn, PageSize, HUGE_1G_SHIFT, HUGE_1G_SIZE, HUGE_MASK, HUGE_SHIFT,
+    HUGE_SIZE, PAGES_PER_HUGE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
+};
 
 /// Kind of one memory access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,8 +42,9 @@ pub enum AccessKind {
 }
 
 impl AccessKind {
-    /// Code used in the recording format's `kind` column.
-    pub fn code(self) -> u8 {
+    /// Code used in the recording format's `kind` column (the code table is
+    /// [`schema::ACCESS_KINDS`]).
+    pub const fn code(self) -> u8 {
         self as u8
     }
     /// Inverse of [`AccessKind::code`].
@@ -98,11 +113,20 @@ pub enum MappingEventKind {
 }
 
 impl MappingEventKind {
-    /// The string stored in the recording format's `event` column.
-    pub fn as_str(self) -> &'static str {
+    /// The string stored in the recording format's `event` column (the code table is
+    /// [`schema::MAPPING_EVENT_KINDS`]).
+    pub const fn as_str(self) -> &'static str {
         match self {
             MappingEventKind::Map => "map",
             MappingEventKind::Unmap => "unmap",
+        }
+    }
+    /// Inverse of [`MappingEventKind::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "map" => Some(MappingEventKind::Map),
+            "unmap" => Some(MappingEventKind::Unmap),
+            _ => None,
         }
     }
 }
@@ -130,27 +154,86 @@ pub struct Sample {
     pub drain: u64,
 }
 
-/// The recording format's identity and version, written into `meta.json`.
+/// One row of the recording format's `accesses` table (columns [`schema::ACCESSES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRecord {
+    /// Time in nanoseconds from the start of the recording (or a logical clock: the
+    /// instructions executed before the access, for `tierlab trace`).
+    pub time_ns: u64,
+    /// Thread (simulated thread index, or OS thread id).
+    pub tid: u32,
+    /// Virtual address of the first byte accessed.
+    pub addr: u64,
+    /// Load or store, stored as its code.
+    #[serde(with = "kind_code")]
+    pub kind: AccessKind,
+}
+
+/// Serde of [`AccessKind`] as its code (0, 1), as the `kind` column stores it.
+mod kind_code {
+    use super::AccessKind;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(k: &AccessKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(k.code())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessKind, D::Error> {
+        let code = u8::deserialize(d)?;
+        AccessKind::from_code(code)
+            .ok_or_else(|| D::Error::custom(format!("access kind {code}: expected 0 or 1")))
+    }
+}
+
+/// One buffer drain (a PEBS interrupt, a perf ring-buffer wake-up): a row of the `drains`
+/// table (columns [`schema::DRAINS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drain {
+    /// Time of the drain in nanoseconds from the start of the recording.
+    pub time_ns: u64,
+    /// CPU whose buffer was drained.
+    pub cpu: u32,
+    /// Drain index, referenced by [`Sample::drain`].
+    pub drain: u64,
+    /// Samples delivered by this drain.
+    pub records: u32,
+}
+
+/// One DAMON-style region of one snapshot: a row of the optional `regions` table (columns
+/// [`schema::REGIONS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    /// Start of the snapshot's aggregation interval (ns).
+    pub time_ns: u64,
+    /// End of the aggregation interval (ns).
+    pub end_ns: u64,
+    /// DAMON target.
+    pub target: u32,
+    /// First byte of the region.
+    pub start: u64,
+    /// End of the region (exclusive).
+    pub end: u64,
+    /// Sampling intervals of the aggregation interval in which the region was seen accessed.
+    pub nr_accesses: u32,
+    /// Aggregation intervals the region kept its access pattern.
+    pub age: u32,
+}
+
+/// The recording format's identity and table names (kept for existing users; the schema
+/// itself, columns included, is [`schema`]).
 pub mod format {
     /// Value of the `format` field of `meta.json`.
-    pub const NAME: &str = "tierlab-recording";
-    /// Current version; readers reject newer major versions with a clear error.
-    pub const VERSION: u32 = 1;
+    pub const NAME: &str = crate::schema::FORMAT_NAME;
+    /// Current version; readers reject newer versions with a clear error.
+    pub const VERSION: u32 = crate::schema::FORMAT_VERSION;
     /// Table (sub-directory) of full access streams.
-    pub const ACCESSES: &str = "accesses";
+    pub const ACCESSES: &str = crate::schema::ACCESSES.name;
     /// Table of telemetry samples.
-    pub const SAMPLES: &str = "samples";
+    pub const SAMPLES: &str = crate::schema::SAMPLES.name;
     /// Table of mapping events.
-    pub const MAPPINGS: &str = "mappings";
+    pub const MAPPINGS: &str = crate::schema::MAPPINGS.name;
     /// Table of drains (interrupts / buffer wake-ups).
-    pub const DRAINS: &str = "drains";
-    /// Columns of the `accesses` table, in order.
-    pub const ACCESS_COLUMNS: &[&str] = &["time_ns", "tid", "addr", "kind"];
-    /// Columns of the `samples` table, in order.
-    pub const SAMPLE_COLUMNS: &[&str] =
-        &["time_ns", "tid", "cpu", "addr", "ip", "weight", "data_src", "event", "drain"];
-    /// Columns of the `mappings` table, in order.
-    pub const MAPPING_COLUMNS: &[&str] = &["time_ns", "event", "start", "length", "name"];
+    pub const DRAINS: &str = crate::schema::DRAINS.name;
 }
 
 #[cfg(test)]
@@ -168,5 +251,18 @@ mod tests {
             assert_eq!(AccessKind::from_code(k.code()), Some(k));
         }
         assert_eq!(AccessKind::from_code(7), None);
+        for k in [MappingEventKind::Map, MappingEventKind::Unmap] {
+            assert_eq!(MappingEventKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(MappingEventKind::parse("remap"), None);
+    }
+
+    #[test]
+    fn access_records_store_kind_codes() {
+        let a: AccessRecord = serde_json::from_str(r#"{"time_ns":1,"tid":2,"addr":3,"kind":1}"#).unwrap();
+        assert_eq!(a.kind, AccessKind::Write);
+        let e =
+            serde_json::from_str::<AccessRecord>(r#"{"time_ns":1,"tid":2,"addr":3,"kind":2}"#).unwrap_err();
+        assert!(e.to_string().contains("access kind 2: expected 0 or 1"), "{e}");
     }
 }

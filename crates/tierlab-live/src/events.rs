@@ -53,8 +53,7 @@ impl Backend {
         match self {
             // The McKernel driver's default reset value.
             Backend::IntelPebs => 100,
-            // IBS periods count ops (cnt_ctl) and must be multiples of 16.
-            Backend::AmdIbs => 4096,
+            Backend::AmdIbs => amd::DEFAULT_PERIOD,
             // Every fault: first touches of pages are what this backend can see.
             Backend::PageFaults => 1,
         }
@@ -116,6 +115,9 @@ pub mod amd {
     pub const L3_MISS_ONLY_BIT: u64 = 1 << 16;
     /// The period's low 4 bits must be zero, and it must be at least this.
     pub const MIN_PERIOD: u64 = 16;
+    /// Default period: one sample every 4096 dispatched ops (a count of ops, a multiple of 16;
+    /// not a page size).
+    pub const DEFAULT_PERIOD: u64 = 4096; // not a page size: an IBS op count
 }
 
 /// What was wrong with an event request.
@@ -455,10 +457,10 @@ mod tests {
 
     #[test]
     fn amd_ibs_encoding() {
-        let e = amd_ibs_event(11, 4096, true, false).unwrap();
+        let e = amd_ibs_event(11, amd::DEFAULT_PERIOD, true, false).unwrap();
         assert_eq!(e.attr.type_, 11);
         assert_eq!(e.attr.config, 1 << 19);
-        assert_eq!(e.attr.sample_period, 4096);
+        assert_eq!(e.attr.sample_period, amd::DEFAULT_PERIOD);
         let e = amd_ibs_event(11, 16, true, true).unwrap();
         assert_eq!(e.attr.config, (1 << 19) | (1 << 16));
         let e = amd_ibs_event(11, 32, false, false).unwrap();
@@ -525,10 +527,11 @@ mod tests {
         assert!(pmus.intel().unwrap_err().to_string().contains("no PEBS load-latency event"));
         assert_eq!(pmus.amd_ibs().unwrap(), 11);
         assert_eq!(pmus.auto().0, Backend::AmdIbs);
-        let err = pmus.event(Backend::AmdIbs, None, Some(4096), 30, true).unwrap_err().to_string();
+        let err =
+            pmus.event(Backend::AmdIbs, None, Some(amd::DEFAULT_PERIOD), 30, true).unwrap_err().to_string();
         assert!(err.contains("l3missonly"), "{err}");
         let e = pmus.event(Backend::AmdIbs, None, None, 30, false).unwrap();
-        assert_eq!((e.attr.type_, e.attr.config, e.attr.sample_period), (11, 1 << 19, 4096));
+        assert_eq!((e.attr.type_, e.attr.config, e.attr.sample_period), (11, 1 << 19, amd::DEFAULT_PERIOD));
         fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -10,12 +10,20 @@
 
 use std::fmt;
 
-/// Accesses decoded so far, as columns.
+use tierlab_core::AccessKind;
+
+/// Code of a load in the recording's `kind` column.
+const LOAD: u8 = AccessKind::Read.code();
+/// Code of a store.
+const STORE: u8 = AccessKind::Write.code();
+
+/// Accesses decoded so far, as the columns of the recording's `accesses` table (without
+/// `tid`, which the caller knows).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Accesses {
     pub time: Vec<u64>,
     pub addr: Vec<u64>,
-    /// 0 load, 1 store.
+    /// [`AccessKind`] codes: 0 load, 1 store.
     pub kind: Vec<u8>,
 }
 
@@ -108,19 +116,19 @@ impl Parser {
                         self.loads += 1;
                         out.time.push(t);
                         out.addr.push(addr);
-                        out.kind.push(0);
+                        out.kind.push(LOAD);
                     }
                     b'S' => {
                         self.stores += 1;
                         out.time.push(t);
                         out.addr.push(addr);
-                        out.kind.push(1);
+                        out.kind.push(STORE);
                     }
                     _ => {
                         self.modifies += 1;
                         out.time.extend([t, t]);
                         out.addr.extend([addr, addr]);
-                        out.kind.extend([0, 1]);
+                        out.kind.extend([LOAD, STORE]);
                     }
                 }
                 return Ok(());

@@ -17,18 +17,13 @@
 //!
 //! Mappings are kept when at least `min_len` bytes long (adjacent entries of `/proc/PID/maps`
 //! with the same name count as one); unmaps are recorded for every part of a kept mapping.
+//!
+//! The history comes out as rows of the recording's `mappings` table: core's
+//! [`MappingEvent`], with times in the caller's clock.
 
 use std::collections::BTreeMap;
 
-/// A map or unmap of a range, at a time in the caller's clock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub time_ns: u64,
-    pub map: bool,
-    pub start: u64,
-    pub length: u64,
-    pub name: String,
-}
+use tierlab_core::{MappingEvent, MappingEventKind};
 
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,13 +82,14 @@ struct Kept {
     exact: bool,
 }
 
-/// The mapping history builder. Feed it records and snapshots; take [`Tracker::events`].
+/// The mapping history builder. Feed it records and snapshots; take its rows with
+/// [`Tracker::take_events`].
 #[derive(Debug, Default)]
 pub struct Tracker {
     min_len: u64,
     kept: BTreeMap<u64, Kept>,
     last_snapshot: Option<u64>,
-    events: Vec<Event>,
+    events: Vec<MappingEvent>,
     /// Largest interval between two snapshots (the bound on an unmap's time error).
     pub max_snapshot_gap_ns: u64,
     pub snapshots: u64,
@@ -105,7 +101,7 @@ impl Tracker {
     }
 
     /// Events produced so far (drained).
-    pub fn take_events(&mut self) -> Vec<Event> {
+    pub fn take_events(&mut self) -> Vec<MappingEvent> {
         std::mem::take(&mut self.events)
     }
 
@@ -125,7 +121,13 @@ impl Tracker {
         for (s, k) in overlapping {
             self.kept.remove(&s);
             let (lo, hi) = (s.max(start), k.end.min(end));
-            self.events.push(Event { time_ns, map: false, start: lo, length: hi - lo, name: k.name.clone() });
+            self.events.push(MappingEvent {
+                time_ns,
+                event: MappingEventKind::Unmap,
+                start: lo,
+                length: hi - lo,
+                name: k.name.clone(),
+            });
             if s < lo {
                 self.kept.insert(s, Kept { end: lo, ..k.clone() });
             }
@@ -138,7 +140,13 @@ impl Tracker {
     fn insert(&mut self, time_ns: u64, start: u64, end: u64, name: &str, exact: bool) {
         self.cut(time_ns, start, end);
         self.kept.insert(start, Kept { end, name: name.to_string(), exact });
-        self.events.push(Event { time_ns, map: true, start, length: end - start, name: name.to_string() });
+        self.events.push(MappingEvent {
+            time_ns,
+            event: MappingEventKind::Map,
+            start,
+            length: end - start,
+            name: name.to_string(),
+        });
     }
 
     /// An `MMAP2` record: `[start, start+len)` was mapped at `time_ns` (exact).
@@ -264,6 +272,7 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tierlab_core::PAGE_SIZE;
 
     const MIB: u64 = 1 << 20;
 
@@ -271,8 +280,9 @@ mod tests {
         Vma { start, end, perms: "rw-p".into(), name: normalize_name(name) }
     }
 
-    fn ev(t: u64, map: bool, start: u64, length: u64, name: &str) -> Event {
-        Event { time_ns: t, map, start, length, name: name.into() }
+    fn ev(t: u64, map: bool, start: u64, length: u64, name: &str) -> MappingEvent {
+        let event = if map { MappingEventKind::Map } else { MappingEventKind::Unmap };
+        MappingEvent { time_ns: t, event, start, length, name: name.into() }
     }
 
     #[test]
@@ -349,8 +359,8 @@ mod tests {
             ]
         );
         // A small mapping punched into a kept one unmaps that part.
-        t.on_mmap(40, 0x1000_0000 + MIB, 4096, "//anon");
-        assert_eq!(t.take_events(), vec![ev(40, false, 0x1000_0000 + MIB, 4096, "/data/file")]);
+        t.on_mmap(40, 0x1000_0000 + MIB, PAGE_SIZE, "//anon");
+        assert_eq!(t.take_events(), vec![ev(40, false, 0x1000_0000 + MIB, PAGE_SIZE, "/data/file")]);
         assert_eq!(t.live().len(), 2);
     }
 

@@ -39,9 +39,13 @@ pub mod sample {
     pub const PERIOD: u64 = 1 << 8;
     pub const STREAM_ID: u64 = 1 << 9;
     pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    pub const REGS_USER: u64 = 1 << 12; // not a page size: a perf_event_attr sample bit
+    pub const STACK_USER: u64 = 1 << 13;
     pub const WEIGHT: u64 = 1 << 14;
     pub const DATA_SRC: u64 = 1 << 15;
     pub const IDENTIFIER: u64 = 1 << 16;
+    pub const TRANSACTION: u64 = 1 << 17;
     pub const PHYS_ADDR: u64 = 1 << 19;
 }
 
@@ -55,7 +59,7 @@ pub mod flag {
     pub const MMAP: u64 = 1 << 8;
     pub const COMM: u64 = 1 << 9;
     pub const FREQ: u64 = 1 << 10;
-    pub const ENABLE_ON_EXEC: u64 = 1 << 12;
+    pub const ENABLE_ON_EXEC: u64 = 1 << 12; // not a page size: a perf_event_attr flag bit
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
     /// `precise_ip` is a two-bit field at bits 15-16.

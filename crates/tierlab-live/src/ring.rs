@@ -173,9 +173,10 @@ fn parse_trailer(rec: &[u8], sample_type: u64) -> SampleId {
     sid
 }
 
-/// A decoded `PERF_RECORD_SAMPLE` (fields absent from the sample type are 0 / empty).
+/// A decoded `PERF_RECORD_SAMPLE` as the kernel wrote it (fields absent from the sample type
+/// are 0 / empty). [`RawSample::row`] turns it into a row of the recording's `samples` table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Sample {
+pub struct RawSample {
     pub id: u64,
     pub ip: u64,
     pub pid: u32,
@@ -190,10 +191,29 @@ pub struct Sample {
     pub raw: Vec<u8>,
 }
 
+impl RawSample {
+    /// The recording's row for this sample: core's [`tierlab_core::Sample`], its time made
+    /// relative to `t0` (the recording's start in the sample clock), named `event`, delivered by
+    /// drain `drain`.
+    pub fn row(&self, t0: u64, event: &str, drain: u64) -> tierlab_core::Sample {
+        tierlab_core::Sample {
+            time_ns: self.time.saturating_sub(t0),
+            tid: self.tid,
+            cpu: self.cpu,
+            addr: self.addr,
+            ip: self.ip,
+            weight: self.weight,
+            data_src: self.data_src,
+            event: event.to_string(),
+            drain,
+        }
+    }
+}
+
 /// The records the recorder acts on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
-    Sample(Sample),
+    Sample(RawSample),
     /// `MMAP` or `MMAP2`: a mapping appeared.
     Mmap {
         pid: u32,
@@ -350,8 +370,8 @@ fn parse_sample(
     c: &mut Cursor<'_>,
     default_type: u64,
     sample_type_of: impl Fn(u64) -> Option<u64>,
-) -> Result<Sample, ParseError> {
-    let mut s = Sample::default();
+) -> Result<RawSample, ParseError> {
+    let mut s = RawSample::default();
     let mut st = default_type;
     if st & sample::IDENTIFIER != 0 {
         s.id = c.u64()?;
@@ -383,7 +403,8 @@ fn parse_sample(
     if st & sample::PERIOD != 0 {
         c.u64()?;
     }
-    const UNSUPPORTED: u64 = sample::READ | sample::CALLCHAIN | (1 << 11) | (1 << 12) | (1 << 13);
+    const UNSUPPORTED: u64 =
+        sample::READ | sample::CALLCHAIN | sample::BRANCH_STACK | sample::REGS_USER | sample::STACK_USER;
     if st & UNSUPPORTED != 0 {
         return Err(ParseError {
             kind: record::SAMPLE,
@@ -400,8 +421,8 @@ fn parse_sample(
     if st & sample::DATA_SRC != 0 {
         s.data_src = c.u64()?;
     }
-    if st & (1 << 17) != 0 {
-        c.u64()?; // TRANSACTION
+    if st & sample::TRANSACTION != 0 {
+        c.u64()?;
     }
     if st & sample::PHYS_ADDR != 0 {
         s.phys_addr = c.u64()?;
@@ -547,6 +568,7 @@ mod tests {
     use super::synth::*;
     use super::*;
     use crate::events::{BASE_SAMPLE_TYPE, MEMORY_SAMPLE_TYPE};
+    use tierlab_core::PAGE_SIZE;
 
     const ID_TYPE: u64 = sample::IDENTIFIER | sample::TID | sample::TIME | sample::CPU;
 
@@ -566,16 +588,16 @@ mod tests {
     #[test]
     fn samples_decode_in_order() {
         let recs: Vec<Vec<u8>> = (0..5)
-            .map(|i| sample(7, 0x401000 + i, 42, 43, 1000 + i, 0x7f00_0000_0000 + i * 4096, 1, None))
+            .map(|i| sample(7, 0x401000 + i, 42, 43, 1000 + i, 0x7f00_0000_0000 + i * PAGE_SIZE, 1, None))
             .collect();
-        let (data, head) = ring(4096, 0, &recs);
+        let (data, head) = ring(1024, 0, &recs);
         let out = decode_all(&data, 0, head, &[(7, BASE_SAMPLE_TYPE)]);
         assert_eq!(out.len(), 5);
         for (i, r) in out.iter().enumerate() {
             let Record::Sample(s) = r else { panic!("{r:?}") };
             assert_eq!((s.id, s.pid, s.tid, s.cpu), (7, 42, 43, 1));
             assert_eq!(s.time, 1000 + i as u64);
-            assert_eq!(s.addr, 0x7f00_0000_0000 + i as u64 * 4096);
+            assert_eq!(s.addr, 0x7f00_0000_0000 + i as u64 * PAGE_SIZE);
             assert_eq!(s.ip, 0x401000 + i as u64);
         }
     }

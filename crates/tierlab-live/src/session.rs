@@ -24,6 +24,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use tierlab_core::{Drain, MappingEvent, Sample, PAGE_SIZE};
+
 use crate::events::{Backend, BackendChoice, EventError, EventSpec, Pmus, SAMPLER_FLAGS};
 use crate::maps::{self, Tracker};
 use crate::perf::{flag, mmap_page, sample, PerfEventAttr};
@@ -101,25 +103,21 @@ fn os_err(what: impl Into<String>) -> LiveError {
     LiveError::Os { what: what.into(), err: std::io::Error::last_os_error() }
 }
 
-/// Rows produced by one poll, ready for the recording's tables.
+/// Rows produced by one poll for the recording's tables, as core's row types: times in ns
+/// from the start of the recording.
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
-    pub time_ns: Vec<u64>,
-    pub tid: Vec<u32>,
-    pub cpu: Vec<u32>,
-    pub addr: Vec<u64>,
-    pub ip: Vec<u64>,
-    pub weight: Vec<u64>,
-    pub data_src: Vec<u64>,
-    pub drain: Vec<u64>,
-    /// Drains: (time_ns, cpu, drain, records).
-    pub drains: Vec<(u64, u32, u64, u32)>,
-    pub mappings: Vec<maps::Event>,
+    /// Rows of `samples` (`event` is the recording's event name).
+    pub samples: Vec<Sample>,
+    /// Rows of `drains`.
+    pub drains: Vec<Drain>,
+    /// Rows of `mappings`.
+    pub mappings: Vec<MappingEvent>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.time_ns.is_empty() && self.drains.is_empty() && self.mappings.is_empty()
+        self.samples.is_empty() && self.drains.is_empty() && self.mappings.is_empty()
     }
 }
 
@@ -414,12 +412,12 @@ impl Recorder {
     }
 
     /// Bytes of the ring's data area for a buffer size (a power of two of pages, at least
-    /// twice the watermark).
+    /// twice the watermark). Pages are 4 KiB base pages (core's [`PAGE_SIZE`]), the page size
+    /// of every machine the recorder targets (x86-64; aarch64 and riscv64 with 4 KiB pages).
     pub fn ring_data_size(buffer_size: u64) -> usize {
-        let page = 4096u64;
         let bytes = (2 * buffer_size.max(1)).max(MIN_RING_BYTES);
-        let pages = bytes.div_ceil(page).max(1).next_power_of_two();
-        (pages * page) as usize
+        let pages = bytes.div_ceil(PAGE_SIZE).max(1).next_power_of_two();
+        (pages * PAGE_SIZE) as usize
     }
 
     fn sampler_attr(&self, enable_on_exec: bool) -> PerfEventAttr {
@@ -524,7 +522,8 @@ impl Recorder {
 
     fn open_ring(&mut self, fd: i32, cpu: u32) -> Result<(), LiveError> {
         let data_size = Self::ring_data_size(self.cfg.buffer_size);
-        let map_len = data_size + 4096;
+        // One control page, then the data pages.
+        let map_len = data_size + PAGE_SIZE as usize;
         // SAFETY: mapping a perf fd's ring as documented (control page + 2^n data pages).
         let base = unsafe {
             libc::mmap(
@@ -557,7 +556,7 @@ impl Recorder {
             )
         };
         let (data_offset, data_size) =
-            if size == 0 { (4096, data_size) } else { (off as usize, size as usize) };
+            if size == 0 { (PAGE_SIZE as usize, data_size) } else { (off as usize, size as usize) };
         self.rings.push(Ring {
             cpu,
             fd,
@@ -801,7 +800,7 @@ impl Recorder {
             }
         }
         if n > 0 {
-            self.pending.drains.push((now, cpu, drain, n));
+            self.pending.drains.push(Drain { time_ns: now, cpu, drain, records: n });
             self.next_drain += 1;
             self.stats.drains += 1;
             if watermark {
@@ -836,15 +835,7 @@ impl Recorder {
                     self.stats.samples_without_addr += 1;
                     return false;
                 }
-                let b = &mut self.pending;
-                b.time_ns.push(s.time.saturating_sub(self.t0));
-                b.tid.push(s.tid);
-                b.cpu.push(s.cpu);
-                b.addr.push(s.addr);
-                b.ip.push(s.ip);
-                b.weight.push(s.weight);
-                b.data_src.push(s.data_src);
-                b.drain.push(drain);
+                self.pending.samples.push(s.row(self.t0, &self.spec.name, drain));
                 self.stats.samples += 1;
                 self.tids.insert(s.tid);
                 true
@@ -1088,11 +1079,12 @@ mod tests {
 
     #[test]
     fn cpu_wide_attributes() {
-        let mut a = crate::events::amd_ibs_event(11, 4096, true, false).unwrap().attr;
+        let period = crate::events::amd::DEFAULT_PERIOD;
+        let mut a = crate::events::amd_ibs_event(11, period, true, false).unwrap().attr;
         a.flags |= flag::INHERIT | flag::INHERIT_THREAD | flag::ENABLE_ON_EXEC | flag::DISABLED | flag::MMAP2;
         let c = cpu_wide_attr(&a);
         assert_eq!(c.flags, flag::MMAP2);
-        assert_eq!((c.type_, c.config, c.sample_period), (11, 1 << 19, 4096));
+        assert_eq!((c.type_, c.config, c.sample_period), (11, 1 << 19, period));
     }
 
     #[test]
@@ -1129,19 +1121,56 @@ mod tests {
         let mut maps = 0;
         for _ in 0..2000 {
             let b = rec.poll(50);
-            samples += b.time_ns.len();
+            samples += b.samples.len();
             maps += b.mappings.len();
             if rec.exit() != Exit::Running {
                 break;
             }
         }
         let b = rec.finish();
-        samples += b.time_ns.len();
+        samples += b.samples.len();
         maps += b.mappings.len();
         assert_eq!(rec.exit(), Exit::Code(3));
         assert!(samples > 10, "{samples} samples");
         assert!(maps > 0);
         assert_eq!(rec.stats.samples as usize, samples);
+    }
+
+    /// The recorder's sample rows are core's `Sample` (the recording schema's `samples` row),
+    /// its drains core's `Drain` and its mapping history core's `MappingEvent`.
+    #[test]
+    fn rows_are_the_core_row_types() {
+        use crate::ring::synth;
+        let spec = crate::events::page_fault_event(1).unwrap();
+        let mut rec = Recorder::new(Config::default(), spec, Vec::new(), 42, false);
+        rec.t0 = 1_000;
+        rec.id_types.insert(7, crate::events::BASE_SAMPLE_TYPE);
+        let raw = synth::sample(7, 0x40_1000, 42, 43, 1_500, 0x7f00_0000_0000 + 3 * PAGE_SIZE, 1, None);
+        assert!(rec.handle(&raw, 5));
+        rec.tracker.on_mmap(600, 0x7f00_0000_0000, 8 << 20, "//anon");
+        let b: Batch = rec.take();
+        let rows: &[tierlab_core::Sample] = &b.samples;
+        assert_eq!(
+            rows,
+            [tierlab_core::Sample {
+                time_ns: 500,
+                tid: 43,
+                cpu: 1,
+                addr: 0x7f00_0000_0000 + 3 * PAGE_SIZE,
+                ip: 0x40_1000,
+                weight: 0,
+                data_src: 0,
+                event: "page-faults".into(),
+                drain: 5,
+            }]
+        );
+        let maps: &[tierlab_core::MappingEvent] = &b.mappings;
+        assert_eq!(maps[0].event.as_str(), "map");
+        assert_eq!(
+            (maps[0].start, maps[0].length, maps[0].name.as_str()),
+            (0x7f00_0000_0000, 8 << 20, "[anon]")
+        );
+        let _: &[tierlab_core::Drain] = &b.drains;
     }
 
     #[test]
@@ -1155,14 +1184,7 @@ mod tests {
 impl Batch {
     /// Append `other`'s rows.
     pub fn extend(&mut self, other: Batch) {
-        self.time_ns.extend(other.time_ns);
-        self.tid.extend(other.tid);
-        self.cpu.extend(other.cpu);
-        self.addr.extend(other.addr);
-        self.ip.extend(other.ip);
-        self.weight.extend(other.weight);
-        self.data_src.extend(other.data_src);
-        self.drain.extend(other.drain);
+        self.samples.extend(other.samples);
         self.drains.extend(other.drains);
         self.mappings.extend(other.mappings);
     }

@@ -10,6 +10,9 @@
 #![allow(clippy::useless_conversion)]
 
 mod live;
+mod plan;
+mod schema;
+mod traces;
 
 use std::sync::Arc;
 
@@ -18,8 +21,8 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use tierlab_sim::driver::{Control, Progress, Simulation};
 use tierlab_sim::scenario;
-use tierlab_sim::sim::{Control, Progress, Simulation};
 use tierlab_sim::stats::StatValue;
 use tierlab_sim::workload::replay::ReplayData;
 use tierlab_sim::workload::WorkloadConfig;
@@ -210,6 +213,23 @@ fn run(
         samples.set_item(label, d)?;
     }
     out.set_item("samples", samples)?;
+    // The placement plan the run produced (profile-guided `profile`): (start, end, node).
+    match &r.plan {
+        Some(p) => out.set_item("plan", p.clone())?,
+        None => out.set_item("plan", py.None())?,
+    }
+    out.set_item("core_nodes", r.core_nodes.clone())?;
+    // Earlier stages: their names and stats.
+    let stages = PyList::empty_bound(py);
+    for st in &r.stages {
+        let d = PyDict::new_bound(py);
+        d.set_item("name", &st.name)?;
+        d.set_item("stats", json_to_py(py, &st.stats.to_nested_json())?)?;
+        d.set_item("stats_flat", json_to_py(py, &st.stats.to_flat_json())?)?;
+        d.set_item("plan_ranges", st.plan_ranges)?;
+        stages.append(d)?;
+    }
+    out.set_item("stages", stages)?;
     out.set_item("summary", summary(&r))?;
     Ok(out.into_py(py))
 }
@@ -238,7 +258,7 @@ fn fmt_bytes(b: u64) -> String {
     format!("{v:.1} {}", units[u])
 }
 
-fn summary(r: &tierlab_sim::sim::RunResult) -> Vec<(String, String)> {
+fn summary(r: &tierlab_sim::driver::RunResult) -> Vec<(String, String)> {
     let s = &r.stats;
     let g = |k: &str| s.get_u64(k);
     let f = |k: &str| s.get(k).map(StatValue::as_f64).unwrap_or(0.0);
@@ -381,7 +401,7 @@ fn policy_replay(py: Python<'_>, kind: &str, pages: &[u8], capacity: u64) -> PyR
     let trace = bytes_as(pages, "pages", u64::from_le_bytes)?;
     py.allow_threads(|| {
         let t = std::time::Instant::now();
-        let o = tierlab_sim::machine::replacement::replay_trace(kind, &trace, capacity)?;
+        let o = tierlab_sim::os::replacement::replay_trace(kind, &trace, capacity)?;
         Ok((o.requests, o.misses, t.elapsed().as_secs_f64()))
     })
     .map_err(to_py)
@@ -390,7 +410,7 @@ fn policy_replay(py: Python<'_>, kind: &str, pages: &[u8], capacity: u64) -> PyR
 /// The registered replacement policies.
 #[pyfunction]
 fn policy_kinds() -> Vec<String> {
-    tierlab_sim::machine::replacement::KINDS.iter().map(|s| s.to_string()).collect()
+    tierlab_sim::os::replacement::PolicyConfig::kinds().iter().map(|s| s.to_string()).collect()
 }
 
 /// The `tierlab._native` module.
@@ -409,5 +429,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     live::register(m)?;
+    plan::register(m)?;
+    schema::register(m)?;
+    traces::register(m)?;
     Ok(())
 }

@@ -77,44 +77,44 @@ mod linux {
         })
     }
 
+    /// One column of `rows` as little-endian bytes.
+    fn column<'py, R, T: Copy, const N: usize>(
+        py: Python<'py>,
+        rows: &[R],
+        get: impl Fn(&R) -> T,
+        f: fn(T) -> [u8; N],
+    ) -> Bound<'py, PyBytes> {
+        let mut out = Vec::with_capacity(rows.len() * N);
+        for r in rows {
+            out.extend_from_slice(&f(get(r)));
+        }
+        PyBytes::new_bound(py, &out)
+    }
+
     fn batch_to_py<'py>(py: Python<'py>, b: &Batch) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         let s = PyDict::new_bound(py);
-        s.set_item("time_ns", le_bytes(py, &b.time_ns, u64::to_le_bytes))?;
-        s.set_item("tid", le_bytes(py, &b.tid, u32::to_le_bytes))?;
-        s.set_item("cpu", le_bytes(py, &b.cpu, u32::to_le_bytes))?;
-        s.set_item("addr", le_bytes(py, &b.addr, u64::to_le_bytes))?;
-        s.set_item("ip", le_bytes(py, &b.ip, u64::to_le_bytes))?;
-        s.set_item("weight", le_bytes(py, &b.weight, u64::to_le_bytes))?;
-        s.set_item("data_src", le_bytes(py, &b.data_src, u64::to_le_bytes))?;
-        s.set_item("drain", le_bytes(py, &b.drain, u64::to_le_bytes))?;
+        let rows = &b.samples;
+        s.set_item("time_ns", column(py, rows, |r| r.time_ns, u64::to_le_bytes))?;
+        s.set_item("tid", column(py, rows, |r| r.tid, u32::to_le_bytes))?;
+        s.set_item("cpu", column(py, rows, |r| r.cpu, u32::to_le_bytes))?;
+        s.set_item("addr", column(py, rows, |r| r.addr, u64::to_le_bytes))?;
+        s.set_item("ip", column(py, rows, |r| r.ip, u64::to_le_bytes))?;
+        s.set_item("weight", column(py, rows, |r| r.weight, u64::to_le_bytes))?;
+        s.set_item("data_src", column(py, rows, |r| r.data_src, u64::to_le_bytes))?;
+        s.set_item("drain", column(py, rows, |r| r.drain, u64::to_le_bytes))?;
         d.set_item("samples", s)?;
+        // Drains' columns cross as u64 whatever their type in the recording.
         let dr = PyDict::new_bound(py);
-        let col = |i: usize| -> Vec<u64> {
-            b.drains
-                .iter()
-                .map(|r| match i {
-                    0 => r.0,
-                    1 => u64::from(r.1),
-                    2 => r.2,
-                    _ => u64::from(r.3),
-                })
-                .collect()
-        };
-        dr.set_item("time_ns", le_bytes(py, &col(0), u64::to_le_bytes))?;
-        dr.set_item("cpu", le_bytes(py, &col(1), u64::to_le_bytes))?;
-        dr.set_item("drain", le_bytes(py, &col(2), u64::to_le_bytes))?;
-        dr.set_item("records", le_bytes(py, &col(3), u64::to_le_bytes))?;
+        let rows = &b.drains;
+        dr.set_item("time_ns", column(py, rows, |r| r.time_ns, u64::to_le_bytes))?;
+        dr.set_item("cpu", column(py, rows, |r| u64::from(r.cpu), u64::to_le_bytes))?;
+        dr.set_item("drain", column(py, rows, |r| r.drain, u64::to_le_bytes))?;
+        dr.set_item("records", column(py, rows, |r| u64::from(r.records), u64::to_le_bytes))?;
         d.set_item("drains", dr)?;
         let maps = PyList::empty_bound(py);
         for m in &b.mappings {
-            maps.append((
-                m.time_ns,
-                if m.map { "map" } else { "unmap" },
-                m.start,
-                m.length,
-                m.name.as_str(),
-            ))?;
+            maps.append((m.time_ns, m.event.as_str(), m.start, m.length, m.name.as_str()))?;
         }
         d.set_item("mappings", maps)?;
         Ok(d)

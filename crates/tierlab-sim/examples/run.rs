@@ -30,7 +30,8 @@ fn main() {
     let overrides: Vec<String> = args[1..].iter().filter(|a| !a.starts_with("only=")).cloned().collect();
     let result = tierlab_sim::scenario::open(spec, &overrides, None).and_then(|(mut sc, src)| {
         tierlab_sim::scenario::select_techniques(&mut sc, &src, only.as_deref())?;
-        tierlab_sim::sim::Simulation::new(sc, &src, None)?.run(&mut |_| tierlab_sim::sim::Control::Continue)
+        tierlab_sim::driver::Simulation::new(sc, &src, None)?
+            .run(&mut |_| tierlab_sim::driver::Control::Continue)
     });
     match result {
         Ok(r) => {

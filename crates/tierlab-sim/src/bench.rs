@@ -13,10 +13,10 @@
 
 use std::time::Instant;
 
+use crate::driver::{Control, Simulation};
 use crate::error::Result;
-use crate::machine::{Machine, MachineConfig};
+use crate::os::{Machine, MachineConfig};
 use crate::scenario::{load, Source};
-use crate::sim::{Control, Simulation};
 use crate::workload::{BuildCtx, Step};
 
 fn scenario(workload: &str, cores: usize, duration: &str) -> String {

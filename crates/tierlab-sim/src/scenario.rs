@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Location, Result, SimError};
-use crate::machine::MachineConfig;
+use crate::os::MachineConfig;
 use crate::units::Duration;
 use crate::workload::{BuildCtx, WorkloadConfig};
 
@@ -47,31 +47,50 @@ pub struct Scenario {
     /// pebs). `tierlab run` runs them all on one machine; `tierlab telemetry` runs each on a
     /// machine of its own.
     #[serde(default)]
-    pub telemetry: Vec<crate::telemetry::TelemetryConfig>,
+    pub telemetry: Vec<crate::agents::telemetry::TelemetryConfig>,
     /// How telemetry is scored against ground truth.
     #[serde(default)]
-    pub scoring: crate::telemetry::ScoringConfig,
+    pub scoring: crate::scoring::ScoringConfig,
     /// Memory-management policies (`[[policies]]` tables; `kind` = fifo, lru, lru-exact,
     /// clock, cmcp: the page-replacement policy of the hierarchical memory mode, which
     /// `[machine.hmem]` turns on; at most one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policies: Vec<crate::machine::replacement::PolicyConfig>,
+    pub policies: Vec<crate::os::replacement::PolicyConfig>,
     /// Page placement policy (`[placement]`, `kind` = first-touch, interleave,
     /// profile-guided; see `placement`); absent = the machine's `placement` rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::placement::PlacementConfig>,
+    pub placement: Option<crate::agents::placement::PlacementConfig>,
     /// Tiering policy (`[tiering]`, `kind` = hottest-first, hemem, memtis, numa-tiering;
     /// see `tiering`): promotion to the fast node and demotion, following the telemetry
     /// technique named by `telemetry`; absent = pages stay where they were placed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tiering: Option<crate::tiering::TieringConfig>,
+    pub tiering: Option<crate::agents::tiering::TieringConfig>,
     /// Report options.
     #[serde(default)]
     pub report: ReportConfig,
+    /// Stages (`[[stages]]`): the run as several simulations in order, each with its own
+    /// overrides, a stage's output (placement plan, stats) the input of a later one (see
+    /// `driver::stages`). Empty: one stage (or the stages a policy asks for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageConfig>,
     /// Sweep points: each runs the scenario with its overrides applied (e.g. one point per
     /// footprint). Empty: the scenario runs as it is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<SweepPoint>,
+}
+
+/// One `[[stages]]` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// Name (unique; `input` of a later stage refers to it).
+    pub name: String,
+    /// Overrides (`key=value`, as `--set` takes them) applied to the scenario for this stage.
+    #[serde(default)]
+    pub set: Vec<String>,
+    /// The stage whose output (placement plan, stats) this one takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
 }
 
 /// One point of a sweep.
@@ -215,6 +234,16 @@ pub const BUILTINS: &[Builtin] = &[
         description: "profile-guided ccNUMA placement vs first touch and interleave on 2 and 4 nodes (serially initialized STREAM and Jacobi)",
         text: include_str!("../scenarios/numa-placement.toml"),
     },
+    Builtin {
+        name: "cmcp-replay",
+        description: "a real OpenMP stencil trace replayed through FIFO, LRU and CMCP on per-core page tables, fast memory 50% of the touched pages",
+        text: include_str!("../scenarios/cmcp-replay.toml"),
+    },
+    Builtin {
+        name: "tiering-replay",
+        description: "a real OpenMP stencil trace replayed through DAMON, PEBS, Telescope, HeMem-, Memtis- and NUMA-tiering-like policies, DRAM = half the touched pages",
+        text: include_str!("../scenarios/tiering-replay.toml"),
+    },
 ];
 
 /// Find a built-in by name.
@@ -346,6 +375,18 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     if sc.report.heatmap_bins == 0 || sc.report.heatmap_bins > 100_000 {
         return Err(err("report.heatmap_bins", format!("{} is not in 1..=100000", sc.report.heatmap_bins)));
     }
+    for (i, st) in sc.stages.iter().enumerate() {
+        if st.name.is_empty() || sc.stages[..i].iter().any(|q| q.name == st.name) {
+            return Err(err(
+                &format!("stages[{i}].name"),
+                format!("`{}` must be non-empty and unique", st.name),
+            ));
+        }
+        for o in &st.set {
+            let mut t = toml::Table::new();
+            apply_override(&mut t, o).map_err(|e| err(&format!("stages[{i}].set"), e.to_string()))?;
+        }
+    }
     for (i, p) in sc.sweep.iter().enumerate() {
         if p.label.is_empty() || sc.sweep[..i].iter().any(|q| q.label == p.label) {
             return Err(err(
@@ -382,26 +423,23 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
         p.check().map_err(|(f, m)| err(&format!("policies[{i}].{f}"), m))?;
     }
     if let Some(p) = &sc.placement {
-        p.check(sc).map_err(|(f, m)| err(&format!("placement.{f}"), m))?;
+        let ctx = crate::agents::placement::PlacementCheckCtx {
+            cores: sc.machine.cores,
+            pebs_telemetry: sc.telemetry.iter().any(|t| t.kind() == "pebs"),
+        };
+        p.check(&ctx).map_err(|(f, m)| err(&format!("placement.{f}"), m))?;
     }
     if let Some(t) = &sc.tiering {
         let relocate = |e: SimError| match e {
             SimError::Config { at, msg } => err(at.field.as_deref().unwrap_or("tiering"), msg),
             other => other,
         };
-        if sc.machine.hmem.is_some() {
-            return Err(err(
-                "tiering.kind",
-                "tiering cannot run in the hierarchical memory mode ([machine.hmem])".into(),
-            ));
-        }
-        let tctx = crate::tiering::TieringBuildCtx {
+        let tctx = crate::agents::tiering::TieringBuildCtx {
             seed: sc.seed,
             scenario_file: src.file.clone(),
             cores: sc.machine.cores,
             threads: 1,
             nodes: sc.machine.nodes.len(),
-            telemetry_kind: None,
         };
         t.common().check(&tctx).map_err(relocate)?;
         t.build(&tctx).map_err(relocate)?;

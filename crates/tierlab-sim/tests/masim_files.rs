@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tierlab_sim::sim::run_spec;
+use tierlab_sim::driver::run_spec;
 use tierlab_sim::stats::{StatValue, Stats};
 
 fn shared_masim(name: &str) -> Option<String> {

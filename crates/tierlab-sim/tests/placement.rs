@@ -2,8 +2,8 @@
 //! serially initialized `omp-kernel` workloads of the built-in `numa-placement` scenario,
 //! run small (footprints a few MiB, few iterations).
 
+use tierlab_sim::driver::{run_spec, RunResult};
 use tierlab_sim::scenario;
-use tierlab_sim::sim::{run_spec, RunResult};
 use tierlab_sim::stats::StatValue;
 
 /// Overrides that shrink a point of `numa-placement` for tests.
@@ -153,7 +153,7 @@ fn bad_placement_config_names_the_field() {
     assert!(e.contains("placement.core"), "{e}");
     let e = err(&["workload.iterations = 0"]);
     let e2 = scenario::open("numa-placement", &["workload.iterations=0".to_string()], None)
-        .map(|(sc, src)| tierlab_sim::sim::Simulation::new(sc, &src, None).err().map(|e| e.to_string()))
+        .map(|(sc, src)| tierlab_sim::driver::Simulation::new(sc, &src, None).err().map(|e| e.to_string()))
         .unwrap()
         .unwrap_or_default();
     assert!(e.is_empty() && e2.contains("workload.iterations"), "{e} / {e2}");

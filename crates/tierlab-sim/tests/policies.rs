@@ -2,19 +2,19 @@
 //! traces (victim order; CMCP's priority group; p = 0 is FIFO), and the machine's PSPT,
 //! shootdown and 64 KiB-page semantics.
 
-use tierlab_core::Access;
-use tierlab_sim::machine::hmem::{FastMemory, HmemConfig, HmemPageSize, PageTableKind};
-use tierlab_sim::machine::replacement::cmcp::Cmcp;
-use tierlab_sim::machine::replacement::lru::{linux_inactive_ratio, Lru, LruParams};
-use tierlab_sim::machine::replacement::{
+use tierlab_core::{Access, PageSize};
+use tierlab_sim::os::backend::hier::{FastMemory, HmemConfig, PageTableKind};
+use tierlab_sim::os::replacement::cmcp::Cmcp;
+use tierlab_sim::os::replacement::lru::{linux_inactive_ratio, Lru, LruParams};
+use tierlab_sim::os::replacement::{
     compact_ids, replay_ids, replay_trace, Frames, PageId, PolicyConfig, PolicyParams, Replacement,
 };
-use tierlab_sim::machine::{Machine, MachineConfig};
+use tierlab_sim::os::{Machine, MachineConfig};
 use tierlab_sim::workload::{AddressSpace, MapOptions};
 
 fn policy(toml: &str, pages: u64, frames: u64) -> Box<dyn Replacement> {
     let cfg = PolicyConfig::from_toml(toml).unwrap();
-    cfg.build(&tierlab_sim::machine::replacement::PolicyBuildCtx {
+    cfg.build(&tierlab_sim::os::replacement::PolicyBuildCtx {
         frames,
         capacity_bytes: frames * 4096,
         pages,
@@ -227,7 +227,13 @@ fn policy_parameters_are_checked() {
 
 // -- the machine ---------------------------------------------------------------------------------
 
-fn hmem_machine(cores: usize, pt: PageTableKind, size: HmemPageSize, frames: u64, tlb: bool) -> Machine {
+fn hmem_machine(
+    cores: usize,
+    pt: PageTableKind,
+    size: tierlab_core::PageSize,
+    frames: u64,
+    tlb: bool,
+) -> Machine {
     let mut cfg = MachineConfig { cores, ..MachineConfig::default() };
     let h: HmemConfig = toml::from_str("fast_memory = 4096").unwrap();
     cfg.hmem = Some(HmemConfig {
@@ -239,7 +245,7 @@ fn hmem_machine(cores: usize, pt: PageTableKind, size: HmemPageSize, frames: u64
     });
     cfg.validate().unwrap();
     let mut m = Machine::new(&cfg);
-    for c in m.mm_cpumask.iter_mut() {
+    for c in m.os.mm_cpumask.iter_mut() {
         *c = true;
     }
     m
@@ -247,71 +253,79 @@ fn hmem_machine(cores: usize, pt: PageTableKind, size: HmemPageSize, frames: u64
 
 fn start(m: &mut Machine, kind: &str) {
     let p = PolicyConfig::from_toml(&format!("kind = \"{kind}\"")).unwrap();
-    m.start_hmem(&[p], "t").unwrap();
+    m.start_backend(&[p], "t").unwrap();
 }
 
 fn remote(m: &Machine) -> Vec<u64> {
-    m.cores.iter().map(|c| c.c.remote_invalidations).collect()
+    m.hw.cores.iter().map(|c| c.c.remote_invalidations).collect()
 }
 
 #[test]
 fn pspt_invalidates_only_the_core_map() {
     for (pt, expect) in [(PageTableKind::Pspt, vec![1, 1, 0, 0]), (PageTableKind::Shared, vec![1, 1, 1, 0])] {
-        let mut m = hmem_machine(4, pt, HmemPageSize::K4, 2, true);
+        let mut m = hmem_machine(4, pt, PageSize::Base4K, 2, true);
         let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
         start(&mut m, "fifo");
         m.access(0, Access::read(a)).unwrap();
         m.access(1, Access::read(a + 8)).unwrap();
         m.access(2, Access::read(a + 4096)).unwrap();
         if pt == PageTableKind::Pspt {
-            assert_eq!(m.hmem_core_map(a), Some(0b11));
-            assert_eq!(m.hmem.as_ref().unwrap().core_counters(1).pte_copies, 1);
+            assert_eq!(m.hier().unwrap().core_map(a), Some(0b11));
+            assert_eq!(m.hier().unwrap().core_counters(1).pte_copies, 1);
         }
         // Memory is full: core 3's fault evicts page a (FIFO head).
         m.access(3, Access::read(a + 8192)).unwrap();
-        assert_eq!(m.hmem_is_resident(a), Some(false));
+        assert_eq!(m.hier().unwrap().is_resident(a), Some(false));
         assert_eq!(remote(&m), expect, "{pt:?}");
-        assert_eq!(m.cores[3].c.page_faults, 1);
-        assert_eq!(m.cores[3].c.shootdowns_sent, 1);
+        assert_eq!(m.hw.cores[3].c.page_faults, 1);
+        assert_eq!(m.hw.cores[3].c.shootdowns_sent, 1);
         // The evicted page is gone from every TLB: core 0 faults again.
         m.access(0, Access::read(a + 16)).unwrap();
-        assert_eq!(m.cores[0].c.page_faults, 2);
+        assert_eq!(m.hw.cores[0].c.page_faults, 2);
     }
 }
 
 #[test]
 fn knights_corner_64k_pages() {
-    let mut m = hmem_machine(1, PageTableKind::Pspt, HmemPageSize::K64, 4, true);
+    let mut m = hmem_machine(1, PageTableKind::Pspt, PageSize::Knc64K, 4, true);
     let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
     start(&mut m, "fifo");
     m.access(0, Access::write(a + 5 * 4096 + 100)).unwrap();
-    assert_eq!(m.cores[0].c.page_faults, 1);
-    assert_eq!(m.hmem_pte_bits(0, a + 5 * 4096), Some((true, true, true)), "A and D on the entry touched");
-    assert_eq!(m.hmem_pte_bits(0, a), Some((true, false, false)), "not on the first entry");
+    assert_eq!(m.hw.cores[0].c.page_faults, 1);
+    assert_eq!(
+        m.hier().unwrap().pte_bits(0, a + 5 * 4096),
+        Some((true, true, true)),
+        "A and D on the entry touched"
+    );
+    assert_eq!(m.hier().unwrap().pte_bits(0, a), Some((true, false, false)), "not on the first entry");
     // The whole 64 KiB is one TLB entry and one page.
     m.access(0, Access::read(a + 15 * 4096)).unwrap();
     m.access(0, Access::write(a + 9 * 4096)).unwrap();
-    assert_eq!(m.cores[0].c.tlb_misses, 1);
-    assert_eq!(m.cores[0].c.page_faults, 1);
-    assert_eq!(m.hmem_pte_bits(0, a + 9 * 4096), Some((true, false, false)), "TLB hit on a dirty entry");
+    assert_eq!(m.hw.cores[0].c.tlb_misses, 1);
+    assert_eq!(m.hw.cores[0].c.page_faults, 1);
+    assert_eq!(
+        m.hier().unwrap().pte_bits(0, a + 9 * 4096),
+        Some((true, false, false)),
+        "TLB hit on a dirty entry"
+    );
     m.access(0, Access::read(a + 65536)).unwrap();
-    assert_eq!(m.cores[0].c.page_faults, 2);
+    assert_eq!(m.hw.cores[0].c.page_faults, 2);
 }
 
 #[test]
 fn dirty_victims_are_written_back_and_refetched() {
-    let mut m = hmem_machine(1, PageTableKind::Pspt, HmemPageSize::K4, 1, true);
+    let mut m = hmem_machine(1, PageTableKind::Pspt, PageSize::Base4K, 1, true);
     let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
     start(&mut m, "fifo");
     m.access(0, Access::write(a)).unwrap(); // zero-filled
     m.access(0, Access::read(a + 4096)).unwrap(); // evicts a, dirty: written back
     m.access(0, Access::read(a)).unwrap(); // evicts a+4K (clean, zero), fetches a
-    let h = m.hmem.as_ref().unwrap();
+    let h = m.hier().unwrap();
     let c = h.counters();
     assert_eq!((c.writebacks, c.bytes_out, c.bytes_in, c.evictions), (1, 4096, 4096, 2));
     assert_eq!(h.core_counters(0).zero_fills, 2);
     // Time: the fetch waited for the link: latency + 4096 B / 6 GB/s.
-    assert!(m.cores[0].c.fault_ps > 3 * 2_000_000, "{}", m.cores[0].c.fault_ps);
+    assert!(m.hw.cores[0].c.fault_ps > 3 * 2_000_000, "{}", m.hw.cores[0].c.fault_ps);
 }
 
 #[test]
@@ -332,13 +346,13 @@ fn machine_with_tlb_effects_off_matches_the_trace_replay() {
     let (ids, n) = compact_ids(&pages);
     assert_eq!(n, ids.iter().max().map(|&m| m as usize + 1).unwrap());
     for kind in ["fifo", "lru-exact", "clock", "cmcp", "lru"] {
-        let mut m = hmem_machine(1, PageTableKind::Pspt, HmemPageSize::K4, 80, false);
+        let mut m = hmem_machine(1, PageTableKind::Pspt, PageSize::Base4K, 80, false);
         let a = m.mmap(1000 * 4096, MapOptions::named("x")).unwrap();
         start(&mut m, kind);
         for &p in &pages {
             m.access(0, Access::read(a + p * 4096 + 8)).unwrap();
         }
         let replay = replay_trace(kind, &pages, 80).unwrap();
-        assert_eq!(m.cores[0].c.page_faults, replay.misses, "{kind}");
+        assert_eq!(m.hw.cores[0].c.page_faults, replay.misses, "{kind}");
     }
 }

@@ -2,8 +2,8 @@
 //! seconds of the first phase): what the paper reports, from the algorithms, not hard-coded.
 //! Each technique runs on a machine of its own, as `tierlab telemetry` does.
 
+use tierlab_sim::driver::{Control, RunResult, Simulation};
 use tierlab_sim::scenario::{open, select_techniques};
-use tierlab_sim::sim::{Control, RunResult, Simulation};
 
 fn run(tech: &str, secs: u32) -> RunResult {
     let (mut sc, src) = open("telescope-5tb", &[format!("duration=\"{secs}s\"")], None).unwrap();

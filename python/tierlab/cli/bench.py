@@ -1,5 +1,7 @@
 """``tierlab bench engine``: the engine's throughput (accesses per second).
-``tierlab bench policies``: replacement policies against libCacheSim on one page trace."""
+``tierlab bench policies``: replacement policies against libCacheSim on one page trace.
+``tierlab bench tracer``: the compiler-instrumentation tracer against Valgrind lackey on the
+same program, in one run."""
 
 from __future__ import annotations
 
@@ -52,6 +54,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pol.add_argument("--repeat", type=int, default=3, metavar="K", help="runs per side (best)")
     pol.set_defaults(func=policies)
+    tr = what.add_parser(
+        "tracer",
+        help="tierlab trace --cc vs Valgrind lackey on one program",
+        description="Build an OpenMP triad (a = b + 3c over N doubles, ITER times) natively "
+        "and instrumented, run it natively, under tierlab's tracer and under Valgrind lackey "
+        "with the same arguments and thread count: wall time, accesses traced and accesses "
+        "per second of each, and the speed ratio.",
+    )
+    tr.add_argument("--n", type=int, default=200_000, help="array length (default 200,000)")
+    tr.add_argument("--iterations", type=int, default=5, help="triad sweeps (default 5)")
+    tr.add_argument("--threads", type=int, default=2, help="OpenMP threads (default 2)")
+    tr.add_argument("--json", action="store_true", help="print a JSON object")
+    tr.set_defaults(func=tracer)
 
 
 def engine(args: argparse.Namespace) -> int:
@@ -117,4 +132,38 @@ def policies(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def tracer(args: argparse.Namespace) -> int:
+    from tierlab.live.cctrace import CcTraceError, bench_tracer
+
+    try:
+        res = bench_tracer(args.n, args.iterations, args.threads)
+    except CcTraceError as e:
+        print(f"tierlab: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    table = Table(
+        title=f"omp triad n={args.n:,} x {args.iterations}, {args.threads} threads",
+        title_justify="left",
+        box=None,
+    )
+    for c in ("run", "wall (s)", "accesses", "M accesses/s"):
+        table.add_column(c, justify="left" if c == "run" else "right")
+    for k in ("native", "tierlab", "lackey"):
+        r = res[k]
+        table.add_row(
+            k,
+            f"{r['wall_seconds']:.3f}",
+            f"{r.get('accesses', 0):,}",
+            f"{r.get('accesses', 0) / r['wall_seconds'] / 1e6:.2f}" if r.get("accesses") else "-",
+        )
+    stdout_console().print(table)
+    print(
+        f"tierlab's tracer is {res['speedup_wall']:.1f}x faster than lackey on the same program "
+        f"(wall time; {res['speedup_rate']:.1f}x in accesses per second)"
+    )
     return 0

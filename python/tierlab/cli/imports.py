@@ -1,5 +1,6 @@
-"""``tierlab import perf-script|mckernel|damo FILE... -o REC``: other tools' memory samples
-into the recording format (see docs/recording.md for the formats accepted)."""
+"""``tierlab import FORMAT FILE... -o REC``: other tools' memory samples (perf-script,
+mckernel, damo) and full access traces (raw, csv, oracle-general, lackey) into the recording
+format (docs/recording.md, docs/formats.md). Traces are converted streaming, in Rust."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ from pathlib import Path
 
 from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
 
-FORMATS = ("perf-script", "mckernel", "damo")
+SAMPLE_FORMATS = ("perf-script", "mckernel", "damo")
+#: Full access traces, imported streaming by tierlab._native.import_trace.
+TRACE_FORMATS = ("raw", "csv", "oracle-general", "lackey")
+FORMATS = SAMPLE_FORMATS + TRACE_FORMATS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
-        help="import perf script text, McKernel PEBS dumps or damo records",
+        help="import perf script, McKernel, damo samples or raw/CSV/oracleGeneral/lackey traces",
         description="Convert `perf script` text of memory samples, McKernel PEBS dump files "
-        "(one per thread) or damo (DAMON) records into a recording.",
+        "(one per thread), damo (DAMON) records, or full access traces (raw per-thread binary "
+        "t<TID>.bin files, CSV tid,time,addr,kind[,size], libCacheSim oracleGeneral, a Valgrind "
+        "lackey log) into a recording. Traces stream: memory does not grow with their size.",
     )
     p.add_argument("format", choices=FORMATS, help="input format")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input file(s)")
@@ -33,6 +39,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--event", default="pebs-mckernel", help="mckernel: event name stored with the samples"
+    )
+    p.add_argument(
+        "--time-unit",
+        choices=("ns", "instructions", "accesses"),
+        default="ns",
+        help="csv: what the time column counts (default ns)",
+    )
+    p.add_argument("--sep", default=",", help="csv: field separator (' ' = any whitespace)")
+    p.add_argument(
+        "--object-bytes",
+        type=int,
+        default=4096,
+        metavar="B",
+        help="oracle-general: bytes per object (address = object id x B; default 4096)",
     )
     p.set_defaults(func=main, parser=p)
 
@@ -50,6 +70,8 @@ def main(args: argparse.Namespace) -> int:
         if not f.is_file():
             print_error(f"{f}: no such file")
             return EXIT_USAGE
+    if args.format in TRACE_FORMATS:
+        return _import_trace(args, out)
     try:
         if args.format == "perf-script":
             res = imports.import_perf_script(args.files, out, overwrite=args.force)
@@ -70,4 +92,38 @@ def main(args: argparse.Namespace) -> int:
         print(f"tierlab import: warning: {w}", file=sys.stderr)
     counts = ", ".join(f"{v} {k}" for k, v in res.counts.items())
     print(f"imported {counts} into {out}")
+    return EXIT_OK
+
+
+def _import_trace(args: argparse.Namespace, out: Path) -> int:
+    import json
+
+    from tierlab import __version__, _native
+
+    if args.object_bytes < 1:
+        args.parser.error("--object-bytes must be positive")
+    meta = {
+        "source": f"tierlab import {args.format} (tierlab {__version__})",
+        "parameters": {"format": args.format, "files": [str(f) for f in args.files]},
+    }
+    if args.format == "csv":
+        meta["time_unit"] = args.time_unit
+    try:
+        c = _native.import_trace(
+            args.format,
+            [str(f) for f in args.files],
+            str(out),
+            overwrite=args.force,
+            meta=json.dumps(meta),
+            object_bytes=args.object_bytes,
+            sep=args.sep,
+            with_size=args.format == "csv",
+        )
+    except _native.TraceFormatError as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    print(
+        f"imported {c['accesses']} accesses ({c['loads']} loads, {c['stores']} stores) of "
+        f"{c['threads']} thread(s) into {out} (time: {c['time_unit']})"
+    )
     return EXIT_OK

@@ -1,5 +1,9 @@
-"""``tierlab trace -o REC -- CMD``: every memory access of a (single-threaded) program, as
-ground truth, through Valgrind's lackey tool, streamed into the recording's accesses table."""
+"""``tierlab trace -o REC -- CMD``: every memory access of a program, as ground truth.
+
+Two tracers: Valgrind's lackey for unmodified (single-threaded) binaries, and compiler
+instrumentation for programs built from source (``--cc SRC``: multi-threaded, OpenMP, C,
+C++, Fortran; see ``tierlab.live.cctrace``). Both stream into the recording's accesses
+table."""
 
 from __future__ import annotations
 
@@ -19,9 +23,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "store). time_ns is the number of instructions executed before the access. For "
         "single-threaded programs: lackey's trace does not say which thread accessed.",
     )
-    p.add_argument("-o", "--out", type=Path, required=True, metavar="REC", help="recording")
+    p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording (required)")
     p.add_argument("--force", action="store_true", help="overwrite REC if it exists")
     p.add_argument("--valgrind", metavar="PATH", help="valgrind executable (default: on PATH)")
+    p.add_argument(
+        "--cc",
+        action="append",
+        default=[],
+        metavar="SRC",
+        help="build SRC (repeatable: C, C++, Fortran) instrumented, then run it with the "
+        "arguments after -- and trace every load and store of every thread",
+    )
+    p.add_argument(
+        "--cflags", default="", metavar="FLAGS", help='compile and link flags ("-O2 -fopenmp")'
+    )
+    p.add_argument(
+        "--compiler", metavar="CC", help="compiler (default by extension: gcc/g++/gfortran)"
+    )
+    p.add_argument(
+        "--instrumented",
+        action="store_true",
+        help="CMD was built with the flags of --print-flags (compile with them, link the "
+        "runtime): run and trace it",
+    )
+    p.add_argument(
+        "--print-flags",
+        action="store_true",
+        help="print the compile flags and the runtime object to link, for a build system",
+    )
+    p.add_argument(
+        "--keep-raw", type=Path, metavar="DIR", help="keep the runtime's raw files in DIR"
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
 
@@ -32,6 +64,16 @@ def main(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if args.print_flags:
+        from tierlab.live import cctrace
+
+        print(" ".join(cctrace.INSTRUMENT_FLAGS))
+        print(cctrace.runtime_object())
+        return EXIT_OK
+    if args.out is None:
+        args.parser.error("the following arguments are required: -o/--out")
+    if args.cc or args.instrumented:
+        return _cc_main(args, command)
     if not command:
         args.parser.error("nothing to trace: give -- CMD [ARGS...]")
     out: Path = args.out
@@ -58,3 +100,66 @@ def main(args: argparse.Namespace) -> int:
         print("tierlab trace: interrupted; kept what was traced", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
+    import shlex
+    import shutil
+    import tempfile
+
+    from tierlab import __version__
+    from tierlab.live import cctrace
+
+    out: Path = args.out
+    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
+        print_error(f"{out}: already exists (use --force to overwrite)")
+        return EXIT_USAGE
+    if args.instrumented and not command:
+        args.parser.error("nothing to trace: give -- CMD [ARGS...]")
+    cflags = shlex.split(args.cflags)
+    work = Path(tempfile.mkdtemp(prefix="tierlab-trace-"))
+    try:
+        built: list[str] = []
+        if args.cc:
+            exe = work / Path(args.cc[0]).stem
+            built = cctrace.build(args.cc, exe, cflags, args.compiler)
+            argv = [str(exe), *command]
+        else:
+            argv = command
+        raw = args.keep_raw or work / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        res = cctrace.run_traced(argv, raw)
+        counts = cctrace.import_dir(
+            raw,
+            out,
+            rename={str(work): "."},
+            overwrite=args.force,
+            source=f"tierlab-trace {__version__} (compiler instrumentation)",
+            parameters={
+                "tool": "compiler instrumentation (-fsanitize=thread callbacks, tierlab runtime)",
+                "target": {"argv": argv if not args.cc else [Path(args.cc[0]).stem, *command]},
+                "sources": [Path(s).name for s in args.cc],
+                "compiler": built[-1].split()[0] if built else None,
+                "cflags": cflags,
+                "time": "ns of CLOCK_MONOTONIC since the program started (checkpoints every "
+                "4096 accesses of a thread, interpolated in between)",
+            },
+            accounting={
+                "exit_code": res.exit_code,
+                "wall_seconds": res.wall_seconds,
+                "interrupted": res.interrupted,
+            },
+        )
+    except cctrace.CcTraceError as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rate = counts["accesses"] / res.wall_seconds if res.wall_seconds > 0 else 0.0
+    print(
+        f"tierlab trace: {counts['accesses']} accesses ({counts['loads']} loads, "
+        f"{counts['stores']} stores) of {counts['threads']} thread(s) in {res.wall_seconds:.2f} s "
+        f"({rate / 1e6:.1f} M accesses/s); target exit status {res.exit_code}; wrote {out}",
+        file=sys.stderr,
+    )
+    return EXIT_INTERRUPTED if res.interrupted else EXIT_OK

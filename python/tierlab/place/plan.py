@@ -16,6 +16,11 @@
 
 ``by = "weight"`` counts the samples' latency weight (PEBS/IBS cycles) instead of samples.
 
+The per-page evidence and both rules are computed by ``tierlab-core``'s ``plan`` module (through
+``tierlab._native.plan_evidence``, ``plan_affinity`` and ``plan_hot_fast``), the rules the
+simulator's profile-guided placement uses; this module reads the recording, assigns samples to
+mappings and writes the plan.
+
 A plan is a JSON file (``tierlab-placement-plan`` version 1, ``docs/formats.md``); :func:`load`
 validates one and reports the file and the field of the first problem.
 """
@@ -33,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tierlab.api import native
 from tierlab.place import PlaceError
 from tierlab.place.numa import format_cpulist, parse_cpulist, topology
 from tierlab.place.proc import normalize_name
@@ -368,7 +374,7 @@ class PlanOptions:
     min_samples: int = 1
     #: Only samples of this event (``samples.event``).
     event: str | None = None
-    #: Page size (default: the recording's ``machine.page_size``, else 4096).
+    #: Page size (default: the recording's ``machine.page_size``, else the 4 KiB base page).
     page_size: int | None = None
 
 
@@ -429,6 +435,7 @@ def _cpu_nodes_from_meta(raw: Any, where: str) -> dict[int, list[int]]:
 
 def _cpu_map(rec: Recording, opts: PlanOptions) -> tuple[dict[int, list[int]], str]:
     if opts.cpu_nodes is not None:
+        _check_cpu_nodes(opts.cpu_nodes, "--cpu-nodes")
         return opts.cpu_nodes, "--cpu-nodes"
     machine = rec.meta.get("machine") or {}
     if isinstance(machine, MappingABC) and machine.get("cpu_nodes") is not None:
@@ -511,7 +518,10 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     _check_options(opts)
     machine = rec.meta.get("machine") or {}
     recorded_page = machine.get("page_size") if isinstance(machine, MappingABC) else None
-    page_size = opts.page_size or (recorded_page if isinstance(recorded_page, int) else 4096)
+    default_page = native().PAGE_SIZE
+    page_size = opts.page_size or (
+        recorded_page if isinstance(recorded_page, int) else default_page
+    )
     if page_size <= 0 or page_size & (page_size - 1):
         raise PlaceError(f"page size {page_size}: must be a power of two")
 
@@ -548,13 +558,11 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
         w = np.ones(len(s), dtype=np.int64)
 
     cpu_nodes, cpu_source = _cpu_map(rec, opts)
-    cpu_to_node = {cpu: n for n, cpus in cpu_nodes.items() for cpu in cpus}
     nodes = sorted(
         set(cpu_nodes)
         | set(opts.nodes or [])
         | {x for x in (opts.fast_node, opts.slow_node) if x is not None}
     )
-    node_index = {n: i for i, n in enumerate(nodes)}
 
     addr = s["addr"].to_numpy(dtype=np.uint64)
     t = s["time_ns"].to_numpy(dtype=np.uint64)
@@ -597,75 +605,60 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
             f"recording ({in_none} in no mapping, {in_dead} in mappings unmapped before the end)"
         )
     addr, cpu, w, pm = addr[keep], cpu[keep], w[keep], pm[keep]
-    page = addr // np.uint64(page_size) * np.uint64(page_size)
-    ncpu = int(cpu.max()) + 1 if cpu.size and cpu.max() >= 0 else 0
-    lut_node = np.array(
-        [node_index.get(cpu_to_node.get(c, -1), -1) for c in range(ncpu)] + [-1], dtype=np.int64
+    if opts.policy == "affinity" and not nodes:
+        raise PlaceError(
+            "no CPU -> node map: the recording has none (meta.json machine.cpu_nodes) and "
+            "this machine shows none; give --cpu-nodes 0=0-3 --cpu-nodes 1=4-7"
+        )
+
+    # The aggregation and the decision are tierlab-core's (`plan` module), shared with the
+    # simulator's profile-guided placement.
+    nat = native()
+    ev = nat.plan_evidence(
+        addr.astype("<u8").tobytes(),
+        cpu.astype("<i8").tobytes(),
+        w.astype("<u8").tobytes(),
+        page_size,
+        cpu_nodes,
+        nodes,
     )
-    nidx = np.where(cpu >= 0, lut_node[np.clip(cpu, 0, ncpu)], -1)
-    unknown_cpus = sorted({int(c) for c in np.unique(cpu[(nidx < 0) & (cpu >= 0)])})
-    if opts.policy == "affinity":
-        if not nodes:
-            raise PlaceError(
-                "no CPU -> node map: the recording has none (meta.json machine.cpu_nodes) and "
-                "this machine shows none; give --cpu-nodes 0=0-3 --cpu-nodes 1=4-7"
-            )
-        if unknown_cpus:
-            shown = ", ".join(map(str, unknown_cpus[:8])) + (
-                " ..." if len(unknown_cpus) > 8 else ""
-            )
-            raise PlaceError(
-                f"{rec.path}: CPU(s) {shown} took samples but are on no node of the CPU -> node "
-                f"map (from {cpu_source}: "
-                + "; ".join(f"{n}={format_cpulist(c)}" for n, c in sorted(cpu_nodes.items()))
-                + "); give the right map with --cpu-nodes"
-            )
-
-    pages, inv = np.unique(page, return_inverse=True)
+    unknown_cpus = ev["cpus_without_node"]
+    if opts.policy == "affinity" and unknown_cpus:
+        shown = ", ".join(map(str, unknown_cpus[:8])) + (" ..." if len(unknown_cpus) > 8 else "")
+        raise PlaceError(
+            f"{rec.path}: CPU(s) {shown} took samples but are on no node of the CPU -> node "
+            f"map (from {cpu_source}: "
+            + "; ".join(f"{n}={format_cpulist(c)}" for n, c in sorted(cpu_nodes.items()))
+            + "); give the right map with --cpu-nodes"
+        )
+    pages = np.frombuffer(ev["pages"], dtype="<u8")
     npg = pages.size
-    evidence = np.zeros((npg, len(nodes)), dtype=np.int64)
-    ok = nidx >= 0
-    if nodes:
-        np.add.at(evidence, (inv[ok], nidx[ok]), w[ok])
-    total = np.bincount(inv, weights=w, minlength=npg).astype(np.int64)
+    evidence = np.frombuffer(ev["evidence"], dtype="<u8").astype(np.int64).reshape(npg, len(nodes))
+    total = np.frombuffer(ev["total"], dtype="<u8").astype(np.int64)
     page_map = np.zeros(npg, dtype=np.int64)
-    page_map[inv] = pm  # every sample of a page falls in the same plan mapping
+    page = addr // np.uint64(page_size) * np.uint64(page_size)
+    page_map[np.searchsorted(pages, page)] = pm  # every sample of a page is in one plan mapping
 
-    skipped: dict[str, int] = {}
     if opts.policy == "affinity":
-        allowed = nodes if opts.nodes is None else sorted(set(opts.nodes))
-        cols = [node_index[n] for n in allowed]
-        ev_allowed = evidence[:, cols]
-        best = np.argmax(ev_allowed, axis=1)  # first maximum: ties go to the lowest node
-        chosen = ev_allowed.sum(axis=1) >= opts.min_samples
-        if opts.nodes is not None:
-            skipped["no evidence from the allowed nodes"] = int((ev_allowed.sum(axis=1) == 0).sum())
-        skipped["below --min-samples"] = int(((ev_allowed.sum(axis=1) > 0) & ~chosen).sum())
-        target = np.asarray(allowed, dtype=np.int64)[best] if npg else np.zeros(0, np.int64)
+        allowed = None if opts.nodes is None else sorted(set(opts.nodes))
+        decided = nat.plan_affinity(
+            ev["pages"], ev["evidence"], nodes, page_size, allowed, opts.min_samples
+        )
     else:
         assert opts.fast_node is not None and opts.fast_capacity is not None
-        order = np.lexsort((pages, -total))  # hottest first, then lower address
-        eligible = total[order] >= opts.min_samples
-        room = opts.fast_capacity // page_size
-        rank = np.cumsum(eligible)
-        fast_sel = np.zeros(npg, dtype=bool)
-        fast_sel[order[eligible & (rank <= room)]] = True
-        target = np.full(npg, -1, dtype=np.int64)
-        target[fast_sel] = opts.fast_node
-        if opts.slow_node is not None:
-            target[~fast_sel] = opts.slow_node
-            chosen = np.ones(npg, dtype=bool)
-        else:
-            chosen = fast_sel
-            skipped["not among the hottest (no --slow-node)"] = int((~fast_sel).sum())
-    sel = np.flatnonzero(chosen)
-    pages, page_map, target, evidence, total = (
-        pages[sel],
-        page_map[sel],
-        target[sel],
-        evidence[sel],
-        total[sel],
-    )
+        decided = nat.plan_hot_fast(
+            ev["pages"],
+            ev["total"],
+            page_size,
+            opts.fast_node,
+            opts.fast_capacity,
+            opts.slow_node,
+            opts.min_samples,
+        )
+    skipped: dict[str, int] = dict(decided["skipped"])
+    target = np.frombuffer(decided["node"], dtype="<u4").astype(np.int64)
+    sel = np.searchsorted(pages, np.frombuffer(decided["addr"], dtype="<u8"))
+    pages, page_map, evidence, total = pages[sel], page_map[sel], evidence[sel], total[sel]
     for i, m in enumerate(plan_maps):
         m.evidence = int(total[page_map == i].sum())
     used = sorted({int(x) for x in page_map.tolist()})
@@ -697,8 +690,8 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
         "points_used": int(keep.sum()),
         "points_in_no_mapping": in_none,
         "points_in_unmapped_mappings": in_dead,
-        "points_on_cpus_without_node": int(((nidx < 0) & (cpu >= 0)).sum()),
-        "skipped_pages": {k: v for k, v in skipped.items() if v},
+        "points_on_cpus_without_node": int(ev["points_on_cpus_without_node"]),
+        "skipped_pages": {k: int(v) for k, v in skipped.items() if v},
     }
     return Plan(
         page_size=page_size,

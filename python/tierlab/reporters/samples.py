@@ -58,6 +58,10 @@ def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
         }
     )
     stats = result.stats_flat
+    # The CPU -> node map of the simulated machine (node: [cores]), for placement plans.
+    cpu_nodes: dict[str, list[int]] = {}
+    for core, node in enumerate((raw.get("core_nodes") if raw else None) or []):
+        cpu_nodes.setdefault(str(node), []).append(core)
     written: list[Path] = []
     for label, cols in samples.items():
         frame = pd.DataFrame(cols)
@@ -68,7 +72,7 @@ def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
             path,
             source="tierlab-sim",
             parameters={"scenario": result.name, "seed": result.seed, "technique": label, **params},
-            machine={"simulated": True, "cores": stats.get("run.threads")},
+            machine={"simulated": True, "cores": stats.get("run.threads"), "cpu_nodes": cpu_nodes},
             overwrite=True,
         ) as w:
             w.append_samples(frame)

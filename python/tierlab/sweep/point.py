@@ -129,6 +129,9 @@ class PointResult:
             "mappings": [],
             "mapping_log": self.mapping_log or [],
             "samples": self.samples or {},
+            "plan": None,
+            "core_nodes": [],
+            "stages": [],
             "summary": [],
         }
         return Result.from_native(raw)

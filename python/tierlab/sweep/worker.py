@@ -16,12 +16,11 @@ def run_point(point: Point) -> Outcome:
     """Run ``point`` and return its result or its error (see the module docs)."""
     try:
         from tierlab import _native
-        from tierlab.api import load_replay
 
+        # A replay reads its recording in the engine (streaming): nothing to load here.
         overrides = list(point.overrides)
-        replay = load_replay(point.spec, overrides)
         techniques = None if point.techniques is None else list(point.techniques)
-        raw = _native.run(point.spec, overrides, point.seed, None, replay, techniques)
+        raw = _native.run(point.spec, overrides, point.seed, None, None, techniques)
         if raw["interrupted"]:
             raise KeyboardInterrupt
         return PointResult.from_native(point.label, raw, point.keep_samples)

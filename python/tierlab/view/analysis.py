@@ -95,28 +95,129 @@ class View:
     totals: dict[str, Any]
     drain_intervals_ns: np.ndarray
     files: list[str] = field(default_factory=list)
+    #: What ``time_ns`` counts: ``ns`` (wall time), ``instructions`` or ``accesses`` (the
+    #: recording's ``time_unit``).
+    time_unit: str = "ns"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "recording": self.path,
             "source": self.source,
             "points": self.points,
+            "time_unit": self.time_unit,
             "mappings": [m.to_json() for m in self.mappings],
             "totals": self.totals,
             "files": self.files,
         }
 
 
+def table_rows(rec: Recording, table: str) -> int:
+    """Rows of a table from its parts' footers (nothing decoded)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in rec.parts(table))
+
+
+def _time_unit(rec: Recording) -> str:
+    unit = rec.meta.get("time_unit", "ns")
+    return unit if unit in ("ns", "instructions", "accesses") else "ns"
+
+
+def _rows_for(pages: int, opts: ViewOptions) -> tuple[int, int]:
+    """(pages per heatmap row, rows) of a mapping of ``pages`` pages."""
+    group = max(1, opts.group)
+    if -(-pages // group) > opts.max_rows:
+        group = -(-pages // opts.max_rows)
+    return group, max(1, -(-pages // group))
+
+
+def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
+    """Full traces: aggregated by the native extension while streaming the parts (memory
+    independent of the trace's length)."""
+    from tierlab import _native
+
+    sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
+    maps = history.build(rec.mappings())
+    derived = False
+    if not maps:
+        maps = history.from_runs(sv["runs"])
+        derived = True
+    maps = [m for m in maps if m.length >= opts.min_mapping]
+    lo, hi = int(sv["time_min"]), int(sv["time_max"])
+    cols = max(1, opts.bins)
+    width = max(1, math.ceil((hi - lo + 1) / cols))
+    specs: list[tuple[int, int, int]] = []
+    segments: list[tuple[int, int, int, int, int]] = []
+    groups: list[int] = []
+    for i, m in enumerate(maps):
+        group, _rows = _rows_for(m.pages, opts)
+        groups.append(group)
+        specs.append((m.start // PAGE * PAGE, m.pages, group))
+        segments.extend((a, b, t0, t1, i) for a, b, t0, t1 in m.segments)
+    aggs, unassigned = _native.aggregate_accesses(str(rec.path), segments, specs, lo, width, cols)
+    edges = lo + np.arange(cols + 1, dtype=np.float64) * width
+    views = []
+    for m, g, group in zip(maps, aggs, groups, strict=True):
+        if not g["accesses"]:
+            continue
+        rows = _rows_for(m.pages, opts)[1]
+        views.append(
+            MappingView(
+                mapping=m,
+                samples=int(g["accesses"]),
+                pages_touched=int(g["pages_touched"]),
+                threads=int(g["threads"]),
+                first_ns=g["first_ns"],
+                last_ns=g["last_ns"],
+                block_pages=group,
+                counts=np.frombuffer(g["counts"], dtype="<u8").astype(np.int64).reshape(rows, cols),
+                x_kind="time",
+                x_edges=edges,
+                drains_per_column=1,
+                hist_n=np.asarray(g["hist_n"], dtype=np.int64),
+                hist_pages=np.asarray(g["hist_pages"], dtype=np.int64),
+            )
+        )
+    views.sort(key=lambda v: (-v.samples, v.mapping.start))
+    shown = views[: opts.max_mappings]
+    shown.sort(key=lambda v: (v.mapping.start, v.mapping.map_time_ns))
+    total = int(sv["rows"])
+    acc = rec.meta.get("accounting") or {}
+    totals = {
+        "accesses": total,
+        "samples": table_rows(rec, "samples"),
+        "assigned": total - int(unassigned),
+        "unassigned": int(unassigned),
+        "mappings": len(maps),
+        "mappings_with_points": len(views),
+        "mappings_shown": len(shown),
+        "mapping_events": table_rows(rec, "mappings"),
+        "mappings_derived": derived,
+        "touched_pages": int(sv["pages"]),
+        "drains": table_rows(rec, "drains"),
+        "drain_interval": {"count": 0},
+        "threads": int(sv["threads"]),
+        "duration_ns": hi - lo,
+        "lost": int(acc.get("lost", 0) or 0),
+        "lost_records": int(acc.get("lost_records", 0) or 0),
+        "lost_samples": int(acc.get("lost_samples", 0) or 0),
+        "throttled": int(acc.get("throttled", 0) or 0),
+        "complete": bool(rec.meta.get("complete", False)),
+    }
+    return View(
+        path=str(rec.path),
+        source=str(rec.meta.get("source", "")),
+        points="accesses",
+        mappings=shown,
+        totals=totals,
+        drain_intervals_ns=np.empty(0),
+        time_unit=_time_unit(rec),
+    )
+
+
 def _points(rec: Recording) -> tuple[str, pd.DataFrame]:
-    """What to plot: samples if any, else accesses, else region snapshots expanded."""
-    s = rec.samples()
-    if len(s):
-        return "samples", s
-    a = rec.accesses()
-    if len(a):
-        a = a.assign(drain=np.zeros(len(a), dtype=np.uint64))
-        return "accesses", a
-    return "samples", s
+    """What to plot: samples if any (else an empty samples frame)."""
+    return "samples", rec.samples()
 
 
 def drain_intervals(drains: pd.DataFrame) -> np.ndarray:
@@ -310,6 +411,8 @@ def _analyze_regions(rec: Recording, opts: ViewOptions) -> View:
 def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     opts = opts or ViewOptions()
     kind, pts = _points(rec)
+    if not len(pts) and table_rows(rec, "accesses"):
+        return _analyze_accesses(rec, opts)
     if not len(pts) and len(rec.regions()):
         return _analyze_regions(rec, opts)
     drains = rec.drains()
@@ -348,7 +451,7 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     totals = {
         kind: len(pts),
         "samples": len(rec.samples()),
-        "accesses": len(rec.accesses()),
+        "accesses": table_rows(rec, "accesses"),
         "assigned": int((owner >= 0).sum()),
         "unassigned": int((owner < 0).sum()),
         "mappings": len(maps),
@@ -373,4 +476,5 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         mappings=shown,
         totals=totals,
         drain_intervals_ns=intervals,
+        time_unit=_time_unit(rec),
     )

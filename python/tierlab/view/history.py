@@ -108,6 +108,17 @@ def derive(addr: np.ndarray) -> list[Mapping]:
     return out
 
 
+def from_runs(runs: list[tuple[int, int]]) -> list[Mapping]:
+    """Derived regions from runs of touched pages ``(start, end)`` (already merged across
+    holes under ``GAP_BYTES``)."""
+    out = []
+    for i, (lo, hi) in enumerate(runs):
+        m = Mapping(i, int(lo), int(hi) - int(lo), f"region {i} (from the data)", 0, derived=True)
+        m.segments.append((int(lo), int(hi), 0, int(_INF)))
+        out.append(m)
+    return out
+
+
 def assign(maps: list[Mapping], time_ns: np.ndarray, addr: np.ndarray) -> np.ndarray:
     """For each point, the id of the mapping live at its address and time, or -1."""
     result = np.full(addr.size, -1, dtype=np.int64)

@@ -38,7 +38,15 @@ def _label(v: MappingView) -> str:
     return f"#{m.id} {m.name or '(unnamed)'} @ {m.start:#x} ({m.length / 2**20:.1f} MiB)"
 
 
-def heatmap_figure(v: MappingView, points: str) -> Figure:
+#: x-axis label of time bins by the recording's time unit (the values are divided by 1e6).
+TIME_LABELS = {
+    "ns": "time (ms)",
+    "instructions": "instructions executed (millions)",
+    "accesses": "accesses of the thread (millions)",
+}
+
+
+def heatmap_figure(v: MappingView, points: str, time_unit: str = "ns") -> Figure:
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
@@ -53,7 +61,7 @@ def heatmap_figure(v: MappingView, points: str) -> Figure:
         ax.set_xlabel(f"sample set (drain index){per}")
         x = v.x_edges
     else:
-        ax.set_xlabel("time (ms)")
+        ax.set_xlabel(TIME_LABELS.get(time_unit, TIME_LABELS["ns"]))
         x = v.x_edges / 1e6
     ax.set_ylabel(f"page in mapping (blocks of {v.block_pages} pages)")
     counts = v.counts
@@ -84,9 +92,22 @@ def histogram_figure(v: MappingView, points: str) -> Figure:
     ax.set_title(f"{_label(v)}: pages by number of {points}", fontsize=10)
     ax.set_xlabel(f"{points} per page (N)")
     ax.set_ylabel("pages with N")
-    if v.hist_n.size:
-        ax.bar(v.hist_n, v.hist_pages, width=0.9 if v.hist_n.max() < 60 else 1.0, color="#3b6ea8")
+    if v.hist_n.size and v.hist_n.max() <= 60:
+        ax.bar(v.hist_n, v.hist_pages, width=0.9, color="#3b6ea8")
         if v.hist_pages.max() / max(1, v.hist_pages.min()) > 100:
+            ax.set_yscale("log")
+    elif v.hist_n.size:
+        # Full traces: pages have up to millions of accesses; log-spaced bins on a log axis
+        # (1-wide bars would be invisible).
+        top = float(v.hist_n.max())
+        edges = np.unique(np.geomspace(1, top + 1, 41).round())
+        if edges[-1] <= top:
+            edges = np.append(edges, top + 1)
+        counts, _ = np.histogram(v.hist_n, bins=edges, weights=v.hist_pages)
+        ax.stairs(counts, edges, fill=True, color="#3b6ea8")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{points} per page (N, log-spaced bins)")
+        if counts.max() / max(1, counts[counts > 0].min()) > 100:
             ax.set_yscale("log")
     ax.text(
         0.98,
@@ -142,9 +163,14 @@ def write(view: View, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for v in view.mappings:
-        for kind, make in (("heatmap", heatmap_figure), ("histogram", histogram_figure)):
+        for kind in ("heatmap", "histogram"):
             stem = f"mapping-{v.mapping.id}-{kind}"
-            files = _save(make(v, view.points), out, stem)
+            fig = (
+                heatmap_figure(v, view.points, view.time_unit)
+                if kind == "heatmap"
+                else histogram_figure(v, view.points)
+            )
+            files = _save(fig, out, stem)
             v.files.extend(p.name for p in files)
             written.extend(files)
     for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):

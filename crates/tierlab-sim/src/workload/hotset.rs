@@ -17,7 +17,7 @@
 
 use super::uniform::{check_fraction, fraction_threshold};
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64, Rng};
@@ -53,17 +53,6 @@ pub struct HotsetParams {
     /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub accesses: u64,
-    /// Threads, all accessing the same hot set with independent streams. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the heap (`"4KiB"` or `"2MiB"`); absent = machine default. Needles are
-    /// aligned to this page size (4 KiB when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the heap at setup. Default true (a multi-TiB heap is placed without
-    /// simulating its first touches).
-    #[serde(default = "default_true")]
-    pub populate: bool,
 }
 
 fn default_heap() -> ByteSize {
@@ -77,12 +66,6 @@ fn default_needles() -> u64 {
 }
 fn default_one() -> f64 {
     1.0
-}
-fn default_threads() -> usize {
-    1
-}
-fn default_true() -> bool {
-    true
 }
 
 const BATCH: usize = 16_384;
@@ -141,11 +124,11 @@ impl HotsetLayout {
     }
 }
 
-impl HotsetParams {
+impl HotsetConfig {
     /// The layout these parameters give under `ctx.seed` (validating them).
     pub fn layout(&self, ctx: &BuildCtx) -> Result<HotsetLayout> {
         let f = &ctx.scenario_file;
-        let align = self.page_size.map_or(4096, |p| p.bytes());
+        let align = self.shared.page_size.map_or(tierlab_core::PAGE_SIZE, |p| p.bytes());
         if self.needles == 0 {
             return Err(SimError::config(f, "workload.needles", "must be at least 1"));
         }
@@ -184,9 +167,9 @@ impl HotsetParams {
     }
 }
 
-impl WorkloadParams for HotsetParams {
+impl WorkloadParams for HotsetConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
-        check_threads("hotset", self.threads, ctx)?;
+        check_threads("hotset", self.shared.threads, ctx)?;
         check_fraction(ctx, "hot_fraction", self.hot_fraction)?;
         check_fraction(ctx, "read_fraction", self.read_fraction)?;
         let layout = self.layout(ctx)?;
@@ -197,7 +180,7 @@ impl WorkloadParams for HotsetParams {
                 "accesses = 0 runs until the scenario's duration, but the scenario sets none",
             ));
         }
-        let st = (0..self.threads)
+        let st = (0..self.shared.threads)
             .map(|t| ThreadState {
                 rng: Rng::derived(ctx.seed, "workload.hotset", t as u64),
                 issued: 0,
@@ -236,7 +219,7 @@ const CACHE_NEEDLES: u64 = 1 << 16;
 
 /// The `hotset` workload.
 pub struct Hotset {
-    p: HotsetParams,
+    p: HotsetConfig,
     layout: HotsetLayout,
     base: u64,
     st: Vec<ThreadState>,
@@ -294,7 +277,7 @@ impl Hotset {
 
 impl Workload for Hotset {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     /// The needles in place for most of the window (the epoch of its midpoint).
@@ -305,8 +288,8 @@ impl Workload for Hotset {
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let opts = MapOptions {
             name: "heap".into(),
-            page_size: self.p.page_size,
-            populate: self.p.populate,
+            page_size: self.p.shared.page_size,
+            populate: self.p.shared.populate,
             thread: 0,
         };
         self.base = mem.mmap(self.layout.heap_size, opts)?;
@@ -387,6 +370,16 @@ impl Workload for Hotset {
     }
 }
 
+/// `HotsetParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type HotsetConfig = crate::params::With<WorkloadShared, HotsetParams>;
+
+impl crate::params::Params for HotsetParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for HotsetParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: true }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -396,7 +389,7 @@ mod tests {
         BuildCtx { seed: 17, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
     }
 
-    fn params(t: &str) -> HotsetParams {
+    fn params(t: &str) -> HotsetConfig {
         toml::from_str(t).unwrap()
     }
 

@@ -35,7 +35,7 @@
 //! `populate = false` faults them in on first touch.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64, Rng};
@@ -82,18 +82,9 @@ pub struct KvParams {
     /// Requests per thread; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub requests: u64,
-    /// Server threads (one per core). Default 1.
-    #[serde(default = "d_threads")]
-    pub threads: usize,
     /// Closed-loop clients per server thread (outstanding requests). Default 1.
     #[serde(default = "d_threads")]
     pub clients: usize,
-    /// Page size of both mappings; absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate at setup (default true).
-    #[serde(default = "d_true")]
-    pub populate: bool,
     /// Populate on this memory node (e.g. the slow tier); absent = by the placement rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<u8>,
@@ -116,9 +107,6 @@ fn d_read() -> f64 {
 }
 fn d_threads() -> usize {
     1
-}
-fn d_true() -> bool {
-    true
 }
 
 /// Log-linear latency histogram (ns).
@@ -210,10 +198,10 @@ impl LatencyHist {
     }
 }
 
-impl WorkloadParams for KvParams {
+impl WorkloadParams for KvConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("kv", self.threads, ctx)?;
+        check_threads("kv", self.shared.threads, ctx)?;
         check_fraction(ctx, "read_fraction", self.read_fraction)?;
         if self.keys == 0 {
             return Err(SimError::config(f, "workload.keys", "the store needs at least one key"));
@@ -246,7 +234,7 @@ impl WorkloadParams for KvParams {
                 format!("{} is not in 1..=1048576", self.clients),
             ));
         }
-        if self.node.is_some() && !self.populate {
+        if self.node.is_some() && !self.shared.populate {
             return Err(SimError::config(
                 f,
                 "workload.node",
@@ -263,11 +251,11 @@ impl WorkloadParams for KvParams {
             record,
             index: 0,
             slab: 0,
-            rngs: (0..self.threads).map(|t| Rng::derived(ctx.seed, "workload.kv", t as u64)).collect(),
-            started: vec![None; self.threads],
-            queues: vec![std::collections::VecDeque::with_capacity(self.clients); self.threads],
-            queued_ns: vec![0; self.threads],
-            issued: vec![0; self.threads],
+            rngs: (0..self.shared.threads).map(|t| Rng::derived(ctx.seed, "workload.kv", t as u64)).collect(),
+            started: vec![None; self.shared.threads],
+            queues: vec![std::collections::VecDeque::with_capacity(self.clients); self.shared.threads],
+            queued_ns: vec![0; self.shared.threads],
+            issued: vec![0; self.shared.threads],
             reads: 0,
             updates: 0,
             pending: Vec::new(),
@@ -281,7 +269,7 @@ impl WorkloadParams for KvParams {
 
 /// The `kv` workload.
 pub struct Kv {
-    p: KvParams,
+    p: KvConfig,
     sampler: ZipfSampler,
     perm: Option<Permutation>,
     bucket_seed: u64,
@@ -330,8 +318,8 @@ impl Kv {
     fn map(&self, mem: &mut dyn AddressSpace, len: u64, name: &str) -> Result<u64> {
         let opts = MapOptions {
             name: name.into(),
-            page_size: self.p.page_size,
-            populate: self.p.populate && self.p.node.is_none(),
+            page_size: self.p.shared.page_size,
+            populate: self.p.shared.populate && self.p.node.is_none(),
             thread: 0,
         };
         let a = mem.mmap(len, opts)?;
@@ -344,7 +332,7 @@ impl Kv {
 
 impl Workload for Kv {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
@@ -443,6 +431,16 @@ impl Workload for Kv {
     }
 }
 
+/// `KvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type KvConfig = crate::params::With<WorkloadShared, KvParams>;
+
+impl crate::params::Params for KvParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for KvParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: true }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,7 @@
 use super::masim_config::{load_masim, parse_masim, MasimConfig, RwMode};
 use super::{
     check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
@@ -61,10 +62,6 @@ pub struct MasimParams {
     /// is required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Number of threads, each running the whole config on core `t` over the shared
-    /// regions. Default 1 (masim is single-threaded).
-    #[serde(default = "default_threads")]
-    pub threads: usize,
     /// Accesses per pattern choice (an `rw` access is a load plus a store). Default 131072,
     /// masim's `--nr_accesses_per_region`.
     #[serde(default = "default_accesses_per_choice")]
@@ -80,19 +77,8 @@ pub struct MasimParams {
     /// choice would miss the weights by ~2%).
     #[serde(default)]
     pub selection: Selection,
-    /// Page size of the regions: `"4KiB"` or `"2MiB"`; absent = the machine's default
-    /// (masim `--use_hugetlb` corresponds to `"2MiB"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the regions at setup. Default false: faulted in on first touch, as
-    /// masim's malloc'ed regions are.
-    #[serde(default)]
-    pub populate: bool,
 }
 
-fn default_threads() -> usize {
-    1
-}
 fn default_accesses_per_choice() -> u64 {
     131_072
 }
@@ -129,9 +115,9 @@ impl MasimParams {
     }
 }
 
-impl WorkloadParams for MasimParams {
+impl WorkloadParams for MasimWorkloadConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
-        check_threads("masim", self.threads, ctx)?;
+        check_threads("masim", self.shared.threads, ctx)?;
         if self.accesses_per_choice == 0 {
             return Err(SimError::config(
                 &ctx.scenario_file,
@@ -217,7 +203,7 @@ pub(crate) fn stat_key(name: &str) -> String {
 }
 
 impl Masim {
-    fn new(cfg: MasimConfig, p: &MasimParams, seed: u64) -> Self {
+    fn new(cfg: MasimConfig, p: &MasimWorkloadConfig, seed: u64) -> Self {
         let mut pat_base = Vec::with_capacity(cfg.phases.len());
         let mut total_patterns = 0;
         for ph in &cfg.phases {
@@ -233,7 +219,7 @@ impl Masim {
                 ph.patterns.iter().map(|pt| pt.weight / g).collect()
             })
             .collect();
-        let st = (0..p.threads)
+        let st = (0..p.shared.threads)
             .map(|t| ThreadState {
                 rng: Rng::derived(seed, "workload.masim", t as u64),
                 run_phase: 0,
@@ -253,12 +239,12 @@ impl Masim {
             .collect();
         Masim {
             cfg,
-            threads: p.threads,
+            threads: p.shared.threads,
             accesses_per_choice: p.accesses_per_choice,
             repeat: p.repeat,
             selection: p.selection,
-            page_size: p.page_size,
-            populate: p.populate,
+            page_size: p.shared.page_size,
+            populate: p.shared.populate,
             region_base: Vec::new(),
             pat_base,
             total_patterns,
@@ -505,6 +491,17 @@ impl Workload for Masim {
     }
 }
 
+/// `MasimParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type MasimWorkloadConfig = crate::params::With<WorkloadShared, MasimParams>;
+
+impl crate::params::Params for MasimParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for MasimParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
+
 /// Test helpers shared by the workloads' unit tests: a mock address space and a small
 /// driver with a fake clock.
 #[cfg(test)]
@@ -649,7 +646,7 @@ mod tests {
         }
     }
 
-    fn params(toml_text: &str) -> MasimParams {
+    fn params(toml_text: &str) -> MasimWorkloadConfig {
         toml::from_str(toml_text).expect("params")
     }
 
@@ -717,15 +714,15 @@ mod tests {
         let text = (0..10).map(|i| format!("s{i}, 10000000\n")).collect::<String>()
             + "\ninit\n10000\n"
             + &(0..10).map(|i| format!("s{i}, 0, 4096, 1\n")).collect::<String>();
-        let p = MasimParams {
-            config: None,
-            text: Some(text),
-            threads: 1,
-            accesses_per_choice: 131_072,
-            repeat: 1,
-            selection: Selection::Shuffled,
-            page_size: None,
-            populate: false,
+        let p = crate::params::With {
+            shared: WorkloadShared { threads: 1, page_size: None, populate: false },
+            own: MasimParams {
+                config: None,
+                text: Some(text),
+                accesses_per_choice: 131_072,
+                repeat: 1,
+                selection: Selection::Shuffled,
+            },
         };
         let mut w = p.build(&ctx(1)).unwrap();
         let mut mem = MockSpace::new();
@@ -804,15 +801,15 @@ mod tests {
     #[test]
     fn sequential_offsets_wrap_and_persist() {
         let text = "r, 1000\n\np\n10\nr, 0, 300, 1, ro\n";
-        let p = MasimParams {
-            config: None,
-            text: Some(text.into()),
-            threads: 1,
-            accesses_per_choice: 5,
-            repeat: 1,
-            selection: Selection::Random,
-            page_size: None,
-            populate: false,
+        let p = crate::params::With {
+            shared: WorkloadShared { threads: 1, page_size: None, populate: false },
+            own: MasimParams {
+                config: None,
+                text: Some(text.into()),
+                accesses_per_choice: 5,
+                repeat: 1,
+                selection: Selection::Random,
+            },
         };
         let mut w = p.build(&ctx(0)).unwrap();
         let mut mem = MockSpace::new();
@@ -879,8 +876,8 @@ mod tests {
         assert!(e.to_string().contains("test.toml (workload.text):5"), "{e}");
         let e = params("config = \"missing.cfg\"").build(&c).err().unwrap();
         assert_eq!(e.kind(), "input");
-        assert!(toml::from_str::<MasimParams>("config = \"x\"\nthread = 2").is_err());
-        assert!(toml::from_str::<MasimParams>("config = \"x\"\nselection = \"fair\"").is_err());
+        assert!(toml::from_str::<MasimWorkloadConfig>("config = \"x\"\nthread = 2").is_err());
+        assert!(toml::from_str::<MasimWorkloadConfig>("config = \"x\"\nselection = \"fair\"").is_err());
     }
 
     #[test]
@@ -896,7 +893,7 @@ mod tests {
         ] {
             assert!(s.contains(key), "{s}");
         }
-        let back: MasimParams = toml::from_str(&s).unwrap();
+        let back: MasimWorkloadConfig = toml::from_str(&s).unwrap();
         assert_eq!(back.accesses_per_choice, 131_072);
     }
 

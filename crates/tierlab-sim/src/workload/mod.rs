@@ -26,10 +26,11 @@
 //! required.
 
 use crate::error::{Result, SimError};
+pub use crate::os::{AddressSpace, MapOptions};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-pub use tierlab_core::{Access, AccessKind};
+pub use tierlab_core::{Access, AccessKind, PageSize};
 
 pub mod hotset;
 pub mod kv;
@@ -44,70 +45,6 @@ pub mod stream;
 pub mod sweep3d;
 pub mod uniform;
 pub mod zipf;
-
-/// Page size requested for a mapping.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PageSize {
-    /// 4 KiB base pages.
-    #[serde(rename = "4KiB")]
-    Base4K,
-    /// 2 MiB huge pages (a PMD-level leaf).
-    #[serde(rename = "2MiB")]
-    Huge2M,
-}
-
-impl PageSize {
-    /// Bytes in one page.
-    pub fn bytes(self) -> u64 {
-        match self {
-            PageSize::Base4K => 4096,
-            PageSize::Huge2M => 2 << 20,
-        }
-    }
-}
-
-/// Options of a mapping made by a workload.
-#[derive(Clone, Debug)]
-pub struct MapOptions {
-    /// Name shown in reports (masim region name, `x`, `row_ptr`, ...).
-    pub name: String,
-    /// Page size; `None` uses the machine's default page size.
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the whole mapping at map time: every page present and placed by the
-    /// placement policy (as if first touched by `thread`), Accessed/Dirty clear, no
-    /// simulated access and no fault charged.
-    pub populate: bool,
-    /// The thread on whose behalf the mapping is made (decides the node for first touch).
-    pub thread: usize,
-}
-
-impl MapOptions {
-    /// A named mapping with defaults (machine page size, faulted in on first touch).
-    pub fn named(name: impl Into<String>) -> Self {
-        MapOptions { name: name.into(), page_size: None, populate: false, thread: 0 }
-    }
-}
-
-/// What a workload may do to the simulated address space.
-pub trait AddressSpace {
-    /// Map `len` bytes (rounded up to the page size) and return the start address, aligned to
-    /// at least 2 MiB. Mappings never overlap.
-    fn mmap(&mut self, len: u64, opts: MapOptions) -> Result<u64>;
-    /// Map `len` bytes at exactly `addr` (both multiples of the page size), for replaying a
-    /// recorded address space. Fails if the range overlaps an existing mapping.
-    fn mmap_fixed(&mut self, addr: u64, len: u64, opts: MapOptions) -> Result<()>;
-    /// Unmap a whole mapping previously returned by `mmap` (its pages are freed and every
-    /// core that may cache a translation is invalidated).
-    fn munmap(&mut self, addr: u64) -> Result<()>;
-    /// Bulk-populate `len` bytes of the mapping that starts at `start` on memory node `node`
-    /// (bound there, as `mbind` plus a prefault would place them; no fault cost). Errors when
-    /// the node does not exist or lacks room.
-    fn populate_on(&mut self, start: u64, _len: u64, node: u8) -> Result<()> {
-        Err(SimError::runtime(format!(
-            "populating the mapping at {start:#x} on node {node} is not supported by this address space"
-        )))
-    }
-}
 
 /// Whether a thread has more to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +108,31 @@ pub trait Workload: Send {
     }
 }
 
+/// The parameters (almost) every workload kind shares, flattened into each kind's `[workload]`
+/// table (each kind gives its defaults). `replay` takes its threads from the recording and
+/// declares its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadShared {
+    /// Threads (thread `t` runs on core `t`; at most `machine.cores`). Default 1.
+    #[serde(default = "d_threads")]
+    pub threads: usize,
+    /// Page size of the workload's mappings (`"4KiB"`, `"2MiB"`); default the machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<PageSize>,
+    /// Bulk-populate the workload's memory at setup (pages placed without simulated first
+    /// touches, as if touched by thread 0). Default: the kind's (false except for the hot-set
+    /// heap and the key-value store).
+    #[serde(default)]
+    pub populate: bool,
+}
+
+fn d_threads() -> usize {
+    1
+}
+
+impl crate::params::Params for WorkloadShared {}
+
 /// Parameters of one workload kind.
 pub trait WorkloadParams {
     /// Build the workload (validating parameters: errors name the field).
@@ -195,41 +157,28 @@ pub fn check_threads(kind: &str, threads: usize, ctx: &BuildCtx) -> Result<()> {
     Ok(())
 }
 
-macro_rules! registry {
-    ($( $name:literal => $variant:ident ( $params:ty ) ),* $(,)?) => {
-        /// A workload's configuration: `kind` picks the implementation, the other keys are its
-        /// parameters.
-        #[derive(Clone, Debug, Serialize, Deserialize)]
-        #[serde(tag = "kind")]
-        pub enum WorkloadConfig {
-            $( #[serde(rename = $name)] #[allow(missing_docs)] $variant($params), )*
-        }
-        impl WorkloadConfig {
-            /// The registered name of this workload's kind.
-            pub fn kind(&self) -> &'static str {
-                match self { $( Self::$variant(_) => $name, )* }
-            }
-            /// Build the workload.
-            pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
-                match self { $( Self::$variant(p) => p.build(ctx), )* }
-            }
-        }
-        /// Registered workload kinds.
-        pub const KINDS: &[&str] = &[$($name),*];
-    };
+crate::registry! {
+    /// A workload's configuration: `kind` picks the implementation, the other keys are its
+    /// parameters.
+    pub enum WorkloadConfig: WorkloadParams {
+    "masim" => Masim(masim::MasimWorkloadConfig),
+    "stream" => Stream(stream::StreamConfig),
+    "uniform" => Uniform(uniform::UniformConfig),
+    "zipf" => Zipf(zipf::ZipfConfig),
+    "pointer-chase" => PointerChase(pointer_chase::PointerChaseConfig),
+    "stencil" => Stencil(stencil::StencilConfig),
+    "spmv" => Spmv(spmv::SpmvConfig),
+    "hotset" => Hotset(hotset::HotsetConfig),
+    "replay" => Replay(replay::ReplayParams),
+    "sweep3d" => Sweep3d(sweep3d::Sweep3dConfig),
+    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelConfig),
+    "kv" => Kv(kv::KvConfig),
+    }
 }
 
-registry! {
-    "masim" => Masim(masim::MasimParams),
-    "stream" => Stream(stream::StreamParams),
-    "uniform" => Uniform(uniform::UniformParams),
-    "zipf" => Zipf(zipf::ZipfParams),
-    "pointer-chase" => PointerChase(pointer_chase::PointerChaseParams),
-    "stencil" => Stencil(stencil::StencilParams),
-    "spmv" => Spmv(spmv::SpmvParams),
-    "hotset" => Hotset(hotset::HotsetParams),
-    "replay" => Replay(replay::ReplayParams),
-    "sweep3d" => Sweep3d(sweep3d::Sweep3dParams),
-    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelParams),
-    "kv" => Kv(kv::KvParams),
+impl WorkloadConfig {
+    /// Build the workload.
+    pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        self.params().build(ctx)
+    }
 }

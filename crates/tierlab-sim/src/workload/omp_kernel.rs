@@ -22,6 +22,7 @@
 
 use super::{
     check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -75,12 +76,6 @@ pub struct OmpKernelParams {
     /// Iterations of the parallel loop after initialization. Default 10.
     #[serde(default = "d_iter")]
     pub iterations: u64,
-    /// Threads (thread t on core t). Default 1.
-    #[serde(default = "d_threads")]
-    pub threads: usize,
-    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
 }
 
 fn d_array() -> ByteSize {
@@ -92,9 +87,6 @@ fn d_n() -> u64 {
 fn d_iter() -> u64 {
     10
 }
-fn d_threads() -> usize {
-    1
-}
 
 const ELEM: u64 = 8;
 /// Elements (stream) or accesses (jacobi) per batch.
@@ -102,14 +94,14 @@ const BATCH: u64 = 8192;
 /// Flag reads per batch of a waiting thread.
 const SPIN: usize = 64;
 
-impl WorkloadParams for OmpKernelParams {
+impl WorkloadParams for OmpKernelConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("omp-kernel", self.threads, ctx)?;
+        check_threads("omp-kernel", self.shared.threads, ctx)?;
         if self.iterations == 0 {
             return Err(SimError::config(f, "workload.iterations", "must be at least 1"));
         }
-        let t = self.threads as u64;
+        let t = self.shared.threads as u64;
         let (arrays, n, unit) = match self.kernel {
             Kernel::Stream => {
                 let n = self.array_size.0 / ELEM;
@@ -192,7 +184,7 @@ struct ThreadState {
 
 /// The `omp-kernel` workload.
 pub struct OmpKernel {
-    p: OmpKernelParams,
+    p: OmpKernelConfig,
     arrays: usize,
     n: u64,
     base: [u64; 3],
@@ -246,23 +238,27 @@ impl OmpKernel {
 
 impl Workload for OmpKernel {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         for (a, name) in ["a", "b", "c"].iter().enumerate().take(self.arrays) {
-            let opts =
-                MapOptions { name: (*name).into(), page_size: self.p.page_size, populate: false, thread: 0 };
+            let opts = MapOptions {
+                name: (*name).into(),
+                page_size: self.p.shared.page_size,
+                populate: self.p.shared.populate,
+                thread: 0,
+            };
             self.base[a] = mem.mmap(self.n * ELEM, opts)?;
         }
-        if self.p.init == Init::Serial && self.p.threads > 1 {
+        if self.p.init == Init::Serial && self.p.shared.threads > 1 {
             let opts = MapOptions {
                 name: "flag".into(),
                 page_size: Some(PageSize::Base4K),
                 populate: false,
                 thread: 0,
             };
-            self.flag = mem.mmap(4096, opts)?;
+            self.flag = mem.mmap(tierlab_core::PAGE_SIZE, opts)?;
         }
         Ok(())
     }
@@ -377,6 +373,16 @@ impl Workload for OmpKernel {
     }
 }
 
+/// `OmpKernelParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type OmpKernelConfig = crate::params::With<WorkloadShared, OmpKernelParams>;
+
+impl crate::params::Params for OmpKernelParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for OmpKernelParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -388,7 +394,7 @@ mod tests {
 
     #[test]
     fn serial_init_writes_everything_from_thread_0_first() {
-        let p: OmpKernelParams = toml::from_str("array_size = 65536\niterations = 1\nthreads = 2").unwrap();
+        let p: OmpKernelConfig = toml::from_str("array_size = 65536\niterations = 1\nthreads = 2").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -406,7 +412,7 @@ mod tests {
 
     #[test]
     fn parallel_init_writes_own_block() {
-        let p: OmpKernelParams = toml::from_str(
+        let p: OmpKernelConfig = toml::from_str(
             "kernel = \"jacobi\"\nnx = 8\nny = 8\nnz = 8\ninit = \"parallel\"\niterations = 2\nthreads = 2",
         )
         .unwrap();
@@ -426,10 +432,10 @@ mod tests {
     fn errors_name_the_field() {
         let c = ctx();
         let bad =
-            |t: &str| toml::from_str::<OmpKernelParams>(t).unwrap().build(&c).err().unwrap().to_string();
+            |t: &str| toml::from_str::<OmpKernelConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("iterations = 0").contains("workload.iterations"));
         assert!(bad("kernel = \"jacobi\"\nnz = 2\nthreads = 4").contains("workload.nz"));
         assert!(bad("array_size = 16\nthreads = 4").contains("workload.array_size"));
-        assert!(toml::from_str::<OmpKernelParams>("kernel = \"mg\"").is_err());
+        assert!(toml::from_str::<OmpKernelConfig>("kernel = \"mg\"").is_err());
     }
 }

@@ -8,7 +8,7 @@
 //! cycle.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
@@ -93,15 +93,6 @@ pub struct PointerChaseParams {
     /// Steps per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub steps: u64,
-    /// Threads chasing the same cycle from evenly spaced starting nodes. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the list's mapping (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the mapping at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
 }
 
 fn default_footprint() -> ByteSize {
@@ -110,16 +101,13 @@ fn default_footprint() -> ByteSize {
 fn default_node_size() -> ByteSize {
     ByteSize(64)
 }
-fn default_threads() -> usize {
-    1
-}
 
 const BATCH: u64 = 16_384;
 
-impl WorkloadParams for PointerChaseParams {
+impl WorkloadParams for PointerChaseConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("pointer-chase", self.threads, ctx)?;
+        check_threads("pointer-chase", self.shared.threads, ctx)?;
         if self.node_size.0 == 0 {
             return Err(SimError::config(f, "workload.node_size", "must be at least 1 byte"));
         }
@@ -139,8 +127,8 @@ impl WorkloadParams for PointerChaseParams {
             ));
         }
         let perm = Permutation::new(nodes, derive(ctx.seed, "workload.pointer-chase.cycle", 0));
-        let pos = (0..self.threads as u64)
-            .map(|t| ((t as u128 * nodes as u128) / self.threads as u128) as u64)
+        let pos = (0..self.shared.threads as u64)
+            .map(|t| ((t as u128 * nodes as u128) / self.shared.threads as u128) as u64)
             .collect();
         Ok(Box::new(PointerChase {
             p: self.clone(),
@@ -148,15 +136,15 @@ impl WorkloadParams for PointerChaseParams {
             nodes,
             base: 0,
             pos,
-            done_steps: vec![0; self.threads],
-            discarded: vec![0; self.threads],
+            done_steps: vec![0; self.shared.threads],
+            discarded: vec![0; self.shared.threads],
         }))
     }
 }
 
 /// The `pointer-chase` workload.
 pub struct PointerChase {
-    p: PointerChaseParams,
+    p: PointerChaseConfig,
     perm: Permutation,
     nodes: u64,
     base: u64,
@@ -174,14 +162,14 @@ impl PointerChase {
 
 impl Workload for PointerChase {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let opts = MapOptions {
             name: "list".into(),
-            page_size: self.p.page_size,
-            populate: self.p.populate,
+            page_size: self.p.shared.page_size,
+            populate: self.p.shared.populate,
             thread: 0,
         };
         self.base = mem.mmap(self.nodes * self.p.node_size.0, opts)?;
@@ -229,6 +217,16 @@ impl Workload for PointerChase {
     }
 }
 
+/// `PointerChaseParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type PointerChaseConfig = crate::params::With<WorkloadShared, PointerChaseParams>;
+
+impl crate::params::Params for PointerChaseParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for PointerChaseParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -267,7 +265,7 @@ mod tests {
 
     #[test]
     fn visits_every_node_once_per_cycle() {
-        let p: PointerChaseParams = toml::from_str("footprint = 64000\nnode_size = 64\nthreads = 3").unwrap();
+        let p: PointerChaseConfig = toml::from_str("footprint = 64000\nnode_size = 64\nthreads = 3").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -302,7 +300,7 @@ mod tests {
 
     #[test]
     fn steps_limit_and_errors() {
-        let p: PointerChaseParams = toml::from_str("footprint = \"1MiB\"\nsteps = 20000").unwrap();
+        let p: PointerChaseConfig = toml::from_str("footprint = \"1MiB\"\nsteps = 20000").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -310,9 +308,9 @@ mod tests {
         drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| addrs.push(a.addr));
         assert_eq!(addrs.len(), 20000);
         assert!(addrs.iter().all(|&a| mem.contains(a)));
-        let bad: PointerChaseParams = toml::from_str("footprint = 10\nnode_size = 64").unwrap();
+        let bad: PointerChaseConfig = toml::from_str("footprint = 10\nnode_size = 64").unwrap();
         assert!(bad.build(&ctx()).err().unwrap().to_string().contains("workload.footprint"));
-        let forever: PointerChaseParams = toml::from_str("footprint = \"1MiB\"").unwrap();
+        let forever: PointerChaseConfig = toml::from_str("footprint = \"1MiB\"").unwrap();
         let c = BuildCtx { duration_ns: 0, ..ctx() };
         assert!(forever.build(&c).err().unwrap().to_string().contains("workload.steps"));
     }

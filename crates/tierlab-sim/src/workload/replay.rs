@@ -1,17 +1,34 @@
 //! `replay`: replays a recorded access stream (a tierlab recording's `accesses` table).
 //!
-//! The recording is loaded by the caller (the Python package or the CLI) and handed over as
-//! [`ReplayData`] through [`BuildCtx::replay`]. Recorded threads are ordered by ascending
-//! `tid`; the `i`-th of them replays on simulated thread `i % threads`, each simulated thread
-//! issuing its accesses in recorded order (accesses of recorded threads folded onto the same
-//! simulated thread keep their recorded interleaving). `loop_count` replays the whole stream
-//! that many times.
+//! The workload reads the recording itself, chunk by chunk (`tierlab_core::recording`):
+//! memory does not grow with the trace's length. `path` is relative to the scenario's folder;
+//! `builtin:NAME` names a recording shipped with tierlab ([`builtin`]).
+//! (A caller may instead hand the accesses over in memory as [`ReplayData`] through
+//! [`BuildCtx::replay`]; tests do.)
 //!
-//! Memory: the recorded mappings are mapped at their recorded addresses with
-//! [`AddressSpace::mmap_fixed`], rounded out to whole pages and merged where they then
-//! overlap. Accesses outside every recorded mapping (or all accesses, when the recording has
-//! no mappings) are covered by 2 MiB-aligned extents derived from the addresses, merged,
-//! named `[replay]`.
+//! **Threads.** Recorded threads are ordered by ascending `tid`; the `i`-th of them replays
+//! on simulated thread `i % threads` (default: one simulated thread per recorded thread, at
+//! most one per core). Each recorded thread's accesses run in the order the table holds
+//! them. Across cores the simulated clocks (the cost model) decide the interleaving. When
+//! several recorded threads share a simulated thread:
+//! - a table whose row groups mix threads (written in recorded order, as the Python writer
+//!   and `tierlab trace` do) is replayed in table order: the recorded interleaving is kept;
+//! - a thread-blocked table (one thread per row group: tierlab's importers and tracer) is
+//!   merged by `time_ns` when the recording has timestamps of a shared clock (`time_unit` ns
+//!   or instructions, equal times in thread order), else (`time_unit = "accesses"`: program
+//!   order only) interleaved in slices of [`SLICE`] accesses per thread, round robin.
+//!
+//! `repeat` replays the whole stream that many times.
+//!
+//! **Memory.** `mappings = "touched"` (default) maps exactly the pages the trace touches:
+//! maximal runs of touched 4 KiB pages, named after the recorded mapping that holds them
+//! (`[replay]` outside every recorded mapping, or when the recording has none), so a
+//! percent limit (`machine.hmem.fast_memory = "50%"`) is a share of the touched pages. When
+//! the touched pages form more than [`MAX_RUNS`] runs, runs closer than the smallest gap
+//! that brings them under it are merged (`workload.mapped_bytes` then exceeds
+//! `workload.touched_pages` x 4 KiB). `mappings = "recorded"` maps every recorded range
+//! whole (rounded out to pages, overlapping ranges merged) plus the touched runs outside
+//! them. Finding the touched pages costs one pass over the `addr` column at setup.
 
 use super::{
     check_threads, Access, AccessKind, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload,
@@ -20,9 +37,18 @@ use super::{
 use crate::error::{Location, Result, SimError};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::sync::Arc;
+use tierlab_core::recording::aggregate::PageSet;
+use tierlab_core::recording::{
+    self as rec, AccessChunk, AccessCursor, AccessTable, Columns, RecordingError, TimeUnit,
+};
 
-/// A recorded access stream, column by column (row `i` of every column is one access).
+#[path = "replay_traces.rs"]
+pub mod builtin;
+
+/// A recorded access stream held in memory, column by column (row `i` of every column is one
+/// access).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayData {
     /// Virtual address of each access.
@@ -40,6 +66,14 @@ fn input_err(field: &str, msg: String) -> SimError {
         at: Location { file: "<replay data>".into(), line: None, field: Some(field.into()) },
         msg,
     }
+}
+
+fn rec_err(e: RecordingError) -> SimError {
+    let file = match e.record {
+        Some(r) => format!("{}: record {r}", e.file),
+        None => e.file,
+    };
+    SimError::Input { at: Location { file, line: None, field: e.field }, msg: e.msg }
 }
 
 impl ReplayData {
@@ -107,38 +141,60 @@ impl ReplayData {
     }
 }
 
+/// Which address ranges a replay maps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MapMode {
+    /// The touched pages, in runs named after the recorded mappings.
+    #[default]
+    Touched,
+    /// The recorded mappings whole, plus the touched pages outside them.
+    Recorded,
+}
+
 /// Parameters of the `replay` workload.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayParams {
-    /// The recording directory (loaded by the Python layer / CLI, which passes the data in
-    /// `BuildCtx::replay`); relative to the scenario's folder.
+    /// The recording directory, relative to the scenario's folder.
     pub path: String,
     /// Simulated threads; absent (default) = one per distinct recorded tid, at most one per
     /// core. Recorded thread `i` (by ascending tid) runs on simulated thread `i % threads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
-    /// Times the whole stream is replayed. Default 1.
-    #[serde(default = "default_loop_count")]
-    pub loop_count: u32,
+    /// Times the whole stream is replayed (`loop_count` is accepted as an old name). Default 1.
+    #[serde(default = "default_repeat", alias = "loop_count")]
+    pub repeat: u32,
     /// Page size of the mappings: absent (default) = 4 KiB pages for ranges that are not
-    /// 2 MiB-aligned (recorded mappings are only page-aligned) and the machine's default for
-    /// the others; `"2MiB"` rounds every range out to 2 MiB.
+    /// 2 MiB-aligned and the machine's default for the others; `"2MiB"` rounds every range
+    /// out to 2 MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<PageSize>,
     /// Bulk-populate the mappings at setup (default false: faulted in on first touch).
     #[serde(default)]
     pub populate: bool,
+    /// `touched` (default): map the touched pages; `recorded`: the recorded mappings whole.
+    #[serde(default)]
+    pub mappings: MapMode,
 }
 
-fn default_loop_count() -> u32 {
+fn default_repeat() -> u32 {
     1
 }
 
+/// Accesses handed to the driver per batch.
 const BATCH: usize = 16_384;
-const EXTENT: u64 = 2 << 20;
+/// Rows decoded per chunk of a recorded thread.
+const CHUNK: usize = 1 << 16;
+/// Accesses a folded recorded thread issues before the next one's turn when the recording
+/// has no timestamps.
+pub const SLICE: usize = 4096; // not a page size
+/// Most mappings a replay creates from the touched pages.
+pub const MAX_RUNS: usize = 4096; // not a page size
+const PAGE: u64 = tierlab_core::PAGE_SIZE;
 
-/// Merge sorted-by-start ranges `(start, end, name)` that overlap (or touch, when `touch`).
+/// Merge ranges `(start, end, name)` that overlap (or touch, when `touch`); names of merged
+/// ranges are joined with `+` when not touching.
 fn merge(mut v: Vec<(u64, u64, String)>, touch: bool) -> Vec<(u64, u64, String)> {
     v.sort_by_key(|r| r.0);
     let mut out: Vec<(u64, u64, String)> = Vec::with_capacity(v.len());
@@ -158,155 +214,85 @@ fn merge(mut v: Vec<(u64, u64, String)>, touch: bool) -> Vec<(u64, u64, String)>
     out
 }
 
-/// Ranges `(start, end)` of `extents` not covered by the sorted, disjoint `covered` ranges,
-/// at `page` granularity.
-fn subtract(extents: &[(u64, u64)], covered: &[(u64, u64, String)]) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    for &(mut s, e) in extents {
-        let first = covered.partition_point(|c| c.1 <= s);
-        for c in &covered[first..] {
-            if c.0 >= e {
-                break;
-            }
-            if c.0 > s {
-                out.push((s, c.0));
-            }
-            s = s.max(c.1);
-            if s >= e {
-                break;
-            }
-        }
-        if s < e {
-            out.push((s, e));
+/// Merge runs across the smallest gaps until at most `max` remain.
+fn cap_runs(runs: Vec<(u64, u64)>, max: usize) -> Vec<(u64, u64)> {
+    if runs.len() <= max {
+        return runs;
+    }
+    let mut gaps: Vec<u64> = runs.windows(2).map(|w| w[1].0 - w[0].1).collect();
+    gaps.sort_unstable();
+    let limit = gaps[runs.len() - max - 1];
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(max);
+    for r in runs {
+        match out.last_mut() {
+            Some(last) if r.0 - last.1 <= limit => last.1 = r.1,
+            _ => out.push(r),
         }
     }
     out
 }
 
-impl ReplayParams {
-    /// The ranges `(start, end, name)` to map for `data` (page-rounded recorded mappings plus
-    /// derived extents), disjoint and ascending.
-    pub fn plan_mappings(&self, data: &ReplayData) -> Vec<(u64, u64, String)> {
-        let page = self.page_size.map_or(4096, |p| p.bytes());
-        let given: Vec<(u64, u64, String)> = data
-            .mappings
-            .iter()
-            .map(|(s, l, n)| (s / page * page, (s + l).saturating_add(page - 1) / page * page, n.clone()))
-            .collect();
-        let given = merge(given, false);
-        // 2 MiB extents of every access outside the given mappings.
-        let mut ext: Vec<u64> = Vec::new();
-        let mut last = u64::MAX;
-        // The given mapping that covered the previous access (accesses are local).
-        let (mut cov_lo, mut cov_hi) = (1u64, 0u64);
-        for &a in &data.addr {
-            if a >= cov_lo && a < cov_hi {
-                continue;
+/// Pieces of the runs, named after the given ranges (sorted, disjoint) that hold them and
+/// `[replay]` elsewhere.
+fn name_runs(runs: &[(u64, u64)], given: &[(u64, u64, String)]) -> Vec<(u64, u64, String)> {
+    let mut out = Vec::new();
+    for &(mut s, e) in runs {
+        let first = given.partition_point(|c| c.1 <= s);
+        for c in &given[first..] {
+            if c.0 >= e {
+                break;
             }
-            let e = a / EXTENT;
-            if e == last {
-                continue;
+            if c.0 > s {
+                out.push((s, c.0, "[replay]".to_string()));
             }
-            match covering(&given, a) {
-                Some((lo, hi)) => (cov_lo, cov_hi) = (lo, hi),
-                None => {
-                    ext.push(e);
-                    last = e;
-                }
+            let hi = c.1.min(e);
+            out.push((s.max(c.0), hi, c.2.clone()));
+            s = hi;
+            if s >= e {
+                break;
             }
         }
-        ext.sort_unstable();
-        ext.dedup();
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for e in ext {
-            let (s, end) = (e * EXTENT, (e * EXTENT).saturating_add(EXTENT));
-            match runs.last_mut() {
-                Some(r) if r.1 == s => r.1 = end,
-                _ => runs.push((s, end)),
-            }
+        if s < e {
+            out.push((s, e, "[replay]".to_string()));
         }
-        let derived = subtract(&runs, &given);
-        let mut all = given;
-        all.extend(derived.into_iter().map(|(s, e)| (s, e, "[replay]".to_string())));
-        all.sort_by_key(|r| r.0);
-        all
+    }
+    out
+}
+
+/// Recorded mappings `(start, length, name)`, runs of touched pages, touched pages.
+type Survey = (Vec<(u64, u64, String)>, Vec<(u64, u64)>, u64);
+
+/// Where the accesses come from.
+#[derive(Clone)]
+enum Data {
+    Memory(Arc<ReplayData>),
+    Files { table: Arc<AccessTable>, unit: TimeUnit, dir: PathBuf },
+}
+
+impl Data {
+    fn rows(&self) -> u64 {
+        match self {
+            Data::Memory(d) => d.len() as u64,
+            Data::Files { table, .. } => table.rows(),
+        }
+    }
+    fn thread_blocked(&self) -> bool {
+        matches!(self, Data::Files { table, .. } if table.thread_blocked())
     }
 }
 
-fn covering(ranges: &[(u64, u64, String)], a: u64) -> Option<(u64, u64)> {
-    let i = ranges.partition_point(|r| r.1 <= a);
-    (i < ranges.len() && ranges[i].0 <= a).then(|| (ranges[i].0, ranges[i].1))
-}
-
-impl WorkloadParams for ReplayParams {
-    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
-        let f = &ctx.scenario_file;
-        let Some(data) = ctx.replay.clone() else {
-            return Err(SimError::config(
-                f,
-                "workload.path",
-                "replay needs its recording loaded: run it through the tierlab Python package or CLI",
-            ));
-        };
-        data.validate().map_err(|e| match e {
-            SimError::Input { mut at, msg } => {
-                at.file = self.path.clone();
-                SimError::Input { at, msg }
-            }
-            other => other,
-        })?;
-        if self.loop_count == 0 {
-            return Err(SimError::config(f, "workload.loop_count", "must be at least 1"));
-        }
-        let mut tids: Vec<u32> = data.tid.clone();
-        tids.sort_unstable();
-        tids.dedup();
-        let threads = self.threads.unwrap_or_else(|| {
-            let n = tids.len().max(1);
-            if ctx.cores > 0 {
-                n.min(ctx.cores)
-            } else {
-                n
-            }
-        });
-        check_threads("replay", threads, ctx)?;
-        let index = if threads == 1 {
-            Vec::new()
-        } else {
-            if data.len() > u32::MAX as usize {
-                return Err(SimError::config(
-                    f,
-                    "workload.threads",
-                    "recordings of more than 2^32 accesses replay on one thread only",
-                ));
-            }
-            let mut idx: Vec<Vec<u32>> = vec![Vec::new(); threads];
-            for (i, t) in data.tid.iter().enumerate() {
-                let rank = tids.binary_search(t).unwrap_or(0);
-                idx[rank % threads].push(i as u32);
-            }
-            idx
-        };
-        let st = (0..threads).map(|_| ThreadState { pos: 0, round: 0, issued: 0 }).collect();
-        Ok(Box::new(Replay { p: self.clone(), data, threads, index, st, discarded: 0 }))
-    }
-}
-
-struct ThreadState {
+/// One source of accesses in order: the rows of some recorded threads.
+struct Stream {
+    src: StreamSrc,
+    acc: Vec<Access>,
+    time: Vec<u64>,
     pos: usize,
-    round: u32,
-    issued: u64,
+    done: bool,
 }
 
-/// The `replay` workload.
-pub struct Replay {
-    p: ReplayParams,
-    data: Arc<ReplayData>,
-    threads: usize,
-    /// Per simulated thread, the rows it replays (empty when there is one thread).
-    index: Vec<Vec<u32>>,
-    st: Vec<ThreadState>,
-    discarded: u64,
+enum StreamSrc {
+    Cursor(Box<AccessCursor>, AccessChunk),
+    Memory { data: Arc<ReplayData>, tids: Vec<u32>, row: usize },
 }
 
 #[inline]
@@ -318,20 +304,323 @@ fn access(addr: u64, kind: u8) -> Access {
     }
 }
 
+impl Stream {
+    fn new(data: &Data, tids: Vec<u32>, with_time: bool) -> Stream {
+        let src = match data {
+            Data::Memory(d) => StreamSrc::Memory { data: d.clone(), tids, row: 0 },
+            Data::Files { table, .. } => {
+                let cols = Columns { time: with_time, tid: false, addr: true, kind: true, size: false };
+                StreamSrc::Cursor(Box::new(table.cursor(cols, Some(tids))), AccessChunk::default())
+            }
+        };
+        Stream { src, acc: Vec::new(), time: Vec::new(), pos: 0, done: false }
+    }
+
+    /// Make sure an access is buffered (false at the end of the stream).
+    #[inline]
+    fn ready(&mut self) -> Result<bool> {
+        if self.pos < self.acc.len() {
+            return Ok(true);
+        }
+        if self.done {
+            return Ok(false);
+        }
+        self.acc.clear();
+        self.time.clear();
+        self.pos = 0;
+        match &mut self.src {
+            StreamSrc::Cursor(cur, chunk) => {
+                if cur.next_chunk(chunk, CHUNK).map_err(rec_err)? {
+                    self.acc.extend(chunk.addr.iter().zip(&chunk.kind).map(|(&a, &k)| access(a, k)));
+                    std::mem::swap(&mut self.time, &mut chunk.time);
+                }
+            }
+            StreamSrc::Memory { data, tids, row } => {
+                let n = data.len();
+                while *row < n && self.acc.len() < CHUNK {
+                    if tids.binary_search(&data.tid[*row]).is_ok() {
+                        self.acc.push(access(data.addr[*row], data.kind[*row]));
+                        self.time.push(*row as u64);
+                    }
+                    *row += 1;
+                }
+            }
+        }
+        if self.acc.is_empty() {
+            self.done = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    #[inline]
+    fn head_time(&self) -> u64 {
+        self.time.get(self.pos).copied().unwrap_or(0)
+    }
+}
+
+/// What a simulated thread replays.
+struct Feed {
+    streams: Vec<Stream>,
+    /// Merge several streams by time (else round robin in slices).
+    by_time: bool,
+    cur: usize,
+    slice_left: usize,
+}
+
+impl Feed {
+    /// Append up to `max` accesses to `out`; the number appended (0 = the feed is done).
+    fn fill(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let start = out.len();
+        if self.streams.len() == 1 {
+            let s = &mut self.streams[0];
+            while out.len() - start < max && s.ready()? {
+                let n = (s.acc.len() - s.pos).min(max - (out.len() - start));
+                out.extend_from_slice(&s.acc[s.pos..s.pos + n]);
+                s.pos += n;
+            }
+            return Ok(out.len() - start);
+        }
+        if self.by_time {
+            while out.len() - start < max {
+                // The stream with the earliest next access (ties: the lower thread) runs
+                // until another one's next access comes first.
+                let (mut best, mut best_t) = (usize::MAX, u64::MAX);
+                let (mut second, mut second_t) = (usize::MAX, u64::MAX);
+                for i in 0..self.streams.len() {
+                    if !self.streams[i].ready()? {
+                        continue;
+                    }
+                    let t = self.streams[i].head_time();
+                    if best == usize::MAX || t < best_t {
+                        (second, second_t) = (best, best_t);
+                        (best, best_t) = (i, t);
+                    } else if second == usize::MAX || t < second_t {
+                        (second, second_t) = (i, t);
+                    }
+                }
+                if best == usize::MAX {
+                    break;
+                }
+                let s = &mut self.streams[best];
+                loop {
+                    let room = max - (out.len() - start);
+                    let end = (s.pos + room).min(s.acc.len());
+                    let n = s.time[s.pos..end]
+                        .iter()
+                        .position(|&t| t > second_t || (t == second_t && best > second))
+                        .unwrap_or(end - s.pos);
+                    out.extend_from_slice(&s.acc[s.pos..s.pos + n]);
+                    s.pos += n;
+                    if s.pos < s.acc.len() || out.len() - start >= max || !s.ready()? {
+                        break;
+                    }
+                }
+            }
+        } else {
+            let k = self.streams.len();
+            let mut idle = 0;
+            while out.len() - start < max && idle < k {
+                let s = &mut self.streams[self.cur];
+                if self.slice_left == 0 || !s.ready()? {
+                    self.cur = (self.cur + 1) % k;
+                    self.slice_left = SLICE;
+                    idle += 1;
+                    continue;
+                }
+                idle = 0;
+                let n = (s.acc.len() - s.pos).min(self.slice_left).min(max - (out.len() - start));
+                out.extend_from_slice(&s.acc[s.pos..s.pos + n]);
+                s.pos += n;
+                self.slice_left -= n;
+            }
+        }
+        Ok(out.len() - start)
+    }
+}
+
+impl ReplayParams {
+    fn dir(&self, ctx: &BuildCtx) -> Result<PathBuf> {
+        if let Some(name) = self.path.strip_prefix("builtin:") {
+            return builtin::materialize(name);
+        }
+        let p = PathBuf::from(&self.path);
+        Ok(if p.is_absolute() { p } else { ctx.base_dir.join(p) })
+    }
+
+    /// The ranges `(start, end, name)` to map, disjoint and ascending, for the recorded
+    /// mappings `given` (`(start, length, name)`) and the touched page runs; also the
+    /// touched pages.
+    fn plan(&self, given: &[(u64, u64, String)], runs: Vec<(u64, u64)>) -> Vec<(u64, u64, String)> {
+        let given: Vec<(u64, u64, String)> = given
+            .iter()
+            .map(|(s, l, n)| {
+                (s / PAGE * PAGE, s.saturating_add(*l).saturating_add(PAGE - 1) / PAGE * PAGE, n.clone())
+            })
+            .collect();
+        let given = merge(given, false);
+        let mut ranges = match self.mappings {
+            MapMode::Touched => name_runs(&cap_runs(runs, MAX_RUNS), &given),
+            MapMode::Recorded => {
+                let outside: Vec<(u64, u64)> = name_runs(&runs, &given)
+                    .into_iter()
+                    .filter(|r| r.2 == "[replay]")
+                    .map(|r| (r.0, r.1))
+                    .collect();
+                let mut all = given.clone();
+                all.extend(name_runs(&cap_runs(outside, MAX_RUNS), &[]));
+                all
+            }
+        };
+        if let Some(p) = self.page_size {
+            let b = p.bytes();
+            ranges = ranges.into_iter().map(|(s, e, n)| (s / b * b, e.div_ceil(b) * b, n)).collect();
+            ranges = merge(ranges, false);
+        }
+        ranges.sort_by_key(|r| r.0);
+        ranges
+    }
+}
+
+impl WorkloadParams for ReplayParams {
+    fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
+        let f = &ctx.scenario_file;
+        if self.repeat == 0 {
+            return Err(SimError::config(f, "workload.repeat", "must be at least 1"));
+        }
+        let (data, tids) = match ctx.replay.clone() {
+            Some(d) => {
+                d.validate().map_err(|e| match e {
+                    SimError::Input { mut at, msg } => {
+                        at.file = self.path.clone();
+                        SimError::Input { at, msg }
+                    }
+                    other => other,
+                })?;
+                let mut tids = d.tid.clone();
+                tids.sort_unstable();
+                tids.dedup();
+                (Data::Memory(d), tids)
+            }
+            None => {
+                let dir = self.dir(ctx)?;
+                let meta = rec::read_meta(&dir).map_err(rec_err)?;
+                let table = AccessTable::open(&dir).map_err(rec_err)?;
+                let tids = table.tids().map_err(rec_err)?;
+                (Data::Files { table: Arc::new(table), unit: rec::time_unit(&meta), dir }, tids)
+            }
+        };
+        let threads = self.threads.unwrap_or_else(|| {
+            let n = tids.len().max(1);
+            if ctx.cores > 0 {
+                n.min(ctx.cores)
+            } else {
+                n
+            }
+        });
+        check_threads("replay", threads, ctx)?;
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); threads];
+        for (i, &t) in tids.iter().enumerate() {
+            groups[i % threads].push(t);
+        }
+        let mut w = Replay {
+            p: self.clone(),
+            data,
+            groups,
+            feeds: Vec::new(),
+            rounds: vec![0; threads],
+            issued: vec![0; threads],
+            discarded: 0,
+            recorded_threads: tids.len(),
+            touched_pages: 0,
+            mapped_bytes: 0,
+            mappings: 0,
+        };
+        w.feeds = (0..threads).map(|t| w.feed(t)).collect();
+        Ok(Box::new(w))
+    }
+}
+
+/// The `replay` workload.
+pub struct Replay {
+    p: ReplayParams,
+    data: Data,
+    /// Recorded tids of each simulated thread.
+    groups: Vec<Vec<u32>>,
+    feeds: Vec<Feed>,
+    rounds: Vec<u32>,
+    issued: Vec<u64>,
+    discarded: u64,
+    recorded_threads: usize,
+    touched_pages: u64,
+    mapped_bytes: u64,
+    mappings: u64,
+}
+
+impl Replay {
+    fn feed(&self, t: usize) -> Feed {
+        let tids = &self.groups[t];
+        let blocked = self.data.thread_blocked();
+        let by_time = !matches!(self.data, Data::Files { unit: TimeUnit::Accesses, .. });
+        let streams = if tids.len() <= 1 || !blocked {
+            vec![Stream::new(&self.data, tids.clone(), false)]
+        } else {
+            tids.iter().map(|&tid| Stream::new(&self.data, vec![tid], by_time)).collect()
+        };
+        Feed { streams, by_time, cur: 0, slice_left: SLICE }
+    }
+
+    /// The recorded mappings and the runs of touched pages (one pass over the addresses).
+    fn survey(&self) -> Result<Survey> {
+        let mut set = PageSet::default();
+        let mut add = |addrs: &[u64]| {
+            for &a in addrs {
+                set.insert(a);
+            }
+        };
+        let given = match &self.data {
+            Data::Memory(d) => {
+                add(&d.addr);
+                d.mappings.clone()
+            }
+            Data::Files { table, dir, .. } => {
+                let cols = Columns { time: false, tid: false, addr: true, kind: false, size: false };
+                let mut cur = table.cursor(cols, None);
+                let mut chunk = AccessChunk::default();
+                while cur.next_chunk(&mut chunk, CHUNK).map_err(rec_err)? {
+                    add(&chunk.addr);
+                }
+                rec::read_mappings(dir)
+                    .map_err(rec_err)?
+                    .into_iter()
+                    .filter(|m| m.map && m.length > 0)
+                    .map(|m| (m.start, m.length, m.name))
+                    .collect()
+            }
+        };
+        let (runs, pages) = set.runs();
+        Ok((given, runs, pages))
+    }
+}
+
 impl Workload for Replay {
     fn threads(&self) -> usize {
-        self.threads
+        self.groups.len()
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
-        for (s, e, name) in self.p.plan_mappings(&self.data) {
+        let (given, runs, pages) = self.survey()?;
+        self.touched_pages = pages;
+        for (s, e, name) in self.p.plan(&given, runs) {
             let page_size = match self.p.page_size {
                 Some(p) => Some(p),
-                None if (s | e) & (EXTENT - 1) == 0 => None,
+                None if (s | e) & (tierlab_core::HUGE_SIZE - 1) == 0 => None,
                 None => Some(PageSize::Base4K),
             };
             let opts = MapOptions { name, page_size, populate: self.p.populate, thread: 0 };
             mem.mmap_fixed(s, e - s, opts)?;
+            self.mapped_bytes += e - s;
+            self.mappings += 1;
         }
         Ok(())
     }
@@ -343,30 +632,20 @@ impl Workload for Replay {
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
-        let d = &*self.data;
-        let s = &mut self.st[t];
-        let total = if self.threads == 1 { d.len() } else { self.index[t].len() };
-        if s.round >= self.p.loop_count || total == 0 {
-            return Ok(Step::Done);
-        }
-        let end = total.min(s.pos + BATCH);
-        if self.threads == 1 {
-            out.extend(d.addr[s.pos..end].iter().zip(&d.kind[s.pos..end]).map(|(&a, &k)| access(a, k)));
-        } else {
-            out.extend(
-                self.index[t][s.pos..end].iter().map(|&i| access(d.addr[i as usize], d.kind[i as usize])),
-            );
-        }
-        s.issued += (end - s.pos) as u64;
-        s.pos = end;
-        if s.pos == total {
-            s.pos = 0;
-            s.round += 1;
-            if s.round >= self.p.loop_count {
+        loop {
+            if self.rounds[t] >= self.p.repeat {
                 return Ok(Step::Done);
             }
+            let n = self.feeds[t].fill(out, BATCH)?;
+            if n > 0 {
+                self.issued[t] += n as u64;
+                return Ok(Step::Continue);
+            }
+            self.rounds[t] += 1;
+            if self.rounds[t] < self.p.repeat {
+                self.feeds[t] = self.feed(t);
+            }
         }
-        Ok(Step::Continue)
     }
 
     fn discard(&mut self, _t: usize, unexecuted: &[Access]) {
@@ -374,8 +653,12 @@ impl Workload for Replay {
     }
 
     fn report_stats(&self, out: &mut Stats) {
-        out.set("workload.accesses", self.st.iter().map(|s| s.issued).sum::<u64>() - self.discarded);
-        out.set("workload.recorded_accesses", self.data.len());
+        out.set("workload.accesses", self.issued.iter().sum::<u64>() - self.discarded);
+        out.set("workload.recorded_accesses", self.data.rows());
+        out.set("workload.recorded_threads", self.recorded_threads as u64);
+        out.set("workload.touched_pages", self.touched_pages);
+        out.set("workload.mapped_bytes", self.mapped_bytes);
+        out.set("workload.mappings", self.mappings);
     }
 }
 
@@ -408,6 +691,20 @@ mod tests {
         toml::from_str(t).unwrap()
     }
 
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tierlab-replay-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn drive_all(w: &mut dyn Workload) -> (Vec<Vec<Access>>, MockSpace) {
+        let mut mem = MockSpace::new();
+        w.setup(&mut mem).unwrap();
+        let mut per: Vec<Vec<Access>> = vec![Vec::new(); w.threads()];
+        drive(w, &mut mem, 1, 0, |t, _, a| per[t].push(*a));
+        (per, mem)
+    }
+
     #[test]
     fn validate_names_column_and_row() {
         let mut d = sample();
@@ -434,14 +731,15 @@ mod tests {
     }
 
     #[test]
-    fn needs_loaded_data() {
-        let c = BuildCtx { replay: None, ..ctx(sample()) };
-        let e = params("path = \"rec\"").build(&c).err().unwrap().to_string();
-        assert!(e.contains("replay needs its recording loaded"), "{e}");
+    fn missing_recording_is_an_input_error() {
+        let c = BuildCtx { replay: None, base_dir: tmpdir("none"), ..ctx(sample()) };
+        let e = params("path = \"rec\"").build(&c).err().unwrap();
+        assert_eq!(e.kind(), "input");
+        assert!(e.to_string().contains("no such recording"), "{e}");
     }
 
     #[test]
-    fn mappings_rounded_merged_and_derived() {
+    fn touched_pages_are_mapped_and_named() {
         let mut w = params("path = \"rec\"").build(&ctx(sample())).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -451,54 +749,61 @@ mod tests {
             got,
             vec![
                 (0x1000_0000, 0x3000, "heap".to_string()),
-                (0x5000_0000, 0x20_0000, "[replay]".to_string()),
+                (0x5000_0000, 0x1000, "[replay]".to_string()),
                 (0x7f00_0000_0000, 0x1000, "stack".to_string()),
             ]
         );
         assert_eq!(mem.find("heap").opts.page_size, Some(PageSize::Base4K));
-        assert_eq!(mem.find("[replay]").opts.page_size, None);
-        // Overlaps after rounding are merged; no mappings = derived extents only.
+        let mut s = Stats::new();
+        w.report_stats(&mut s);
+        assert_eq!(s.get_u64("workload.touched_pages"), 5);
+        // A recorded mapping only partly touched: only its touched pages; runs split at the
+        // recorded boundaries keep each name.
         let d = ReplayData {
-            addr: vec![0x20_0100, 0x20_0100, 0x3f_ffff, 0x40_0000, 0x90_0000],
-            tid: vec![1; 5],
-            kind: vec![0; 5],
-            mappings: vec![],
+            addr: vec![0x1000, 0x3000, 0x4000, 0x30_0000],
+            tid: vec![1; 4],
+            kind: vec![0; 4],
+            mappings: vec![(0x0, 0x3800, "a".into()), (0x4000, 0x40_0000, "b".into())],
         };
-        let plan = params("path = \"r\"").plan_mappings(&d);
+        let p = params("path = \"r\"");
+        let mut w = p.build(&ctx(d.clone())).unwrap();
+        let (_, mem) = drive_all(w.as_mut());
+        let got: Vec<(u64, u64, String)> =
+            mem.maps.iter().map(|m| (m.start, m.len, m.opts.name.clone())).collect();
         assert_eq!(
-            plan,
+            got,
             vec![
-                (0x20_0000, 0x60_0000, "[replay]".to_string()),
-                (0x80_0000, 0xa0_0000, "[replay]".to_string())
+                (0x1000, 0x1000, "a".to_string()),
+                (0x3000, 0x1000, "a".to_string()),
+                (0x4000, 0x1000, "b".to_string()),
+                (0x30_0000, 0x1000, "b".to_string()),
             ]
         );
-        let d = ReplayData {
-            addr: vec![0x1000, 0x3000, 0x30_0000],
-            tid: vec![1; 3],
-            kind: vec![0; 3],
-            mappings: vec![(0x1000, 0x800, "a".into()), (0x1800, 0x10, "b".into())],
-        };
-        let plan = params("path = \"r\"").plan_mappings(&d);
-        assert_eq!(
-            plan,
-            vec![
-                (0x0, 0x1000, "[replay]".to_string()),
-                (0x1000, 0x2000, "a+b".to_string()),
-                (0x2000, 0x40_0000, "[replay]".to_string()),
-            ]
-        );
+        // Recorded mode maps them whole.
+        let mut w = params("path = \"r\"\nmappings = \"recorded\"").build(&ctx(d)).unwrap();
+        let (_, mem) = drive_all(w.as_mut());
+        let got: Vec<(u64, u64)> = mem.maps.iter().map(|m| (m.start, m.len)).collect();
+        assert_eq!(got, vec![(0x0, 0x4000), (0x4000, 0x40_0000)]);
+    }
+
+    #[test]
+    fn runs_are_capped_across_the_smallest_gaps() {
+        let runs: Vec<(u64, u64)> =
+            (0..10u64).map(|i| (i * 10 * PAGE + (i % 2) * PAGE, i * 10 * PAGE + 2 * PAGE)).collect();
+        let capped = cap_runs(runs.clone(), 5);
+        assert!(capped.len() <= 5, "{capped:?}");
+        assert_eq!(capped.first().unwrap().0, runs[0].0);
+        assert_eq!(capped.last().unwrap().1, runs[9].1);
+        assert_eq!(cap_runs(runs.clone(), 10), runs);
     }
 
     #[test]
     fn replays_in_order_per_thread_and_folds() {
         let d = sample();
         // Three tids: 10 -> thread 0, 20 -> thread 1, 30 -> thread 2.
-        let mut w = params("path = \"rec\"\nloop_count = 2").build(&ctx(d.clone())).unwrap();
+        let mut w = params("path = \"rec\"\nrepeat = 2").build(&ctx(d.clone())).unwrap();
         assert_eq!(w.threads(), 3);
-        let mut mem = MockSpace::new();
-        w.setup(&mut mem).unwrap();
-        let mut per: Vec<Vec<Access>> = vec![Vec::new(); 3];
-        drive(w.as_mut(), &mut mem, 1, 0, |t, _, a| per[t].push(*a));
+        let (per, mem) = drive_all(w.as_mut());
         let rows = |idx: &[usize]| -> Vec<Access> {
             let one: Vec<Access> = idx.iter().map(|&i| access(d.addr[i], d.kind[i])).collect();
             [one.clone(), one].concat()
@@ -507,22 +812,18 @@ mod tests {
         assert_eq!(per[1], rows(&[2]));
         assert_eq!(per[2], rows(&[0, 4]));
         assert!(per.iter().flatten().all(|a| mem.contains(a.addr)));
-        // Folded onto two threads: tid 30 (rank 2) joins tid 10 on thread 0.
+        // `loop_count` is the old name of `repeat`.
+        assert_eq!(params("path = \"r\"\nloop_count = 3").repeat, 3);
+        // Folded onto two threads: tid 30 (rank 2) joins tid 10 on thread 0, in recorded order.
         let mut w = params("path = \"rec\"\nthreads = 2").build(&ctx(d.clone())).unwrap();
-        let mut mem = MockSpace::new();
-        w.setup(&mut mem).unwrap();
-        let mut per: Vec<Vec<Access>> = vec![Vec::new(); 2];
-        drive(w.as_mut(), &mut mem, 1, 0, |t, _, a| per[t].push(*a));
+        let (per, _) = drive_all(w.as_mut());
         let one = |idx: &[usize]| idx.iter().map(|&i| access(d.addr[i], d.kind[i])).collect::<Vec<_>>();
         assert_eq!(per[0], one(&[0, 1, 3, 4, 5]));
         assert_eq!(per[1], one(&[2]));
         // One thread: the whole stream in order.
         let mut w = params("path = \"rec\"\nthreads = 1").build(&ctx(d.clone())).unwrap();
-        let mut mem = MockSpace::new();
-        w.setup(&mut mem).unwrap();
-        let mut all = Vec::new();
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| all.push(*a));
-        assert_eq!(all, one(&[0, 1, 2, 3, 4, 5]));
+        let (per, _) = drive_all(w.as_mut());
+        assert_eq!(per[0], one(&[0, 1, 2, 3, 4, 5]));
         let mut s = Stats::new();
         w.report_stats(&mut s);
         assert_eq!(s.get_u64("workload.accesses"), 6);
@@ -535,5 +836,102 @@ mod tests {
         assert_eq!(params("path = \"r\"\nthreads = 3").build(&ctx(d.clone())).unwrap().threads(), 3);
         let e = params("path = \"r\"\nthreads = 5").build(&ctx(d)).err().unwrap().to_string();
         assert!(e.contains("workload.threads"), "{e}");
+    }
+
+    /// A thread-blocked recording on disk: tids 1, 2, 3 with `n` accesses each; thread `t`'s
+    /// access `i` at time `i * t` (or no timestamps).
+    fn write_blocked(dir: &std::path::Path, n: u64, unit: &str) {
+        let mut w = rec::RecordingWriter::create(
+            dir,
+            "test",
+            rec::WriterOptions { part_rows: 700, ..Default::default() },
+        )
+        .unwrap();
+        w.meta_mut().insert("time_unit".into(), serde_json::json!(unit));
+        for t in 1..=3u64 {
+            for lo in (0..n).step_by(500) {
+                let hi = (lo + 500).min(n);
+                w.write_accesses(&AccessChunk {
+                    time: (lo..hi).map(|i| i * t).collect(),
+                    tid: vec![t as u32; (hi - lo) as usize],
+                    addr: (lo..hi).map(|i| (t << 32) + i * 64).collect(),
+                    kind: (lo..hi).map(|i| (i % 2) as u8).collect(),
+                    size: vec![],
+                })
+                .unwrap();
+            }
+        }
+        w.close().unwrap();
+    }
+
+    fn file_ctx(dir: &std::path::Path, cores: usize) -> BuildCtx {
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores,
+            base_dir: dir.parent().unwrap().to_path_buf(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn streams_from_disk_per_thread_and_merges_by_time() {
+        let d = tmpdir("disk");
+        write_blocked(&d, 2000, "ns");
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let p = params(&format!("path = \"{name}\""));
+        let mut w = p.build(&file_ctx(&d, 4)).unwrap();
+        assert_eq!(w.threads(), 3);
+        let (per, mem) = drive_all(w.as_mut());
+        for (t, acc) in per.iter().enumerate() {
+            let tid = t as u64 + 1;
+            assert_eq!(acc.len(), 2000);
+            assert!(acc.iter().enumerate().all(|(i, a)| a.addr == (tid << 32) + i as u64 * 64));
+            assert!(acc.iter().enumerate().all(|(i, a)| a.is_write() == (i % 2 == 1)));
+        }
+        // Touched pages: 2000 * 64 B = 32 pages per thread, one run each.
+        assert_eq!(mem.maps.len(), 3);
+        assert!(mem.maps.iter().all(|m| m.len == 32 * PAGE && m.opts.name == "[replay]"));
+        // Folded on one core: merged by time (thread t's access i at time i * t).
+        let mut w = params(&format!("path = \"{name}\"\nthreads = 1")).build(&file_ctx(&d, 4)).unwrap();
+        let (per, _) = drive_all(w.as_mut());
+        let mut want: Vec<(u64, u64, u64)> =
+            (1..=3u64).flat_map(|t| (0..2000u64).map(move |i| (i * t, t, (t << 32) + i * 64))).collect();
+        want.sort();
+        assert_eq!(
+            per[0].iter().map(|a| a.addr).collect::<Vec<_>>(),
+            want.iter().map(|w| w.2).collect::<Vec<_>>()
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn without_timestamps_folded_threads_take_turns() {
+        let d = tmpdir("slices");
+        write_blocked(&d, 10_000, "accesses");
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let mut w =
+            params(&format!("path = \"{name}\"\nthreads = 1\nrepeat = 2")).build(&file_ctx(&d, 1)).unwrap();
+        let (per, _) = drive_all(w.as_mut());
+        let a = &per[0];
+        assert_eq!(a.len(), 60_000);
+        // SLICE accesses of thread 1, then of thread 2, then 3, then thread 1 again.
+        let tid = |x: &Access| x.addr >> 32;
+        assert!(a[..SLICE].iter().all(|x| tid(x) == 1));
+        assert!(a[SLICE..2 * SLICE].iter().all(|x| tid(x) == 2));
+        assert!(a[3 * SLICE..4 * SLICE].iter().all(|x| tid(x) == 1));
+        for t in 1..=3 {
+            assert_eq!(a.iter().filter(|x| tid(x) == t).count(), 20_000);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn builtin_recordings_replay() {
+        let c = BuildCtx { replay: None, cores: 4, ..ctx(sample()) };
+        let w = params("path = \"builtin:omp-stencil\"").build(&c).unwrap();
+        assert_eq!(w.threads(), 4);
+        let e = params("path = \"builtin:nope\"").build(&c).err().unwrap().to_string();
+        assert!(e.contains("omp-stencil"), "{e}");
     }
 }

@@ -24,7 +24,7 @@
 //! `Ap`, `r` and `x`. With `cg = false` an iteration is one `y = A x` (vectors `x` and `y`).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
@@ -56,15 +56,6 @@ pub struct SpmvParams {
     /// Iterations per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub iterations: u64,
-    /// Threads, each owning a contiguous block of rows. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the arrays at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
     /// `"grid"` (default): the operator of the `nx * ny * nz` grid; `"random"`: NPB CG's
     /// random sparsity, `rows` x `row_nnz`.
     #[serde(default)]
@@ -100,9 +91,6 @@ fn default_points() -> u32 {
 }
 fn default_cg() -> bool {
     true
-}
-fn default_threads() -> usize {
-    1
 }
 
 /// Target accesses per batch.
@@ -267,10 +255,10 @@ impl Matrix {
     }
 }
 
-impl WorkloadParams for SpmvParams {
+impl WorkloadParams for SpmvConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("spmv", self.threads, ctx)?;
+        check_threads("spmv", self.shared.threads, ctx)?;
         for (name, v) in [("nx", self.nx), ("ny", self.ny), ("nz", self.nz)] {
             if v == 0 {
                 return Err(SimError::config(f, format!("workload.{name}"), "must be at least 1"));
@@ -327,11 +315,11 @@ impl WorkloadParams for SpmvParams {
             }
         };
         let n = m.rows();
-        if n < self.threads as u64 {
+        if n < self.shared.threads as u64 {
             return Err(SimError::config(
                 f,
                 "workload.threads",
-                format!("{n} rows cannot be split among {} threads", self.threads),
+                format!("{n} rows cannot be split among {} threads", self.shared.threads),
             ));
         }
         if self.iterations == 0 && ctx.duration_ns == 0 {
@@ -341,7 +329,7 @@ impl WorkloadParams for SpmvParams {
                 "iterations = 0 runs until the scenario's duration, but the scenario sets none",
             ));
         }
-        let t = self.threads as u64;
+        let t = self.shared.threads as u64;
         let st = (0..t)
             .map(|i| {
                 let lo = (n as u128 * i as u128 / t as u128) as u64;
@@ -402,7 +390,7 @@ struct ThreadState {
 
 /// The `spmv` workload.
 pub struct Spmv {
-    p: SpmvParams,
+    p: SpmvConfig,
     m: Matrix,
     arr: Arrays,
     st: Vec<ThreadState>,
@@ -413,13 +401,13 @@ pub struct Spmv {
 
 impl Workload for Spmv {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let n = self.m.rows();
         let nnz = self.m.nnz();
-        let (ps, pop) = (self.p.page_size, self.p.populate);
+        let (ps, pop) = (self.p.shared.page_size, self.p.shared.populate);
         let mut map = |name: &str, len: u64| -> Result<u64> {
             mem.mmap(len, MapOptions { name: name.into(), page_size: ps, populate: pop, thread: 0 })
         };
@@ -551,6 +539,16 @@ impl Workload for Spmv {
     }
 }
 
+/// `SpmvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type SpmvConfig = crate::params::With<WorkloadShared, SpmvParams>;
+
+impl crate::params::Params for SpmvParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for SpmvParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -593,7 +591,7 @@ mod tests {
     #[test]
     fn spmv_touches_every_nonzero_once() {
         for (points, threads) in [(7, 1), (27, 3)] {
-            let p: SpmvParams = toml::from_str(&format!(
+            let p: SpmvConfig = toml::from_str(&format!(
                 "nx = 5\nny = 4\nnz = 3\npoints = {points}\ncg = false\niterations = 1\nthreads = {threads}"
             ))
             .unwrap();
@@ -633,7 +631,7 @@ mod tests {
 
     #[test]
     fn cg_adds_vector_operations() {
-        let p: SpmvParams =
+        let p: SpmvConfig =
             toml::from_str("nx = 4\nny = 4\nnz = 4\npoints = 7\niterations = 2\nthreads = 2").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
@@ -666,7 +664,7 @@ mod tests {
 
     #[test]
     fn random_matrix_like_npb_cg() {
-        let p: SpmvParams = toml::from_str(
+        let p: SpmvConfig = toml::from_str(
             "matrix = \"random\"\nrows = 500\nrow_nnz = 9\ncg = false\niterations = 2\nthreads = 4",
         )
         .unwrap();
@@ -716,13 +714,13 @@ mod tests {
     #[test]
     fn errors() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<SpmvParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<SpmvConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("rows = 10\niterations = 1").contains("workload.rows"));
         assert!(
             bad("matrix = \"random\"\nrows = 10\nrow_nnz = 11\niterations = 1").contains("workload.row_nnz")
         );
         assert!(bad("matrix = \"random\"\nrows = 0\niterations = 1").contains("workload.rows"));
-        assert!(toml::from_str::<SpmvParams>("matrix = \"banded\"").is_err());
+        assert!(toml::from_str::<SpmvConfig>("matrix = \"banded\"").is_err());
         assert!(bad("points = 9\niterations = 1").contains("workload.points"));
         assert!(bad("nx = 1\nny = 1\nnz = 1\nthreads = 2\niterations = 1").contains("workload.threads"));
         assert!(bad("nx = 4").contains("workload.iterations"));

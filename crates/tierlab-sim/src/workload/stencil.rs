@@ -9,7 +9,7 @@
 //! between iterations (no barrier is modelled).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -47,22 +47,10 @@ pub struct StencilParams {
     /// Sweeps per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub iterations: u64,
-    /// Threads, one box of the decomposition each. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the arrays at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
 }
 
 fn default_n() -> u64 {
     256
-}
-fn default_threads() -> usize {
-    1
 }
 
 /// Target accesses per batch.
@@ -114,11 +102,11 @@ impl Box3 {
     }
 }
 
-impl StencilParams {
+impl StencilConfig {
     /// The box of each thread.
     pub fn boxes(&self) -> Vec<Box3> {
-        let (px, py, pz) = grid_of_threads(self.decomposition, self.threads as u64);
-        (0..self.threads as u64)
+        let (px, py, pz) = grid_of_threads(self.decomposition, self.shared.threads as u64);
+        (0..self.shared.threads as u64)
             .map(|t| {
                 let (ix, iy, iz) = (t % px, (t / px) % py, t / (px * py));
                 Box3 { x: split(self.nx, px, ix), y: split(self.ny, py, iy), z: split(self.nz, pz, iz) }
@@ -127,10 +115,10 @@ impl StencilParams {
     }
 }
 
-impl WorkloadParams for StencilParams {
+impl WorkloadParams for StencilConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("stencil", self.threads, ctx)?;
+        check_threads("stencil", self.shared.threads, ctx)?;
         for (name, v) in [("nx", self.nx), ("ny", self.ny), ("nz", self.nz)] {
             if v == 0 {
                 return Err(SimError::config(f, format!("workload.{name}"), "must be at least 1"));
@@ -144,7 +132,7 @@ impl WorkloadParams for StencilParams {
         if points.is_none() {
             return Err(SimError::config(f, "workload.nx", "the grid's size overflows 64 bits"));
         }
-        let (px, py, pz) = grid_of_threads(self.decomposition, self.threads as u64);
+        let (px, py, pz) = grid_of_threads(self.decomposition, self.shared.threads as u64);
         for (dim, n, p) in [("x", self.nx, px), ("y", self.ny, py), ("z", self.nz, pz)] {
             if p > n {
                 return Err(SimError::config(
@@ -185,14 +173,14 @@ struct ThreadState {
 
 /// The `stencil` workload.
 pub struct Stencil {
-    p: StencilParams,
+    p: StencilConfig,
     base: [u64; 2],
     st: Vec<ThreadState>,
 }
 
 impl Workload for Stencil {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
@@ -200,8 +188,8 @@ impl Workload for Stencil {
         for (i, name) in ["a", "b"].iter().enumerate() {
             let opts = MapOptions {
                 name: (*name).into(),
-                page_size: self.p.page_size,
-                populate: self.p.populate,
+                page_size: self.p.shared.page_size,
+                populate: self.p.shared.populate,
                 thread: 0,
             };
             self.base[i] = mem.mmap(bytes, opts)?;
@@ -287,6 +275,16 @@ impl Workload for Stencil {
     }
 }
 
+/// `StencilParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type StencilConfig = crate::params::With<WorkloadShared, StencilParams>;
+
+impl crate::params::Params for StencilParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for StencilParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -312,7 +310,7 @@ mod tests {
         let (nx, ny, nz) = (7u64, 5u64, 6u64);
         let n = (nx * ny * nz) as usize;
         for (dec, threads) in [("slab", 4), ("pencil", 6), ("block", 8), ("block", 1), ("pencil", 5)] {
-            let p: StencilParams = toml::from_str(&format!(
+            let p: StencilConfig = toml::from_str(&format!(
                 "nx = {nx}\nny = {ny}\nnz = {nz}\ndecomposition = \"{dec}\"\nthreads = {threads}\niterations = 2"
             ))
             .unwrap();
@@ -368,10 +366,10 @@ mod tests {
     #[test]
     fn errors() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<StencilParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<StencilConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("nz = 2\nthreads = 3\niterations = 1").contains("workload.decomposition"));
         assert!(bad("nx = 0\niterations = 1").contains("workload.nx"));
         assert!(bad("nx = 4").contains("workload.iterations"));
-        assert!(toml::from_str::<StencilParams>("decomposition = \"cube\"").is_err());
+        assert!(toml::from_str::<StencilConfig>("decomposition = \"cube\"").is_err());
     }
 }

@@ -13,7 +13,7 @@
 //! block is one iteration.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -68,15 +68,6 @@ pub struct StreamParams {
     /// scenario's duration.
     #[serde(default)]
     pub iterations: u64,
-    /// Threads, splitting the index range into contiguous blocks. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the arrays at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
 }
 
 fn default_array_size() -> ByteSize {
@@ -85,27 +76,24 @@ fn default_array_size() -> ByteSize {
 fn default_element_size() -> ByteSize {
     ByteSize(8)
 }
-fn default_threads() -> usize {
-    1
-}
 
 /// Elements per batch.
 const BATCH_ELEMS: u64 = 8192;
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
-impl WorkloadParams for StreamParams {
+impl WorkloadParams for StreamConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("stream", self.threads, ctx)?;
+        check_threads("stream", self.shared.threads, ctx)?;
         if self.element_size.0 == 0 {
             return Err(SimError::config(f, "workload.element_size", "must be at least 1 byte"));
         }
         let n = self.array_size.0 / self.element_size.0;
-        if n < self.threads as u64 {
+        if n < self.shared.threads as u64 {
             return Err(SimError::config(
                 f,
                 "workload.array_size",
-                format!("{n} elements cannot be split among {} threads", self.threads),
+                format!("{n} elements cannot be split among {} threads", self.shared.threads),
             ));
         }
         if self.iterations == 0 && ctx.duration_ns == 0 {
@@ -115,7 +103,7 @@ impl WorkloadParams for StreamParams {
                 "iterations = 0 runs until the scenario's duration, but the scenario sets none",
             ));
         }
-        let t = self.threads as u64;
+        let t = self.shared.threads as u64;
         let range = (0..t).map(|i| {
             ((n as u128 * i as u128 / t as u128) as u64, (n as u128 * (i + 1) as u128 / t as u128) as u64)
         });
@@ -134,7 +122,7 @@ struct ThreadState {
 
 /// The `stream` workload.
 pub struct Stream {
-    p: StreamParams,
+    p: StreamConfig,
     n: u64,
     base: [u64; 3],
     st: Vec<ThreadState>,
@@ -142,7 +130,7 @@ pub struct Stream {
 
 impl Workload for Stream {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
@@ -151,8 +139,8 @@ impl Workload for Stream {
             if reads.contains(&a) || write == Some(a) {
                 let opts = MapOptions {
                     name: (*name).into(),
-                    page_size: self.p.page_size,
-                    populate: self.p.populate,
+                    page_size: self.p.shared.page_size,
+                    populate: self.p.shared.populate,
                     thread: 0,
                 };
                 self.base[a] = mem.mmap(self.n * self.p.element_size.0, opts)?;
@@ -226,6 +214,16 @@ impl Workload for Stream {
     }
 }
 
+/// `StreamParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type StreamConfig = crate::params::With<WorkloadShared, StreamParams>;
+
+impl crate::params::Params for StreamParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for StreamParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -237,7 +235,7 @@ mod tests {
 
     #[test]
     fn triad_pattern_and_partition() {
-        let p: StreamParams = toml::from_str("array_size = 80000\niterations = 2\nthreads = 3").unwrap();
+        let p: StreamConfig = toml::from_str("array_size = 80000\niterations = 2\nthreads = 3").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -263,7 +261,7 @@ mod tests {
     #[test]
     fn kernels_map_only_their_arrays() {
         for (k, names, per) in [("copy", "ac", 2), ("scale", "bc", 2), ("add", "abc", 3), ("read", "a", 1)] {
-            let p: StreamParams =
+            let p: StreamConfig =
                 toml::from_str(&format!("kernel = \"{k}\"\narray_size = 8192\niterations = 1")).unwrap();
             let mut w = p.build(&ctx()).unwrap();
             let mut mem = MockSpace::new();
@@ -280,10 +278,10 @@ mod tests {
     #[test]
     fn errors() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<StreamParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<StreamConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("array_size = 8\nthreads = 2\niterations = 1").contains("workload.array_size"));
         assert!(bad("element_size = 0\niterations = 1").contains("workload.element_size"));
         assert!(bad("kernel = \"triad\"").contains("workload.iterations"));
-        assert!(toml::from_str::<StreamParams>("kernel = \"mul\"").is_err());
+        assert!(toml::from_str::<StreamConfig>("kernel = \"mul\"").is_err());
     }
 }

@@ -37,7 +37,7 @@
 //! halos shared by two cores; LU and BT: mostly fewer than six cores).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -75,15 +75,6 @@ pub struct Sweep3dParams {
     /// Iterations per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub iterations: u64,
-    /// Threads. Default 1.
-    #[serde(default = "d_threads")]
-    pub threads: usize,
-    /// Page size of the arrays (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the arrays at setup (default false).
-    #[serde(default)]
-    pub populate: bool,
     /// Initialize every array before the first iteration (a z-split pass writing each point
     /// of each array, as NAS's initialization routines do). Default false.
     #[serde(default)]
@@ -92,9 +83,6 @@ pub struct Sweep3dParams {
 
 fn d_n() -> u64 {
     64
-}
-fn d_threads() -> usize {
-    1
 }
 
 const BATCH: usize = 16_384;
@@ -267,10 +255,10 @@ fn part(n: u64, parts: u64, i: u64) -> (u64, u64) {
     ((n as u128 * i as u128 / parts as u128) as u64, (n as u128 * (i + 1) as u128 / parts as u128) as u64)
 }
 
-impl WorkloadParams for Sweep3dParams {
+impl WorkloadParams for Sweep3dConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("sweep3d", self.threads, ctx)?;
+        check_threads("sweep3d", self.shared.threads, ctx)?;
         for (name, v) in [("nx", self.nx), ("ny", self.ny), ("nz", self.nz)] {
             if v < 3 {
                 return Err(SimError::config(f, format!("workload.{name}"), "must be at least 3"));
@@ -293,8 +281,9 @@ impl WorkloadParams for Sweep3dParams {
             ));
         }
         let l = layout(self.preset);
-        let st =
-            (0..self.threads).map(|_| ThreadState { init_done: !self.init, ..Default::default() }).collect();
+        let st = (0..self.shared.threads)
+            .map(|_| ThreadState { init_done: !self.init, ..Default::default() })
+            .collect();
         let init = Phase::Points {
             split: Dim::Z,
             descending: false,
@@ -318,7 +307,7 @@ struct ThreadState {
 
 /// The `sweep3d` workload.
 pub struct Sweep3d {
-    p: Sweep3dParams,
+    p: Sweep3dConfig,
     l: Layout,
     /// The initialization pass.
     init: Phase,
@@ -334,7 +323,7 @@ impl Sweep3d {
     /// The thread's box: [lo, hi) per dimension, the split one restricted.
     fn bx(&self, t: usize, split: Dim) -> [(u64, u64); 3] {
         let mut b = [(0, self.p.nx), (0, self.p.ny), (0, self.p.nz)];
-        b[split as usize] = part(self.n(split), self.p.threads as u64, t as u64);
+        b[split as usize] = part(self.n(split), self.p.shared.threads as u64, t as u64);
         b
     }
 
@@ -418,7 +407,7 @@ impl Sweep3d {
 
 impl Workload for Sweep3d {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
@@ -426,8 +415,8 @@ impl Workload for Sweep3d {
         for (i, name) in self.l.names.iter().enumerate() {
             let opts = MapOptions {
                 name: (*name).into(),
-                page_size: self.p.page_size,
-                populate: self.p.populate,
+                page_size: self.p.shared.page_size,
+                populate: self.p.shared.populate,
                 thread: 0,
             };
             self.base[i] = mem.mmap(points * self.l.comps[i] * 8, opts)?;
@@ -486,6 +475,16 @@ impl Workload for Sweep3d {
     }
 }
 
+/// `Sweep3dParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type Sweep3dConfig = crate::params::With<WorkloadShared, Sweep3dParams>;
+
+impl crate::params::Params for Sweep3dParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for Sweep3dParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -499,7 +498,7 @@ mod tests {
     fn every_phase_covers_the_grid_once_per_iteration() {
         for preset in ["bt", "lu", "scale"] {
             for threads in [1usize, 3, 8] {
-                let p: Sweep3dParams = toml::from_str(&format!(
+                let p: Sweep3dConfig = toml::from_str(&format!(
                     "preset = \"{preset}\"\nnx = 5\nny = 6\nnz = 7\nthreads = {threads}\niterations = 2"
                 ))
                 .unwrap();
@@ -525,7 +524,7 @@ mod tests {
                     .sum();
                 assert_eq!(writes, 2 * 5 * 6 * 7 * per_point, "{preset} x{threads}");
                 // The initialization pass writes every array once more.
-                let p: Sweep3dParams = toml::from_str(&format!(
+                let p: Sweep3dConfig = toml::from_str(&format!(
                     "preset = \"{preset}\"\nnx = 5\nny = 6\nnz = 7\nthreads = {threads}\niterations = 2\ninit = true"
                 ))
                 .unwrap();
@@ -542,9 +541,9 @@ mod tests {
     #[test]
     fn errors() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<Sweep3dParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<Sweep3dConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("nx = 2\niterations = 1").contains("workload.nx"));
         assert!(bad("nx = 4").contains("workload.iterations"));
-        assert!(toml::from_str::<Sweep3dParams>("preset = \"sp\"").is_err());
+        assert!(toml::from_str::<Sweep3dConfig>("preset = \"sp\"").is_err());
     }
 }

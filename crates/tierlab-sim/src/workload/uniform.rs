@@ -2,7 +2,7 @@
 //! without hot spots, the baseline every hotness detector should find flat).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
@@ -27,15 +27,6 @@ pub struct UniformParams {
     /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub accesses: u64,
-    /// Threads, all accessing the whole footprint with independent streams. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the mapping (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the mapping at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
 }
 
 fn default_footprint() -> ByteSize {
@@ -46,9 +37,6 @@ fn default_align() -> ByteSize {
 }
 fn default_read_fraction() -> f64 {
     1.0
-}
-fn default_threads() -> usize {
-    1
 }
 
 const BATCH: u64 = 16_384;
@@ -74,10 +62,10 @@ pub(crate) fn fraction_threshold(f: f64) -> u64 {
     }
 }
 
-impl WorkloadParams for UniformParams {
+impl WorkloadParams for UniformConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("uniform", self.threads, ctx)?;
+        check_threads("uniform", self.shared.threads, ctx)?;
         check_fraction(ctx, "read_fraction", self.read_fraction)?;
         if self.align.0 == 0 {
             return Err(SimError::config(f, "workload.align", "must be at least 1 byte"));
@@ -100,8 +88,10 @@ impl WorkloadParams for UniformParams {
         Ok(Box::new(Uniform {
             slots,
             base: 0,
-            rngs: (0..self.threads).map(|t| Rng::derived(ctx.seed, "workload.uniform", t as u64)).collect(),
-            issued: vec![0; self.threads],
+            rngs: (0..self.shared.threads)
+                .map(|t| Rng::derived(ctx.seed, "workload.uniform", t as u64))
+                .collect(),
+            issued: vec![0; self.shared.threads],
             discarded: 0,
             p: self.clone(),
         }))
@@ -110,7 +100,7 @@ impl WorkloadParams for UniformParams {
 
 /// The `uniform` workload.
 pub struct Uniform {
-    p: UniformParams,
+    p: UniformConfig,
     slots: u64,
     base: u64,
     rngs: Vec<Rng>,
@@ -120,14 +110,14 @@ pub struct Uniform {
 
 impl Workload for Uniform {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let opts = MapOptions {
             name: "heap".into(),
-            page_size: self.p.page_size,
-            populate: self.p.populate,
+            page_size: self.p.shared.page_size,
+            populate: self.p.shared.populate,
             thread: 0,
         };
         self.base = mem.mmap(self.slots * self.p.align.0, opts)?;
@@ -180,6 +170,16 @@ impl Workload for Uniform {
     }
 }
 
+/// `UniformParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type UniformConfig = crate::params::With<WorkloadShared, UniformParams>;
+
+impl crate::params::Params for UniformParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for UniformParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn uniform_covers_footprint_with_read_fraction() {
-        let p: UniformParams =
+        let p: UniformConfig =
             toml::from_str("footprint = \"64KiB\"\nread_fraction = 0.25\naccesses = 100000\nthreads = 2")
                 .unwrap();
         let mut w = p.build(&ctx()).unwrap();
@@ -220,11 +220,11 @@ mod tests {
     #[test]
     fn errors_name_fields() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<UniformParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<UniformConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("read_fraction = 1.5\naccesses = 1").contains("workload.read_fraction"));
         assert!(bad("align = 0\naccesses = 1").contains("workload.align"));
         assert!(bad("footprint = 10\naccesses = 1").contains("workload.footprint"));
         assert!(bad("footprint = 4096").contains("workload.accesses"));
-        assert!(toml::from_str::<UniformParams>("footprnt = 1").is_err());
+        assert!(toml::from_str::<UniformConfig>("footprnt = 1").is_err());
     }
 }

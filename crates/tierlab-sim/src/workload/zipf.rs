@@ -12,7 +12,7 @@
 use super::pointer_chase::Permutation;
 use super::uniform::{check_fraction, fraction_threshold};
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, Rng};
@@ -47,19 +47,10 @@ pub struct ZipfParams {
     /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
     #[serde(default)]
     pub accesses: u64,
-    /// Threads, all drawing from the same distribution with independent streams. Default 1.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Page size of the mapping (`"4KiB"` or `"2MiB"`); absent = machine default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_size: Option<PageSize>,
-    /// Bulk-populate the mapping at setup (default false: faulted in on first touch).
-    #[serde(default)]
-    pub populate: bool,
 }
 
 fn default_item_size() -> ByteSize {
-    ByteSize(4096)
+    ByteSize(tierlab_core::PAGE_SIZE)
 }
 fn default_theta() -> f64 {
     0.99
@@ -67,14 +58,11 @@ fn default_theta() -> f64 {
 fn default_read_fraction() -> f64 {
     1.0
 }
-fn default_threads() -> usize {
-    1
-}
 
 const BATCH: u64 = 16_384;
 
 /// Buckets of the table that speeds up `H^-1` (see [`ZipfSampler`]).
-const INV_BUCKETS: usize = 4096;
+const INV_BUCKETS: usize = 4096; // not a page size
 /// Series terms of the bucketed `H^-1`.
 const INV_TERMS: usize = 5;
 
@@ -336,10 +324,10 @@ impl ZipfParams {
     }
 }
 
-impl WorkloadParams for ZipfParams {
+impl WorkloadParams for ZipfConfig {
     fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         let f = &ctx.scenario_file;
-        check_threads("zipf", self.threads, ctx)?;
+        check_threads("zipf", self.shared.threads, ctx)?;
         check_fraction(ctx, "read_fraction", self.read_fraction)?;
         if !(self.theta.is_finite() && self.theta >= 0.0) {
             return Err(SimError::config(
@@ -366,8 +354,10 @@ impl WorkloadParams for ZipfParams {
             lines_per_item: self.item_size.0 / line,
             line,
             base: 0,
-            rngs: (0..self.threads).map(|t| Rng::derived(ctx.seed, "workload.zipf", t as u64)).collect(),
-            issued: vec![0; self.threads],
+            rngs: (0..self.shared.threads)
+                .map(|t| Rng::derived(ctx.seed, "workload.zipf", t as u64))
+                .collect(),
+            issued: vec![0; self.shared.threads],
             discarded: 0,
             scratch: vec![0; BATCH as usize],
             p: self.clone(),
@@ -377,7 +367,7 @@ impl WorkloadParams for ZipfParams {
 
 /// The `zipf` workload.
 pub struct Zipf {
-    p: ZipfParams,
+    p: ZipfConfig,
     sampler: ZipfSampler,
     perm: Option<Permutation>,
     items: u64,
@@ -403,14 +393,14 @@ impl Zipf {
 
 impl Workload for Zipf {
     fn threads(&self) -> usize {
-        self.p.threads
+        self.p.shared.threads
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
         let opts = MapOptions {
             name: "items".into(),
-            page_size: self.p.page_size,
-            populate: self.p.populate,
+            page_size: self.p.shared.page_size,
+            populate: self.p.shared.populate,
             thread: 0,
         };
         self.base = mem.mmap(self.items * self.p.item_size.0, opts)?;
@@ -469,6 +459,16 @@ impl Workload for Zipf {
     }
 }
 
+/// `ZipfParams` with the workload parameters every kind shares ([`WorkloadShared`]).
+pub type ZipfConfig = crate::params::With<WorkloadShared, ZipfParams>;
+
+impl crate::params::Params for ZipfParams {}
+
+impl crate::params::SharedDefaults<WorkloadShared> for ZipfParams {
+    fn shared_defaults() -> WorkloadShared {
+        WorkloadShared { threads: 1, page_size: None, populate: false }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::masim::testing::*;
@@ -576,7 +576,7 @@ mod tests {
 
     #[test]
     fn workload_places_ranks_and_scrambles() {
-        let p: ZipfParams = toml::from_str("items = 1000\naccesses = 200000\nread_fraction = 0.5").unwrap();
+        let p: ZipfConfig = toml::from_str("items = 1000\naccesses = 200000\nread_fraction = 0.5").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -590,7 +590,7 @@ mod tests {
         assert!(hist[0] > hist[1] && hist[1] > hist[2] && hist[0] > hist[999] * 100);
         assert!((writes as f64 / 200_000.0 - 0.5).abs() < 0.01);
 
-        let p: ZipfParams = toml::from_str("items = 1000\naccesses = 200000\nscramble = true").unwrap();
+        let p: ZipfConfig = toml::from_str("items = 1000\naccesses = 200000\nscramble = true").unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
@@ -606,13 +606,13 @@ mod tests {
     #[test]
     fn parameter_errors() {
         let c = ctx();
-        let bad = |t: &str| toml::from_str::<ZipfParams>(t).unwrap().build(&c).err().unwrap().to_string();
+        let bad = |t: &str| toml::from_str::<ZipfConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("items = 10\nfootprint = 4096\naccesses = 1").contains("not both"));
         assert!(bad("items = 0\naccesses = 1").contains("workload.items"));
         assert!(bad("theta = -1.0\naccesses = 1").contains("workload.theta"));
         assert!(bad("items = 10").contains("workload.accesses"));
         // Default: 1 GiB of 4 KiB items.
-        let p: ZipfParams = toml::from_str("accesses = 1").unwrap();
+        let p: ZipfConfig = toml::from_str("accesses = 1").unwrap();
         assert_eq!(p.item_count(&c).unwrap(), 262_144);
     }
 }

@@ -1,0 +1,283 @@
+//! Streaming aggregation of the `accesses` table for `tierlab view`: per mapping, accesses,
+//! touched pages, threads, first/last time, a (page block x time bin) heatmap and the
+//! histogram of pages by accesses. Memory depends on the mappings' sizes and the heatmap,
+//! not on the trace's length.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::{AccessChunk, AccessTable, Columns, Result};
+
+const CHUNK: usize = 1 << 16;
+const PAGE: u64 = 4096;
+
+/// The set of touched 4 KiB pages of an address space, as bitmaps of 32768 pages each.
+#[derive(Default)]
+pub struct PageSet {
+    chunks: HashMap<u64, Box<[u64; 512]>>,
+    last_key: u64,
+    last: Option<Box<[u64; 512]>>,
+    last_page: u64,
+}
+
+impl PageSet {
+    /// Add the page holding `addr`.
+    #[inline]
+    pub fn insert(&mut self, addr: u64) {
+        let page = addr >> 12;
+        if page == self.last_page && self.last.is_some() {
+            return;
+        }
+        self.last_page = page;
+        let key = page >> 15;
+        if self.last.is_none() || key != self.last_key {
+            if let Some(b) = self.last.take() {
+                self.chunks.insert(self.last_key, b);
+            }
+            self.last = Some(self.chunks.remove(&key).unwrap_or_else(|| Box::new([0u64; 512])));
+            self.last_key = key;
+        }
+        let bits = self.last.as_mut().expect("chunk");
+        let i = (page & 32767) as usize;
+        bits[i >> 6] |= 1 << (i & 63);
+    }
+
+    /// Maximal runs `(start, end)` (bytes) of touched pages, ascending, and the number of
+    /// touched pages.
+    pub fn runs(mut self) -> (Vec<(u64, u64)>, u64) {
+        if let Some(b) = self.last.take() {
+            self.chunks.insert(self.last_key, b);
+        }
+        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
+        keys.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut pages = 0u64;
+        for k in keys {
+            for (w, &word) in self.chunks[&k].iter().enumerate() {
+                let mut x = word;
+                while x != 0 {
+                    let b = x.trailing_zeros() as u64;
+                    x &= x - 1;
+                    let start = ((k << 15) + (w as u64) * 64 + b) * PAGE;
+                    pages += 1;
+                    match runs.last_mut() {
+                        Some(r) if r.1 == start => r.1 = start + PAGE,
+                        _ => runs.push((start, start + PAGE)),
+                    }
+                }
+            }
+        }
+        (runs, pages)
+    }
+}
+
+/// What one pass over a table finds: rows, time range, threads, touched page runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// Rows.
+    pub rows: u64,
+    /// Smallest and largest `time_ns` (0, 0 when empty).
+    pub time_range: (u64, u64),
+    /// Distinct thread ids.
+    pub threads: u64,
+    /// Runs of touched pages (bytes), ascending.
+    pub runs: Vec<(u64, u64)>,
+    /// Touched pages.
+    pub pages: u64,
+}
+
+/// One pass over `table`: rows, time range, threads and touched page runs.
+pub fn survey(table: &AccessTable) -> Result<Survey> {
+    let mut cur = table.cursor(Columns { time: true, tid: true, addr: true, kind: false, size: false }, None);
+    let mut c = AccessChunk::default();
+    let mut set = PageSet::default();
+    let (mut lo, mut hi, mut rows) = (u64::MAX, 0u64, 0u64);
+    let mut tids: HashSet<u32> = HashSet::new();
+    let mut last_tid = None;
+    while cur.next_chunk(&mut c, CHUNK)? {
+        rows += c.addr.len() as u64;
+        for &t in &c.time {
+            lo = lo.min(t);
+            hi = hi.max(t);
+        }
+        for &t in &c.tid {
+            if last_tid != Some(t) {
+                tids.insert(t);
+                last_tid = Some(t);
+            }
+        }
+        for &a in &c.addr {
+            set.insert(a);
+        }
+    }
+    let (runs, pages) = set.runs();
+    Ok(Survey {
+        rows,
+        time_range: if rows == 0 { (0, 0) } else { (lo, hi) },
+        threads: tids.len() as u64,
+        runs,
+        pages,
+    })
+}
+
+/// A live piece of a mapping: addresses `[lo, hi)` during times `[t0, t1)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First byte.
+    pub lo: u64,
+    /// End (exclusive).
+    pub hi: u64,
+    /// Mapped from.
+    pub t0: u64,
+    /// Until (exclusive).
+    pub t1: u64,
+    /// Index of the mapping in the `specs` given to [`aggregate`].
+    pub mapping: usize,
+}
+
+/// Heatmap layout of a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSpec {
+    /// Address of its first page (page-aligned).
+    pub base: u64,
+    /// Pages in the mapping.
+    pub pages: u64,
+    /// Pages per heatmap row.
+    pub group: u64,
+}
+
+/// Heatmap columns: time bins `[t_lo + i * width, t_lo + (i + 1) * width)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bins {
+    /// Start of the first bin.
+    pub t_lo: u64,
+    /// Width of a bin (at least 1).
+    pub width: u64,
+    /// Number of bins.
+    pub cols: usize,
+}
+
+/// The aggregate of one mapping.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapAgg {
+    /// Accesses assigned to it.
+    pub accesses: u64,
+    /// Pages with at least one access.
+    pub pages_touched: u64,
+    /// Distinct threads that accessed it.
+    pub threads: u64,
+    /// First and last access time.
+    pub time_range: Option<(u64, u64)>,
+    /// Heatmap, row-major: `rows x cols`, rows = ceil(pages / group).
+    pub counts: Vec<u64>,
+    /// Histogram: accesses per page -> pages with that many.
+    pub hist: BTreeMap<u64, u64>,
+}
+
+enum PageCounts {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u64>),
+}
+
+/// Per-mapping aggregates of every access of `table` (accesses in no segment are counted in
+/// the second value: unassigned).
+pub fn aggregate(
+    table: &AccessTable,
+    segments: &[Segment],
+    specs: &[MapSpec],
+    bins: Bins,
+) -> Result<(Vec<MapAgg>, u64)> {
+    // Elementary address intervals, each with the segments covering it.
+    let mut cuts: Vec<u64> = segments.iter().flat_map(|s| [s.lo, s.hi]).collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut cover: Vec<Vec<Segment>> = vec![Vec::new(); cuts.len().saturating_sub(1)];
+    for s in segments {
+        let i0 = cuts.partition_point(|&c| c < s.lo);
+        let i1 = cuts.partition_point(|&c| c < s.hi);
+        for c in &mut cover[i0..i1] {
+            c.push(*s);
+        }
+    }
+    let mut aggs: Vec<MapAgg> = specs
+        .iter()
+        .map(|sp| MapAgg {
+            counts: vec![0; (sp.pages.div_ceil(sp.group.max(1)) as usize) * bins.cols],
+            ..Default::default()
+        })
+        .collect();
+    let mut pages: Vec<PageCounts> = specs
+        .iter()
+        .map(|sp| {
+            if sp.pages <= 1 << 24 {
+                PageCounts::Dense(vec![0; sp.pages as usize])
+            } else {
+                PageCounts::Sparse(HashMap::new())
+            }
+        })
+        .collect();
+    let mut tids: Vec<HashSet<u32>> = vec![HashSet::new(); specs.len()];
+    let mut last_tid: Vec<Option<u32>> = vec![None; specs.len()];
+    let mut unassigned = 0u64;
+    let mut cur = table.cursor(Columns { time: true, tid: true, addr: true, kind: false, size: false }, None);
+    let mut c = AccessChunk::default();
+    let mut hint = 0usize;
+    let width = bins.width.max(1);
+    while cur.next_chunk(&mut c, CHUNK)? {
+        for i in 0..c.addr.len() {
+            let (a, t) = (c.addr[i], c.time[i]);
+            if !(hint < cover.len() && cuts[hint] <= a && a < cuts[hint + 1]) {
+                let k = cuts.partition_point(|&x| x <= a);
+                if k == 0 || k >= cuts.len() {
+                    unassigned += 1;
+                    continue;
+                }
+                hint = k - 1;
+            }
+            let Some(seg) = cover[hint].iter().find(|s| s.t0 <= t && t < s.t1) else {
+                unassigned += 1;
+                continue;
+            };
+            let m = seg.mapping;
+            let sp = &specs[m];
+            let g = &mut aggs[m];
+            g.accesses += 1;
+            g.time_range = Some(match g.time_range {
+                Some((lo, hi)) => (lo.min(t), hi.max(t)),
+                None => (t, t),
+            });
+            let page = (a - sp.base) / PAGE;
+            let row = (page / sp.group.max(1)) as usize;
+            let col = ((t.saturating_sub(bins.t_lo)) / width).min(bins.cols as u64 - 1) as usize;
+            if let Some(x) = g.counts.get_mut(row * bins.cols + col) {
+                *x += 1;
+            }
+            match &mut pages[m] {
+                PageCounts::Dense(v) => {
+                    if let Some(x) = v.get_mut(page as usize) {
+                        *x = x.saturating_add(1);
+                    }
+                }
+                PageCounts::Sparse(h) => *h.entry(page).or_insert(0) += 1,
+            }
+            let tid = c.tid[i];
+            if last_tid[m] != Some(tid) {
+                tids[m].insert(tid);
+                last_tid[m] = Some(tid);
+            }
+        }
+    }
+    for (m, g) in aggs.iter_mut().enumerate() {
+        g.threads = tids[m].len() as u64;
+        let mut add = |n: u64| {
+            if n > 0 {
+                g.pages_touched += 1;
+                *g.hist.entry(n).or_insert(0) += 1;
+            }
+        };
+        match &pages[m] {
+            PageCounts::Dense(v) => v.iter().for_each(|&n| add(u64::from(n))),
+            PageCounts::Sparse(h) => h.values().for_each(|&n| add(n)),
+        }
+    }
+    Ok((aggs, unassigned))
+}

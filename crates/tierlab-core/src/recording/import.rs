@@ -1,0 +1,435 @@
+//! Streaming importers of access traces into a recording (constant memory at any size).
+//!
+//! Formats (documented with examples in `docs/formats.md`):
+//! - **raw per-thread binary**: one file per thread named `t<TID>.bin`, little-endian u64
+//!   records, bit 63 = store, bits 0-62 = virtual address; program order per thread, no
+//!   timestamps. Optional side files written by tierlab's tracer: `t<TID>.size` (one byte
+//!   per record: bytes accessed) and `t<TID>.time` (little-endian u64 pairs `(record index,
+//!   ns)`, a checkpoint of the thread's clock every few thousand records; times in between
+//!   are interpolated).
+//! - **CSV / text**: `tid,time,addr,kind[,size]` per line.
+//! - **libCacheSim oracleGeneral**: 24-byte records `(u32 clock, u64 object id, u32 size,
+//!   i64 next access)`.
+//! - **Valgrind lackey** output (`--trace-mem=yes`).
+//!
+//! Every importer writes one thread per row group. Errors name the file, the record (from
+//! 0 for binary records, the line from 1 for text) and the field.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::{AccessChunk, RecordingError, RecordingWriter, Result};
+
+/// Rows per row group written by the importers.
+pub const GROUP_ROWS: usize = 1 << 20;
+
+/// What an import read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportCounts {
+    /// Accesses written.
+    pub accesses: u64,
+    /// Loads among them.
+    pub loads: u64,
+    /// Stores among them.
+    pub stores: u64,
+    /// Distinct threads.
+    pub threads: u64,
+    /// Text lines skipped (blank, comments, a header).
+    pub skipped_lines: u64,
+}
+
+impl ImportCounts {
+    fn add(&mut self, c: &AccessChunk) {
+        let stores = c.kind.iter().filter(|&&k| k == 1).count() as u64;
+        self.accesses += c.kind.len() as u64;
+        self.stores += stores;
+        self.loads += c.kind.len() as u64 - stores;
+    }
+}
+
+fn io(file: &Path, e: impl std::fmt::Display) -> RecordingError {
+    RecordingError::file(file.display().to_string(), e.to_string())
+}
+
+/// The thread id in a raw trace file's name (`t<TID>.bin`).
+pub fn raw_tid(path: &Path) -> Result<u32> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    name.strip_prefix('t')
+        .and_then(|s| s.strip_suffix(".bin"))
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| io(path, "a raw trace file is named t<TID>.bin (TID a thread id, e.g. t1234.bin)"))
+}
+
+/// Read up to `buf.len()` bytes (fewer only at the end of the file).
+fn read_full(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Time checkpoints `(record index, ns)` of a raw trace, strictly increasing in index.
+fn read_checkpoints(path: &Path) -> Result<Vec<(u64, u64)>> {
+    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    if bytes.len() % 16 != 0 {
+        return Err(RecordingError::at(
+            path.display().to_string(),
+            (bytes.len() / 16) as u64,
+            "time",
+            "truncated (pairs of u64)",
+        ));
+    }
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(bytes.len() / 16);
+    for (i, c) in bytes.chunks_exact(16).enumerate() {
+        let idx = u64::from_le_bytes(c[..8].try_into().expect("8"));
+        let ns = u64::from_le_bytes(c[8..].try_into().expect("8"));
+        if let Some(&(pi, pns)) = out.last() {
+            if idx <= pi || ns < pns {
+                return Err(RecordingError::at(
+                    path.display().to_string(),
+                    i as u64,
+                    "time",
+                    "checkpoints must increase",
+                ));
+            }
+        }
+        out.push((idx, ns));
+    }
+    Ok(out)
+}
+
+/// Time of record `i` from checkpoints (linear between them; after the last, the last).
+struct Clock {
+    cps: Vec<(u64, u64)>,
+    k: usize,
+}
+
+impl Clock {
+    #[inline]
+    fn at(&mut self, i: u64) -> u64 {
+        let cps = &self.cps;
+        if cps.is_empty() {
+            return i;
+        }
+        while self.k + 1 < cps.len() && cps[self.k + 1].0 <= i {
+            self.k += 1;
+        }
+        let (i0, t0) = cps[self.k];
+        if i < i0 {
+            return t0;
+        }
+        match cps.get(self.k + 1) {
+            Some(&(i1, t1)) => t0 + ((t1 - t0) as u128 * (i - i0) as u128 / (i1 - i0) as u128) as u64,
+            None => t0,
+        }
+    }
+}
+
+/// Import raw per-thread traces (`t<TID>.bin` files, with optional `.size` and `.time`
+/// side files). Returns the counts and whether every file had timestamps.
+pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportCounts, bool)> {
+    let mut by_tid: Vec<(u32, &PathBuf)> =
+        files.iter().map(|f| Ok((raw_tid(f)?, f))).collect::<Result<_>>()?;
+    by_tid.sort_by_key(|x| x.0);
+    if let Some(w2) = by_tid.windows(2).find(|w2| w2[0].0 == w2[1].0) {
+        return Err(io(w2[1].1, format!("thread {} appears twice", w2[0].0)));
+    }
+    let timed = !by_tid.is_empty() && by_tid.iter().all(|(_, f)| f.with_extension("time").is_file());
+    let mut counts = ImportCounts::default();
+    let mut buf = vec![0u8; GROUP_ROWS * 8];
+    let mut sizes = vec![0u8; GROUP_ROWS];
+    let mut chunk = AccessChunk::default();
+    for (tid, path) in by_tid {
+        let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| io(path, e))?);
+        let size_path = path.with_extension("size");
+        let mut sf = if size_path.is_file() {
+            Some(File::open(&size_path).map_err(|e| io(&size_path, e))?)
+        } else {
+            None
+        };
+        let mut clock = Clock {
+            cps: if timed { read_checkpoints(&path.with_extension("time"))? } else { Vec::new() },
+            k: 0,
+        };
+        let mut index = 0u64;
+        counts.threads += 1;
+        loop {
+            let n = read_full(&mut f, &mut buf).map_err(|e| io(path, e))?;
+            if n % 8 != 0 {
+                return Err(RecordingError::at(
+                    path.display().to_string(),
+                    index + (n / 8) as u64,
+                    "addr",
+                    format!("truncated record ({} of 8 bytes)", n % 8),
+                ));
+            }
+            let recs = n / 8;
+            if recs == 0 {
+                break;
+            }
+            chunk.clear();
+            if let Some(sf) = sf.as_mut() {
+                let k = read_full(sf, &mut sizes[..recs]).map_err(|e| io(&size_path, e))?;
+                if k != recs {
+                    return Err(RecordingError::at(
+                        size_path.display().to_string(),
+                        index + k as u64,
+                        "size",
+                        "fewer sizes than records",
+                    ));
+                }
+                chunk.size.extend_from_slice(&sizes[..recs]);
+            } else {
+                chunk.size.resize(recs, 0);
+            }
+            for c in buf[..n].chunks_exact(8) {
+                let v = u64::from_le_bytes(c.try_into().expect("8"));
+                chunk.addr.push(v & !(1 << 63));
+                chunk.kind.push((v >> 63) as u8);
+                chunk.time.push(clock.at(index));
+                index += 1;
+            }
+            chunk.tid.resize(recs, tid);
+            counts.add(&chunk);
+            w.write_accesses(&chunk)?;
+        }
+    }
+    Ok((counts, timed))
+}
+
+/// Options of the CSV importer.
+#[derive(Clone, Debug)]
+pub struct CsvOptions {
+    /// Field separator (`,` by default; any run of spaces/tabs also separates when `b' '`).
+    pub sep: u8,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions { sep: b',' }
+    }
+}
+
+fn parse_uint(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse::<u64>().ok()
+    }
+}
+
+fn parse_kind(s: &str) -> Option<u8> {
+    match s.trim() {
+        "0" | "L" | "l" | "R" | "r" | "load" | "read" | "LOAD" | "READ" => Some(0),
+        "1" | "S" | "s" | "W" | "w" | "store" | "write" | "STORE" | "WRITE" => Some(1),
+        _ => None,
+    }
+}
+
+/// Per-thread buffers of an importer that reads threads interleaved: each thread's rows
+/// are written as row groups of that thread alone; at most `limit` rows are held in all.
+struct ThreadBuffers {
+    bufs: HashMap<u32, AccessChunk>,
+    held: usize,
+    limit: usize,
+    with_size: bool,
+}
+
+impl ThreadBuffers {
+    fn new(with_size: bool) -> Self {
+        ThreadBuffers { bufs: HashMap::new(), held: 0, limit: 4 * GROUP_ROWS, with_size }
+    }
+
+    fn push(
+        &mut self,
+        w: &mut RecordingWriter,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        kind: u8,
+        size: u8,
+    ) -> Result<()> {
+        let b = self.bufs.entry(tid).or_default();
+        b.tid.push(tid);
+        b.time.push(time);
+        b.addr.push(addr);
+        b.kind.push(kind);
+        if self.with_size {
+            b.size.push(size);
+        }
+        self.held += 1;
+        if b.addr.len() >= GROUP_ROWS {
+            self.write(w, tid)?;
+        } else if self.held >= self.limit {
+            let big = self.bufs.iter().max_by_key(|(_, b)| b.addr.len()).map(|(t, _)| *t).expect("a buffer");
+            self.write(w, big)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, w: &mut RecordingWriter, tid: u32) -> Result<()> {
+        if let Some(b) = self.bufs.get_mut(&tid) {
+            self.held -= b.addr.len();
+            w.write_accesses(b)?;
+            b.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, w: &mut RecordingWriter) -> Result<u64> {
+        let mut tids: Vec<u32> = self.bufs.keys().copied().collect();
+        tids.sort_unstable();
+        for t in &tids {
+            self.write(w, *t)?;
+        }
+        Ok(tids.len() as u64)
+    }
+}
+
+/// Import a CSV/text trace: one access per line, `tid,time,addr,kind[,size]` (addresses in
+/// decimal or `0x` hex; kind `0`/`1`, `L`/`S`, `R`/`W`, `load`/`store`, `read`/`write`).
+/// Blank lines, `#` comments and a first line that names the columns are skipped. Times of
+/// each thread must not decrease. `with_size`: write the `size` column (lines without a size
+/// give 0).
+pub fn import_csv(
+    path: &Path,
+    opts: &CsvOptions,
+    w: &mut RecordingWriter,
+    with_size: bool,
+) -> Result<ImportCounts> {
+    let f = File::open(path).map_err(|e| io(path, e))?;
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut counts = ImportCounts::default();
+    let mut bufs = ThreadBuffers::new(with_size);
+    let mut last_time: HashMap<u32, u64> = HashMap::new();
+    let mut line = String::new();
+    let mut lineno = 0u64;
+    let shown = path.display().to_string();
+    loop {
+        line.clear();
+        let n = r.read_line(&mut line).map_err(|e| io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            counts.skipped_lines += 1;
+            continue;
+        }
+        let fields: Vec<&str> = if opts.sep == b' ' {
+            l.split_ascii_whitespace().collect()
+        } else {
+            l.split(opts.sep as char).collect()
+        };
+        let bad = |field: &str, msg: String| RecordingError {
+            file: shown.clone(),
+            record: Some(lineno),
+            field: Some(field.into()),
+            msg,
+        };
+        if lineno == counts.skipped_lines + 1 && counts.accesses == 0 && parse_uint(fields[0]).is_none() {
+            counts.skipped_lines += 1; // a header
+            continue;
+        }
+        if fields.len() < 4 || fields.len() > 5 {
+            return Err(RecordingError {
+                file: shown.clone(),
+                record: Some(lineno),
+                field: None,
+                msg: format!("expected 4 or 5 fields (tid,time,addr,kind[,size]), got {}", fields.len()),
+            });
+        }
+        let tid = parse_uint(fields[0]).filter(|&v| v <= u64::from(u32::MAX)).ok_or_else(|| {
+            bad("tid", format!("{:?} is not a thread id (an integer below 2^32)", fields[0].trim()))
+        })? as u32;
+        let time = parse_uint(fields[1])
+            .ok_or_else(|| bad("time", format!("{:?} is not an unsigned integer", fields[1].trim())))?;
+        let addr = parse_uint(fields[2]).ok_or_else(|| {
+            bad("addr", format!("{:?} is not an address (decimal or 0x hex)", fields[2].trim()))
+        })?;
+        let kind = parse_kind(fields[3]).ok_or_else(|| {
+            bad("kind", format!("{:?} is not a kind (0/1, L/S, R/W, load/store)", fields[3].trim()))
+        })?;
+        let size = match fields.get(4) {
+            Some(s) => parse_uint(s)
+                .filter(|&v| v <= 255)
+                .ok_or_else(|| bad("size", format!("{:?} is not a size in bytes (0-255)", s.trim())))?
+                as u8,
+            None => 0,
+        };
+        let prev = last_time.entry(tid).or_insert(time);
+        if time < *prev {
+            return Err(bad("time", format!("{time} is before the previous access of thread {tid} ({prev}): each thread's times must not decrease")));
+        }
+        *prev = time;
+        counts.accesses += 1;
+        if kind == 1 {
+            counts.stores += 1;
+        } else {
+            counts.loads += 1;
+        }
+        bufs.push(w, tid, time, addr, kind, size)?;
+    }
+    counts.threads = bufs.finish(w)?;
+    Ok(counts)
+}
+
+/// Import a libCacheSim oracleGeneral trace: object `id` becomes address `id *
+/// object_bytes`, every request a load of thread 0 at time = its index.
+pub fn import_oracle_general(
+    path: &Path,
+    object_bytes: u64,
+    w: &mut RecordingWriter,
+) -> Result<ImportCounts> {
+    const REC: usize = 24;
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| io(path, e))?);
+    let mut buf = vec![0u8; (GROUP_ROWS / 4) * REC];
+    let mut counts = ImportCounts { threads: 1, ..Default::default() };
+    let mut index = 0u64;
+    let mut chunk = AccessChunk::default();
+    loop {
+        let n = read_full(&mut f, &mut buf).map_err(|e| io(path, e))?;
+        if n % REC != 0 {
+            return Err(RecordingError::at(
+                path.display().to_string(),
+                index + (n / REC) as u64,
+                "obj_id",
+                format!("truncated record ({} of {REC} bytes)", n % REC),
+            ));
+        }
+        if n == 0 {
+            break;
+        }
+        chunk.clear();
+        for c in buf[..n].chunks_exact(REC) {
+            let id = u64::from_le_bytes(c[4..12].try_into().expect("8"));
+            let addr = id.checked_mul(object_bytes).filter(|a| a >> 63 == 0).ok_or_else(|| {
+                RecordingError::at(
+                    path.display().to_string(),
+                    index,
+                    "obj_id",
+                    format!("{id} x {object_bytes} bytes overflows the address space"),
+                )
+            })?;
+            chunk.addr.push(addr);
+            chunk.time.push(index);
+            chunk.kind.push(0);
+            chunk.tid.push(0);
+            index += 1;
+        }
+        counts.add(&chunk);
+        w.write_accesses(&chunk)?;
+    }
+    if counts.accesses == 0 {
+        counts.threads = 0;
+    }
+    Ok(counts)
+}

@@ -1,0 +1,403 @@
+//! Writer of a whole recording (format version 1), parts written atomically.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::{ColumnPath, Type};
+use serde_json::{json, Map, Value};
+
+use super::{AccessChunk, RecordingError, Result};
+use crate::format;
+
+const ACCESS_SCHEMA: &str = "message accesses {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED INT32 tid (INTEGER(32,false));
+  REQUIRED INT64 addr (INTEGER(64,false));
+  REQUIRED INT32 kind (INTEGER(8,false));
+}";
+const ACCESS_SCHEMA_SIZE: &str = "message accesses {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED INT32 tid (INTEGER(32,false));
+  REQUIRED INT64 addr (INTEGER(64,false));
+  REQUIRED INT32 kind (INTEGER(8,false));
+  REQUIRED INT32 size (INTEGER(8,false));
+}";
+const MAPPING_SCHEMA: &str = "message mappings {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED BYTE_ARRAY event (STRING);
+  REQUIRED INT64 start (INTEGER(64,false));
+  REQUIRED INT64 length (INTEGER(64,false));
+  REQUIRED BYTE_ARRAY name (STRING);
+}";
+const SAMPLE_SCHEMA: &str = "message samples {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED INT32 tid (INTEGER(32,false));
+  REQUIRED INT32 cpu (INTEGER(32,false));
+  REQUIRED INT64 addr (INTEGER(64,false));
+  REQUIRED INT64 ip (INTEGER(64,false));
+  REQUIRED INT64 weight (INTEGER(64,false));
+  REQUIRED INT64 data_src (INTEGER(64,false));
+  REQUIRED BYTE_ARRAY event (STRING);
+  REQUIRED INT64 drain (INTEGER(64,false));
+}";
+const DRAIN_SCHEMA: &str = "message drains {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED INT32 cpu (INTEGER(32,false));
+  REQUIRED INT64 drain (INTEGER(64,false));
+  REQUIRED INT32 records (INTEGER(32,false));
+}";
+
+/// Options of [`RecordingWriter`].
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// Rows per part of the `accesses` table before a new part is started.
+    pub part_rows: u64,
+    /// zstd level.
+    pub zstd_level: i32,
+    /// Write the optional `size` column.
+    pub with_size: bool,
+    /// Replace an existing non-empty directory.
+    pub overwrite: bool,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { part_rows: 1 << 25, zstd_level: 3, with_size: false, overwrite: false }
+    }
+}
+
+/// One row of the `mappings` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappingRow {
+    /// Time of the event.
+    pub time_ns: u64,
+    /// `map` (true) or `unmap`.
+    pub map: bool,
+    /// First byte.
+    pub start: u64,
+    /// Bytes.
+    pub length: u64,
+    /// Name (may be empty).
+    pub name: String,
+}
+
+struct OpenPart {
+    tmp: PathBuf,
+    path: PathBuf,
+    w: SerializedFileWriter<File>,
+    rows: u64,
+}
+
+/// Writes a recording: `accesses` row group by row group (a new part every
+/// [`WriterOptions::part_rows`] rows), the other tables at once, `meta.json` after every part.
+pub struct RecordingWriter {
+    dir: PathBuf,
+    opts: WriterOptions,
+    meta: Map<String, Value>,
+    parts: [usize; 4],
+    rows: [u64; 4],
+    acc: Option<OpenPart>,
+    closed: bool,
+}
+
+const TABLES: [&str; 4] = [format::ACCESSES, format::SAMPLES, format::MAPPINGS, format::DRAINS];
+
+fn io_err(p: &Path, e: impl std::fmt::Display) -> RecordingError {
+    RecordingError::file(p.display().to_string(), e.to_string())
+}
+
+/// Current UTC time as ISO 8601 with seconds (`2025-01-31T12:00:00+00:00`).
+pub fn now_iso8601() -> String {
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+fn props(opts: &WriterOptions, delta: &[&str], dict: &[&str]) -> Result<Arc<WriterProperties>> {
+    let level =
+        ZstdLevel::try_new(opts.zstd_level).map_err(|e| RecordingError::file("<writer>", e.to_string()))?;
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_data_page_size_limit(1 << 20)
+        .set_write_batch_size(1 << 16)
+        .set_created_by(format!("tierlab {}", env!("CARGO_PKG_VERSION")));
+    for c in delta {
+        b = b.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
+    }
+    for c in dict {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(*c), true);
+    }
+    Ok(Arc::new(b.build()))
+}
+
+fn schema(text: &str) -> Arc<Type> {
+    Arc::new(parse_message_type(text).expect("valid schema"))
+}
+
+fn to_i64(v: &[u64]) -> Vec<i64> {
+    v.iter().map(|&x| x as i64).collect()
+}
+
+fn to_i32<T: Copy + Into<u32>>(v: &[T]) -> Vec<i32> {
+    v.iter().map(|&x| x.into() as i32).collect()
+}
+
+impl RecordingWriter {
+    /// Start a recording in `dir` (created; a non-empty existing directory is an error
+    /// unless `opts.overwrite`). `source` goes into `meta.json`.
+    pub fn create(dir: &Path, source: &str, opts: WriterOptions) -> Result<Self> {
+        if dir.exists() {
+            let nonempty =
+                !dir.is_dir() || std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?.next().is_some();
+            if nonempty {
+                if !opts.overwrite {
+                    return Err(io_err(dir, "already exists (use --force to overwrite)"));
+                }
+                if dir.is_dir() {
+                    std::fs::remove_dir_all(dir).map_err(|e| io_err(dir, e))?;
+                } else {
+                    std::fs::remove_file(dir).map_err(|e| io_err(dir, e))?;
+                }
+            }
+        }
+        for t in TABLES {
+            std::fs::create_dir_all(dir.join(t)).map_err(|e| io_err(dir, e))?;
+        }
+        let mut meta = Map::new();
+        meta.insert("format".into(), json!(format::NAME));
+        meta.insert("version".into(), json!(format::VERSION));
+        meta.insert("source".into(), json!(source));
+        meta.insert("created".into(), json!(now_iso8601()));
+        meta.insert("complete".into(), json!(false));
+        meta.insert("parameters".into(), json!({}));
+        meta.insert("machine".into(), json!({}));
+        let mut w = RecordingWriter {
+            dir: dir.to_path_buf(),
+            opts,
+            meta,
+            parts: [0; 4],
+            rows: [0; 4],
+            acc: None,
+            closed: false,
+        };
+        w.write_meta()?;
+        Ok(w)
+    }
+
+    /// The recording directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `meta.json`'s fields, to set `parameters`, `machine`, `time_unit`, `accounting`, ...
+    /// (written at the next part or at [`RecordingWriter::close`]).
+    pub fn meta_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.meta
+    }
+
+    /// Rows of `accesses` written so far.
+    pub fn access_rows(&self) -> u64 {
+        self.rows[0] + self.acc.as_ref().map_or(0, |p| p.rows)
+    }
+
+    fn write_meta(&mut self) -> Result<()> {
+        let mut m = self.meta.clone();
+        let tables: Map<String, Value> =
+            TABLES.iter().zip(self.rows).map(|(t, r)| (t.to_string(), json!(r))).collect();
+        m.insert("tables".into(), Value::Object(tables));
+        let text = serde_json::to_string_pretty(&Value::Object(m)).expect("json") + "\n";
+        atomic_write(&self.dir.join("meta.json"), text.as_bytes())
+    }
+
+    fn part_paths(&self, table: usize) -> (PathBuf, PathBuf) {
+        let name = format!("part-{:05}.parquet", self.parts[table]);
+        let dir = self.dir.join(TABLES[table]);
+        (dir.join(format!(".{name}.tmp")), dir.join(name))
+    }
+
+    fn finish_part(
+        &mut self,
+        table: usize,
+        w: SerializedFileWriter<File>,
+        tmp: &Path,
+        path: &Path,
+        rows: u64,
+    ) -> Result<()> {
+        let f = w.into_inner().map_err(|e| io_err(tmp, e))?;
+        f.sync_all().map_err(|e| io_err(tmp, e))?;
+        drop(f);
+        std::fs::rename(tmp, path).map_err(|e| io_err(path, e))?;
+        self.parts[table] += 1;
+        self.rows[table] += rows;
+        self.write_meta()
+    }
+
+    /// Write `chunk` (every column of the table; `size` too when the writer has it) as one row
+    /// group of `accesses`. Give each row group the rows of one thread: replay and the
+    /// compression work best on that layout.
+    pub fn write_accesses(&mut self, chunk: &AccessChunk) -> Result<()> {
+        let n = chunk.addr.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if chunk.time.len() != n
+            || chunk.tid.len() != n
+            || chunk.kind.len() != n
+            || (self.opts.with_size && chunk.size.len() != n)
+        {
+            return Err(RecordingError::file("<writer>", "write_accesses: columns of different lengths"));
+        }
+        if self.acc.is_none() {
+            let (tmp, path) = self.part_paths(0);
+            let f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+            let s = schema(if self.opts.with_size { ACCESS_SCHEMA_SIZE } else { ACCESS_SCHEMA });
+            let p = props(&self.opts, &["time_ns", "addr"], &["tid", "kind", "size"])?;
+            let w = SerializedFileWriter::new(f, s, p).map_err(|e| io_err(&tmp, e))?;
+            self.acc = Some(OpenPart { tmp, path, w, rows: 0 });
+        }
+        let part = self.acc.as_mut().expect("open part");
+        let tmp = part.tmp.clone();
+        let e = |e: parquet::errors::ParquetError| io_err(&tmp, e);
+        let mut rg = part.w.next_row_group().map_err(e)?;
+        let mut k = 0;
+        while let Some(mut col) = rg.next_column().map_err(e)? {
+            match k {
+                0 => col.typed::<Int64Type>().write_batch(&to_i64(&chunk.time), None, None),
+                1 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.tid), None, None),
+                2 => col.typed::<Int64Type>().write_batch(&to_i64(&chunk.addr), None, None),
+                3 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.kind), None, None),
+                _ => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.size), None, None),
+            }
+            .map_err(e)?;
+            col.close().map_err(e)?;
+            k += 1;
+        }
+        rg.close().map_err(e)?;
+        part.rows += n as u64;
+        if part.rows >= self.opts.part_rows {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Close the open `accesses` part (renamed into place) and rewrite `meta.json`.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(p) = self.acc.take() {
+            self.finish_part(0, p.w, &p.tmp, &p.path, p.rows)?;
+        } else {
+            self.write_meta()?;
+        }
+        Ok(())
+    }
+
+    /// Write `rows` as one part of `mappings`.
+    pub fn write_mappings(&mut self, rows: &[MappingRow]) -> Result<()> {
+        let (tmp, path) = self.part_paths(2);
+        let f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let p = props(&self.opts, &[], &[])?;
+        let mut w = SerializedFileWriter::new(f, schema(MAPPING_SCHEMA), p).map_err(|e| io_err(&tmp, e))?;
+        if !rows.is_empty() {
+            let e = |e: parquet::errors::ParquetError| io_err(&tmp, e);
+            let mut rg = w.next_row_group().map_err(e)?;
+            let mut k = 0;
+            while let Some(mut col) = rg.next_column().map_err(e)? {
+                match k {
+                    0 => col.typed::<Int64Type>().write_batch(
+                        &rows.iter().map(|r| r.time_ns as i64).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    1 => col.typed::<ByteArrayType>().write_batch(
+                        &rows
+                            .iter()
+                            .map(|r| ByteArray::from(if r.map { "map" } else { "unmap" }))
+                            .collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    2 => col.typed::<Int64Type>().write_batch(
+                        &rows.iter().map(|r| r.start as i64).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    3 => col.typed::<Int64Type>().write_batch(
+                        &rows.iter().map(|r| r.length as i64).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    _ => col.typed::<ByteArrayType>().write_batch(
+                        &rows.iter().map(|r| ByteArray::from(r.name.as_str())).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                }
+                .map_err(e)?;
+                col.close().map_err(e)?;
+                k += 1;
+            }
+            rg.close().map_err(e)?;
+        }
+        self.finish_part(2, w, &tmp, &path, rows.len() as u64)
+    }
+
+    fn empty_part(&mut self, table: usize, text: &str) -> Result<()> {
+        let (tmp, path) = self.part_paths(table);
+        let f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let p = props(&self.opts, &[], &[])?;
+        let w = SerializedFileWriter::new(f, schema(text), p).map_err(|e| io_err(&tmp, e))?;
+        self.finish_part(table, w, &tmp, &path, 0)
+    }
+
+    /// Flush, give every table without parts an empty one, mark the recording complete.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.flush()?;
+        let schemas = [
+            if self.opts.with_size { ACCESS_SCHEMA_SIZE } else { ACCESS_SCHEMA },
+            SAMPLE_SCHEMA,
+            MAPPING_SCHEMA,
+            DRAIN_SCHEMA,
+        ];
+        for (t, s) in schemas.iter().enumerate() {
+            if self.parts[t] == 0 {
+                self.empty_part(t, s)?;
+            }
+        }
+        self.meta.insert("complete".into(), json!(true));
+        self.write_meta()?;
+        self.closed = true;
+        Ok(())
+    }
+}
+
+/// Write `data` to `path` atomically (hidden temporary file, fsync, rename).
+pub fn atomic_write(path: &Path, data: &[u8]) -> Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    f.write_all(data).map_err(|e| io_err(&tmp, e))?;
+    f.sync_all().map_err(|e| io_err(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+}

@@ -1,0 +1,329 @@
+//! DAMON: region-based sampling of leaf Accessed bits (Linux `mm/damon`, virtual-address
+//! operations `vaddr`; facts in `reference/damon.md`).
+//!
+//! Each sampling interval, for every region, a random address is picked and the Accessed bit
+//! of the PTE mapping it (the PMD when it is a 2 MiB page) is cleared **without a TLB flush**;
+//! one interval later the bit is tested: set again means the region was accessed. Cached
+//! translations therefore hide later accesses (real DAMON behaviour, reproduced by the
+//! machine's TLBs). Regions adapt by merge/split ([`super::regions`]); the hot set reported
+//! per window is the rule in [`super::regions`]'s docs: the last aggregation snapshot at or
+//! before the window end, regions with `nr_accesses > hot_threshold`, all their bytes.
+//!
+//! # Parameters ([`RegionSettings`] with DAMON's defaults; sources)
+//! | parameter | default | source |
+//! |---|---|---|
+//! | `sample_interval` | 5 ms | kernel and damo default (`damon_new_ctx`) |
+//! | `aggr_interval` | 100 ms | kernel and damo default |
+//! | `ops_update_interval` | 60 s | kernel default; damo's default is 1 s |
+//! | `min_nr_regions` / `max_nr_regions` | 10 / 1000 | kernel and damo default |
+//! | `hot_threshold` | 5 | Telescope authors' scoring of DAMON (`nr_accesses > 5`) |
+//! | `ns_per_check` | 300 ns | assumption: per sample, two software page-table walks |
+//! |   |   | (~150 ns each with cache misses, plus the lock and the bit operation) |
+//! | `auto_tune` | off | kernel: intervals goal with `aggrs = 0` |
+//! | `tune_access_bp`, `tune_aggrs` | 400 (4%), 3 | damo's recommended intervals goal |
+//! | `tune_min_sample`, `tune_max_sample` | 5 ms, 10 s | damo's recommended intervals goal |
+//!
+//! The Telescope paper's configurations: DAMON-MOD = `sample_interval = "5ms"`,
+//! `aggr_interval = "200ms"`, `ops_update_interval = "1s"`; DAMON-AGG the same with
+//! `sample_interval = "1ms"`.
+//!
+//! # Check semantics (`__damon_va_check_access`)
+//! A region whose sampling address lies in the same page (folio: 4 KiB, or 2 MiB for a huge
+//! page) as the previously tested address reuses that result instead of walking again; the
+//! folio size is that of the last present page tested. An unmapped address is not accessed.
+//!
+//! # CPU cost
+//! `ns_per_check` per sample: half when the region's entry is prepared (every region, as the
+//! kernel clears the bit of each region's sample), half when it is tested (reused results
+//! cost nothing), charged to the observer's core at each event.
+
+use serde::{Deserialize, Serialize};
+use tierlab_core::{HUGE_SIZE, PAGE_SIZE};
+
+use super::regions::{Region, RegionObserver, RegionSettings, Sampler};
+use super::*;
+use crate::agents::FeedKind;
+use crate::agents::MachineView;
+use crate::error::Result;
+use crate::hw::pagetable::Level;
+use crate::os::Flush;
+use crate::params::{Params, SharedDefaults, With};
+use crate::rng::Rng;
+use crate::units::Duration;
+
+/// DAMON's own parameters: none beyond the region settings ([`RegionSettings`], flattened
+/// into `kind = "damon"` tables with DAMON's defaults).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DamonOwn {}
+
+/// DAMON's parameters: the region settings and its own.
+pub type DamonParams = With<RegionSettings, DamonOwn>;
+
+impl Params for DamonOwn {}
+
+impl SharedDefaults<RegionSettings> for DamonOwn {
+    fn shared_defaults() -> RegionSettings {
+        RegionSettings::with_intervals(Duration(100_000_000), Duration(60_000_000_000))
+    }
+}
+
+impl SharedDefaults<TelemetryShared> for DamonOwn {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
+    }
+}
+
+impl TelemetryParams for DamonParams {
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+        let r = &self.shared;
+        let attrs = r.attrs(ctx)?;
+        let rng = Rng::derived(ctx.seed, &format!("telemetry.{label}"), 0);
+        Ok(Box::new(RegionObserver::new(
+            attrs,
+            rng,
+            DamonSampler::default(),
+            r.ns_per_check,
+            r.hot_threshold,
+        )))
+    }
+    fn publishes(&self) -> &'static [FeedKind] {
+        &[FeedKind::Regions]
+    }
+}
+
+/// DAMON's sampler (`damon_va_prepare_access_checks` / `damon_va_check_accesses`).
+#[derive(Clone, Debug)]
+pub struct DamonSampler {
+    last_addr: u64,
+    last_folio_sz: u64,
+    last_accessed: bool,
+    /// Samples on 2 MiB pages (PMD-level).
+    pub huge_samples: u64,
+}
+
+impl Default for DamonSampler {
+    fn default() -> Self {
+        DamonSampler { last_addr: 0, last_folio_sz: PAGE_SIZE, last_accessed: false, huge_samples: 0 }
+    }
+}
+
+impl Sampler for DamonSampler {
+    fn prepare(&mut self, regions: &mut [Region], rng: &mut Rng, m: &mut MachineView) -> u64 {
+        for r in regions.iter_mut() {
+            let a = r.start + rng.below(r.end - r.start);
+            r.sampling_addr = a;
+            r.level = if m.is_huge(a) { Level::Pmd } else { Level::Pte };
+            m.clear_accessed(a, r.level, Flush::None);
+        }
+        regions.len() as u64
+    }
+
+    fn check(&mut self, regions: &mut [Region], m: &MachineView) -> u64 {
+        let mut tested = 0;
+        for (i, r) in regions.iter_mut().enumerate() {
+            let a = r.sampling_addr;
+            let mask = !(self.last_folio_sz - 1);
+            let accessed = if i > 0 && (self.last_addr & mask) == (a & mask) {
+                self.last_accessed
+            } else {
+                // damon_va_young: the leaf entry of a present page; the folio size is updated
+                // only when a page is found.
+                let young = if m.is_huge(a) {
+                    self.last_folio_sz = HUGE_SIZE;
+                    self.huge_samples += 1;
+                    m.test_accessed(a, Level::Pmd)
+                } else if m.is_present(a, Level::Pte) {
+                    self.last_folio_sz = PAGE_SIZE;
+                    m.test_accessed(a, Level::Pte)
+                } else {
+                    false
+                };
+                self.last_accessed = young;
+                self.last_addr = a;
+                tested += 1;
+                young
+            };
+            r.nr_accesses += accessed as u32;
+        }
+        tested
+    }
+
+    fn report_stats(&self, prefix: &str, out: &mut crate::stats::Stats) {
+        out.set(format!("{prefix}.huge_page_samples"), self.huge_samples);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::regions::testutil::{drive, machine, map, precision_recall};
+    use super::super::regions::Monitor;
+    use super::*;
+    use crate::workload::{Access, AddressSpace, MapOptions, PageSize};
+
+    fn ctx() -> TelemetryBuildCtx {
+        TelemetryBuildCtx { seed: 42, scenario_file: "t.toml".into(), index: 0, cores: 2, threads: 1 }
+    }
+
+    #[test]
+    fn defaults_and_paper_configs() {
+        let p = DamonParams::default();
+        let r = &p.shared;
+        assert_eq!(r.sample_interval, Duration(5_000_000));
+        assert_eq!(r.aggr_interval, Duration(100_000_000));
+        assert_eq!(r.ops_update_interval, Duration(60_000_000_000));
+        assert_eq!((r.min_nr_regions, r.max_nr_regions, r.hot_threshold), (10, 1000, 5));
+        assert!(!r.auto_tune);
+        let cfg: TelemetryConfig = toml::from_str("kind = \"damon\"").unwrap();
+        assert_eq!(cfg.label(), "damon");
+        // DAMON-AGG of the Telescope paper.
+        let text = "name = \"damon-agg\"\nsample_interval = \"1ms\"\naggr_interval = \"200ms\"\n\
+                    ops_update_interval = \"1s\"";
+        let agg: With<TelemetryShared, DamonParams> = toml::from_str(text).unwrap();
+        assert_eq!(agg.shared.name.as_deref(), Some("damon-agg"));
+        let a = agg.own.shared.attrs(&ctx()).unwrap();
+        assert_eq!((a.sample_ns, a.aggr_ns, a.ops_update_ns), (1_000_000, 200_000_000, 1_000_000_000));
+        assert_eq!(a.max_nr_accesses(), 200);
+        // Serialized defaults read back identically.
+        let s = toml::to_string(&p).unwrap();
+        assert_eq!(toml::from_str::<DamonParams>(&s).unwrap(), p);
+    }
+
+    #[test]
+    fn invalid_parameters_name_their_field() {
+        let bad = [
+            ("min_nr_regions = 2", "min_nr_regions"),
+            ("min_nr_regions = 20\nmax_nr_regions = 10", "max_nr_regions"),
+            ("sample_interval = \"1s\"", "aggr_interval"),
+            ("ns_per_check = -1.0", "ns_per_check"),
+            ("auto_tune = true\ntune_aggrs = 0", "tune_aggrs"),
+        ];
+        for (text, field) in bad {
+            let p: DamonParams = toml::from_str(text).unwrap();
+            let e = p.build("damon", &ctx()).err().unwrap().to_string();
+            assert!(e.contains(&format!("telemetry[0].{field}")), "{text}: {e}");
+        }
+        assert!(toml::from_str::<DamonParams>("sampling = \"5ms\"").is_err(), "unknown field");
+    }
+
+    #[test]
+    fn prepare_clears_without_flush_and_check_counts() {
+        let mut m = machine();
+        let a = map(&mut m, 64 << 20, "x");
+        let mut regions = vec![Region::new(a, a + 4096), Region::new(a + (8 << 20), a + (8 << 20) + 4096)];
+        let mut s = DamonSampler::default();
+        let mut rng = Rng::new(1);
+        // Touch both pages: walks set their bits and the TLB caches them.
+        m.access(0, Access::read(a)).unwrap();
+        m.access(0, Access::read(a + (8 << 20))).unwrap();
+        assert_eq!(s.prepare(&mut regions, &mut rng, &mut MachineView::new(&mut m)), 2);
+        assert!(!m.test_accessed(a, Level::Pte), "cleared");
+        // A TLB hit does not set the bit again: not accessed.
+        m.access(0, Access::read(a + 8)).unwrap();
+        assert_eq!(s.check(&mut regions, &MachineView::new(&mut m)), 2);
+        assert_eq!((regions[0].nr_accesses, regions[1].nr_accesses), (0, 0));
+        // After a flush the next access walks and is seen.
+        s.prepare(&mut regions, &mut rng, &mut MachineView::new(&mut m));
+        m.clear_accessed(a, Level::Pte, Flush::Shootdown { initiator: 0 });
+        m.access(0, Access::read(a + 16)).unwrap();
+        s.check(&mut regions, &MachineView::new(&mut m));
+        assert_eq!((regions[0].nr_accesses, regions[1].nr_accesses), (1, 0));
+    }
+
+    #[test]
+    fn unmapped_samples_are_not_accessed_and_same_folio_reuses() {
+        let mut m = machine();
+        let opts = MapOptions { page_size: Some(PageSize::Huge2M), ..MapOptions::named("h") };
+        let h = m.mmap(4 << 20, opts).unwrap();
+        // Fault the first 2 MiB page in; two regions inside it: the second reuses the first's
+        // result.
+        m.access(0, Access::read(h)).unwrap();
+        let mut regions = vec![
+            Region::new(h, h + (1 << 20)),
+            Region::new(h + (1 << 20), h + (2 << 20)),
+            Region::new(h + (2 << 20), h + (4 << 20)),
+        ];
+        let mut s = DamonSampler::default();
+        let mut rng = Rng::new(3);
+        s.prepare(&mut regions, &mut rng, &mut MachineView::new(&mut m));
+        assert_eq!(regions[0].level, Level::Pmd);
+        assert_eq!(regions[2].level, Level::Pte, "not faulted in: no huge PMD yet");
+        // A flush (as if the translation had been evicted): the next access walks.
+        m.clear_accessed(h, Level::Pmd, Flush::Shootdown { initiator: 0 });
+        m.access(0, Access::read(h + 100)).unwrap();
+        let tested = s.check(&mut regions, &MachineView::new(&mut m));
+        assert_eq!(tested, 2, "region 1 reuses region 0's folio");
+        assert_eq!(regions.iter().map(|r| r.nr_accesses).collect::<Vec<_>>(), vec![1, 1, 0]);
+    }
+
+    #[test]
+    fn nr_accesses_stays_within_bounds() {
+        // Everything hot: counts reach but never exceed aggr/sample = 20.
+        let mut m = machine();
+        let a = map(&mut m, 32 << 20, "hot");
+        let p = DamonParams::default();
+        let mut obs = RegionObserver::new(
+            p.shared.attrs(&ctx()).unwrap(),
+            Rng::new(1),
+            DamonSampler::default(),
+            p.shared.ns_per_check,
+            p.shared.hot_threshold,
+        );
+        let mut max_seen = 0;
+        let mut cpu = 0;
+        obs.start(&mut crate::agents::testing::ctx(&mut m, 0, 1, &mut cpu)).unwrap();
+        let mut rng = Rng::new(5);
+        for _ in 0..200 {
+            let t = obs.next_event() / 1000;
+            while m.hw.cores[0].clock_ps < t * 1000 {
+                m.access(0, Access::read(a + rng.below((32 << 20) / 64) * 64)).unwrap();
+            }
+            obs.on_event(&mut crate::agents::testing::ctx(&mut m, t, 1, &mut cpu)).unwrap();
+            let mon: &Monitor = &obs.mon;
+            for r in &mon.regions {
+                assert!(r.nr_accesses <= 20 && r.last_nr_accesses <= 20);
+            }
+            if let Some(s) = mon.latest_snapshot() {
+                max_seen = max_seen.max(s.regions.iter().map(|r| r.nr_accesses).max().unwrap());
+            }
+        }
+        assert_eq!(max_seen, 20, "a region sampled hot every interval reaches the maximum");
+        assert!(cpu > 0, "kdamond's work is charged");
+    }
+
+    #[test]
+    fn finds_the_hot_part_of_a_mapping() {
+        // One 256 MiB mapping, the workload reads random lines of [64 MiB, 128 MiB).
+        let mut m = machine();
+        let base = map(&mut m, 256 << 20, "heap");
+        let (lo, hi) = (base + (64 << 20), base + (128 << 20));
+        let p: DamonParams =
+            toml::from_str("aggr_interval = \"200ms\"\nops_update_interval = \"1s\"").unwrap();
+        let mut obs = p.build("damon", &ctx()).unwrap();
+        drive(obs.as_mut(), &mut m, 2_000_000_000, lo, hi, 9);
+        let rep = obs.hot_set(1_000_000_000, 2_000_000_000, &MachineView::new(&mut m));
+        let (prec, rec) = precision_recall(&rep, lo, hi);
+        assert!(rec >= 0.9 && prec >= 0.6, "precision {prec:.3} recall {rec:.3}");
+        let cols = obs.window_columns();
+        assert_eq!(cols[0].0, "nr_regions");
+        assert!(cols[1].1 >= 1.0);
+        let mut st = crate::stats::Stats::new();
+        obs.report_stats("telemetry.damon", &mut st);
+        assert_eq!(st.get("telemetry.damon.aggregations").unwrap().as_f64(), 10.0);
+        assert_eq!(st.get("telemetry.damon.sampling_interval_s").unwrap().as_f64(), 0.005);
+    }
+
+    #[test]
+    fn same_seed_same_result() {
+        let run = |seed: u64| {
+            let mut m = machine();
+            let base = map(&mut m, 128 << 20, "heap");
+            let c = TelemetryBuildCtx { seed, ..ctx() };
+            let mut obs = DamonParams::default().build("damon", &c).unwrap();
+            drive(obs.as_mut(), &mut m, 500_000_000, base, base + (16 << 20), 1);
+            obs.hot_set(0, 500_000_000, &MachineView::new(&mut m))
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+}

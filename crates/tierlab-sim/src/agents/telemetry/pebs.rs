@@ -1,0 +1,994 @@
+//! `pebs`: the PEBS driver on the machine's PEBS hardware ([`crate::machine::pebs`]).
+//!
+//! The hardware writes a record every R-th event (the reset value) into the sampled core's
+//! buffer and, when `threshold` records are in it, takes an interrupt that costs the handler's
+//! time on that core and hands the records over as one *drain* stamped with one timestamp
+//! (the McKernel driver's design: Knights Landing records carry no time). This driver:
+//! - configures the hardware at start: event, R, buffer capacity = `buffer_size` /
+//!   `record_size` records, interrupt at `threshold_fraction` of it, handler cost
+//!   `interrupt_cycles` at `machine.cpu_ghz`;
+//! - every `tick` consumes the drains (and, in frequency mode, re-computes R);
+//! - reports hot, per scoring window, the pages that got at least `min_samples` samples whose
+//!   drain time lies in the window (records still in a buffer have no time yet and count
+//!   when their drain happens);
+//! - keeps every sample for the simulated recording ([`Pebs::samples`]: the live recorder's
+//!   `samples` schema).
+//!
+//! # Frequency mode
+//! With `frequency_hz` set, R is re-computed at every tick from the observed event rate of
+//! each core as perf does for `sample_freq` (`perf_adjust_period`): the ideal period is
+//! events / (frequency x elapsed) and the period moves 1/8 of the way to it (perf's low-pass
+//! filter, rounded away from zero). perf starts at period 1 and converges within its first
+//! tick through per-overflow adjustments; this model starts at `period`, measures the event
+//! rate over the first 100 us and takes that ideal period at once (the event count does not
+//! depend on the period), then adjusts every tick with the filter. The hardware model has
+//! one reset value for all cores: it is set to the mean of the per-core periods of the cores
+//! that ran events, which keeps the machine's total sample rate at (those cores) x frequency.
+//!
+//! # One per machine
+//! The PEBS hardware has one configuration (event, R, buffer), and a drain is consumed once:
+//! a second `pebs` observer on the same machine is an error. Run several configurations one
+//! machine each (`tierlab telemetry` does).
+//!
+//! # Defaults and sources
+//! R = 100, B = 64 KiB, threshold 90%: the McKernel driver's defaults; record 192 bytes
+//! (24 u64 on Knights Landing) and a handler of ~20,000 cycles: the PEBS seed paper
+//! (`reference/perf-sampling.md`). Event `all` (loads and stores): Telescope's PEBS
+//! comparison samples MEM_INST_RETIRED.ALL_LOADS and ALL_STORES.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::agents::{Feed, FeedKind, MachineView, Ps};
+use crate::error::Result;
+use crate::hw::pebs::PebsHwConfig;
+use crate::hw::Hardware;
+use crate::units::{ByteSize, Duration};
+
+/// The sampled event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PebsEvent {
+    /// Every load (MEM_INST_RETIRED.ALL_LOADS).
+    Loads,
+    /// Every store (MEM_INST_RETIRED.ALL_STORES).
+    Stores,
+    /// Loads and stores (both events, as in Telescope's comparison).
+    All,
+    /// Loads that miss the L2 (KNL's L2_MISS_LOADS, the McKernel driver's event); needs the
+    /// machine's cache model.
+    L2MissLoads,
+}
+
+impl PebsEvent {
+    /// Name of the event of a record of access kind `kind` (0 load, 1 store), as the live
+    /// recorder names its events.
+    pub fn record_name(self, kind: u8) -> &'static str {
+        match self {
+            PebsEvent::L2MissLoads => "l2-miss-loads",
+            _ if kind == 1 => "all-stores",
+            _ => "all-loads",
+        }
+    }
+
+    /// Events of `core` so far.
+    fn count(self, m: &Hardware, core: usize) -> u64 {
+        let c = &m.cores[core].c;
+        match self {
+            PebsEvent::Loads => c.accesses - c.writes,
+            PebsEvent::Stores => c.writes,
+            PebsEvent::All => c.accesses,
+            PebsEvent::L2MissLoads => m.cores[core].cache.load_misses,
+        }
+    }
+}
+
+/// Parameters of `pebs`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PebsParams {
+    /// `loads`, `stores`, `all` (default) or `l2-miss-loads`.
+    #[serde(default = "d_event")]
+    pub event: PebsEvent,
+    /// Reset value R: a record every R events. Default 100 (McKernel driver). In frequency
+    /// mode, the starting value.
+    #[serde(default = "d_period")]
+    pub period: u64,
+    /// Frequency mode: samples per second per core (Telescope's PEBS moderate 5000,
+    /// aggressive 10000); R follows the event rate. Absent: fixed R.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_hz: Option<f64>,
+    /// Per-core PEBS buffer. Default 64 KiB (McKernel driver).
+    #[serde(default = "d_buffer")]
+    pub buffer_size: ByteSize,
+    /// Bytes per record. Default 192 (Knights Landing: 24 u64).
+    #[serde(default = "d_record")]
+    pub record_size: ByteSize,
+    /// The interrupt fires when the buffer holds this fraction of its records (rounded
+    /// down, at least 1). Default 0.9 (McKernel driver).
+    #[serde(default = "d_threshold")]
+    pub threshold_fraction: f64,
+    /// Interrupt handler cost in cycles (at `machine.cpu_ghz`). Default 20,000 (PEBS paper).
+    #[serde(default = "d_cycles")]
+    pub interrupt_cycles: f64,
+    /// A page is hot in a window when it got at least this many samples there. Default 1.
+    #[serde(default = "d_min_samples")]
+    pub min_samples: u32,
+    /// Driver tick: drains are consumed and frequency-mode periods adjusted this often.
+    /// Default 4 ms (perf adjusts on the scheduler tick, 4 ms at CONFIG_HZ=250).
+    #[serde(default = "d_tick")]
+    pub tick: Duration,
+}
+
+/// Frequency mode's first adjustment comes this soon after the start (or at the first tick
+/// if that is sooner).
+pub const FIRST_ADJUST_NS: u64 = 100_000;
+
+fn d_event() -> PebsEvent {
+    PebsEvent::All
+}
+fn d_period() -> u64 {
+    100
+}
+fn d_buffer() -> ByteSize {
+    ByteSize(64 << 10)
+}
+fn d_record() -> ByteSize {
+    ByteSize(192)
+}
+fn d_threshold() -> f64 {
+    0.9
+}
+fn d_cycles() -> f64 {
+    20_000.0
+}
+fn d_min_samples() -> u32 {
+    1
+}
+fn d_tick() -> Duration {
+    Duration(4_000_000)
+}
+
+impl PebsParams {
+    /// Records the buffer holds, and the record count at which the interrupt fires.
+    pub fn capacity_and_threshold(&self) -> (usize, usize) {
+        let cap = (self.buffer_size.0 / self.record_size.0.max(1)) as usize;
+        let thr = ((cap as f64 * self.threshold_fraction) + 1e-9).floor() as usize;
+        (cap, thr.clamp(1, cap.max(1)))
+    }
+}
+
+impl TelemetryParams for PebsParams {
+    fn publishes(&self) -> &'static [crate::agents::FeedKind] {
+        &[crate::agents::FeedKind::Samples]
+    }
+    fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
+        if self.period == 0 {
+            return Err(ctx.err("period", "the reset value must be at least 1"));
+        }
+        if let Some(f) = self.frequency_hz {
+            if !(f.is_finite() && f > 0.0) {
+                return Err(ctx.err("frequency_hz", format!("{f} must be > 0")));
+            }
+        }
+        if self.record_size.0 == 0 {
+            return Err(ctx.err("record_size", "must be > 0"));
+        }
+        if self.buffer_size.0 < self.record_size.0 {
+            return Err(ctx.err(
+                "buffer_size",
+                format!("{} bytes hold no {}-byte record", self.buffer_size.0, self.record_size.0),
+            ));
+        }
+        if !(self.threshold_fraction > 0.0 && self.threshold_fraction <= 1.0) {
+            return Err(
+                ctx.err("threshold_fraction", format!("{} is not in (0, 1]", self.threshold_fraction))
+            );
+        }
+        if !(self.interrupt_cycles.is_finite() && self.interrupt_cycles >= 0.0) {
+            return Err(ctx.err("interrupt_cycles", format!("{} must be >= 0", self.interrupt_cycles)));
+        }
+        if self.min_samples == 0 {
+            return Err(ctx.err("min_samples", "must be at least 1"));
+        }
+        if self.tick.0 == 0 {
+            return Err(ctx.err("tick", "must be > 0"));
+        }
+        Ok(Box::new(Pebs::new(self.clone(), label.to_string(), ctx.cores)))
+    }
+}
+
+/// One sample (see [`Pebs::samples`] for the recording schema's rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRow {
+    /// Drain time, ns (all records of a drain share it).
+    pub time_ns: u64,
+    /// Core that took the sample (= simulated thread).
+    pub core: u32,
+    /// Access kind code (0 load, 1 store).
+    pub kind: u8,
+    /// Data address.
+    pub addr: u64,
+    /// Drain index.
+    pub drain: u64,
+}
+
+/// The `pebs` observer.
+pub struct Pebs {
+    p: PebsParams,
+    label: String,
+    next_ns: u64,
+    /// The log of every consumed drain: (time ns, core, drain index, first sample in `addrs`).
+    log: Vec<(u64, u32, u64, usize)>,
+    /// Every consumed sample's address, bit 63 = store (8 bytes per sample).
+    addrs: Vec<u64>,
+    /// (drain time, page) of consumed samples not yet counted in a closed window.
+    pending: Vec<(u64, u64)>,
+    /// Times of consumed drains not yet counted in a closed window.
+    pending_drains: Vec<u64>,
+    /// Drains with an index below this were consumed.
+    seen_upto: u64,
+    /// Drains with an index below this were published as sample batches.
+    published_upto: u64,
+    drains: u64,
+    /// Frequency mode: per-core event counts at the last tick, per-core periods, and whether
+    /// a core's period was set from a measurement yet.
+    last_events: Vec<u64>,
+    last_tick_ns: u64,
+    periods: Vec<u64>,
+    adjusted: Vec<bool>,
+    period_now: u64,
+    adjustments: u64,
+    /// Per-window figures (set by `hot_set`): samples and interrupts (drains) timed in it.
+    win_samples: u64,
+    win_interrupts: u64,
+    total_interrupts: u64,
+    capacity: usize,
+    threshold: usize,
+    /// Handler cost per interrupt, ps.
+    irq_ps: u64,
+}
+
+impl Pebs {
+    fn new(p: PebsParams, label: String, cores: usize) -> Self {
+        let (capacity, threshold) = p.capacity_and_threshold();
+        Pebs {
+            next_ns: u64::MAX,
+            label,
+            log: Vec::new(),
+            addrs: Vec::new(),
+            pending: Vec::new(),
+            pending_drains: Vec::new(),
+            seen_upto: 0,
+            published_upto: 0,
+            drains: 0,
+            last_events: vec![0; cores],
+            last_tick_ns: 0,
+            periods: vec![p.period; cores],
+            adjusted: vec![false; cores],
+            period_now: p.period,
+            adjustments: 0,
+            win_samples: 0,
+            win_interrupts: 0,
+            total_interrupts: 0,
+            capacity,
+            threshold,
+            irq_ps: 0,
+            p,
+        }
+    }
+
+    /// Samples consumed so far.
+    pub fn sample_count(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Every sample consumed so far, in drain order.
+    pub fn sample_rows(&self) -> impl Iterator<Item = SampleRow> + '_ {
+        self.log.iter().enumerate().flat_map(move |(i, &(time_ns, core, drain, first))| {
+            let end = self.log.get(i + 1).map_or(self.addrs.len(), |d| d.3);
+            self.addrs[first..end].iter().map(move |&a| SampleRow {
+                time_ns,
+                core,
+                kind: (a >> 63) as u8,
+                addr: a & !(1 << 63),
+                drain,
+            })
+        })
+    }
+
+    /// Every sample consumed so far as rows of the recording format's `samples` table
+    /// (`time_ns, tid, cpu, addr, ip, weight, data_src, event, drain`; tid = cpu = core,
+    /// ip = weight = data_src = 0: the model records only the data address).
+    pub fn samples(&self) -> Vec<tierlab_core::Sample> {
+        self.sample_rows()
+            .map(|r| tierlab_core::Sample {
+                time_ns: r.time_ns,
+                tid: r.core,
+                cpu: r.core,
+                addr: r.addr,
+                ip: 0,
+                weight: 0,
+                data_src: 0,
+                event: self.p.event.record_name(r.kind).to_string(),
+                drain: r.drain,
+            })
+            .collect()
+    }
+
+    /// The reset value in use.
+    pub fn period(&self) -> u64 {
+        self.period_now
+    }
+
+    /// Distinct 4 KiB pages sampled over the run.
+    pub fn pages_seen(&self) -> usize {
+        let mut pages: Vec<u64> = self.addrs.iter().map(|a| tierlab_core::vpn(a & !(1 << 63))).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages.len()
+    }
+
+    fn take_drain(&mut self, d: &crate::hw::pebs::Drain) {
+        if d.index < self.seen_upto {
+            return;
+        }
+        self.seen_upto = d.index + 1;
+        self.drains += 1;
+        self.pending_drains.push(d.time_ns);
+        self.log.push((d.time_ns, d.core, d.index, self.addrs.len()));
+        for &(addr, kind) in &d.records {
+            self.addrs.push(addr | ((kind as u64 & 1) << 63));
+            self.pending.push((d.time_ns, tierlab_core::vpn(addr)));
+        }
+    }
+
+    /// Frequency mode: re-compute the period from each core's events since the last tick.
+    fn adjust(&mut self, m: &mut Hardware, now: u64) {
+        let Some(freq) = self.p.frequency_hz else { return };
+        let dt = now.saturating_sub(self.last_tick_ns);
+        if dt == 0 {
+            return;
+        }
+        let (mut sum, mut n) = (0u128, 0u128);
+        for core in 0..m.cores.len() {
+            let e = self.p.event.count(m, core);
+            let delta = e - self.last_events[core];
+            self.last_events[core] = e;
+            if delta == 0 {
+                continue;
+            }
+            let ideal = ((delta as f64 * 1e9) / (freq * dt as f64)).round().max(1.0) as u64;
+            let old = self.periods[core];
+            let new = if !self.adjusted[core] {
+                self.adjusted[core] = true;
+                ideal
+            } else {
+                // perf_adjust_period: delta = (period - old), +-7, / 8 (toward zero).
+                let d = ideal as i64 - old as i64;
+                let d = if d >= 0 { (d + 7) / 8 } else { (d - 7) / 8 };
+                (old as i64 + d).max(1) as u64
+            };
+            self.periods[core] = new;
+            sum += new as u128;
+            n += 1;
+        }
+        self.last_tick_ns = now;
+        if n == 0 {
+            return;
+        }
+        let period = ((sum + n / 2) / n).max(1) as u64;
+        if period != self.period_now {
+            m.set_pebs_period(period);
+            self.period_now = period;
+            self.adjustments += 1;
+        }
+    }
+}
+
+impl Observer for Pebs {
+    fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
+        let now_ns = ctx.now_ns();
+        let m = ctx.machine.hw_mut();
+        if m.pebs.is_some() {
+            return Err(crate::SimError::runtime(format!(
+                "telemetry `{}`: the machine's PEBS hardware is already configured by another `pebs` \
+                 observer; it has one configuration (event, reset value, buffer), so run each PEBS \
+                 configuration on a machine of its own (`tierlab telemetry`, which does; or \
+                 `tierlab telemetry --techniques {}`)",
+                self.label, self.label
+            )));
+        }
+        if self.p.event == PebsEvent::L2MissLoads && !m.cores[0].cache.enabled() {
+            return Err(crate::SimError::runtime(format!(
+                "telemetry `{}`: event `l2-miss-loads` needs a cache model: add `[machine.cache]` \
+                 (e.g. size = \"1MiB\", ways = 16, line = 64, Knights Landing's L2)",
+                self.label
+            )));
+        }
+        let (loads, stores) = match self.p.event {
+            PebsEvent::Loads | PebsEvent::L2MissLoads => (true, false),
+            PebsEvent::Stores => (false, true),
+            PebsEvent::All => (true, true),
+        };
+        let interrupt_ps = crate::hw::cost::ps(self.p.interrupt_cycles / m.cpu_ghz);
+        self.irq_ps = interrupt_ps;
+        m.enable_pebs(PebsHwConfig {
+            loads,
+            stores,
+            period: self.p.period,
+            capacity: self.capacity,
+            threshold: self.threshold,
+            interrupt_ps,
+            miss_only: self.p.event == PebsEvent::L2MissLoads,
+        });
+        self.last_events = (0..m.cores.len()).map(|core| self.p.event.count(m, core)).collect();
+        self.periods = vec![self.p.period; m.cores.len()];
+        self.adjusted = vec![false; m.cores.len()];
+        self.last_tick_ns = now_ns;
+        // Frequency mode calibrates early (perf adjusts at every overflow while far off).
+        let first =
+            if self.p.frequency_hz.is_some() { FIRST_ADJUST_NS.min(self.p.tick.0) } else { self.p.tick.0 };
+        self.next_ns = now_ns + first;
+        Ok(())
+    }
+
+    fn next_event(&self) -> Ps {
+        crate::agents::ns_to_ps(self.next_ns)
+    }
+
+    fn publishes(&self) -> &'static [FeedKind] {
+        &[FeedKind::Samples]
+    }
+
+    fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
+        let now_ns = ctx.now_ns();
+        // The drains handed over since the last event, to whoever follows this technique.
+        if ctx.wants(FeedKind::Samples) {
+            if let Some(hw) = ctx.machine.hw().pebs.as_ref() {
+                let new: Vec<crate::hw::pebs::Drain> =
+                    hw.drained.iter().filter(|d| d.index >= self.published_upto).cloned().collect();
+                if let Some(d) = new.last() {
+                    self.published_upto = d.index + 1;
+                    ctx.publish(Feed::Samples(std::sync::Arc::new(new)));
+                }
+            }
+        }
+        if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
+            let drained = std::mem::take(&mut hw.drained);
+            for d in &drained {
+                self.take_drain(d);
+            }
+            self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
+        }
+        self.adjust(ctx.machine.hw_mut(), now_ns);
+        self.next_ns = now_ns + self.p.tick.0;
+        Ok(())
+    }
+
+    fn finish(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
+        // The records still in the buffers are handed over as one last drain per core (as the
+        // McKernel driver dumps them when the application exits); no interrupt is charged.
+        let now_ns = ctx.now_ns();
+        if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
+            hw.flush(now_ns);
+            let drained = std::mem::take(&mut hw.drained);
+            for d in &drained {
+                self.take_drain(d);
+            }
+        }
+        Ok(())
+    }
+
+    fn samples(&self) -> Vec<tierlab_core::Sample> {
+        Pebs::samples(self)
+    }
+
+    fn hot_set(&mut self, start_ns: u64, end_ns: u64, machine: &MachineView) -> HotReport {
+        // Drains since the last tick are visible too (read, consumed later once).
+        if let Some(hw) = machine.hw().pebs.as_ref() {
+            for d in &hw.drained {
+                self.take_drain(d);
+            }
+            self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
+        }
+        let in_window = |t: &u64| (start_ns..end_ns).contains(t);
+        self.win_interrupts = self.pending_drains.iter().filter(|t| in_window(t)).count() as u64;
+        self.pending_drains.retain(|&t| t >= end_ns);
+        let mut pages: Vec<u64> =
+            self.pending.iter().filter(|(t, _)| in_window(t)).map(|&(_, p)| p).collect();
+        self.win_samples = pages.len() as u64;
+        self.pending.retain(|&(t, _)| t >= end_ns);
+        pages.sort_unstable();
+        let min = self.p.min_samples as usize;
+        let mut hot = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] == pages[i] {
+                j += 1;
+            }
+            if j - i >= min {
+                hot.push(pages[i]);
+            }
+            i = j;
+        }
+        HotReport::Pages(hot)
+    }
+
+    fn window_columns(&self) -> Vec<(String, f64)> {
+        vec![
+            ("samples".to_string(), self.win_samples as f64),
+            ("interrupts".to_string(), self.win_interrupts as f64),
+            ("period".to_string(), self.period_now as f64),
+        ]
+    }
+
+    fn hw_cpu_ps(&self, machine: &MachineView) -> u64 {
+        machine.hw().pebs.as_ref().map(|hw| hw.cores.iter().map(|c| c.interrupt_ps).sum()).unwrap_or(0)
+    }
+
+    fn report_stats(&self, prefix: &str, out: &mut Stats) {
+        let n = self.addrs.len() as u64;
+        out.set(format!("{prefix}.samples"), n);
+        out.set(format!("{prefix}.interrupts"), self.total_interrupts);
+        out.set(format!("{prefix}.drains"), self.drains);
+        out.set(format!("{prefix}.period"), self.period_now);
+        out.set(format!("{prefix}.period_adjustments"), self.adjustments);
+        out.set(format!("{prefix}.buffer_records"), self.capacity);
+        out.set(format!("{prefix}.threshold_records"), self.threshold);
+        out.set(
+            format!("{prefix}.mean_samples_per_drain"),
+            if self.drains == 0 { 0.0 } else { n as f64 / self.drains as f64 },
+        );
+        out.set(format!("{prefix}.pages_seen"), self.pages_seen());
+        out.set(format!("{prefix}.interrupt_seconds"), (self.total_interrupts * self.irq_ps) as f64 / 1e12);
+    }
+}
+
+impl crate::params::Params for PebsParams {}
+
+impl crate::params::SharedDefaults<TelemetryShared> for PebsParams {
+    fn shared_defaults() -> TelemetryShared {
+        TelemetryShared::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::{Machine, MachineConfig};
+    use crate::workload::{AddressSpace, MapOptions};
+    use tierlab_core::Access;
+
+    fn machine(cores: usize) -> Machine {
+        let mut m = Machine::new(&MachineConfig { cores, ..MachineConfig::default() });
+        m.os.mm_cpumask[0] = true;
+        m
+    }
+
+    fn pebs(text: &str, cores: usize) -> Pebs {
+        let w: crate::params::With<TelemetryShared, PebsParams> = toml::from_str(text).unwrap();
+        let label = w.shared.name.clone().unwrap_or_else(|| "pebs".into());
+        let ctx = TelemetryBuildCtx { cores, threads: 1, ..Default::default() };
+        w.own.build(&label, &ctx).unwrap(); // validation
+        Pebs::new(w.own.clone(), label, cores)
+    }
+
+    fn start(o: &mut Pebs, m: &mut Machine) {
+        let mut cpu = 0;
+        o.start(&mut crate::agents::testing::ctx(m, 0, 0, &mut cpu)).unwrap();
+    }
+
+    /// Run core 0 through `accesses` (cycled) until `until_ns`, firing the observer's ticks.
+    fn drive(
+        o: &mut Pebs,
+        m: &mut Machine,
+        accesses: &[Access],
+        until_ns: u64,
+        mut at_tick: impl FnMut(&Pebs, &Machine),
+    ) {
+        let mut i = 0;
+        let mut cpu = 0;
+        loop {
+            let t = (o.next_event() / 1000).min(until_ns);
+            while m.hw.cores[0].clock_ps < t * 1000 {
+                m.access(0, accesses[i % accesses.len()]).unwrap();
+                i += 1;
+            }
+            if t == until_ns {
+                return;
+            }
+            o.on_event(&mut crate::agents::testing::ctx(m, t, 1, &mut cpu)).unwrap();
+            at_tick(o, m);
+        }
+    }
+
+    fn stat(o: &Pebs, name: &str) -> f64 {
+        let mut s = Stats::new();
+        o.report_stats("p", &mut s);
+        s.get(&format!("p.{name}")).unwrap().as_f64()
+    }
+
+    #[test]
+    fn closed_form_samples_interrupts_and_cost() {
+        for r in [1u64, 7, 64, 100, 256] {
+            let mut m = machine(2);
+            let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+            // 8 KiB / 192 B = 42 records, interrupt at 90%: 37.
+            let mut o = pebs(&format!("event = \"loads\"\nperiod = {r}\nbuffer_size = \"8KiB\""), 2);
+            start(&mut o, &mut m);
+            let n = 20_000u64;
+            for k in 0..n {
+                m.access(0, Access::read(a + (k * 64) % (1 << 20))).unwrap();
+                m.access(0, Access::write(a + (k * 64) % (1 << 20))).unwrap();
+            }
+            let mut cpu = 0;
+            o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 1, &mut cpu)).unwrap();
+            let hw = m.hw.pebs.as_ref().unwrap();
+            let samples = n / r;
+            let irqs = samples / 37;
+            assert_eq!(hw.cores[0].samples, samples, "N/R samples for R = {r}");
+            assert_eq!(hw.cores[0].interrupts, irqs, "R = {r}");
+            assert_eq!(o.sample_count() as u64, irqs * 37, "drained records");
+            // 20,000 cycles at 2 GHz = 10 us per interrupt.
+            assert_eq!(o.hw_cpu_ps(&MachineView::new(&mut m)), irqs * 10_000_000, "R = {r}");
+            assert_eq!(cpu, 0, "the driver's tick charges nothing");
+            assert_eq!(stat(&o, "samples"), (irqs * 37) as f64);
+            assert_eq!(stat(&o, "interrupts"), irqs as f64);
+            assert!((stat(&o, "interrupt_seconds") - irqs as f64 * 10e-6).abs() < 1e-15);
+            if irqs > 0 {
+                assert_eq!(stat(&o, "mean_samples_per_drain"), 37.0);
+            }
+            assert_eq!(stat(&o, "period"), r as f64);
+        }
+    }
+
+    #[test]
+    fn buffer_geometry_follows_the_mckernel_driver() {
+        for (b, cap, thr) in [("8KiB", 42, 37), ("16KiB", 85, 76), ("32KiB", 170, 153), ("64KiB", 341, 306)] {
+            let p: PebsParams = toml::from_str(&format!("buffer_size = \"{b}\"")).unwrap();
+            assert_eq!(p.capacity_and_threshold(), (cap, thr), "{b}");
+        }
+        let p: PebsParams = toml::from_str("buffer_size = 192\nthreshold_fraction = 0.5").unwrap();
+        assert_eq!(p.capacity_and_threshold(), (1, 1), "at least one record");
+    }
+
+    #[test]
+    fn events_select_loads_stores_or_both() {
+        for (ev, want) in [("loads", 100u64), ("stores", 50), ("all", 150)] {
+            let mut m = machine(1);
+            let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+            let mut o = pebs(&format!("event = \"{ev}\"\nperiod = 10\nbuffer_size = 1920"), 1);
+            start(&mut o, &mut m);
+            for k in 0..500u64 {
+                m.access(0, Access::read(a + k * 8)).unwrap();
+                m.access(0, Access::read(a + k * 8 + 4)).unwrap();
+                m.access(0, Access::write(a + k * 8)).unwrap();
+            }
+            let mut cpu = 0;
+            o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 0, &mut cpu)).unwrap();
+            assert_eq!(m.hw.pebs.as_ref().unwrap().cores[0].samples, want, "{ev}");
+            // Buffer of 10 records, interrupt at 9: every drained row names its event.
+            let names: Vec<String> = o.samples().iter().map(|s| s.event.clone()).collect();
+            assert_eq!(names.len(), (want / 9 * 9) as usize);
+            match ev {
+                "loads" => assert!(names.iter().all(|n| n == "all-loads")),
+                "stores" => assert!(names.iter().all(|n| n == "all-stores")),
+                _ => {
+                    assert!(names.iter().any(|n| n == "all-loads") && names.iter().any(|n| n == "all-stores"))
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn samples_match_the_recording_schema() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        let mut o = pebs("event = \"loads\"\nperiod = 3\nbuffer_size = 768", 1); // 4 records, irq at 3
+        start(&mut o, &mut m);
+        for k in 0..18u64 {
+            m.access(0, Access::read(a + k * 4096 + 8)).unwrap();
+        }
+        let rep = o.hot_set(0, u64::MAX, &MachineView::new(&mut m));
+        let s = o.samples();
+        assert_eq!(s.len(), 6);
+        assert_eq!(s[0].addr, a + 2 * 4096 + 8, "the 3rd load");
+        assert_eq!((s[0].tid, s[0].cpu, s[0].ip, s[0].weight, s[0].data_src), (0, 0, 0, 0, 0));
+        assert_eq!(s.iter().map(|s| s.drain).collect::<Vec<_>>(), vec![0, 0, 0, 1, 1, 1]);
+        assert!(s[0].time_ns == s[2].time_ns && s[3].time_ns > s[0].time_ns, "one time per drain");
+        let pages: Vec<u64> = (0..6).map(|i| (a >> 12) + 2 + 3 * i).collect();
+        assert_eq!(rep, HotReport::Pages(pages));
+        // Consumed at the tick after the window read them: no double counting.
+        let mut cpu = 0;
+        o.on_event(&mut crate::agents::testing::ctx(&mut m, 5, 0, &mut cpu)).unwrap();
+        assert_eq!(o.samples().len(), 6);
+        assert_eq!(stat(&o, "drains"), 2.0);
+        assert_eq!(stat(&o, "pages_seen"), 6.0);
+    }
+
+    #[test]
+    fn hot_set_counts_samples_per_window_with_min_samples() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        // Every load sampled, a drain every 2 records.
+        let mut o = pebs(
+            "event = \"loads\"\nperiod = 1\nbuffer_size = 576\nthreshold_fraction = 0.7\nmin_samples = 2",
+            1,
+        );
+        start(&mut o, &mut m);
+        let page = |p: u64| a + p * 4096;
+        for p in [1, 1, 2, 3, 3, 3] {
+            m.access(0, Access::read(page(p))).unwrap();
+        }
+        let mid = m.hw.cores[0].clock_ps / 1000 + 1;
+        for p in [2, 4, 4, 2] {
+            m.access(0, Access::read(page(p))).unwrap();
+        }
+        let end = m.hw.cores[0].clock_ps / 1000 + 1;
+        assert_eq!(
+            o.hot_set(0, mid, &MachineView::new(&mut m)),
+            HotReport::Pages(vec![(a >> 12) + 1, (a >> 12) + 3])
+        );
+        assert_eq!(o.window_columns()[0], ("samples".to_string(), 6.0));
+        assert_eq!(o.window_columns()[1], ("interrupts".to_string(), 3.0));
+        // Page 2's sample of the first window does not carry over.
+        assert_eq!(
+            o.hot_set(mid, end, &MachineView::new(&mut m)),
+            HotReport::Pages(vec![(a >> 12) + 2, (a >> 12) + 4])
+        );
+        assert_eq!(o.window_columns()[0].1, 4.0);
+    }
+
+    #[test]
+    fn frequency_mode_converges_to_the_target_rate() {
+        for freq in [5_000.0, 10_000.0] {
+            let mut m = machine(2);
+            let a = m.mmap(16 << 20, MapOptions::named("x")).unwrap();
+            let acc: Vec<Access> = (0..(16u64 << 20) / 64)
+                .map(|k| if k % 4 == 3 { Access::write(a + k * 64) } else { Access::read(a + k * 64) })
+                .collect();
+            let mut o = pebs(&format!("frequency_hz = {freq}\nbuffer_size = \"8KiB\""), 2);
+            start(&mut o, &mut m);
+            let mut at_half = None;
+            drive(&mut o, &mut m, &acc, 1_000_000_000, |o, m| {
+                if o.last_tick_ns >= 500_000_000 && at_half.is_none() {
+                    at_half = Some((o.last_tick_ns, m.hw.pebs.as_ref().unwrap().cores[0].samples));
+                }
+            });
+            let (t, n) = at_half.unwrap();
+            let got = m.hw.pebs.as_ref().unwrap().cores[0].samples - n;
+            let want = freq * (1e9 - t as f64) / 1e9;
+            assert!((got as f64 - want).abs() < 0.02 * want, "{got} samples, want {want} at {freq} Hz");
+            // The period is far from the starting 100 (about 1e7 events/s / freq).
+            assert!(o.period() > 500, "{}", o.period());
+            assert!(stat(&o, "period_adjustments") >= 1.0);
+        }
+    }
+
+    #[test]
+    fn frequency_mode_follows_a_change_of_the_event_rate() {
+        let mut m = machine(1);
+        let a = m.mmap(16 << 20, MapOptions::named("x")).unwrap();
+        let line = |k: u64, w: bool| if w { Access::write(a + k * 64) } else { Access::read(a + k * 64) };
+        let loads: Vec<Access> = (0..(16u64 << 20) / 64).map(|k| line(k, false)).collect();
+        // Then one load in four: the load rate drops about fourfold.
+        let mixed: Vec<Access> = (0..(16u64 << 20) / 64).map(|k| line(k, k % 4 != 0)).collect();
+        let mut o = pebs("event = \"loads\"\nfrequency_hz = 2000.0\nbuffer_size = \"8KiB\"", 1);
+        start(&mut o, &mut m);
+        drive(&mut o, &mut m, &loads, 500_000_000, |_, _| {});
+        let p1 = o.period();
+        let mut mark = None;
+        drive(&mut o, &mut m, &mixed, 1_500_000_000, |o, m| {
+            if o.last_tick_ns >= 1_000_000_000 && mark.is_none() {
+                mark = Some((o.last_tick_ns, m.hw.pebs.as_ref().unwrap().cores[0].samples));
+            }
+        });
+        let p2 = o.period();
+        assert!((p1 as f64 / p2 as f64 - 4.0).abs() < 0.2, "{p1} -> {p2}");
+        let (t, n) = mark.unwrap();
+        let got = (m.hw.pebs.as_ref().unwrap().cores[0].samples - n) as f64;
+        let want = 2000.0 * (1.5e9 - t as f64) / 1e9;
+        assert!((got - want).abs() < 0.02 * want, "{got} samples, want {want}");
+    }
+
+    #[test]
+    fn fixed_period_never_changes() {
+        let mut m = machine(1);
+        let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
+        let acc: Vec<Access> = (0..4096u64).map(|k| Access::read(a + k * 64)).collect();
+        let mut o = pebs("period = 128", 1);
+        start(&mut o, &mut m);
+        drive(&mut o, &mut m, &acc, 50_000_000, |o, m| {
+            assert_eq!(o.period(), 128);
+            assert_eq!(m.hw.pebs.as_ref().unwrap().cfg.period, 128);
+        });
+    }
+
+    #[test]
+    fn one_pebs_observer_per_machine() {
+        let mut m = machine(1);
+        let mut a = pebs("name = \"a\"", 1);
+        let mut b = pebs("name = \"b\"", 1);
+        start(&mut a, &mut m);
+        let mut cpu = 0;
+        let e = b.start(&mut crate::agents::testing::ctx(&mut m, 0, 0, &mut cpu)).unwrap_err();
+        assert!(e.to_string().contains("one configuration"), "{e}");
+        assert!(e.to_string().contains("--techniques b"), "{e}");
+    }
+
+    fn run_text(text: &str, overrides: &[&str]) -> crate::driver::RunResult {
+        let src = crate::scenario::Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() };
+        let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let sc = crate::scenario::load(&src, &ov, None).unwrap();
+        crate::driver::Simulation::new(sc, &src, None)
+            .unwrap()
+            .run(&mut |_| crate::driver::Control::Continue)
+            .unwrap()
+    }
+
+    const SMALL: &str = r#"
+seed = 4
+duration = "200ms"
+window = "50ms"
+[machine]
+cores = 2
+[workload]
+kind = "hotset"
+heap_size = "256MiB"
+hot_size = "4MiB"
+needles = 4
+hot_fraction = 0.9
+read_fraction = 0.7
+[[telemetry]]
+kind = "pebs"
+frequency_hz = 5000.0
+buffer_size = "8KiB"
+"#;
+
+    #[test]
+    fn runs_in_a_scenario_deterministically() {
+        let a = run_text(SMALL, &[]);
+        let b = run_text(SMALL, &[]);
+        assert_eq!(a.stats, b.stats);
+        assert_eq!(a.timeseries.columns, b.timeseries.columns);
+        let g = |k: &str| a.stats.get(&format!("telemetry.pebs.{k}")).unwrap().as_f64();
+        // ~5000 samples/s for 0.2 s on the one application core (the period is re-computed
+        // every tick, so the rate overshoots a little; the last partial buffer is flushed).
+        assert!((900.0..=1100.0).contains(&g("samples")), "{}", g("samples"));
+        assert!(g("mean_recall") > 0.0 && g("mean_precision") > 0.5);
+        let irq = 20_000.0 / 2.0e9;
+        assert!((g("cpu_seconds") - g("interrupts") * irq).abs() < 1e-9);
+        assert_eq!(a.timeseries.column("telemetry.pebs.period").unwrap().len(), 4);
+        let c = run_text(SMALL, &["seed=5"]);
+        assert_ne!(a.stats, c.stats, "the seed matters");
+    }
+
+    const MINIFE: &str = include_str!("../../../scenarios/pebs-minife.toml");
+
+    #[test]
+    fn minife_scenario_sweeps_r_and_b_one_machine_each() {
+        let src = crate::scenario::Source {
+            text: MINIFE.into(),
+            file: "pebs-minife.toml".into(),
+            base_dir: ".".into(),
+        };
+        // One iteration keeps the test short; the scenario runs two.
+        let sc = crate::scenario::load(&src, &["workload.iterations=1".to_string()], None).unwrap();
+        let labels: Vec<String> = sc.telemetry.iter().map(|t| t.label()).collect();
+        // `export` prints every default and loads back to the same techniques.
+        let text = crate::scenario::export(&sc);
+        let src2 = crate::scenario::Source { text, file: "export.toml".into(), base_dir: ".".into() };
+        let again = crate::scenario::load(&src2, &[], None).unwrap();
+        assert_eq!(format!("{:?}", again.telemetry), format!("{:?}", sc.telemetry));
+        let want: Vec<String> =
+            [64, 128, 256].iter().flat_map(|r| [8, 16, 32].map(|b| format!("R{r}-B{b}K"))).collect();
+        assert_eq!(labels, want);
+        let e = crate::driver::Simulation::new(sc.clone(), &src, None).err().unwrap();
+        assert!(e.to_string().contains("one configuration"), "{e}");
+        let run = |t: Vec<TelemetryConfig>| {
+            let mut one = sc.clone();
+            one.telemetry = t;
+            crate::driver::Simulation::new(one, &src, None)
+                .unwrap()
+                .run(&mut |_| crate::driver::Control::Continue)
+                .unwrap()
+        };
+        let base = run(vec![]);
+        let app0 = base.stats.get("run.app_seconds").unwrap().as_f64();
+        let mut res = Vec::new();
+        for t in &sc.telemetry {
+            let TelemetryConfig::Pebs(p) = t else { panic!("pebs only") };
+            let r = run(vec![t.clone()]);
+            let g = |k: &str| r.stats.get(&format!("telemetry.{}.{k}", t.label())).unwrap().as_f64();
+            let events = match p.event {
+                PebsEvent::Loads => r.stats.get_u64("machine.reads"),
+                _ => r.stats.get_u64("machine.cache.load_misses"),
+            };
+            // Every R-th event is sampled: N/R samples, of which all but the last, partial
+            // buffer (flushed at the end of the run, no interrupt) were drained by interrupts.
+            let (_, thr) = p.capacity_and_threshold();
+            let n_r = (events / p.period) as f64;
+            assert_eq!(g("samples"), n_r, "{}", t.label());
+            let drained = g("interrupts") * thr as f64;
+            assert!(drained <= n_r && drained > n_r - thr as f64, "{}: {drained} vs {n_r}", t.label());
+            assert!((g("cpu_seconds") - g("interrupts") * 20_000.0 / 1.4e9).abs() < 1e-9);
+            let app = r.stats.get("run.app_seconds").unwrap().as_f64();
+            res.push((p.period, p.buffer_size.0, g("pages_seen"), app / app0 - 1.0, p.event));
+        }
+        // Overhead falls with larger R at every B, and with larger B at every R.
+        for i in 0..9 {
+            let (r, b, _, o, _) = res[i];
+            assert!(o > 0.0, "R{r} B{b}: {o}");
+            if i % 3 < 2 {
+                assert!(res[i + 1].3 < o, "B {b} -> {}: {o} -> {}", res[i + 1].1, res[i + 1].3);
+            }
+            if i < 6 {
+                assert!(res[i + 3].3 < o, "R {r} -> {}: {o} -> {}", res[i + 3].0, res[i + 3].3);
+            }
+        }
+        // With the paper's event (L2 misses) fewer pages are seen as R grows.
+        if res[0].4 == PebsEvent::L2MissLoads {
+            for i in 0..6 {
+                assert!(res[i + 3].2 < res[i].2, "pages seen {:?}", res);
+            }
+        }
+    }
+
+    #[test]
+    fn l2_miss_loads_count_only_loads_that_miss_the_cache_model() {
+        let cfg = MachineConfig { cores: 1, cache: Some(Default::default()), ..MachineConfig::default() };
+        let mut m = Machine::new(&cfg);
+        let a = m.mmap(4 << 20, MapOptions::named("x")).unwrap();
+        let mut o = pebs("event = \"l2-miss-loads\"\nperiod = 4\nbuffer_size = 960", 1); // irq at 4
+        start(&mut o, &mut m);
+        // Two sweeps of 4 MiB with 8-byte loads and a store per line: every line misses once per
+        // sweep (4 MiB > 1 MiB cache, LRU), the other 7 loads and the store hit.
+        for _ in 0..2 {
+            for k in 0..(4u64 << 20) / 8 {
+                m.access(0, Access::read(a + k * 8)).unwrap();
+                if k % 8 == 7 {
+                    m.access(0, Access::write(a + k * 8)).unwrap();
+                }
+            }
+        }
+        let lines = 2 * (4u64 << 20) / 64;
+        assert_eq!(m.hw.cores[0].cache.load_misses, lines);
+        assert_eq!(m.hw.pebs.as_ref().unwrap().cores[0].samples, lines / 4);
+        let mut cpu = 0;
+        o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 0, &mut cpu)).unwrap();
+        // Every 4th missing line (256 bytes apart), at the load that missed it.
+        let s = o.samples();
+        assert_eq!(s[0].addr, a + 3 * 64);
+        assert_eq!(s[1].addr - s[0].addr, 4 * 64);
+        assert!(s.iter().all(|s| s.event == "l2-miss-loads"));
+        // Without a cache model the event is refused at start.
+        let mut m = machine(1);
+        let mut o = pebs("event = \"l2-miss-loads\"", 1);
+        let e = o.start(&mut crate::agents::testing::ctx(&mut m, 0, 0, &mut cpu)).unwrap_err();
+        assert!(e.to_string().contains("[machine.cache]"), "{e}");
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        let ctx = TelemetryBuildCtx { cores: 2, threads: 1, index: 4, ..Default::default() };
+        let bad = |t: &str| {
+            let p: PebsParams = toml::from_str(t).unwrap();
+            p.build("pebs", &ctx).err().unwrap().to_string()
+        };
+        assert!(bad("period = 0").contains("telemetry[4].period"));
+        assert!(bad("frequency_hz = 0.0").contains("frequency_hz"));
+        assert!(bad("buffer_size = 100").contains("buffer_size"));
+        assert!(bad("threshold_fraction = 1.5").contains("threshold_fraction"));
+        assert!(bad("min_samples = 0").contains("min_samples"));
+        assert!(bad("tick = 0").contains("tick"));
+        assert!(toml::from_str::<PebsParams>("event = \"cycles\"").is_err());
+        assert!(toml::from_str::<PebsParams>("perod = 3").is_err(), "unknown fields rejected");
+        let p: PebsParams = toml::from_str("").unwrap();
+        assert_eq!((p.event, p.period, p.buffer_size.0, p.record_size.0), (PebsEvent::All, 100, 65536, 192));
+        assert_eq!((p.threshold_fraction, p.interrupt_cycles, p.min_samples), (0.9, 20_000.0, 1));
+        let cfg: TelemetryConfig = toml::from_str("kind = \"pebs\"").unwrap();
+        assert_eq!(cfg.label(), "pebs");
+    }
+}

@@ -1,0 +1,315 @@
+//! `hemem`: HeMem-like tiering (Raybuck et al., SOSP 2021) driven by PEBS samples.
+//!
+//! # Model
+//! HeMem manages memory in huge pages (`page = "2MiB"`: 2 MiB chunks, moved as 512 base
+//! pages when the mapping uses 4 KiB pages; `"4KiB"` tracks base pages). Each PEBS record
+//! counts one read (a load) or one write (a store) for its page. A page is **hot** when its
+//! reads reach `read_hot_threshold` or its writes reach `write_hot_threshold`. When any
+//! page's reads or writes reach `cooling_threshold`, a global cooling clock ticks: every
+//! page's counts are halved once per tick (lazily, the next time the page is looked at), so
+//! pages that stop being sampled cool down. Pages that turn hot while on the slow tier join a
+//! FIFO hot list. The policy thread wakes every `interval` and promotes from the hot list up
+//! to `max_migrate` bytes per wake-up (and the rate limit); when the fast tier is full it
+//! first demotes a cold page from the fast tier (coldest first, after applying cooling);
+//! with no cold page there, promotion stops until one appears.
+//!
+//! # Parameters (defaults and sources: `reference/memory-management.md`, HeMem's code)
+//! | parameter | default | source |
+//! |---|---|---|
+//! | `read_hot_threshold` | 8 | HeMem: hot at >= 8 sampled reads |
+//! | `write_hot_threshold` | 4 | HeMem: hot at >= 4 sampled writes |
+//! | `cooling_threshold` | 18 | HeMem: cooling when a count reaches 18 |
+//! | `interval` | 10 ms | HeMem: policy loop every 10 ms |
+//! | `max_migrate` | 10 GB | HeMem: up to 10 GB migrated per loop |
+//! | `page` | 2MiB | HeMem manages 2 MiB pages |
+//! | `rate_limit_mbps` | 1,000,000 | = 10 GB per 10 ms (HeMem has no other limit) |
+//! | `ns_per_sample` | 50 ns | assumption: hash lookup and list update per record |
+//!
+//! The PEBS sample period is the followed `pebs` observer's (`period`; HeMem uses 5003 to
+//! 19997, and samples DRAM loads, NVM loads and stores: `event = "all"`).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
+use crate::agents::FeedKind;
+use crate::error::Result;
+use crate::stats::Stats;
+use crate::units::{ByteSize, Duration};
+use tierlab_core::PageSize;
+
+/// Parameters of `hemem`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HememParams {
+    /// Sampled reads that make a page hot.
+    #[serde(default = "d_read")]
+    pub read_hot_threshold: u32,
+    /// Sampled writes that make a page hot.
+    #[serde(default = "d_write")]
+    pub write_hot_threshold: u32,
+    /// A count reaching this ticks the cooling clock (all counts halve).
+    #[serde(default = "d_cool")]
+    pub cooling_threshold: u32,
+    /// Policy-loop period.
+    #[serde(default = "d_interval")]
+    pub interval: Duration,
+    /// Bytes migrated per loop at most.
+    #[serde(default = "d_max")]
+    pub max_migrate: ByteSize,
+    /// Tracking and migration unit.
+    #[serde(default = "d_page")]
+    pub page: PageSize,
+    /// CPU cost of handling one sample, ns.
+    #[serde(default = "d_ns_sample")]
+    pub ns_per_sample: f64,
+}
+
+fn d_read() -> u32 {
+    8
+}
+fn d_write() -> u32 {
+    4
+}
+fn d_cool() -> u32 {
+    18
+}
+fn d_interval() -> Duration {
+    Duration(10_000_000)
+}
+fn d_max() -> ByteSize {
+    ByteSize(10_000_000_000)
+}
+fn d_page() -> PageSize {
+    PageSize::Huge2M
+}
+fn d_ns_sample() -> f64 {
+    50.0
+}
+
+impl Default for HememParams {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl TieringParams for HememParams {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        for (f, v) in [
+            ("read_hot_threshold", self.read_hot_threshold),
+            ("write_hot_threshold", self.write_hot_threshold),
+            ("cooling_threshold", self.cooling_threshold),
+        ] {
+            if v == 0 {
+                return Err(ctx.err(f, "must be at least 1"));
+            }
+        }
+        if self.cooling_threshold < self.read_hot_threshold.max(self.write_hot_threshold) {
+            return Err(ctx.err("cooling_threshold", "must be at least the hot thresholds"));
+        }
+        if self.interval.0 == 0 {
+            return Err(ctx.err("interval", "must be > 0"));
+        }
+        if self.max_migrate.0 < tierlab_core::PAGE_SIZE {
+            return Err(ctx.err("max_migrate", "must be at least one page (4 KiB)"));
+        }
+        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
+            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
+        }
+        Ok(Box::new(Hemem::new(self.clone())))
+    }
+    fn period_ns(&self) -> u64 {
+        self.interval.0
+    }
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        Some(&[FeedKind::Samples])
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Page {
+    reads: u32,
+    writes: u32,
+    clock: u32,
+    queued: bool,
+}
+
+/// The `hemem` policy.
+pub struct Hemem {
+    p: HememParams,
+    shift: u32,
+    next_ns: u64,
+    pages: HashMap<u64, Page>,
+    clock: u32,
+    hot_list: VecDeque<u64>,
+    /// Units this policy placed on the fast tier.
+    in_fast: BTreeSet<u64>,
+    samples: u64,
+    coolings: u64,
+    blocked: u64,
+}
+
+impl Hemem {
+    fn new(p: HememParams) -> Self {
+        Hemem {
+            shift: if p.page == PageSize::Huge2M { 21 } else { 12 },
+            next_ns: p.interval.0,
+            p,
+            pages: HashMap::new(),
+            clock: 0,
+            hot_list: VecDeque::new(),
+            in_fast: BTreeSet::new(),
+            samples: 0,
+            coolings: 0,
+            blocked: 0,
+        }
+    }
+
+    fn cool(clock: u32, pg: &mut Page) {
+        let d = clock - pg.clock;
+        if d > 0 {
+            pg.reads = pg.reads.checked_shr(d).unwrap_or(0);
+            pg.writes = pg.writes.checked_shr(d).unwrap_or(0);
+            pg.clock = clock;
+        }
+    }
+
+    fn is_hot(&self, pg: &Page) -> bool {
+        pg.reads >= self.p.read_hot_threshold || pg.writes >= self.p.write_hot_threshold
+    }
+
+    /// The base pages of unit `u` on node `node`.
+    fn unit_pages(&self, u: u64, node: u8, ctx: &TieringCtx) -> Vec<u64> {
+        let start = u << self.shift;
+        let end = start + (1u64 << self.shift);
+        let mut out = Vec::new();
+        let mut va = start;
+        while va < end {
+            let b = super::page_bytes(ctx.machine, va);
+            if ctx.machine.node_of(va) == Some(node) {
+                out.push(va & !(b - 1));
+            }
+            va = (va & !(b - 1)) + b;
+        }
+        out
+    }
+
+    /// Demote the coldest non-hot unit of the fast tier; false when there is none.
+    fn demote_one(&mut self, ctx: &mut TieringCtx) -> Result<bool> {
+        let clock = self.clock;
+        let mut best: Option<(u32, u64)> = None;
+        for &u in &self.in_fast {
+            let pg = self.pages.entry(u).or_default();
+            Self::cool(clock, pg);
+            let pg = *pg;
+            if self.is_hot(&pg) {
+                continue;
+            }
+            let heat = pg.reads + pg.writes;
+            if best.is_none_or(|(h, _)| heat < h) {
+                best = Some((heat, u));
+            }
+        }
+        let Some((_, u)) = best else { return Ok(false) };
+        self.in_fast.remove(&u);
+        let pages = self.unit_pages(u, ctx.tiers.fast, ctx);
+        ctx.demote(&pages)?;
+        Ok(true)
+    }
+}
+
+impl TieringPolicy for Hemem {
+    fn next_event(&self) -> crate::agents::Ps {
+        crate::agents::ns_to_ps(self.next_ns)
+    }
+
+    fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
+        let Feed::Samples(drains) = feed else { return Ok(()) };
+        let mut n = 0u64;
+        for d in drains.iter() {
+            for &(addr, kind) in &d.records {
+                n += 1;
+                let u = addr >> self.shift;
+                let clock = self.clock;
+                let pg = self.pages.entry(u).or_default();
+                Self::cool(clock, pg);
+                if kind == 1 {
+                    pg.writes += 1;
+                } else {
+                    pg.reads += 1;
+                }
+                let cool = pg.reads >= self.p.cooling_threshold || pg.writes >= self.p.cooling_threshold;
+                let pg = *pg;
+                if self.is_hot(&pg) && !pg.queued && !self.in_fast.contains(&u) {
+                    self.pages.get_mut(&u).expect("page").queued = true;
+                    self.hot_list.push_back(u);
+                }
+                if cool {
+                    self.clock += 1;
+                    self.coolings += 1;
+                }
+            }
+        }
+        self.samples += n;
+        ctx.charge(n as f64 * self.p.ns_per_sample);
+        Ok(())
+    }
+
+    fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
+        let now = ctx.now_ns;
+        self.next_ns = now + self.p.interval.0;
+        let mut moved = 0u64;
+        let unit = 1u64 << self.shift;
+        while moved + unit <= self.p.max_migrate.0 && ctx.core_free_before(self.next_ns) {
+            let Some(&u) = self.hot_list.front() else { break };
+            let clock = self.clock;
+            let pg = self.pages.entry(u).or_default();
+            Self::cool(clock, pg);
+            let pg = *pg;
+            if !self.is_hot(&pg) {
+                // Cooled down while waiting.
+                self.hot_list.pop_front();
+                self.pages.get_mut(&u).expect("page").queued = false;
+                continue;
+            }
+            let pages = self.unit_pages(u, ctx.tiers.slow, ctx);
+            let bytes: u64 = pages.iter().map(|&v| super::page_bytes(ctx.machine, v)).sum();
+            if bytes > ctx.mover.budget() {
+                break;
+            }
+            if ctx.fast_free() < bytes && !self.demote_one(ctx)? {
+                self.blocked += 1;
+                break;
+            }
+            if ctx.fast_free() < bytes {
+                continue;
+            }
+            self.hot_list.pop_front();
+            self.pages.get_mut(&u).expect("page").queued = false;
+            ctx.promote(&pages)?;
+            self.in_fast.insert(u);
+            moved += bytes;
+        }
+        Ok(())
+    }
+
+    fn window_columns(&self) -> Vec<(String, f64)> {
+        vec![("hot_list".into(), self.hot_list.len() as f64)]
+    }
+
+    fn report_stats(&self, prefix: &str, out: &mut Stats) {
+        out.set(format!("{prefix}.samples"), self.samples);
+        out.set(format!("{prefix}.coolings"), self.coolings);
+        out.set(format!("{prefix}.tracked_pages"), self.pages.len());
+        out.set(format!("{prefix}.blocked"), self.blocked);
+    }
+}
+
+impl crate::params::Params for HememParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for HememParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(1_000_000.0)
+    }
+}

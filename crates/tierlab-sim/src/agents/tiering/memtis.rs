@@ -1,0 +1,400 @@
+//! `memtis`: Memtis-like tiering (Lee et al., SOSP 2023) driven by PEBS load samples.
+//!
+//! # Model
+//! Every PEBS record adds one to its 4 KiB page's access count. Pages are kept in a
+//! 16-bin **access histogram** by `floor(log2(count))` (bin 15 holds everything above). The
+//! **hot threshold** is the lowest bin such that the pages in it and above fit the fast tier
+//! (`fill` of its capacity): the hot set is fitted to the fast tier, whatever its size. Every
+//! `cooling_samples` samples all counts halve (the histogram shifts down one bin). The
+//! sampling period adapts: every `adjust_interval` the PEBS interrupt time of the
+//! application cores over that interval is compared with `cpu_limit`: above it the period
+//! goes up one step of the ladder, below half of it down one step (from `min_period` to
+//! `max_period`). The migration daemon (kmigrated) wakes every `interval`: it promotes the
+//! slow-tier pages at or above the hot threshold, hottest first, within the rate limit,
+//! demoting fast-tier pages below the threshold (coldest first) to make room. Huge-page
+//! splitting is not modelled (the tiering-kv machine maps 4 KiB pages).
+//!
+//! # Parameters (defaults and sources: `reference/memory-management.md`)
+//! | parameter | default | source |
+//! |---|---|---|
+//! | `bins` | 16 | Memtis: 16-bin log histogram |
+//! | `cooling_samples` | 2,000,000 | Memtis: counts halved every 2 M samples |
+//! | `interval` | 500 ms | Memtis: migration daemon every 500 ms |
+//! | `rate_limit_mbps` | 2048 | Memtis: migration capped at 2 GB/s |
+//! | `cpu_limit` | 0.03 | Memtis: sampling CPU kept <= 3% |
+//! | `min_period`, `max_period` | 199, 19997 | Memtis: load period adapted from 199 up to 19997 |
+//! | `adjust_interval` | 1 s | assumption |
+//! | `fill` | 0.95 | assumption, as hottest-first |
+//! | `ns_per_sample` | 50 ns | assumption |
+
+use std::collections::{HashMap, HashSet};
+use tierlab_core::{bytes_of, page_addr, vpn, PAGE_SIZE};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
+use crate::agents::FeedKind;
+use crate::error::Result;
+use crate::stats::Stats;
+use crate::units::Duration;
+
+/// Bins of the access histogram.
+pub const BINS: usize = 16;
+
+/// Parameters of `memtis`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemtisParams {
+    /// Migration daemon period.
+    #[serde(default = "d_interval")]
+    pub interval: Duration,
+    /// Samples between two coolings (all counts halve).
+    #[serde(default = "d_cooling")]
+    pub cooling_samples: u64,
+    /// Largest share of the application cores' time PEBS interrupts may take.
+    #[serde(default = "d_cpu")]
+    pub cpu_limit: f64,
+    /// Smallest sample period.
+    #[serde(default = "d_min_period")]
+    pub min_period: u64,
+    /// Largest sample period.
+    #[serde(default = "d_max_period")]
+    pub max_period: u64,
+    /// Period of the sampling-period adjustment.
+    #[serde(default = "d_adjust")]
+    pub adjust_interval: Duration,
+    /// Fraction of the fast tier the hot set may fill.
+    #[serde(default = "d_fill")]
+    pub fill: f64,
+    /// CPU cost of handling one sample, ns.
+    #[serde(default = "d_ns_sample")]
+    pub ns_per_sample: f64,
+}
+
+fn d_interval() -> Duration {
+    Duration(500_000_000)
+}
+fn d_cooling() -> u64 {
+    2_000_000
+}
+fn d_cpu() -> f64 {
+    0.03
+}
+fn d_min_period() -> u64 {
+    199
+}
+fn d_max_period() -> u64 {
+    19997
+}
+fn d_adjust() -> Duration {
+    Duration(1_000_000_000)
+}
+fn d_fill() -> f64 {
+    0.95
+}
+fn d_ns_sample() -> f64 {
+    50.0
+}
+
+impl Default for MemtisParams {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl TieringParams for MemtisParams {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        if self.interval.0 == 0 {
+            return Err(ctx.err("interval", "must be > 0"));
+        }
+        if self.adjust_interval.0 == 0 {
+            return Err(ctx.err("adjust_interval", "must be > 0"));
+        }
+        if self.cooling_samples == 0 {
+            return Err(ctx.err("cooling_samples", "must be at least 1"));
+        }
+        if !(self.cpu_limit > 0.0 && self.cpu_limit < 1.0) {
+            return Err(ctx.err("cpu_limit", format!("{} is not in (0, 1)", self.cpu_limit)));
+        }
+        if self.min_period == 0 {
+            return Err(ctx.err("min_period", "must be at least 1"));
+        }
+        if self.max_period < self.min_period {
+            return Err(ctx.err("max_period", "must be at least min_period"));
+        }
+        if !(self.fill > 0.0 && self.fill <= 1.0) {
+            return Err(ctx.err("fill", format!("{} is not in (0, 1]", self.fill)));
+        }
+        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
+            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
+        }
+        Ok(Box::new(Memtis::new(self.clone())))
+    }
+    fn period_ns(&self) -> u64 {
+        self.interval.0
+    }
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        Some(&[FeedKind::Samples])
+    }
+}
+
+/// The bin of an access count (count >= 1).
+pub fn bin_of(count: u32) -> usize {
+    ((31 - count.max(1).leading_zeros()) as usize).min(BINS - 1)
+}
+
+/// The hot threshold: the lowest bin whose pages, with those of every higher bin, fit in
+/// `budget_pages` (above every non-empty bin when the hottest one does not fit).
+pub fn hot_threshold(hist: &[u64; BINS], budget_pages: u64) -> usize {
+    let mut sum = 0u64;
+    let mut thr = BINS;
+    for b in (0..BINS).rev() {
+        sum += hist[b];
+        if sum > budget_pages {
+            break;
+        }
+        thr = b;
+    }
+    thr
+}
+
+/// The `memtis` policy.
+pub struct Memtis {
+    p: MemtisParams,
+    next_ns: u64,
+    next_adjust_ns: u64,
+    counts: HashMap<u64, u32>,
+    hist: [u64; BINS],
+    in_fast: HashSet<u64>,
+    samples: u64,
+    since_cooling: u64,
+    coolings: u64,
+    threshold: usize,
+    ladder: Vec<u64>,
+    step: usize,
+    last_irq_ps: u64,
+    adjustments: u64,
+}
+
+impl Memtis {
+    fn new(p: MemtisParams) -> Self {
+        // A geometric ladder of periods from min to max (about x1.6 per step).
+        let mut ladder = vec![p.min_period];
+        while *ladder.last().expect("ladder") < p.max_period {
+            let next = ((*ladder.last().expect("ladder") as f64 * 1.6).ceil() as u64).min(p.max_period);
+            ladder.push(next);
+        }
+        Memtis {
+            next_ns: p.interval.0,
+            next_adjust_ns: p.adjust_interval.0,
+            p,
+            counts: HashMap::new(),
+            hist: [0; BINS],
+            in_fast: HashSet::new(),
+            samples: 0,
+            since_cooling: 0,
+            coolings: 0,
+            threshold: BINS,
+            ladder,
+            step: 0,
+            last_irq_ps: 0,
+            adjustments: 0,
+        }
+    }
+
+    fn cool(&mut self) {
+        self.hist = [0; BINS];
+        let hist = &mut self.hist;
+        self.counts.retain(|_, c| {
+            *c /= 2;
+            if *c > 0 {
+                hist[bin_of(*c)] += 1;
+            }
+            *c > 0
+        });
+        self.coolings += 1;
+    }
+
+    fn irq_ps(ctx: &TieringCtx) -> u64 {
+        ctx.machine.hw().pebs.as_ref().map_or(0, |hw| hw.cores.iter().map(|c| c.interrupt_ps).sum())
+    }
+
+    fn adjust_period(&mut self, ctx: &mut TieringCtx) {
+        let irq = Self::irq_ps(ctx);
+        let d = irq - self.last_irq_ps;
+        self.last_irq_ps = irq;
+        let cores = ctx.machine.mm_cpumask().iter().filter(|&&b| b).count().max(1) as f64;
+        let share = d as f64 / (self.p.adjust_interval.0 as f64 * 1000.0 * cores);
+        let old = self.step;
+        if share > self.p.cpu_limit && self.step + 1 < self.ladder.len() {
+            self.step += 1;
+        } else if share < self.p.cpu_limit / 2.0 && self.step > 0 {
+            self.step -= 1;
+        }
+        if self.step != old {
+            ctx.machine.hw_mut().set_pebs_period(self.ladder[self.step]);
+            self.adjustments += 1;
+        }
+    }
+}
+
+impl TieringPolicy for Memtis {
+    fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
+        ctx.machine.hw_mut().set_pebs_period(self.ladder[0]);
+        self.last_irq_ps = Self::irq_ps(ctx);
+        Ok(())
+    }
+
+    fn next_event(&self) -> crate::agents::Ps {
+        crate::agents::ns_to_ps(self.next_ns.min(self.next_adjust_ns))
+    }
+
+    fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
+        let Feed::Samples(drains) = feed else { return Ok(()) };
+        let mut n = 0u64;
+        for d in drains.iter() {
+            for &(addr, _) in &d.records {
+                n += 1;
+                let c = self.counts.entry(vpn(addr)).or_insert(0);
+                if *c > 0 {
+                    self.hist[bin_of(*c)] -= 1;
+                }
+                *c = c.saturating_add(1);
+                self.hist[bin_of(*c)] += 1;
+                self.since_cooling += 1;
+                if self.since_cooling >= self.p.cooling_samples {
+                    self.since_cooling = 0;
+                    self.cool();
+                }
+            }
+        }
+        self.samples += n;
+        ctx.charge(n as f64 * self.p.ns_per_sample);
+        Ok(())
+    }
+
+    fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
+        let now = ctx.now_ns;
+        if now >= self.next_adjust_ns {
+            self.next_adjust_ns = now + self.p.adjust_interval.0;
+            self.adjust_period(ctx);
+        }
+        if now < self.next_ns {
+            return Ok(());
+        }
+        self.next_ns = now + self.p.interval.0;
+        let budget_pages = (ctx.fast_capacity() as f64 * self.p.fill) as u64 / PAGE_SIZE;
+        self.threshold = hot_threshold(&self.hist, budget_pages);
+        let thr = self.threshold;
+        let (fast, slow) = (ctx.tiers.fast, ctx.tiers.slow);
+        // Hot pages on the slow tier, hottest first.
+        let mut hot: Vec<(u32, u64)> = self
+            .counts
+            .iter()
+            .filter(|(_, &c)| bin_of(c) >= thr)
+            .map(|(&v, &c)| (c, v))
+            .filter(|&(_, v)| ctx.machine.node_of(page_addr(v)) == Some(slow))
+            .collect();
+        hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        ctx.charge(self.counts.len() as f64 * 10.0);
+        if hot.is_empty() {
+            return Ok(());
+        }
+        // Cold pages on the fast tier (below the threshold), coldest first.
+        let mut cold: Vec<(u32, u64)> = self
+            .in_fast
+            .iter()
+            .map(|&v| (self.counts.get(&v).copied().unwrap_or(0), v))
+            .filter(|&(c, _)| c == 0 || bin_of(c) < thr)
+            .collect();
+        cold.sort();
+        let mut cold = cold.into_iter();
+        let mut batch = Vec::with_capacity(super::BATCH);
+        let mut i = 0;
+        while i < hot.len() && ctx.core_free_before(self.next_ns) {
+            batch.clear();
+            let budget = ctx.mover.budget();
+            while i < hot.len() && batch.len() < super::BATCH && bytes_of(batch.len() as u64 + 1) <= budget {
+                batch.push(page_addr(hot[i].1));
+                i += 1;
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let need = bytes_of(batch.len() as u64);
+            let free = ctx.fast_free();
+            if free < need {
+                let mut victims = Vec::new();
+                let mut got = free;
+                for (_, v) in cold.by_ref() {
+                    if got >= need {
+                        break;
+                    }
+                    if ctx.machine.node_of(page_addr(v)) == Some(fast) {
+                        victims.push(page_addr(v));
+                        got += PAGE_SIZE;
+                    }
+                    self.in_fast.remove(&v);
+                }
+                ctx.demote(&victims)?;
+                let fit = (ctx.fast_free() / PAGE_SIZE) as usize;
+                batch.truncate(fit);
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let (moved, _) = ctx.promote(&batch)?;
+            for &v in &batch[..moved as usize] {
+                self.in_fast.insert(vpn(v));
+            }
+            if (moved as usize) < batch.len() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn window_columns(&self) -> Vec<(String, f64)> {
+        vec![
+            ("hot_threshold_bin".into(), self.threshold as f64),
+            ("sample_period".into(), self.ladder[self.step] as f64),
+        ]
+    }
+
+    fn report_stats(&self, prefix: &str, out: &mut Stats) {
+        out.set(format!("{prefix}.samples"), self.samples);
+        out.set(format!("{prefix}.coolings"), self.coolings);
+        out.set(format!("{prefix}.tracked_pages"), self.counts.len());
+        out.set(format!("{prefix}.hot_threshold_bin"), self.threshold as u64);
+        out.set(format!("{prefix}.sample_period"), self.ladder[self.step]);
+        out.set(format!("{prefix}.period_adjustments"), self.adjustments);
+    }
+}
+
+impl crate::params::Params for MemtisParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for MemtisParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(2048.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_threshold_fits_the_fast_tier() {
+        assert_eq!(bin_of(1), 0);
+        assert_eq!(bin_of(2), 1);
+        assert_eq!(bin_of(3), 1);
+        assert_eq!(bin_of(1 << 20), BINS - 1);
+        let mut h = [0u64; BINS];
+        h[0] = 1000;
+        h[3] = 50;
+        h[5] = 10;
+        assert_eq!(hot_threshold(&h, 60), 1, "bins 5 and 3 (60 pages) fit, bin 0 does not");
+        assert_eq!(hot_threshold(&h, 5), 6, "bin 5 does not fit: the threshold is above every page");
+        assert_eq!(hot_threshold(&h, 5000), 0);
+    }
+}

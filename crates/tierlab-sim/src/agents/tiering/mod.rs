@@ -1,0 +1,655 @@
+//! Tiering: promotion of hot pages to a fast tier and demotion of cold ones, driven by
+//! telemetry (or by NUMA hint faults), with the cost of every migration charged back.
+//!
+//! # The machine
+//! Two tiers: a **fast** node (default node 0, e.g. DRAM, with a capacity that cannot hold the
+//! footprint) and a **slow** node (default node 1, e.g. CXL memory or Optane PMem). Pages move
+//! with [`Machine::migrate_pages`] (a batch with one TLB shootdown; each page's copy costs
+//! `bytes / min(bandwidth of the two nodes)` on the migrating core).
+//!
+//! # Contract of a policy ([`TieringPolicy`])
+//! Built from its parameters ([`TieringConfig::build`]), then driven on simulated time by the
+//! simulation, like an observer:
+//! 1. [`TieringPolicy::start`] once at time 0, after the workload's setup and the observers'
+//!    start;
+//! 2. [`TieringPolicy::on_feed`] whenever the technique it follows (named by its label in
+//!    `tiering.telemetry`) publishes a feed of the first kind in the policy's
+//!    [`TieringParams::accepts`] that the technique publishes: a region snapshot with
+//!    `nr_accesses` (region-based techniques, at every aggregation), sample batches (at every
+//!    drain a sampling driver consumes), or the hot set every technique reports at each
+//!    window end ([`Feed`]). A policy never learns which technique it follows;
+//! 3. [`TieringPolicy::on_event`] at the times it asks for ([`TieringPolicy::next_event`], in ps):
+//!    its policy loop, which migrates through a [`Mover`] (rate limit, accounting).
+//!
+//! A policy sees the machine only through its mechanism (its feed, page tables, hint faults);
+//! never ground truth. Its own work is charged to its core (`core`, default: the first core
+//! without an application thread, else core 0); migrations are charged to the core that does
+//! them (the policy's, or the faulting application core for NUMA balancing's promotions).
+//!
+//! # Registry
+//! One file per policy, one line in the [`crate::registry!`] below; its own parameters derive
+//! `Deserialize` with `deny_unknown_fields`. The shared ones ([`TieringShared`]: `name`,
+//! `telemetry`, `core`, `fast_node`, `slow_node`, `rate_limit_mbps`, each policy its default
+//! rate) are flattened in by [`crate::params::With`].
+
+use crate::error::{Result, SimError};
+use crate::params::{Params, SharedDefaults, With};
+use crate::stats::Stats;
+use serde::{Deserialize, Serialize};
+
+use super::{Agent, AgentCtx, Feed, FeedKind, Info, MachineView, Ps, Role, Subscription};
+use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
+
+pub mod hemem;
+pub mod hottest_first;
+pub mod memtis;
+pub mod numa_tiering;
+#[cfg(test)]
+pub mod toy;
+
+/// The two tiers a policy manages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiers {
+    /// The fast node.
+    pub fast: u8,
+    /// The slow node.
+    pub slow: u8,
+}
+
+/// Promotions and demotions with a promotion rate limit (a token bucket) and accounting.
+#[derive(Clone, Debug)]
+pub struct Mover {
+    /// Promotion rate limit, bytes per ns (MB/s / 1000).
+    rate: f64,
+    /// Bucket capacity, bytes.
+    burst: f64,
+    tokens: f64,
+    last_ns: u64,
+    /// Pages (of any size) promoted / demoted.
+    pub promoted_pages: u64,
+    /// Pages demoted.
+    pub demoted_pages: u64,
+    /// Bytes promoted.
+    pub promoted_bytes: u64,
+    /// Bytes demoted.
+    pub demoted_bytes: u64,
+    /// Time charged for migrations, ps.
+    pub migrate_ps: u64,
+    /// Promotions refused because the rate limit's budget was spent.
+    pub rate_limited: u64,
+    win_promoted: u64,
+    win_demoted: u64,
+}
+
+/// Pages per migration batch (Linux's `NR_MAX_BATCHED_MIGRATION`).
+pub const BATCH: usize = 512; // not a page size: a batch length
+
+impl Mover {
+    /// A mover with a promotion limit of `rate_limit_mbps` MB/s and a bucket of `burst_ns` worth
+    /// of it (at least one 2 MiB page).
+    pub fn new(rate_limit_mbps: f64, burst_ns: u64) -> Self {
+        let rate = rate_limit_mbps * 1e6 / 1e9;
+        let burst = (rate * burst_ns as f64).max(HUGE_SIZE as f64);
+        Mover {
+            rate,
+            burst,
+            tokens: burst,
+            last_ns: 0,
+            promoted_pages: 0,
+            demoted_pages: 0,
+            promoted_bytes: 0,
+            demoted_bytes: 0,
+            migrate_ps: 0,
+            rate_limited: 0,
+            win_promoted: 0,
+            win_demoted: 0,
+        }
+    }
+
+    /// Refill the bucket up to `now_ns`.
+    pub fn refill(&mut self, now_ns: u64) {
+        if now_ns > self.last_ns {
+            self.tokens = (self.tokens + self.rate * (now_ns - self.last_ns) as f64).min(self.burst);
+            self.last_ns = now_ns;
+        }
+    }
+
+    /// Bytes that may be promoted now.
+    pub fn budget(&self) -> u64 {
+        self.tokens.max(0.0) as u64
+    }
+
+    /// Promote the pages of `vas` (page addresses) to `t.fast`, charged to `core`, as far as
+    /// the budget and the fast node's room allow; returns the pages moved and whether the
+    /// batch stopped for lack of room.
+    pub fn promote(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+    ) -> Result<(u64, bool)> {
+        let mut moved = 0;
+        for chunk in vas.chunks(BATCH) {
+            let bytes: u64 = chunk.iter().map(|&v| page_bytes(m, v)).sum();
+            if bytes as f64 > self.tokens {
+                self.rate_limited += 1;
+                // Move what the budget still allows, page by page.
+                let mut n = 0;
+                let mut b = 0;
+                for &v in chunk {
+                    let pb = page_bytes(m, v);
+                    if (b + pb) as f64 > self.tokens {
+                        break;
+                    }
+                    b += pb;
+                    n += 1;
+                }
+                if n > 0 {
+                    let (k, full) = self.move_batch(m, &chunk[..n], t.fast, core, true)?;
+                    moved += k;
+                    if full {
+                        return Ok((moved, true));
+                    }
+                }
+                return Ok((moved, false));
+            }
+            let (k, full) = self.move_batch(m, chunk, t.fast, core, true)?;
+            moved += k;
+            if full {
+                return Ok((moved, true));
+            }
+        }
+        Ok((moved, false))
+    }
+
+    /// Demote the pages of `vas` to `t.slow`, charged to `core` (not rate limited: demotion
+    /// makes room for promotions, which are). Returns the pages moved.
+    pub fn demote(&mut self, m: &mut MachineView, vas: &[u64], t: Tiers, core: usize) -> Result<u64> {
+        let mut moved = 0;
+        for chunk in vas.chunks(BATCH) {
+            let (k, full) = self.move_batch(m, chunk, t.slow, core, false)?;
+            moved += k;
+            if full {
+                break;
+            }
+        }
+        Ok(moved)
+    }
+
+    fn move_batch(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        to: u8,
+        core: usize,
+        promote: bool,
+    ) -> Result<(u64, bool)> {
+        let r = m.migrate_pages(vas, to, core)?;
+        self.migrate_ps += (r.ns * 1000.0).round() as u64;
+        if promote {
+            self.tokens -= r.bytes as f64;
+            self.promoted_pages += r.pages;
+            self.promoted_bytes += r.bytes;
+            self.win_promoted += r.bytes;
+        } else {
+            self.demoted_pages += r.pages;
+            self.demoted_bytes += r.bytes;
+            self.win_demoted += r.bytes;
+        }
+        Ok((r.pages, r.out_of_room))
+    }
+
+    /// Bytes promoted and demoted since the last call (per-window columns).
+    pub fn take_window(&mut self) -> (u64, u64) {
+        (std::mem::take(&mut self.win_promoted), std::mem::take(&mut self.win_demoted))
+    }
+}
+
+/// Bytes of the page mapping `va` (a base page when it is not present).
+pub fn page_bytes(m: &MachineView, va: u64) -> u64 {
+    m.page_size_of(va).map_or(PAGE_SIZE, PageSize::bytes)
+}
+
+/// Free bytes of node `n`.
+pub fn free_bytes(m: &MachineView, n: u8) -> u64 {
+    let node = &m.nodes()[n as usize];
+    tierlab_core::bytes_of(node.capacity_pages.saturating_sub(node.used_pages))
+}
+
+/// Capacity of node `n`, bytes.
+pub fn capacity_bytes(m: &MachineView, n: u8) -> u64 {
+    tierlab_core::bytes_of(m.nodes()[n as usize].capacity_pages)
+}
+
+/// What a policy gets when it runs.
+pub struct TieringCtx<'c, 'a> {
+    /// The machine.
+    pub machine: &'c mut MachineView<'a>,
+    /// Current simulated time, ns.
+    pub now_ns: u64,
+    /// The policy's core.
+    pub core: usize,
+    /// The tiers.
+    pub tiers: Tiers,
+    /// Migrations with the rate limit.
+    pub mover: &'c mut Mover,
+    /// CPU time the policy charged to its core (ps), maintained by [`TieringCtx::charge`].
+    pub cpu_ps: &'c mut u64,
+}
+
+impl TieringCtx<'_, '_> {
+    /// Bring an idle policy core (one that runs no application thread) up to now, so work
+    /// starts no earlier than now.
+    pub fn sync_core(&mut self) {
+        let now_ps = self.now_ns * 1000;
+        let in_mask = self.machine.in_cpumask(self.core);
+        let c = &mut self.machine.hw_mut().cores[self.core];
+        if c.clock_ps < now_ps && !in_mask {
+            c.clock_ps = now_ps;
+        }
+    }
+
+    /// Charge `ns` of the policy's own work to its core.
+    pub fn charge(&mut self, ns: f64) {
+        self.sync_core();
+        *self.cpu_ps += crate::hw::cost::ps(ns);
+        self.machine.charge(self.core, ns);
+    }
+
+    /// Whether the policy's core still has time in the current period ending at `until_ns`
+    /// (a migration thread cannot do more work than time passes).
+    pub fn core_free_before(&self, until_ns: u64) -> bool {
+        self.machine.hw().cores[self.core].clock_ps < until_ns * 1000
+    }
+
+    /// Promote pages (see [`Mover::promote`]) charged to the policy's core.
+    pub fn promote(&mut self, vas: &[u64]) -> Result<(u64, bool)> {
+        self.sync_core();
+        let (core, t) = (self.core, self.tiers);
+        let before = self.machine.hw().cores[core].clock_ps;
+        let r = self.mover.promote(self.machine, vas, t, core)?;
+        *self.cpu_ps += self.machine.hw().cores[core].clock_ps - before;
+        Ok(r)
+    }
+
+    /// Demote pages (see [`Mover::demote`]) charged to the policy's core.
+    pub fn demote(&mut self, vas: &[u64]) -> Result<u64> {
+        self.sync_core();
+        let (core, t) = (self.core, self.tiers);
+        let before = self.machine.hw().cores[core].clock_ps;
+        let r = self.mover.demote(self.machine, vas, t, core)?;
+        *self.cpu_ps += self.machine.hw().cores[core].clock_ps - before;
+        Ok(r)
+    }
+
+    /// Free bytes of the fast node.
+    pub fn fast_free(&self) -> u64 {
+        free_bytes(self.machine, self.tiers.fast)
+    }
+
+    /// Capacity of the fast node, bytes.
+    pub fn fast_capacity(&self) -> u64 {
+        capacity_bytes(self.machine, self.tiers.fast)
+    }
+}
+
+/// A tiering policy. See the module docs for the contract.
+pub trait TieringPolicy: Send {
+    /// Called once at time 0.
+    fn start(&mut self, _ctx: &mut TieringCtx) -> Result<()> {
+        Ok(())
+    }
+    /// Simulated time of the next policy event, ps ([`NEVER`] for none).
+    fn next_event(&self) -> Ps;
+    /// Run the event due at `ctx.now_ns()`.
+    fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()>;
+    /// The followed observer produced `feed`.
+    fn on_feed(&mut self, _feed: &Feed, _ctx: &mut TieringCtx) -> Result<()> {
+        Ok(())
+    }
+    /// Extra per-window time-series values, as (column suffix, value).
+    fn window_columns(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+    /// Publish policy-specific stats under `prefix` (no trailing dot).
+    fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
+}
+
+/// Build-time context of a policy.
+#[derive(Clone, Debug, Default)]
+pub struct TieringBuildCtx {
+    /// Scenario seed.
+    pub seed: u64,
+    /// Scenario file, for messages.
+    pub scenario_file: String,
+    /// Cores of the machine.
+    pub cores: usize,
+    /// Application threads (cores `0..threads`).
+    pub threads: usize,
+    /// Memory nodes of the machine.
+    pub nodes: usize,
+}
+
+impl TieringBuildCtx {
+    /// A config error about `tiering.<field>`.
+    pub fn err(&self, field: &str, msg: impl Into<String>) -> SimError {
+        SimError::config(&self.scenario_file, format!("tiering.{field}"), msg)
+    }
+}
+
+/// The parameters every policy has, checked once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Common {
+    /// Label.
+    pub name: String,
+    /// Label of the followed observer.
+    pub telemetry: Option<String>,
+    /// Policy core (None = default).
+    pub core: Option<usize>,
+    /// The tiers.
+    pub tiers: Tiers,
+    /// Promotion rate limit, MB/s.
+    pub rate_limit_mbps: f64,
+    /// Period of the policy loop, ns (the rate limit's bucket holds one period's worth).
+    pub period_ns: u64,
+}
+
+impl Common {
+    /// Validate against the machine.
+    pub fn check(&self, ctx: &TieringBuildCtx) -> Result<()> {
+        if let Some(c) = self.core {
+            if c >= ctx.cores {
+                return Err(
+                    ctx.err("core", format!("core {c} does not exist (machine.cores = {})", ctx.cores))
+                );
+            }
+        }
+        for (f, n) in [("fast_node", self.tiers.fast), ("slow_node", self.tiers.slow)] {
+            if n as usize >= ctx.nodes {
+                return Err(
+                    ctx.err(f, format!("node {n} does not exist (the machine has {} nodes)", ctx.nodes))
+                );
+            }
+        }
+        if self.tiers.fast == self.tiers.slow {
+            return Err(ctx.err("slow_node", "the slow node must differ from the fast node"));
+        }
+        if !(self.rate_limit_mbps.is_finite() && self.rate_limit_mbps > 0.0) {
+            return Err(ctx.err("rate_limit_mbps", format!("{} must be > 0", self.rate_limit_mbps)));
+        }
+        Ok(())
+    }
+
+    /// The policy core: the parameter, else the first core without an application thread,
+    /// else core 0.
+    pub fn core_or_default(&self, cores: usize, threads: usize) -> usize {
+        self.core.unwrap_or(if threads < cores { threads } else { 0 })
+    }
+}
+
+/// Parameters of one tiering policy kind.
+pub trait TieringParams {
+    /// Build the policy (validating its own parameters; `shared` are checked by the agent).
+    fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
+    /// Period of the policy loop, ns (the rate limit's bucket holds one period's worth).
+    fn period_ns(&self) -> u64;
+    /// The feed kinds the policy accepts from the technique it follows, preferred first
+    /// (`None`: it follows no technique; it has a mechanism of its own).
+    fn accepts(&self) -> Option<&'static [FeedKind]>;
+}
+
+/// The parameters every tiering policy has, flattened into each policy's `[tiering]` table
+/// (each policy gives its own default rate limit).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieringShared {
+    /// Label (default: the policy's kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label of the telemetry technique it follows (policies with a mechanism of their own
+    /// take none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<String>,
+    /// Core of the policy thread (default: the first core without an application thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
+    /// Fast node (default 0).
+    #[serde(default)]
+    pub fast_node: u8,
+    /// Slow node (default 1).
+    #[serde(default = "d_slow")]
+    pub slow_node: u8,
+    /// Promotion rate limit, MB/s (default: the policy's).
+    pub rate_limit_mbps: f64,
+}
+
+fn d_slow() -> u8 {
+    1
+}
+
+impl TieringShared {
+    /// The defaults with a rate limit of `mbps` MB/s.
+    pub fn with_rate(mbps: f64) -> Self {
+        TieringShared {
+            name: None,
+            telemetry: None,
+            core: None,
+            fast_node: 0,
+            slow_node: d_slow(),
+            rate_limit_mbps: mbps,
+        }
+    }
+}
+
+impl Params for TieringShared {}
+
+/// A tiering policy's whole configuration: the shared parameters and its own.
+pub trait TieringKind {
+    /// Build the policy.
+    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
+    /// The shared parameters, resolved (`name` empty: the kind's name).
+    fn common(&self) -> Common;
+    /// The feed kinds it accepts.
+    fn accepts(&self) -> Option<&'static [FeedKind]>;
+}
+
+impl<P: TieringParams + Params + SharedDefaults<TieringShared>> TieringKind for With<TieringShared, P> {
+    fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        self.own.build(&self.shared, ctx)
+    }
+    fn common(&self) -> Common {
+        let s = &self.shared;
+        Common {
+            name: s.name.clone().unwrap_or_default(),
+            telemetry: s.telemetry.clone(),
+            core: s.core,
+            tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
+            rate_limit_mbps: s.rate_limit_mbps,
+            period_ns: self.own.period_ns(),
+        }
+    }
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        self.own.accepts()
+    }
+}
+
+crate::registry! {
+    /// A tiering policy's configuration (`[tiering]`): `kind` picks the implementation.
+    pub enum TieringConfig: TieringKind {
+    "hottest-first" => HottestFirst(With<TieringShared, hottest_first::HottestFirstParams>),
+    "hemem" => Hemem(With<TieringShared, hemem::HememParams>),
+    "memtis" => Memtis(With<TieringShared, memtis::MemtisParams>),
+    "numa-tiering" => NumaTiering(With<TieringShared, numa_tiering::NumaTieringParams>),
+    #[cfg(test)] "toy" => Toy(With<TieringShared, toy::ToyParams>),
+    }
+}
+
+impl TieringConfig {
+    /// Build the policy.
+    pub fn build(&self, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        self.params().build(ctx)
+    }
+    /// The shared parameters.
+    pub fn common(&self) -> Common {
+        let mut c = self.params().common();
+        if c.name.is_empty() {
+            c.name = self.kind().to_string();
+        }
+        c
+    }
+    /// Feed kinds the policy accepts (`None`: it follows no technique).
+    pub fn accepts(&self) -> Option<&'static [FeedKind]> {
+        self.params().accepts()
+    }
+}
+
+/// A tiering policy as an agent: the policy, the technique it follows, its mover and
+/// accounting.
+pub struct TieringAgent {
+    label: String,
+    kind: &'static str,
+    policy: Box<dyn TieringPolicy>,
+    follows: Option<String>,
+    accepts: Option<&'static [FeedKind]>,
+    mover: Mover,
+    tiers: Tiers,
+    core: usize,
+}
+
+impl TieringAgent {
+    /// Build from the scenario's `[tiering]` table.
+    pub fn new(cfg: &TieringConfig, ctx: &TieringBuildCtx) -> Result<Self> {
+        let c = cfg.common();
+        c.check(ctx)?;
+        let accepts = cfg.accepts();
+        match (&c.telemetry, accepts) {
+            (None, Some(_)) => {
+                return Err(ctx.err(
+                    "telemetry",
+                    format!("`{}` needs the label of the telemetry technique it follows", cfg.kind()),
+                ))
+            }
+            (Some(l), None) => {
+                return Err(ctx.err(
+                    "telemetry",
+                    format!("`{}` takes no telemetry (it has its own mechanism), got `{l}`", cfg.kind()),
+                ))
+            }
+            _ => {}
+        }
+        let policy = cfg.build(ctx)?;
+        let core = c.core_or_default(ctx.cores, ctx.threads);
+        Ok(TieringAgent {
+            label: c.name.clone(),
+            kind: cfg.kind(),
+            policy,
+            follows: c.telemetry.clone(),
+            accepts,
+            mover: Mover::new(c.rate_limit_mbps, c.period_ns),
+            tiers: c.tiers,
+            core,
+        })
+    }
+
+    fn run<R>(
+        &mut self,
+        ctx: &mut AgentCtx,
+        f: impl FnOnce(&mut dyn TieringPolicy, &mut TieringCtx) -> Result<R>,
+    ) -> Result<R> {
+        let now_ns = ctx.now_ns();
+        self.mover.refill(now_ns);
+        let AgentCtx { machine, core, cpu_ps, .. } = ctx;
+        let mut tctx =
+            TieringCtx { machine, now_ns, core: *core, tiers: self.tiers, mover: &mut self.mover, cpu_ps };
+        f(self.policy.as_mut(), &mut tctx)
+    }
+}
+
+impl Agent for TieringAgent {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+    fn role(&self) -> Role {
+        Role::Tiering
+    }
+    fn core(&self) -> usize {
+        self.core
+    }
+    fn subscription(&self) -> Option<Subscription> {
+        Some(Subscription {
+            source: self.follows.clone()?,
+            accepts: self.accepts.unwrap_or(&[]).to_vec(),
+            field: "tiering.telemetry".into(),
+        })
+    }
+    fn start(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        self.run(ctx, |p, t| p.start(t))
+    }
+    fn next_event(&self) -> Ps {
+        self.policy.next_event()
+    }
+    fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        self.run(ctx, |p, t| p.on_event(t))
+    }
+    fn on_feed(&mut self, feed: &Feed, ctx: &mut AgentCtx) -> Result<()> {
+        self.run(ctx, |p, t| p.on_feed(feed, t))
+    }
+    fn fast_node(&self) -> Option<u8> {
+        Some(self.tiers.fast)
+    }
+    /// Fast-tier use (resident bytes), bytes promoted and demoted, the policy's CPU time and
+    /// its own columns (the scorer adds `tiering.fast_hot_bytes`).
+    fn window_columns(&mut self, info: &Info) -> Vec<(String, f64)> {
+        let (pro, de) = self.mover.take_window();
+        let node = &info.view.nodes()[self.tiers.fast as usize];
+        let mut cols = vec![
+            ("tiering.fast_used_bytes".to_string(), tierlab_core::bytes_of(node.used_pages) as f64),
+            ("tiering.promoted_bytes".to_string(), pro as f64),
+            ("tiering.demoted_bytes".to_string(), de as f64),
+            ("tiering.cpu_s".to_string(), info.cpu_ps as f64 / 1e12),
+        ];
+        for (k, v) in self.policy.window_columns() {
+            cols.push((format!("tiering.{k}"), v));
+        }
+        cols
+    }
+    fn report_stats(&self, info: &Info, out: &mut Stats) {
+        let view = info.view;
+        out.set("tiering.policy", self.label.as_str());
+        out.set("tiering.kind", self.kind);
+        out.set("tiering.core", self.core);
+        out.set("tiering.fast_node", view.nodes()[self.tiers.fast as usize].cfg.name.as_str());
+        out.set("tiering.slow_node", view.nodes()[self.tiers.slow as usize].cfg.name.as_str());
+        out.set("tiering.fast_capacity_bytes", capacity_bytes(view, self.tiers.fast));
+        out.set("tiering.slow_capacity_bytes", capacity_bytes(view, self.tiers.slow));
+        let m = &self.mover;
+        out.set("tiering.promoted_pages", m.promoted_pages);
+        out.set("tiering.demoted_pages", m.demoted_pages);
+        out.set("tiering.promoted_bytes", m.promoted_bytes);
+        out.set("tiering.demoted_bytes", m.demoted_bytes);
+        out.set("tiering.rate_limited", m.rate_limited);
+        out.set("tiering.migration_seconds", m.migrate_ps as f64 / 1e12);
+        out.set("tiering.cpu_seconds", info.cpu_ps as f64 / 1e12);
+        self.policy.report_stats("tiering", out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_bucket_limits_promotions() {
+        let mut m = Mover::new(1000.0, 10_000_000); // 1 GB/s, 10 ms burst = 10 MB
+        assert_eq!(m.budget(), 10_000_000);
+        m.tokens = 0.0;
+        m.refill(1_000_000); // 1 ms
+        assert_eq!(m.budget(), 1_000_000);
+        m.refill(1_000_000_000);
+        assert_eq!(m.budget(), 10_000_000, "capped at the burst");
+    }
+}

@@ -1,0 +1,505 @@
+//! The hardware layer: cores with their clocks and TLBs, the page-table formats the walker
+//! reads (radix tables with Accessed/Dirty bits at every level), optional data caches, the
+//! PMU (PEBS records, TLB-miss sampling) and the cost model.
+//!
+//! The hardware executes accesses ([`Hardware::access`]): counters, the PMU, the TLB lookup;
+//! on a TLB miss it asks the OS layer through the narrow [`Mmu`] interface for a translation
+//! (the OS walks its page tables, setting the bits the walker sets, and takes a page fault
+//! when needed), then caches it. A store through a clean cached translation asks the OS to
+//! set the Dirty bit ([`Mmu::set_dirty`]), as the hardware's microcode assist does. The OS
+//! layer invalidates translations with [`Hardware::invalidate_page`],
+//! [`Hardware::invalidate_range`] and [`Hardware::flush_tlb`] and charges time to cores.
+//!
+//! # Time
+//! Each core has a clock in picoseconds (the engine's one time unit). An access advances its
+//! core's clock by `cpu + (TLB: 0 | L2-TLB hit | walk) + memory latency of the node holding
+//! the page` (or a cache hit for `cache_hit_fraction` of accesses, as an expected value so
+//! runs stay deterministic), plus what the OS charges for faults. Background work (scanners,
+//! interrupts, shootdown handling) is charged with [`Hardware::charge`] to the core doing it.
+
+pub mod cache;
+pub mod cost;
+pub mod pagetable;
+pub mod pebs;
+pub mod tlb;
+pub mod tlb_sampler;
+
+use crate::error::Result;
+use crate::truth::{Coalescer, GroundTruth};
+use cost::{ps, CostConfig};
+use tierlab_core::{Access, PageSize};
+use tlb::{CoreTlb, TlbConfig, TlbHit};
+
+/// Per-core counters.
+#[derive(Clone, Debug, Default)]
+pub struct CoreCounters {
+    /// Accesses executed.
+    pub accesses: u64,
+    /// Stores executed.
+    pub writes: u64,
+    /// Accesses that hit an L1 dTLB.
+    pub l1_tlb_hits: u64,
+    /// Accesses that missed L1 and hit the L2 TLB.
+    pub l2_tlb_hits: u64,
+    /// Accesses that missed every TLB (each needs a walk).
+    pub tlb_misses: u64,
+    /// Page walks (TLB misses plus re-walks after faults).
+    pub walks: u64,
+    /// Page-table levels read by walks.
+    pub walk_levels: u64,
+    /// Page faults taken (pages allocated).
+    pub page_faults: u64,
+    /// Stores to a clean cached translation (D bit set by a microcode assist).
+    pub dirty_assists: u64,
+    /// Single-page invalidations executed locally.
+    pub local_invalidations: u64,
+    /// Full TLB flushes executed locally.
+    pub local_flushes: u64,
+    /// Shootdown IPIs received (remote invalidations).
+    pub remote_invalidations: u64,
+    /// Shootdown IPIs sent.
+    pub shootdowns_sent: u64,
+    /// Time spent on accesses (incl. TLB, walks), ps.
+    pub access_ps: u64,
+    /// Time spent in page faults, ps.
+    pub fault_ps: u64,
+    /// Time spent on TLB maintenance (invalidations, shootdowns), ps.
+    pub tlb_maint_ps: u64,
+    /// Background work charged to this core (scanners, interrupts), ps.
+    pub background_ps: u64,
+}
+
+/// One core.
+#[derive(Clone, Debug)]
+pub struct Core {
+    /// Clock, picoseconds.
+    pub clock_ps: u64,
+    /// TLBs.
+    pub tlb: CoreTlb,
+    /// Counters.
+    pub c: CoreCounters,
+    /// Accesses per memory node.
+    pub node_accesses: Vec<u64>,
+    /// Fast path: the page of the last access (base address), its mask, node and dirtiness.
+    last_base: u64,
+    last_mask: u64,
+    last_node: u8,
+    last_dirty: bool,
+    /// Precomputed access cost to each node, ps.
+    cost_to: Vec<u64>,
+    /// The memory node this core belongs to.
+    pub node: u8,
+    /// PEBS: events left until the next record, and the event mask (bit 0 loads, bit 1
+    /// stores; 0 = sampling off).
+    pebs_left: u64,
+    pebs_mask: u8,
+    /// The per-access hook is needed: a cache is modelled or PEBS counts events.
+    hooks: bool,
+    /// The inline L1 4 KiB hit path may be used (off when the OS wants every hit reported).
+    fast_l1: bool,
+    /// Data cache model (off unless `machine.cache` is set).
+    pub cache: cache::Cache,
+    /// The ground-truth tap: a small cache of this core's recent page counts, spilled into the
+    /// machine's ground truth (private: nothing but the machine's window close reads it).
+    truth: Box<Coalescer>,
+}
+
+impl Core {
+    /// The end of every translated access: charge the memory access of `node` (plus `extra`
+    /// picoseconds of translation work) to this core, and remember the page (of `size`) for
+    /// the same-page fast path, with whether its cached translation is dirty.
+    #[inline(always)]
+    fn complete(&mut self, addr: u64, node: u8, size: PageSize, dirty: bool, extra: u64, remember: bool) {
+        let t = self.cost_to[node as usize] + extra;
+        self.clock_ps += t;
+        self.c.access_ps += t;
+        self.node_accesses[node as usize] += 1;
+        if remember {
+            self.last_mask = !(size.bytes() - 1);
+            self.last_base = addr & self.last_mask;
+            self.last_node = node;
+            self.last_dirty = dirty;
+        }
+    }
+
+    /// Forget the same-page fast path's page (its translation may be gone).
+    #[inline]
+    pub fn forget_last(&mut self) {
+        self.last_base = u64::MAX;
+    }
+
+    /// Access cost to memory node `node` in ps (CPU, cache share, the node's latency).
+    pub fn cost_to(&self, node: u8) -> u64 {
+        self.cost_to[node as usize]
+    }
+}
+
+/// What a TLB miss resolved to: the translation the TLB caches, and the walk's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill {
+    /// Memory node holding the page (whose latency the access pays).
+    pub node: u8,
+    /// Size of the page (the TLB array it is cached in).
+    pub size: PageSize,
+    /// Whether the cached translation is dirty.
+    pub dirty: bool,
+    /// Time of the walk(s) in ps, charged as part of the access (fault time is charged by
+    /// the OS to the core's clock directly).
+    pub walk_ps: u64,
+}
+
+/// What the hardware asks of the OS layer: the narrow interface between the two.
+pub trait Mmu {
+    /// A TLB miss of `core` at `addr`: walk the page tables (setting the Accessed/Dirty bits
+    /// the walker sets), taking a page fault when the page is not present; return the
+    /// translation to cache. An access outside every mapping is an error.
+    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill>;
+    /// A store through the clean cached translation of `addr` (a page of `size`): set the
+    /// page's Dirty bit (the hardware's assist).
+    fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize);
+    /// A TLB hit of `core` at `addr` (called only when [`Hardware::set_hit_reporting`] asked
+    /// for it: an exact-LRU experiment; real hardware reports nothing).
+    fn on_hit(&mut self, core: usize, addr: u64);
+}
+
+/// The hardware of a machine.
+pub struct Hardware {
+    /// Cores.
+    pub cores: Vec<Core>,
+    /// The PEBS hardware, when a driver enabled it.
+    pub pebs: Option<pebs::PebsHw>,
+    /// TLB-miss sampling (a PMU event a profiler enabled), when on.
+    pub tlb_sampler: Option<tlb_sampler::TlbMissSampler>,
+    /// Core clock in GHz.
+    pub cpu_ghz: f64,
+    /// The cost model.
+    pub cost: CostConfig,
+    /// One page-table level read by a walk, ps.
+    pub walk_level_ps: u64,
+    /// An L2 TLB hit, ps.
+    pub l2_hit_ps: u64,
+    /// TLBs cache translations (false: every access walks; for checking policies against
+    /// trace simulators).
+    caching: bool,
+    /// Every TLB hit is reported to the OS ([`Mmu::on_hit`]).
+    report_hits: bool,
+}
+
+/// What the hardware is built from.
+pub struct HardwareConfig<'a> {
+    /// Cores.
+    pub cores: usize,
+    /// Core clock, GHz.
+    pub cpu_ghz: f64,
+    /// TLB geometry.
+    pub tlb: &'a TlbConfig,
+    /// 64 KiB L1 TLB geometry (entries, ways); (0, 0) = none.
+    pub l1_64k: (usize, usize),
+    /// Data cache model.
+    pub cache: Option<&'a cache::CacheConfig>,
+    /// The cost model.
+    pub cost: &'a CostConfig,
+    /// Node of each core.
+    pub core_node: &'a [u8],
+    /// Idle latency `[core node][memory node]`, ns.
+    pub latency_ns: &'a [Vec<f64>],
+}
+
+impl Hardware {
+    /// Hardware in its initial state.
+    pub fn new(h: &HardwareConfig) -> Self {
+        let c = h.cost;
+        let cores = (0..h.cores)
+            .map(|i| {
+                let node = h.core_node[i];
+                let nodes = h.latency_ns.len();
+                let cost_to = (0..nodes)
+                    .map(|n| {
+                        let mem_ns = h.latency_ns[node as usize][n];
+                        ps(c.cpu_ns_per_access
+                            + c.cache_hit_fraction * c.cache_hit_ns
+                            + (1.0 - c.cache_hit_fraction) * mem_ns)
+                    })
+                    .collect();
+                Core {
+                    clock_ps: 0,
+                    tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
+                    c: CoreCounters::default(),
+                    node_accesses: vec![0; nodes],
+                    last_base: u64::MAX,
+                    last_mask: 0,
+                    last_node: 0,
+                    last_dirty: false,
+                    cost_to,
+                    node,
+                    pebs_left: u64::MAX,
+                    pebs_mask: 0,
+                    hooks: h.cache.is_some(),
+                    fast_l1: true,
+                    cache: cache::Cache::new(h.cache),
+                    truth: Box::default(),
+                }
+            })
+            .collect();
+        Hardware {
+            cores,
+            pebs: None,
+            tlb_sampler: None,
+            cpu_ghz: h.cpu_ghz,
+            cost: c.clone(),
+            walk_level_ps: ps(c.walk_ns_per_level),
+            l2_hit_ps: ps(c.l2_tlb_hit_ns),
+            caching: true,
+            report_hits: false,
+        }
+    }
+
+    /// Turn TLB caching off (every access walks) or on.
+    pub fn set_tlb_caching(&mut self, on: bool) {
+        self.caching = on;
+        for c in &mut self.cores {
+            c.fast_l1 = on && !self.report_hits;
+            c.forget_last();
+        }
+    }
+
+    /// Report every TLB hit (except repeated accesses to the page of the previous one, which
+    /// the same-page fast path serves) to the OS through [`Mmu::on_hit`].
+    pub fn set_hit_reporting(&mut self, on: bool) {
+        self.report_hits = on;
+        for c in &mut self.cores {
+            c.fast_l1 = self.caching && !on;
+        }
+    }
+
+    /// Whether TLBs cache translations.
+    pub fn tlb_caching(&self) -> bool {
+        self.caching
+    }
+
+    /// Simulated time of the furthest core, ps.
+    pub fn now_ps(&self) -> u64 {
+        self.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0)
+    }
+
+    /// Execute one access of `core`, counting it in the ground truth `gt`; `mmu` resolves
+    /// TLB misses. The hot path of the simulator.
+    #[inline(always)]
+    pub fn access<M: Mmu>(
+        &mut self,
+        core: usize,
+        a: Access,
+        mmu: &mut M,
+        gt: &mut GroundTruth,
+    ) -> Result<()> {
+        let write = a.is_write();
+        let c = &mut self.cores[core];
+        c.truth.count(tierlab_core::vpn(a.addr), gt);
+        c.c.accesses += 1;
+        c.c.writes += write as u64;
+        // The cache model (its state follows every access) and PEBS event counting:
+        // decrement for the sampled kinds only (mask 0 = off).
+        let c = if c.hooks {
+            c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
+            if c.pebs_left == 0 {
+                self.pebs_record(core, a);
+            }
+            &mut self.cores[core]
+        } else {
+            c
+        };
+        // Fast path: same page as the previous access of this core. That page is the
+        // most recent entry of its L1 set, so a lookup would hit without changing state.
+        if (a.addr & c.last_mask) == c.last_base && (!write || c.last_dirty) {
+            c.c.l1_tlb_hits += 1;
+            let t = c.cost_to[c.last_node as usize];
+            c.clock_ps += t;
+            c.c.access_ps += t;
+            c.node_accesses[c.last_node as usize] += 1;
+            return Ok(());
+        }
+        // Second fast path: a hit in the L1 4 KiB dTLB that needs no Dirty assist (exactly
+        // what `access_slow` does for it, without its call). Off when the OS wants hits
+        // reported or TLBs do not cache. A store to a clean entry falls through: the slow
+        // path's lookup hits the same entry again, already the most recent of its set, so
+        // LRU order does not change.
+        if c.fast_l1 {
+            let Some(d) = c.tlb.l1_4k.lookup(a.addr >> tierlab_core::PAGE_SHIFT) else {
+                return self.access_slow::<M, true>(core, a.addr, write, mmu);
+            };
+            let dirty = d & tlb::DIRTY != 0;
+            if !write || dirty {
+                c.c.l1_tlb_hits += 1;
+                c.complete(a.addr, d & tlb::NODE, PageSize::Base4K, dirty, 0, true);
+                return Ok(());
+            }
+        }
+        self.access_slow::<M, false>(core, a.addr, write, mmu)
+    }
+
+    /// Everything but the fast paths. `L1_4K_MISSED`: the caller already missed in the L1
+    /// 4 KiB dTLB (the lookup resumes after it).
+    #[inline(never)]
+    fn access_slow<M: Mmu, const L1_4K_MISSED: bool>(
+        &mut self,
+        core: usize,
+        addr: u64,
+        write: bool,
+        mmu: &mut M,
+    ) -> Result<()> {
+        let mut extra = 0u64;
+        let c = &mut self.cores[core];
+        let hit = if !self.caching {
+            TlbHit::Miss
+        } else if L1_4K_MISSED {
+            c.tlb.lookup_after_l1_4k_miss(addr)
+        } else {
+            c.tlb.lookup(addr)
+        };
+        let (node, size, dirty, hit) = match hit {
+            TlbHit::L1 { data, size } => {
+                c.c.l1_tlb_hits += 1;
+                (data & tlb::NODE, size, data & tlb::DIRTY != 0, true)
+            }
+            TlbHit::L2 { data, size } => {
+                c.c.l2_tlb_hits += 1;
+                extra += self.l2_hit_ps;
+                (data & tlb::NODE, size, data & tlb::DIRTY != 0, true)
+            }
+            TlbHit::Miss => {
+                c.c.tlb_misses += 1;
+                if let Some(s) = self.tlb_sampler.as_mut() {
+                    let cost = s.on_miss(core, addr, c.clock_ps);
+                    c.clock_ps += cost;
+                    c.c.background_ps += cost;
+                }
+                let f = mmu.translate(self, core, addr, write)?;
+                extra += f.walk_ps;
+                if self.caching {
+                    let c = &mut self.cores[core];
+                    c.tlb.fill(addr, f.size, f.node | if f.dirty { tlb::DIRTY } else { 0 });
+                }
+                (f.node, f.size, f.dirty, false)
+            }
+        };
+        let mut dirty = dirty;
+        if hit && write && !dirty {
+            // Store to a clean cached translation: the hardware sets D in the PTE.
+            self.cores[core].c.dirty_assists += 1;
+            mmu.set_dirty(core, addr, size);
+            self.cores[core].tlb.mark_dirty(addr, size, node | tlb::DIRTY);
+            extra += self.walk_level_ps;
+            dirty = true;
+        }
+        if hit && self.report_hits {
+            mmu.on_hit(core, addr);
+        }
+        let caching = self.caching;
+        self.cores[core].complete(addr, node, size, dirty, extra, caching);
+        Ok(())
+    }
+
+    #[cold]
+    fn pebs_record(&mut self, core: usize, a: Access) {
+        let clock = self.cores[core].clock_ps;
+        let Some(hw) = self.pebs.as_mut() else {
+            self.cores[core].pebs_left = u64::MAX;
+            return;
+        };
+        let cost = hw.record(core, a.addr, a.kind.code(), clock);
+        let period = hw.cfg.period.max(1);
+        let c = &mut self.cores[core];
+        c.pebs_left = period;
+        c.clock_ps += cost;
+        c.c.background_ps += cost;
+    }
+
+    /// Turn PEBS sampling on with `cfg` (replacing any earlier configuration).
+    pub fn enable_pebs(&mut self, cfg: pebs::PebsHwConfig) {
+        let mask = cfg.mask();
+        let period = cfg.period.max(1);
+        for c in &mut self.cores {
+            c.pebs_mask = mask;
+            c.pebs_left = period;
+            c.hooks = mask != 0 || c.cache.enabled();
+        }
+        self.pebs = Some(pebs::PebsHw::new(cfg, self.cores.len()));
+    }
+
+    /// Turn PEBS sampling off and hand the hardware's state back.
+    pub fn disable_pebs(&mut self) -> Option<pebs::PebsHw> {
+        for c in &mut self.cores {
+            c.pebs_mask = 0;
+            c.pebs_left = u64::MAX;
+            c.hooks = c.cache.enabled();
+        }
+        self.pebs.take()
+    }
+
+    /// Change the reset value (takes effect at each core's next record).
+    pub fn set_pebs_period(&mut self, period: u64) {
+        if let Some(hw) = self.pebs.as_mut() {
+            hw.cfg.period = period.max(1);
+            for c in &mut self.cores {
+                c.pebs_left = c.pebs_left.min(period.max(1));
+            }
+        }
+    }
+
+    /// Charge `t` ps of background work to `core` (its clock advances).
+    #[inline]
+    pub fn charge(&mut self, core: usize, t: u64) {
+        let c = &mut self.cores[core];
+        c.clock_ps += t;
+        c.c.background_ps += t;
+    }
+
+    /// Charge `t` ps of TLB maintenance to `core`.
+    #[inline]
+    pub fn charge_tlb(&mut self, core: usize, t: u64) {
+        let c = &mut self.cores[core];
+        c.clock_ps += t;
+        c.c.tlb_maint_ps += t;
+    }
+
+    /// Charge `t` ps of page-fault handling to `core`.
+    #[inline]
+    pub fn charge_fault(&mut self, core: usize, t: u64) {
+        let c = &mut self.cores[core];
+        c.clock_ps += t;
+        c.c.fault_ps += t;
+    }
+
+    /// INVLPG on `core`: drop its cached translation of the page holding `va` (any size).
+    pub fn invalidate_page(&mut self, core: usize, va: u64) {
+        let c = &mut self.cores[core];
+        c.tlb.invalidate(va);
+        c.forget_last();
+    }
+
+    /// Drop every translation of `core` within `[start, end)`.
+    pub fn invalidate_range(&mut self, core: usize, start: u64, end: u64) {
+        let c = &mut self.cores[core];
+        c.tlb.invalidate_range(start, end);
+        c.forget_last();
+    }
+
+    /// Flush `core`'s TLBs.
+    pub fn flush_tlb(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        c.tlb.flush();
+        c.forget_last();
+    }
+
+    /// Spill every core's ground-truth tap into `gt` (before a window closes).
+    pub fn flush_truth(&mut self, gt: &mut GroundTruth) {
+        for c in &mut self.cores {
+            c.truth.flush(gt);
+        }
+    }
+
+    /// Sum of a per-core counter.
+    pub fn total(&self, f: impl Fn(&CoreCounters) -> u64) -> u64 {
+        self.cores.iter().map(|c| f(&c.c)).sum()
+    }
+}

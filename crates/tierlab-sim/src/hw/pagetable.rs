@@ -1,0 +1,893 @@
+//! 4-level x86-64-style radix page tables with Accessed and Dirty bits at every level.
+//!
+//! Levels: PGD (each entry spans 512 GiB), PUD (1 GiB), PMD (2 MiB), PTE (4 KiB). A page
+//! walk (a TLB miss) sets the Accessed bit of every entry it passes, as the x86 page walker
+//! does; on a store it also sets Dirty on the leaf (and, when `dirty_upper_levels` is on, on
+//! the upper entries too — x86 ignores D in non-leaf entries, so the default is off). A TLB
+//! hit touches nothing: the TLB is modelled by the caller.
+//!
+//! # Representation (terabyte scale)
+//! Upper tables are 512 child indices plus bitmaps for present/accessed/dirty/leaf. PTE
+//! tables are three 512-bit bitmaps (present, accessed, dirty) plus the memory node of their
+//! pages, kept as one byte per table while all pages share a node. A PMD entry may also be
+//! *bulk-populated*: all 512 PTEs present on one node with Accessed/Dirty clear, stored in the
+//! PMD entry itself; the PTE table is materialized only when a bit in it is set. A fully
+//! populated 5 TiB heap is therefore ~12 MiB of PMD tables until it is touched, and ~200
+//! bytes per touched 2 MiB after.
+
+use crate::error::{Result, SimError};
+use tierlab_core::{bytes_of, pages_for, vpn, HUGE_MASK, HUGE_SHIFT, HUGE_SIZE, PAGES_PER_HUGE, PAGE_SIZE};
+
+/// Number of page-table levels.
+pub const LEVELS: usize = 4;
+/// Entries per table.
+pub const ENTRIES: usize = 512; // not a page size: entries per table
+/// Bit shift of the span of one entry at each level (PGD, PUD, PMD, PTE).
+pub const LEVEL_SHIFT: [u32; LEVELS] = [39, 30, 21, 12];
+/// Level names as used in stats and docs.
+pub const LEVEL_NAMES: [&str; LEVELS] = ["pgd", "pud", "pmd", "pte"];
+/// Highest virtual address + 1 (48-bit, 4-level).
+pub const VA_LIMIT: u64 = 1 << 48;
+
+/// A page-table level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Page global directory: 512 GiB per entry.
+    Pgd = 0,
+    /// Page upper directory: 1 GiB per entry.
+    Pud = 1,
+    /// Page middle directory: 2 MiB per entry (a 2 MiB page is a PMD leaf).
+    Pmd = 2,
+    /// Page table entry: 4 KiB.
+    Pte = 3,
+}
+
+impl Level {
+    /// All levels, top down.
+    pub const ALL: [Level; 4] = [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte];
+    /// Bytes spanned by one entry of this level.
+    pub fn span(self) -> u64 {
+        1u64 << LEVEL_SHIFT[self as usize]
+    }
+    /// Index of `va`'s entry within its table at this level.
+    #[inline]
+    pub fn index(self, va: u64) -> usize {
+        ((va >> LEVEL_SHIFT[self as usize]) & 511) as usize
+    }
+    /// The level's name (`pgd`, `pud`, `pmd`, `pte`).
+    pub fn name(self) -> &'static str {
+        LEVEL_NAMES[self as usize]
+    }
+    /// Parse a level name.
+    pub fn from_name(s: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.name() == s)
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+#[inline]
+fn bit(b: &[u64; 8], i: usize) -> bool {
+    (b[i >> 6] >> (i & 63)) & 1 != 0
+}
+#[inline]
+fn set(b: &mut [u64; 8], i: usize) {
+    b[i >> 6] |= 1 << (i & 63);
+}
+#[inline]
+fn clr(b: &mut [u64; 8], i: usize) {
+    b[i >> 6] &= !(1 << (i & 63));
+}
+fn count(b: &[u64; 8]) -> u32 {
+    b.iter().map(|w| w.count_ones()).sum()
+}
+
+/// Flag bits of an upper-level entry (the rest, bits 0..27, hold the child table index, or
+/// the node of a 2 MiB page or of a bulk-populated PTE range).
+const P: u32 = 1 << 31; // present
+const A: u32 = 1 << 30; // accessed
+const D: u32 = 1 << 29; // dirty
+const LEAF: u32 = 1 << 28; // PMD entry maps a 2 MiB page
+const BULK_E: u32 = 1 << 27; // PMD entry: 512 present 4 KiB pages, bits clear, no PTE table
+const IDX: u32 = (1 << 27) - 1;
+
+/// An upper-level table (PGD, PUD or PMD): 512 packed entries, like hardware page-table
+/// entries, so reading an entry touches one cache line.
+#[derive(Clone)]
+struct Upper {
+    e: [u32; ENTRIES],
+    /// Number of present entries.
+    used: u32,
+}
+
+impl Upper {
+    fn new() -> Self {
+        Upper { e: [0; ENTRIES], used: 0 }
+    }
+}
+
+/// A last-level (PTE) table.
+#[derive(Clone)]
+struct PteTable {
+    present: [u64; 8],
+    accessed: [u64; 8],
+    dirty: [u64; 8],
+    /// Node of every present page while they share one; `MIXED` when `nodes` is in use.
+    node: u16,
+    nodes: Option<Box<[u8; ENTRIES]>>,
+}
+
+const MIXED: u16 = u16::MAX;
+
+impl PteTable {
+    fn empty() -> Self {
+        PteTable { present: [0; 8], accessed: [0; 8], dirty: [0; 8], node: 0, nodes: None }
+    }
+    fn full(node: u8) -> Self {
+        PteTable { present: [!0; 8], accessed: [0; 8], dirty: [0; 8], node: node as u16, nodes: None }
+    }
+    #[inline]
+    fn node_of(&self, i: usize) -> u8 {
+        if self.node != MIXED {
+            self.node as u8
+        } else {
+            self.nodes.as_ref().map(|n| n[i]).unwrap_or(0)
+        }
+    }
+    fn set_node(&mut self, i: usize, node: u8, was_empty: bool) {
+        if was_empty {
+            self.node = node as u16;
+            self.nodes = None;
+            return;
+        }
+        if self.node == node as u16 {
+            return;
+        }
+        if self.node != MIXED {
+            let mut arr = Box::new([self.node as u8; ENTRIES]);
+            arr[i] = node;
+            self.nodes = Some(arr);
+            self.node = MIXED;
+        } else if let Some(arr) = self.nodes.as_mut() {
+            arr[i] = node;
+        }
+    }
+}
+
+/// What a walk found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Translation {
+    /// A 4 KiB page on `node`.
+    Page4K { node: u8 },
+    /// A 2 MiB page on `node`.
+    Page2M { node: u8 },
+    /// Nothing is mapped: a page fault.
+    NotPresent,
+}
+
+/// Outcome of a walk: the translation and how many levels were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Walk {
+    /// The translation found.
+    pub translation: Translation,
+    /// Levels read (4 for a 4 KiB page, 3 for a 2 MiB page, fewer when a fault ended the walk).
+    pub levels: u8,
+}
+
+/// Counters of page-table operations.
+#[derive(Clone, Debug, Default)]
+pub struct PageTableStats {
+    /// Walks performed.
+    pub walks: u64,
+    /// PTE tables materialized from bulk-populated PMD entries.
+    pub materialized: u64,
+}
+
+/// The page tables of one address space.
+pub struct PageTables {
+    uppers: Vec<Upper>,
+    free_uppers: Vec<u32>,
+    ptes: Vec<PteTable>,
+    free_ptes: Vec<u32>,
+    /// Set D on upper levels too on stores.
+    pub dirty_upper_levels: bool,
+    /// Bumped whenever an upper-level bit is cleared or the tree's shape changes: a cached
+    /// walk path recorded at an older epoch must be re-walked.
+    pub epoch: u64,
+    /// Counters.
+    pub stats: PageTableStats,
+    present_4k: u64,
+    present_2m: u64,
+}
+
+impl Default for PageTables {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Cached result of the upper part of a walk (a software memo, not a hardware structure):
+/// valid while `epoch` equals [`PageTables::epoch`]; lets repeated walks under one PMD entry
+/// skip re-setting upper Accessed bits that are known to be set.
+#[derive(Clone, Copy, Debug)]
+pub struct WalkMemo {
+    /// `va >> 21` of the cached PMD entry.
+    pub key: u64,
+    /// PMD table index.
+    pub pmd: u32,
+    /// Epoch at which it was recorded.
+    pub epoch: u64,
+    /// Whether the walk that recorded it was a store (upper D set when configured).
+    pub dirty: bool,
+}
+
+impl WalkMemo {
+    /// An empty memo.
+    pub const EMPTY: WalkMemo = WalkMemo { key: u64::MAX, pmd: NONE, epoch: u64::MAX, dirty: false };
+}
+
+impl PageTables {
+    /// Empty page tables (one PGD).
+    pub fn new() -> Self {
+        PageTables {
+            uppers: vec![Upper::new()],
+            free_uppers: Vec::new(),
+            ptes: Vec::new(),
+            free_ptes: Vec::new(),
+            dirty_upper_levels: false,
+            epoch: 0,
+            stats: PageTableStats::default(),
+            present_4k: 0,
+            present_2m: 0,
+        }
+    }
+
+    fn alloc_upper(&mut self) -> u32 {
+        if let Some(i) = self.free_uppers.pop() {
+            self.uppers[i as usize] = Upper::new();
+            i
+        } else {
+            self.uppers.push(Upper::new());
+            (self.uppers.len() - 1) as u32
+        }
+    }
+
+    fn alloc_pte(&mut self, t: PteTable) -> u32 {
+        if let Some(i) = self.free_ptes.pop() {
+            self.ptes[i as usize] = t;
+            i
+        } else {
+            self.ptes.push(t);
+            (self.ptes.len() - 1) as u32
+        }
+    }
+
+    /// Number of present 4 KiB pages.
+    pub fn present_4k(&self) -> u64 {
+        self.present_4k
+    }
+    /// Number of present 2 MiB pages.
+    pub fn present_2m(&self) -> u64 {
+        self.present_2m
+    }
+    /// Upper tables and PTE tables allocated (for memory accounting).
+    pub fn tables(&self) -> (usize, usize) {
+        (self.uppers.len() - self.free_uppers.len(), self.ptes.len() - self.free_ptes.len())
+    }
+    /// Approximate bytes used by the page-table structures.
+    pub fn heap_bytes(&self) -> usize {
+        self.uppers.len() * std::mem::size_of::<Upper>()
+            + self.ptes.len() * std::mem::size_of::<PteTable>()
+            + self.ptes.iter().filter(|p| p.nodes.is_some()).count() * ENTRIES
+    }
+
+    /// Index of the PMD table covering `va`, creating PGD/PUD/PMD tables when `create`.
+    fn pmd_table(&mut self, va: u64, create: bool) -> Option<u32> {
+        let mut t = 0u32;
+        for level in [Level::Pgd, Level::Pud] {
+            let i = level.index(va);
+            let e = self.uppers[t as usize].e[i];
+            t = if e & P == 0 {
+                if !create {
+                    return None;
+                }
+                let n = self.alloc_upper();
+                let u = &mut self.uppers[t as usize];
+                u.e[i] = P | n;
+                u.used += 1;
+                n
+            } else {
+                e & IDX
+            };
+        }
+        Some(t)
+    }
+
+    fn pmd_table_ro(&self, va: u64) -> Option<u32> {
+        let mut t = 0u32;
+        for level in [Level::Pgd, Level::Pud] {
+            let e = self.uppers[t as usize].e[level.index(va)];
+            if e & P == 0 {
+                return None;
+            }
+            t = e & IDX;
+        }
+        Some(t)
+    }
+
+    /// Make the PMD entry `i` of table `pmd` point at a real PTE table (materializing a bulk
+    /// entry); None when it is not present or maps a 2 MiB page.
+    fn pte_table(&mut self, pmd: u32, i: usize) -> Option<u32> {
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 || e & LEAF != 0 {
+            return None;
+        }
+        if e & BULK_E != 0 {
+            let node = (e & 0xff) as u8;
+            let idx = self.alloc_pte(PteTable::full(node));
+            let u = &mut self.uppers[pmd as usize];
+            u.e[i] = (e & (P | A | D)) | idx;
+            self.stats.materialized += 1;
+            return Some(idx);
+        }
+        Some(e & IDX)
+    }
+
+    /// Map one 4 KiB page at `va` on `node`. Returns false if it was already present.
+    pub fn map_4k(&mut self, va: u64, node: u8) -> bool {
+        let pmd = self.pmd_table(va, true).expect("create");
+        let i = Level::Pmd.index(va);
+        let e = self.uppers[pmd as usize].e[i];
+        assert!(e & LEAF == 0, "4 KiB page inside a 2 MiB mapping");
+        let pte_idx = if e & P == 0 {
+            let idx = self.alloc_pte(PteTable::empty());
+            let u = &mut self.uppers[pmd as usize];
+            u.e[i] = P | idx;
+            u.used += 1;
+            idx
+        } else {
+            self.pte_table(pmd, i).expect("pte table")
+        };
+        let p = &mut self.ptes[pte_idx as usize];
+        let j = Level::Pte.index(va);
+        if bit(&p.present, j) {
+            return false;
+        }
+        let was_empty = count(&p.present) == 0;
+        set(&mut p.present, j);
+        clr(&mut p.accessed, j);
+        clr(&mut p.dirty, j);
+        p.set_node(j, node, was_empty);
+        self.present_4k += 1;
+        true
+    }
+
+    /// Map a 2 MiB page at `va` (2 MiB aligned) on `node`. Returns false if the PMD entry was
+    /// already in use.
+    pub fn map_2m(&mut self, va: u64, node: u8) -> bool {
+        debug_assert_eq!(va & HUGE_MASK, 0);
+        let pmd = self.pmd_table(va, true).expect("create");
+        let i = Level::Pmd.index(va);
+        let u = &mut self.uppers[pmd as usize];
+        if u.e[i] & P != 0 {
+            return false;
+        }
+        u.e[i] = P | LEAF | node as u32;
+        u.used += 1;
+        self.present_2m += 1;
+        true
+    }
+
+    /// Bulk-populate a whole 2 MiB-aligned range of 4 KiB pages on `node` without touching
+    /// bits: each fully covered, empty PMD entry becomes a bulk entry (no PTE table). Returns
+    /// the number of pages newly made present. Partial PMD spans at the ends are mapped page
+    /// by page.
+    pub fn populate_4k(&mut self, start: u64, end: u64, node: u8) -> u64 {
+        let mut va = start;
+        let mut made = 0;
+        while va < end {
+            let pmd_start = va & !HUGE_MASK;
+            let pmd_end = pmd_start + HUGE_SIZE;
+            if va == pmd_start && pmd_end <= end {
+                let pmd = self.pmd_table(va, true).expect("create");
+                let i = Level::Pmd.index(va);
+                let u = &mut self.uppers[pmd as usize];
+                if u.e[i] & P == 0 {
+                    u.e[i] = P | BULK_E | node as u32;
+                    u.used += 1;
+                    self.present_4k += PAGES_PER_HUGE;
+                    made += PAGES_PER_HUGE;
+                    va = pmd_end;
+                    continue;
+                }
+            }
+            let stop = pmd_end.min(end);
+            while va < stop {
+                if self.map_4k(va, node) {
+                    made += 1;
+                }
+                va += PAGE_SIZE;
+            }
+        }
+        made
+    }
+
+    /// Unmap every page in `[start, end)` (page-aligned). Returns the (node, 4 KiB pages) freed
+    /// per node through `freed`. Empty tables are released.
+    pub fn unmap_range(&mut self, start: u64, end: u64, freed: &mut dyn FnMut(u8, u64)) {
+        let mut va = start;
+        while va < end {
+            let pmd_start = va & !HUGE_MASK;
+            let pmd_end = pmd_start + HUGE_SIZE;
+            let stop = pmd_end.min(end);
+            if let Some(pmd) = self.pmd_table_ro(va) {
+                let i = Level::Pmd.index(va);
+                let e = self.uppers[pmd as usize].e[i];
+                if e & P != 0 {
+                    if e & LEAF != 0 {
+                        freed((e & 0xff) as u8, PAGES_PER_HUGE);
+                        self.present_2m -= 1;
+                        self.clear_pmd_entry(pmd, i);
+                    } else if e & BULK_E != 0 && va == pmd_start && stop == pmd_end {
+                        freed((e & 0xff) as u8, PAGES_PER_HUGE);
+                        self.present_4k -= PAGES_PER_HUGE;
+                        self.clear_pmd_entry(pmd, i);
+                    } else {
+                        let pt = self.pte_table(pmd, i).expect("pte");
+                        let mut v = va;
+                        while v < stop {
+                            let j = Level::Pte.index(v);
+                            let p = &mut self.ptes[pt as usize];
+                            if bit(&p.present, j) {
+                                let n = p.node_of(j);
+                                clr(&mut p.present, j);
+                                clr(&mut p.accessed, j);
+                                clr(&mut p.dirty, j);
+                                freed(n, 1);
+                                self.present_4k -= 1;
+                            }
+                            v += PAGE_SIZE;
+                        }
+                        if count(&self.ptes[pt as usize].present) == 0 {
+                            self.free_ptes.push(pt);
+                            self.clear_pmd_entry(pmd, i);
+                        }
+                    }
+                }
+            }
+            va = stop;
+        }
+        self.epoch += 1;
+        self.release_empty_uppers(start, end);
+    }
+
+    fn clear_pmd_entry(&mut self, pmd: u32, i: usize) {
+        let u = &mut self.uppers[pmd as usize];
+        u.e[i] = 0;
+        u.used -= 1;
+    }
+
+    fn release_empty_uppers(&mut self, start: u64, end: u64) {
+        // Walk the PUD-level spans of the range and free empty PMD and PUD tables.
+        let mut va = start & !((1 << 30) - 1);
+        while va < end {
+            let pgd_i = Level::Pgd.index(va);
+            let pe = self.uppers[0].e[pgd_i];
+            if pe & P != 0 {
+                let pud_t = pe & IDX;
+                let pud_i = Level::Pud.index(va);
+                let ue = self.uppers[pud_t as usize].e[pud_i];
+                if ue & P != 0 && self.uppers[(ue & IDX) as usize].used == 0 {
+                    self.free_uppers.push(ue & IDX);
+                    let u = &mut self.uppers[pud_t as usize];
+                    u.e[pud_i] = 0;
+                    u.used -= 1;
+                }
+                if self.uppers[pud_t as usize].used == 0 {
+                    self.free_uppers.push(pud_t);
+                    let u = &mut self.uppers[0];
+                    u.e[pgd_i] = 0;
+                    u.used -= 1;
+                }
+            }
+            va += 1 << 30;
+        }
+    }
+
+    /// Walk for `va` as the hardware does on a TLB miss: set Accessed on every level passed
+    /// (and Dirty on the leaf for a store). `memo` caches the PMD table of the last walk.
+    #[inline]
+    pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo) -> Walk {
+        self.stats.walks += 1;
+        let key = va >> HUGE_SHIFT;
+        let upper_dirty = write && self.dirty_upper_levels;
+        let pmd = if memo.key == key && memo.epoch == self.epoch && (memo.dirty || !upper_dirty) {
+            memo.pmd
+        } else {
+            // Full walk of the upper levels.
+            let mut t = 0usize;
+            for level in [Level::Pgd, Level::Pud] {
+                let i = level.index(va);
+                let e = &mut self.uppers[t].e[i];
+                if *e & P == 0 {
+                    *memo = WalkMemo::EMPTY;
+                    return Walk { translation: Translation::NotPresent, levels: level as u8 + 1 };
+                }
+                *e |= if upper_dirty { A | D } else { A };
+                t = (*e & IDX) as usize;
+            }
+            *memo = WalkMemo { key, pmd: t as u32, epoch: self.epoch, dirty: upper_dirty };
+            t as u32
+        };
+        let i = Level::Pmd.index(va);
+        let e = &mut self.uppers[pmd as usize].e[i];
+        if *e & P == 0 {
+            return Walk { translation: Translation::NotPresent, levels: 3 };
+        }
+        if *e & LEAF != 0 {
+            *e |= if write { A | D } else { A };
+            return Walk { translation: Translation::Page2M { node: (*e & 0xff) as u8 }, levels: 3 };
+        }
+        *e |= if upper_dirty { A | D } else { A };
+        let pt = if *e & BULK_E != 0 { self.pte_table(pmd, i).expect("bulk") } else { *e & IDX };
+        let p = &mut self.ptes[pt as usize];
+        let j = Level::Pte.index(va);
+        if !bit(&p.present, j) {
+            return Walk { translation: Translation::NotPresent, levels: 4 };
+        }
+        set(&mut p.accessed, j);
+        if write {
+            set(&mut p.dirty, j);
+        }
+        Walk { translation: Translation::Page4K { node: p.node_of(j) }, levels: 4 }
+    }
+
+    /// Set the leaf Dirty bit of a present page (a store hitting a clean TLB entry).
+    pub fn set_dirty(&mut self, va: u64) {
+        if let Some(pmd) = self.pmd_table_ro(va) {
+            let i = Level::Pmd.index(va);
+            let e = self.uppers[pmd as usize].e[i];
+            if e & P == 0 {
+                return;
+            }
+            if e & LEAF != 0 {
+                self.uppers[pmd as usize].e[i] |= D;
+                return;
+            }
+            if let Some(pt) = self.pte_table(pmd, i) {
+                let j = Level::Pte.index(va);
+                if bit(&self.ptes[pt as usize].present, j) {
+                    set(&mut self.ptes[pt as usize].dirty, j);
+                }
+            }
+        }
+    }
+
+    /// Locate the entry of `va` at `level`: (upper?, table index, entry index), or None
+    /// when a table on the way is missing or the entry is not present. A PTE under a bulk
+    /// entry is reported with table index `NONE` (present, bits clear).
+    fn locate(&self, va: u64, level: Level) -> Option<(bool, u32, usize)> {
+        let mut t = 0u32;
+        for l in [Level::Pgd, Level::Pud, Level::Pmd] {
+            let i = l.index(va);
+            let e = self.uppers[t as usize].e[i];
+            if e & P == 0 {
+                return None;
+            }
+            if l == level {
+                return Some((true, t, i));
+            }
+            if l == Level::Pmd {
+                if e & LEAF != 0 {
+                    return None; // no PTE level under a 2 MiB page
+                }
+                if e & BULK_E != 0 {
+                    return Some((false, NONE, Level::Pte.index(va)));
+                }
+                let c = e & IDX;
+                let j = Level::Pte.index(va);
+                if !bit(&self.ptes[c as usize].present, j) {
+                    return None;
+                }
+                return Some((false, c, j));
+            }
+            t = e & IDX;
+        }
+        None
+    }
+
+    /// Whether the entry of `va` at `level` is present.
+    pub fn is_present(&self, va: u64, level: Level) -> bool {
+        self.locate(va, level).is_some()
+    }
+
+    /// Whether `va` is mapped by a 2 MiB page.
+    pub fn is_huge(&self, va: u64) -> bool {
+        match self.locate(va, Level::Pmd) {
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & LEAF != 0,
+            _ => false,
+        }
+    }
+
+    /// Test the Accessed bit of `va`'s entry at `level` (false when not present).
+    pub fn test_accessed(&self, va: u64, level: Level) -> bool {
+        match self.locate(va, level) {
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & A != 0,
+            Some((false, NONE, _)) => false,
+            Some((false, t, j)) => bit(&self.ptes[t as usize].accessed, j),
+            None => false,
+        }
+    }
+
+    /// Test the Dirty bit of `va`'s entry at `level`.
+    pub fn test_dirty(&self, va: u64, level: Level) -> bool {
+        match self.locate(va, level) {
+            Some((true, t, i)) => self.uppers[t as usize].e[i] & D != 0,
+            Some((false, NONE, _)) => false,
+            Some((false, t, j)) => bit(&self.ptes[t as usize].dirty, j),
+            None => false,
+        }
+    }
+
+    /// Clear the Accessed bit of `va`'s entry at `level`; returns its previous value. The
+    /// caller decides whether to flush TLBs (see `Machine::clear_accessed`).
+    pub fn test_and_clear_accessed(&mut self, va: u64, level: Level) -> bool {
+        match self.locate(va, level) {
+            Some((true, t, i)) => {
+                let e = &mut self.uppers[t as usize].e[i];
+                let was = *e & A != 0;
+                *e &= !A;
+                // Cached walk paths skip PGD/PUD bits only; a PMD bit is set by every walk.
+                if was && level < Level::Pmd {
+                    self.epoch += 1;
+                }
+                was
+            }
+            Some((false, NONE, _)) => false,
+            Some((false, t, j)) => {
+                let p = &mut self.ptes[t as usize];
+                let was = bit(&p.accessed, j);
+                clr(&mut p.accessed, j);
+                was
+            }
+            None => false,
+        }
+    }
+
+    /// Clear the Dirty bit of `va`'s entry at `level`; returns its previous value.
+    pub fn test_and_clear_dirty(&mut self, va: u64, level: Level) -> bool {
+        match self.locate(va, level) {
+            Some((true, t, i)) => {
+                let e = &mut self.uppers[t as usize].e[i];
+                let was = *e & D != 0;
+                *e &= !D;
+                if was && level < Level::Pmd {
+                    self.epoch += 1;
+                }
+                was
+            }
+            Some((false, NONE, _)) => false,
+            Some((false, t, j)) => {
+                let p = &mut self.ptes[t as usize];
+                let was = bit(&p.dirty, j);
+                clr(&mut p.dirty, j);
+                was
+            }
+            None => false,
+        }
+    }
+
+    /// Node of the page mapping `va`, if present.
+    pub fn node_of(&self, va: u64) -> Option<u8> {
+        let pmd = self.pmd_table_ro(va)?;
+        let i = Level::Pmd.index(va);
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 {
+            return None;
+        }
+        if e & (LEAF | BULK_E) != 0 {
+            return Some((e & 0xff) as u8);
+        }
+        let p = &self.ptes[(e & IDX) as usize];
+        let j = Level::Pte.index(va);
+        bit(&p.present, j).then(|| p.node_of(j))
+    }
+
+    /// Change the node of the present page at `va` (page migration). Returns the old node.
+    pub fn set_node(&mut self, va: u64, node: u8) -> Result<u8> {
+        let missing = || SimError::runtime(format!("migrate: {va:#x} not mapped"));
+        let pmd = self.pmd_table_ro(va).ok_or_else(missing)?;
+        let i = Level::Pmd.index(va);
+        let e = self.uppers[pmd as usize].e[i];
+        if e & P == 0 {
+            return Err(missing());
+        }
+        if e & LEAF != 0 {
+            self.uppers[pmd as usize].e[i] = (e & !0xff) | node as u32;
+            return Ok((e & 0xff) as u8);
+        }
+        let pt = self.pte_table(pmd, i).expect("pte");
+        let p = &mut self.ptes[pt as usize];
+        let j = Level::Pte.index(va);
+        if !bit(&p.present, j) {
+            return Err(missing());
+        }
+        let old = p.node_of(j);
+        p.set_node(j, node, false);
+        Ok(old)
+    }
+
+    /// Visit the PTE-level Accessed bits of the 4 KiB pages in `[start, end)`, 64 pages at a
+    /// time: `f(va_of_first_page_of_word, present_mask, accessed_mask)`; when `clear`, the
+    /// Accessed bits are cleared after the visit. Bulk entries report present pages with
+    /// no Accessed bits and are not materialized. 2 MiB leaves are skipped.
+    pub fn scan_pte_accessed(&mut self, start: u64, end: u64, clear: bool, f: &mut dyn FnMut(u64, u64, u64)) {
+        let mut va = start & !(bytes_of(64) - 1);
+        while va < end {
+            let pmd_start = va & !HUGE_MASK;
+            let pmd_end = pmd_start + HUGE_SIZE;
+            let Some(pmd) = self.pmd_table_ro(va) else {
+                va = (va | ((1 << 30) - 1)) + 1;
+                continue;
+            };
+            let i = Level::Pmd.index(va);
+            let e = self.uppers[pmd as usize].e[i];
+            if e & P == 0 || e & LEAF != 0 {
+                va = pmd_end;
+                continue;
+            }
+            let bulk = e & BULK_E != 0;
+            let c = e & IDX;
+            let stop = pmd_end.min(end);
+            while va < stop {
+                let w = Level::Pte.index(va) >> 6;
+                let mut mask = !0u64;
+                if va < start {
+                    mask &= !0u64 << vpn(start - va);
+                }
+                let word_end = va + bytes_of(64);
+                if word_end > end {
+                    let keep = pages_for(end - va);
+                    mask &= if keep >= 64 { !0 } else { (1u64 << keep) - 1 };
+                }
+                if bulk {
+                    f(va, mask, 0);
+                } else {
+                    let p = &mut self.ptes[c as usize];
+                    let pres = p.present[w] & mask;
+                    let acc = p.accessed[w] & mask;
+                    f(va, pres, acc);
+                    if clear {
+                        p.accessed[w] &= !mask;
+                    }
+                }
+                va = word_end;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_sets_accessed_at_every_level() {
+        let mut pt = PageTables::new();
+        let va = 0x7f00_1234_5000;
+        pt.map_4k(va, 0);
+        for l in Level::ALL {
+            assert!(!pt.test_accessed(va, l), "{l:?} set before any walk");
+        }
+        let mut memo = WalkMemo::EMPTY;
+        let w = pt.walk(va, false, &mut memo);
+        assert_eq!(w.translation, Translation::Page4K { node: 0 });
+        for l in Level::ALL {
+            assert!(pt.test_accessed(va, l), "{l:?} not set by walk");
+            assert!(!pt.test_dirty(va, l), "{l:?} dirty after a load");
+        }
+        pt.walk(va, true, &mut memo);
+        assert!(pt.test_dirty(va, Level::Pte));
+        assert!(!pt.test_dirty(va, Level::Pmd), "x86 default: no D on non-leaf entries");
+    }
+
+    #[test]
+    fn memo_does_not_hide_cleared_upper_bits() {
+        let mut pt = PageTables::new();
+        let va = 0x4000_0000;
+        pt.map_4k(va, 0);
+        pt.map_4k(va + 4096, 0);
+        let mut memo = WalkMemo::EMPTY;
+        pt.walk(va, false, &mut memo);
+        assert!(pt.test_and_clear_accessed(va, Level::Pud));
+        assert!(!pt.test_accessed(va, Level::Pud));
+        pt.walk(va + 4096, false, &mut memo);
+        assert!(pt.test_accessed(va, Level::Pud), "walk under a cached path must re-set PUD");
+    }
+
+    #[test]
+    fn bulk_populate_is_lazy_and_correct() {
+        let mut pt = PageTables::new();
+        let start = 1u64 << 40;
+        let len = 64u64 << 30; // 64 GiB
+        let made = pt.populate_4k(start, start + len, 1);
+        assert_eq!(made, len / 4096);
+        assert_eq!(pt.tables().1, 0, "no PTE table materialized");
+        assert_eq!(pt.node_of(start + 12345 * 4096), Some(1));
+        assert!(!pt.test_accessed(start + 4096, Level::Pte));
+        let mut memo = WalkMemo::EMPTY;
+        let w = pt.walk(start + 4096 * 7, true, &mut memo);
+        assert_eq!(w.translation, Translation::Page4K { node: 1 });
+        assert_eq!(pt.tables().1, 1);
+        assert!(pt.test_accessed(start + 4096 * 7, Level::Pte));
+        assert!(!pt.test_accessed(start + 4096 * 8, Level::Pte));
+        assert!(pt.test_dirty(start + 4096 * 7, Level::Pte));
+    }
+
+    #[test]
+    fn huge_pages_walk_three_levels() {
+        let mut pt = PageTables::new();
+        let va = 0x20_0000 * 5;
+        pt.map_2m(va, 0);
+        let mut memo = WalkMemo::EMPTY;
+        let w = pt.walk(va + 12345, true, &mut memo);
+        assert_eq!(w.translation, Translation::Page2M { node: 0 });
+        assert_eq!(w.levels, 3);
+        assert!(pt.test_accessed(va, Level::Pmd));
+        assert!(pt.test_dirty(va, Level::Pmd));
+        assert!(pt.is_huge(va));
+    }
+
+    #[test]
+    fn unmap_frees_and_reports_nodes() {
+        let mut pt = PageTables::new();
+        pt.populate_4k(0x4000_0000, 0x4000_0000 + (4 << 20) + 8192, 2);
+        let mut freed = 0;
+        pt.unmap_range(0x4000_0000, 0x4000_0000 + (4 << 20) + 8192, &mut |n, c| {
+            assert_eq!(n, 2);
+            freed += c
+        });
+        assert_eq!(freed, 1024 + 2);
+        assert_eq!(pt.present_4k(), 0);
+        let mut memo = WalkMemo::EMPTY;
+        assert_eq!(pt.walk(0x4000_0000, false, &mut memo).translation, Translation::NotPresent);
+        assert_eq!(pt.tables(), (1, 0));
+    }
+
+    #[test]
+    fn scan_reports_and_clears() {
+        let mut pt = PageTables::new();
+        let base = 0x1000_0000u64;
+        for k in 0..100 {
+            pt.map_4k(base + k * 4096, 0);
+        }
+        let mut memo = WalkMemo::EMPTY;
+        for k in [3u64, 50, 99] {
+            pt.walk(base + k * 4096, false, &mut memo);
+        }
+        let mut seen = Vec::new();
+        let mut present = 0;
+        pt.scan_pte_accessed(base, base + 100 * 4096, true, &mut |va, p, a| {
+            present += p.count_ones();
+            for b in 0..64 {
+                if a >> b & 1 == 1 {
+                    seen.push((va - base) / 4096 + b);
+                }
+            }
+        });
+        assert_eq!(present, 100);
+        assert_eq!(seen, vec![3, 50, 99]);
+        assert!(!pt.test_accessed(base + 3 * 4096, Level::Pte));
+    }
+
+    #[test]
+    fn mixed_nodes_in_one_table() {
+        let mut pt = PageTables::new();
+        pt.map_4k(0x1000, 0);
+        pt.map_4k(0x2000, 3);
+        assert_eq!(pt.node_of(0x1000), Some(0));
+        assert_eq!(pt.node_of(0x2000), Some(3));
+        assert_eq!(pt.set_node(0x1000, 1).unwrap(), 0);
+        assert_eq!(pt.node_of(0x1000), Some(1));
+    }
+}

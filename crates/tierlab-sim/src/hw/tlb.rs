@@ -1,0 +1,643 @@
+//! Set-associative TLBs with true LRU replacement within a set.
+//!
+//! Each core has an L1 dTLB for 4 KiB pages, an L1 dTLB for 2 MiB pages and, optionally, a
+//! second-level TLB shared by both page sizes (Intel's STLB). Entries cache the translation
+//! (here: the memory node) and whether the page is known dirty, so a store hitting a clean
+//! entry sets the PTE's Dirty bit as hardware does.
+
+use serde::{Deserialize, Serialize};
+use tierlab_core::{PageSize, HUGE_SHIFT, HUGE_SIZE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_SHIFT, PAGE_SIZE};
+
+/// Geometry of one core's TLBs. Defaults: a recent x86 core (L1 dTLB 64 entries 4-way for
+/// 4 KiB, 32 entries 4-way for 2 MiB, 1536-entry 12-way STLB; see docs/engine.md, from
+/// `cost-model.md`'s "typical TLB geometry").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbConfig {
+    /// Entries of the L1 4 KiB dTLB.
+    #[serde(default = "d_l1_4k")]
+    pub l1_4k_entries: usize,
+    /// Associativity of the L1 4 KiB dTLB.
+    #[serde(default = "d_4")]
+    pub l1_4k_ways: usize,
+    /// Entries of the L1 2 MiB dTLB.
+    #[serde(default = "d_l1_2m")]
+    pub l1_2m_entries: usize,
+    /// Associativity of the L1 2 MiB dTLB.
+    #[serde(default = "d_4")]
+    pub l1_2m_ways: usize,
+    /// Entries of the second-level TLB (0 = none).
+    #[serde(default = "d_l2")]
+    pub l2_entries: usize,
+    /// Associativity of the second-level TLB.
+    #[serde(default = "d_l2_ways")]
+    pub l2_ways: usize,
+}
+
+fn d_l1_4k() -> usize {
+    64
+}
+fn d_l1_2m() -> usize {
+    32
+}
+fn d_4() -> usize {
+    4
+}
+fn d_l2() -> usize {
+    1536
+}
+fn d_l2_ways() -> usize {
+    12
+}
+
+impl Default for TlbConfig {
+    fn default() -> Self {
+        TlbConfig {
+            l1_4k_entries: 64,
+            l1_4k_ways: 4,
+            l1_2m_entries: 32,
+            l1_2m_ways: 4,
+            l2_entries: 1536,
+            l2_ways: 12,
+        }
+    }
+}
+
+impl TlbConfig {
+    /// Check the geometry; returns (field, problem) on error.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (name, e, w, allow_zero) in [
+            ("l1_4k", self.l1_4k_entries, self.l1_4k_ways, false),
+            ("l1_2m", self.l1_2m_entries, self.l1_2m_ways, false),
+            ("l2", self.l2_entries, self.l2_ways, true),
+        ] {
+            if e == 0 && allow_zero {
+                continue;
+            }
+            if e == 0 || w == 0 || e % w != 0 {
+                let field = match name {
+                    "l1_4k" => "machine.tlb.l1_4k_entries",
+                    "l1_2m" => "machine.tlb.l1_2m_entries",
+                    _ => "machine.tlb.l2_entries",
+                };
+                return Err((field, format!("{name}: {e} entries must be a positive multiple of {w} ways")));
+            }
+        }
+        Ok(())
+    }
+}
+
+const EMPTY: u64 = u64::MAX;
+
+/// Associativities that keep a packed recency order ([`SetAssoc`]); outside this range,
+/// age stamps.
+const PACKED_WAYS: std::ops::RangeInclusive<usize> = 5..=16;
+
+/// One set-associative array. Tags are page numbers (already shifted for the page size).
+/// Replacement is true LRU within a set, an empty way taken before any valid one.
+///
+/// Two representations of the same order, chosen by associativity for speed (the
+/// differential test against a naive LRU covers both):
+/// - sets of 5 to 16 ways (an STLB) keep their recency order packed in one `u64`: nibble
+///   `r` holds the way at recency rank `r` (0 = most recent), and empty ways always hold
+///   the last ranks. A hit moves its way's nibble to rank 0, an insert takes the way at the
+///   last rank (an empty one if any, else the least recent) and an invalidation moves its
+///   way to the last rank: a few shifts and masks, however many ways;
+/// - narrower sets (an L1 dTLB, where hits dominate) and wider ones (a fully associative
+///   TLB) use per-way age stamps: a hit writes one stamp, and the victim of an insert is
+///   the first way with the smallest stamp, empty ways having stamp 0.
+#[derive(Clone, Debug)]
+pub struct SetAssoc {
+    sets: usize,
+    ways: usize,
+    /// `sets - 1` when `sets` is a power of two (the set is the low bits of the page
+    /// number, as in hardware), else 0 and the set is the page number modulo `sets`.
+    mask: usize,
+    /// `sets` is a power of two (1 included): the set is `tag & mask`.
+    pow2: bool,
+    tags: Vec<u64>,
+    data: Vec<u8>,
+    /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
+    order: Vec<u64>,
+    /// Age stamps per way (when `ways` is outside `PACKED_WAYS`; else empty) and their clock.
+    stamps: Vec<u64>,
+    tick: u64,
+}
+
+/// Payload bit: the page is known dirty.
+pub const DIRTY: u8 = 0x80;
+
+/// Every nibble set to 1.
+const NIBBLE_ONES: u64 = 0x1111_1111_1111_1111;
+
+/// Rank of way `w` in the packed order `order` (`w` occurs exactly once in it).
+#[inline]
+fn rank_of(order: u64, w: usize) -> u32 {
+    // Nibbles equal to `w` become 0; the lowest zero nibble is found exactly (a borrow can
+    // only flag nibbles above a true zero).
+    let x = order ^ (w as u64).wrapping_mul(NIBBLE_ONES);
+    let z = x.wrapping_sub(NIBBLE_ONES) & !x & (NIBBLE_ONES << 3);
+    z.trailing_zeros() / 4
+}
+
+/// `order` with the nibble at rank `r` taken out and put at rank 0.
+#[inline]
+fn move_to_front(order: u64, r: u32) -> u64 {
+    let sh = 4 * r;
+    let w = (order >> sh) & 0xf;
+    let below = order & ((1u64 << sh) - 1);
+    let above = if sh + 4 >= 64 { 0 } else { order & !((1u64 << (sh + 4)) - 1) };
+    above | (below << 4) | w
+}
+
+/// `order` (of `ways` nibbles) with the nibble at rank `r` moved to the last rank.
+#[inline]
+fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
+    let sh = 4 * r;
+    let last = 4 * (ways as u32 - 1);
+    let w = (order >> sh) & 0xf;
+    let below = order & ((1u64 << sh) - 1);
+    let above = if sh + 4 >= 64 { 0 } else { order >> (sh + 4) };
+    below | (above << sh) | (w << last)
+}
+
+impl SetAssoc {
+    /// An empty array of `entries` entries with `ways` ways.
+    pub fn new(entries: usize, ways: usize) -> Self {
+        let sets = if entries == 0 { 0 } else { entries / ways };
+        let pow2 = sets.is_power_of_two();
+        let mask = if pow2 { sets - 1 } else { 0 };
+        let packed = PACKED_WAYS.contains(&ways);
+        SetAssoc {
+            sets,
+            ways,
+            mask,
+            pow2,
+            tags: vec![EMPTY; entries],
+            data: vec![0; entries],
+            // Way w at rank w: any order of empty ways will do.
+            order: if packed {
+                vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
+            } else {
+                Vec::new()
+            },
+            stamps: if packed { Vec::new() } else { vec![0; entries] },
+            tick: 0,
+        }
+    }
+
+    /// True when the array has no entries at all.
+    pub fn is_disabled(&self) -> bool {
+        self.sets == 0
+    }
+
+    #[inline]
+    fn set_of(&self, tag: u64) -> usize {
+        if self.pow2 {
+            (tag as usize) & self.mask
+        } else {
+            (tag as usize) % self.sets
+        }
+    }
+
+    /// Set and way of `tag` (no page number equals `EMPTY`).
+    #[inline]
+    fn find(&self, tag: u64) -> Option<(usize, usize)> {
+        if self.sets == 0 {
+            return None;
+        }
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+    }
+
+    /// Make way `w` of `set` the most recent of the set.
+    #[inline]
+    fn touch(&mut self, set: usize, w: usize) {
+        if self.order.is_empty() {
+            self.tick += 1;
+            self.stamps[set * self.ways + w] = self.tick;
+        } else {
+            let o = self.order[set];
+            let r = rank_of(o, w);
+            if r != 0 {
+                self.order[set] = move_to_front(o, r);
+            }
+        }
+    }
+
+    /// Look `tag` up; on a hit make it most recent and return its payload.
+    #[inline]
+    pub fn lookup(&mut self, tag: u64) -> Option<u8> {
+        let (set, w) = self.find(tag)?;
+        self.touch(set, w);
+        Some(self.data[set * self.ways + w])
+    }
+
+    /// Whether `tag` is cached (no recency update).
+    pub fn contains(&self, tag: u64) -> bool {
+        self.find(tag).is_some()
+    }
+
+    /// Update the payload of a cached entry (no recency change).
+    pub fn update(&mut self, tag: u64, data: u8) {
+        if let Some((set, w)) = self.find(tag) {
+            self.data[set * self.ways + w] = data;
+        }
+    }
+
+    /// Insert `tag` as most recent (it must not be cached), evicting the least recent way
+    /// (an empty way first). Returns the evicted tag.
+    #[inline]
+    pub fn insert(&mut self, tag: u64, data: u8) -> Option<u64> {
+        if self.sets == 0 {
+            return None;
+        }
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        let i = if self.order.is_empty() {
+            let stamps = &self.stamps[base..base + self.ways];
+            let mut victim = 0;
+            let mut oldest = stamps[0];
+            #[allow(clippy::needless_range_loop)] // an index loop: no iterator adapters
+            for w in 1..stamps.len() {
+                if stamps[w] < oldest {
+                    oldest = stamps[w];
+                    victim = w;
+                }
+            }
+            self.tick += 1;
+            self.stamps[base + victim] = self.tick;
+            base + victim
+        } else {
+            let o = self.order[set];
+            let last = (self.ways - 1) as u32;
+            let w = ((o >> (4 * last)) & 0xf) as usize;
+            self.order[set] = move_to_front(o, last);
+            base + w
+        };
+        let old = self.tags[i];
+        self.tags[i] = tag;
+        self.data[i] = data;
+        (old != EMPTY).then_some(old)
+    }
+
+    /// Empty way `w` of `set`: it becomes the first to be refilled.
+    #[inline]
+    fn clear_way(&mut self, set: usize, w: usize) {
+        let i = set * self.ways + w;
+        self.tags[i] = EMPTY;
+        if self.order.is_empty() {
+            self.stamps[i] = 0;
+        } else {
+            let o = self.order[set];
+            self.order[set] = move_to_back(o, rank_of(o, w), self.ways);
+        }
+    }
+
+    /// Drop `tag` if present; returns whether it was.
+    pub fn invalidate(&mut self, tag: u64) -> bool {
+        match self.find(tag) {
+            Some((set, w)) => {
+                self.clear_way(set, w);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drop every entry.
+    pub fn flush(&mut self) {
+        self.tags.fill(EMPTY);
+        self.stamps.fill(0);
+    }
+
+    /// Drop every entry whose tag lies in `[lo, hi)`; returns how many.
+    pub fn invalidate_range(&mut self, lo: u64, hi: u64) -> usize {
+        if hi.saturating_sub(lo) <= self.ways as u64 * 4 {
+            return (lo..hi).filter(|&t| self.invalidate(t)).count();
+        }
+        let mut n = 0;
+        for set in 0..self.sets {
+            for w in 0..self.ways {
+                let t = self.tags[set * self.ways + w];
+                if t != EMPTY && t >= lo && t < hi {
+                    self.clear_way(set, w);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Number of valid entries.
+    pub fn occupancy(&self) -> usize {
+        self.tags.iter().filter(|&&t| t != EMPTY).count()
+    }
+}
+
+/// Result of a TLB lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbHit {
+    /// Hit in an L1 array; payload; the page size of the entry.
+    L1 {
+        /// Payload (node and [`DIRTY`]).
+        data: u8,
+        /// Size of the cached page.
+        size: PageSize,
+    },
+    /// Hit in the L2 (refilled into L1); payload; the page size of the entry.
+    L2 {
+        /// Payload (node and [`DIRTY`]).
+        data: u8,
+        /// Size of the cached page.
+        size: PageSize,
+    },
+    /// Miss everywhere.
+    Miss,
+}
+
+/// The node bits of an entry's payload (the rest is [`DIRTY`]).
+pub const NODE: u8 = 0x7f;
+
+/// Tags of 2 MiB pages in the L2 TLB carry this bit (4 KiB tags are `va >> 12`).
+const L2_HUGE: u64 = 1 << 63;
+/// Tags of 64 KiB pages in the L2 TLB carry this bit.
+const L2_64K: u64 = 1 << 62;
+
+/// One core's TLBs.
+#[derive(Clone, Debug)]
+pub struct CoreTlb {
+    /// L1 for 4 KiB pages (tag = va >> 12).
+    pub l1_4k: SetAssoc,
+    /// L1 for 2 MiB pages (tag = va >> 21).
+    pub l1_2m: SetAssoc,
+    /// L1 for 64 KiB pages (Knights Corner; tag = va >> 16); no entries on other CPUs.
+    pub l1_64k: SetAssoc,
+    /// Second level, every size.
+    pub l2: SetAssoc,
+    /// Single-entry invalidations executed on this core.
+    pub invalidations: u64,
+    /// Full flushes executed on this core.
+    pub flushes: u64,
+    /// Whether any 2 MiB translation may be cached (lets 4 KiB-only runs skip 2 MiB lookups).
+    huge_cached: bool,
+    /// Whether any 64 KiB translation may be cached.
+    k64_cached: bool,
+}
+
+impl CoreTlb {
+    /// TLBs of the given geometry (no 64 KiB array).
+    pub fn new(c: &TlbConfig) -> Self {
+        Self::with_64k(c, 0, 0)
+    }
+
+    /// TLBs of the given geometry with a 64 KiB L1 array of `entries` / `ways` (0 = none).
+    pub fn with_64k(c: &TlbConfig, entries: usize, ways: usize) -> Self {
+        CoreTlb {
+            l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
+            l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
+            l1_64k: SetAssoc::new(entries, ways.max(1)),
+            l2: SetAssoc::new(c.l2_entries, c.l2_ways),
+            invalidations: 0,
+            flushes: 0,
+            huge_cached: false,
+            k64_cached: false,
+        }
+    }
+
+    /// Look `va` up in L1 (every size), then L2.
+    #[inline(always)]
+    pub fn lookup(&mut self, va: u64) -> TlbHit {
+        if let Some(d) = self.l1_4k.lookup(va >> PAGE_SHIFT) {
+            return TlbHit::L1 { data: d, size: PageSize::Base4K };
+        }
+        self.lookup_after_l1_4k_miss(va)
+    }
+
+    /// [`CoreTlb::lookup`] for a caller that already looked `va` up in the L1 4 KiB array
+    /// and missed (a miss changes nothing, so this is the same lookup without repeating it).
+    #[inline(always)]
+    pub fn lookup_after_l1_4k_miss(&mut self, va: u64) -> TlbHit {
+        if self.huge_cached {
+            if let Some(d) = self.l1_2m.lookup(va >> HUGE_SHIFT) {
+                return TlbHit::L1 { data: d, size: PageSize::Huge2M };
+            }
+        }
+        if self.k64_cached {
+            if let Some(d) = self.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
+                return TlbHit::L1 { data: d, size: PageSize::Knc64K };
+            }
+        }
+        if self.l2.is_disabled() {
+            return TlbHit::Miss;
+        }
+        if let Some(d) = self.l2.lookup(va >> PAGE_SHIFT) {
+            self.l1_4k.insert(va >> PAGE_SHIFT, d);
+            return TlbHit::L2 { data: d, size: PageSize::Base4K };
+        }
+        if self.huge_cached {
+            if let Some(d) = self.l2.lookup((va >> HUGE_SHIFT) | L2_HUGE) {
+                self.l1_2m.insert(va >> HUGE_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Huge2M };
+            }
+        }
+        if self.k64_cached {
+            if let Some(d) = self.l2.lookup((va >> PAGE_64K_SHIFT) | L2_64K) {
+                self.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Knc64K };
+            }
+        }
+        TlbHit::Miss
+    }
+
+    /// Fill after a walk.
+    #[inline(always)]
+    pub fn fill(&mut self, va: u64, size: PageSize, data: u8) {
+        match size {
+            PageSize::Base4K => {
+                self.l1_4k.insert(va >> PAGE_SHIFT, data);
+                self.l2.insert(va >> PAGE_SHIFT, data);
+            }
+            PageSize::Huge2M => {
+                self.huge_cached = true;
+                self.l1_2m.insert(va >> HUGE_SHIFT, data);
+                self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data);
+            }
+            PageSize::Knc64K => {
+                self.k64_cached = true;
+                self.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
+                self.l2.insert((va >> PAGE_64K_SHIFT) | L2_64K, data);
+            }
+            PageSize::Huge1G => {
+                // No 1 GiB arrays are modelled yet: cache it as the 2 MiB page holding `va`.
+                self.huge_cached = true;
+                self.l1_2m.insert(va >> HUGE_SHIFT, data);
+                self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data);
+            }
+        }
+    }
+
+    /// Mark the cached translation of `va` dirty.
+    pub fn mark_dirty(&mut self, va: u64, size: PageSize, data: u8) {
+        match size {
+            PageSize::Base4K => {
+                self.l1_4k.update(va >> PAGE_SHIFT, data);
+                self.l2.update(va >> PAGE_SHIFT, data);
+            }
+            PageSize::Huge2M | PageSize::Huge1G => {
+                self.l1_2m.update(va >> HUGE_SHIFT, data);
+                self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data);
+            }
+            PageSize::Knc64K => {
+                self.l1_64k.update(va >> PAGE_64K_SHIFT, data);
+                self.l2.update((va >> PAGE_64K_SHIFT) | L2_64K, data);
+            }
+        }
+    }
+
+    /// Whether any level caches a translation for `va`.
+    pub fn caches(&self, va: u64) -> bool {
+        self.l1_4k.contains(va >> PAGE_SHIFT)
+            || self.l1_2m.contains(va >> HUGE_SHIFT)
+            || (self.k64_cached && self.l1_64k.contains(va >> PAGE_64K_SHIFT))
+            || self.l2.contains(va >> PAGE_SHIFT)
+            || self.l2.contains((va >> HUGE_SHIFT) | L2_HUGE)
+            || self.l2.contains((va >> PAGE_64K_SHIFT) | L2_64K)
+    }
+
+    /// INVLPG: drop the translation of the page containing `va` (any size).
+    pub fn invalidate(&mut self, va: u64) {
+        self.invalidations += 1;
+        self.l1_4k.invalidate(va >> PAGE_SHIFT);
+        self.l1_2m.invalidate(va >> HUGE_SHIFT);
+        self.l2.invalidate(va >> PAGE_SHIFT);
+        self.l2.invalidate((va >> HUGE_SHIFT) | L2_HUGE);
+        if self.k64_cached {
+            self.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
+            self.l2.invalidate((va >> PAGE_64K_SHIFT) | L2_64K);
+        }
+    }
+
+    /// Drop every translation within `[start, end)`.
+    pub fn invalidate_range(&mut self, start: u64, end: u64) {
+        self.invalidations += 1;
+        self.l1_4k.invalidate_range(start >> PAGE_SHIFT, end.div_ceil(PAGE_SIZE));
+        self.l1_2m.invalidate_range(start >> HUGE_SHIFT, end.div_ceil(HUGE_SIZE));
+        self.l2.invalidate_range(start >> PAGE_SHIFT, end.div_ceil(PAGE_SIZE));
+        self.l2.invalidate_range((start >> HUGE_SHIFT) | L2_HUGE, end.div_ceil(HUGE_SIZE) | L2_HUGE);
+        if self.k64_cached {
+            self.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
+            self.l2
+                .invalidate_range((start >> PAGE_64K_SHIFT) | L2_64K, end.div_ceil(PAGE_64K_SIZE) | L2_64K);
+        }
+    }
+
+    /// Drop everything.
+    pub fn flush(&mut self) {
+        self.flushes += 1;
+        self.huge_cached = false;
+        self.k64_cached = false;
+        self.l1_4k.flush();
+        self.l1_2m.flush();
+        self.l1_64k.flush();
+        self.l2.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_within_a_set() {
+        let mut t = SetAssoc::new(8, 2); // 4 sets x 2 ways
+        t.insert(0, 0);
+        t.insert(4, 0); // same set (0)
+        assert!(t.lookup(0).is_some()); // 0 most recent
+        t.insert(8, 0); // evicts 4
+        assert!(t.contains(0) && t.contains(8) && !t.contains(4));
+    }
+
+    /// Differential test against a naive LRU (a recency-ordered list per set).
+    #[test]
+    fn matches_naive_lru() {
+        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (32, 32), (40, 20), (6, 1)] {
+            let sets = entries / ways;
+            let mut fast = SetAssoc::new(entries, ways);
+            let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
+            let mut x = 99u64;
+            for _ in 0..50_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let tag = (x >> 33) % (entries as u64 * 3);
+                let set = &mut naive[(tag % sets as u64) as usize];
+                let hit_naive = if let Some(p) = set.iter().position(|&t| t == tag) {
+                    set.remove(p);
+                    set.insert(0, tag);
+                    true
+                } else {
+                    set.insert(0, tag);
+                    set.truncate(ways);
+                    false
+                };
+                let hit_fast = fast.lookup(tag).is_some();
+                if !hit_fast {
+                    fast.insert(tag, 0);
+                }
+                assert_eq!(hit_fast, hit_naive, "{entries}/{ways} tag {tag}");
+                if (x >> 7).is_multiple_of(97) {
+                    let victim = (x >> 13) % (entries as u64 * 3);
+                    fast.invalidate(victim);
+                    for s in naive.iter_mut() {
+                        s.retain(|&t| t != victim);
+                    }
+                }
+                if (x >> 9).is_multiple_of(1009) {
+                    // A range wide enough for the whole-array pass.
+                    let lo = (x >> 17) % (entries as u64 * 3);
+                    let hi = lo + ways as u64 * 4 + 1 + (x >> 40) % (entries as u64);
+                    let want: usize =
+                        naive.iter().map(|s| s.iter().filter(|&&t| t >= lo && t < hi).count()).sum();
+                    assert_eq!(fast.invalidate_range(lo, hi), want, "{entries}/{ways} range {lo}..{hi}");
+                    for s in naive.iter_mut() {
+                        s.retain(|&t| t < lo || t >= hi);
+                    }
+                }
+                let occupied: usize = naive.iter().map(|s| s.len()).sum();
+                assert_eq!(fast.occupancy(), occupied);
+            }
+        }
+    }
+
+    #[test]
+    fn l2_refills_l1() {
+        let mut c = CoreTlb::new(&TlbConfig::default());
+        c.fill(0x1000, PageSize::Base4K, 3);
+        // Evict from L1 by filling its set (16 sets x 4 ways): same set every 16 pages.
+        for k in 1..=4u64 {
+            c.fill(0x1000 + k * 16 * 4096, PageSize::Base4K, 0);
+        }
+        assert!(!c.l1_4k.contains(1));
+        assert_eq!(c.lookup(0x1000), TlbHit::L2 { data: 3, size: PageSize::Base4K });
+        assert_eq!(c.lookup(0x1000), TlbHit::L1 { data: 3, size: PageSize::Base4K });
+    }
+
+    #[test]
+    fn invalidate_one_and_range() {
+        let mut c = CoreTlb::new(&TlbConfig::default());
+        c.fill(0x1000, PageSize::Base4K, 0);
+        c.fill(0x20_0000, PageSize::Huge2M, 0);
+        c.invalidate(0x1000);
+        assert!(!c.caches(0x1000));
+        assert!(c.caches(0x20_0000 + 5));
+        c.invalidate_range(0x20_0000, 0x40_0000);
+        assert!(!c.caches(0x20_0000));
+    }
+
+    #[test]
+    fn geometry_is_validated() {
+        let bad = TlbConfig { l1_4k_entries: 10, ..TlbConfig::default() };
+        assert!(bad.validate().is_err());
+        assert!(TlbConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,276 @@
+//! Scoring: the only reader of ground truth.
+//!
+//! At each window end the driver hands the closed window's exact counts
+//! ([`crate::truth::WindowTruth`]) to the [`Scorer`], which turns them into the truly hot set
+//! (by [`TruthRule`]) and scores every telemetry technique's reported hot set against it in
+//! bytes (precision = true positive / reported, recall = true positive / truly hot), and
+//! reports, for a tiering run, how many of the fast node's bytes were truly hot.
+
+use serde::{Deserialize, Serialize};
+use tierlab_core::{bytes_of, page_addr, PAGE_SIZE};
+
+use crate::agents::HotReport;
+use crate::stats::Stats;
+use crate::truth::WindowTruth;
+
+/// The ground-truth rule of scoring (`scoring.truth`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TruthRule {
+    /// Pages accessed at least `truth_threshold` times in the window.
+    #[default]
+    Accessed,
+    /// The workload's declared hot set during the window.
+    Declared,
+}
+
+/// How ground truth's hot set is defined for scoring (`[scoring]` in a scenario).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringConfig {
+    /// A page is truly hot in a window when the workload accessed it at least this many
+    /// times in that window. Default 1: every page the workload touched (for masim and
+    /// hot-set workloads, the pages of the regions the current phase accesses).
+    #[serde(default = "d_truth")]
+    pub truth_threshold: u32,
+    /// Which pages are truly hot: `accessed` (default: pages accessed at least
+    /// `truth_threshold` times in the window, from exact ground truth) or `declared` (the hot
+    /// set the workload declares, e.g. hotset's needles in place during the window, all their
+    /// pages: the masim-style rule "the regions the current phase accesses", which does not
+    /// depend on how many of their pages a window happens to touch).
+    #[serde(default)]
+    pub truth: TruthRule,
+    /// Precision/recall level for the "time to reach" figures.
+    #[serde(default = "d_target")]
+    pub target: f64,
+}
+
+fn d_truth() -> u32 {
+    1
+}
+fn d_target() -> f64 {
+    0.9
+}
+
+impl Default for ScoringConfig {
+    fn default() -> Self {
+        ScoringConfig { truth_threshold: d_truth(), truth: TruthRule::default(), target: d_target() }
+    }
+}
+
+/// One window's score.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Score {
+    /// Bytes reported hot.
+    pub reported: u64,
+    /// Bytes truly hot.
+    pub truth: u64,
+    /// Bytes both.
+    pub true_positive: u64,
+}
+
+impl Score {
+    /// TP / reported; 0 when nothing is reported (a technique that reports nothing finds
+    /// nothing).
+    pub fn precision(&self) -> f64 {
+        if self.reported == 0 {
+            0.0
+        } else {
+            self.true_positive as f64 / self.reported as f64
+        }
+    }
+    /// TP / truth; NaN when nothing is truly hot.
+    pub fn recall(&self) -> f64 {
+        if self.truth == 0 {
+            f64::NAN
+        } else {
+            self.true_positive as f64 / self.truth as f64
+        }
+    }
+}
+
+/// Score a report against the truly hot pages (sorted page numbers), in bytes.
+pub fn score(report: &HotReport, truth_pages: &[u64]) -> Score {
+    let truth = tierlab_core::bytes_of(truth_pages.len() as u64);
+    let tp = match report {
+        HotReport::Pages(p) => {
+            let (mut i, mut j, mut n) = (0, 0, 0u64);
+            while i < p.len() && j < truth_pages.len() {
+                match p[i].cmp(&truth_pages[j]) {
+                    std::cmp::Ordering::Less => i += 1,
+                    std::cmp::Ordering::Greater => j += 1,
+                    std::cmp::Ordering::Equal => {
+                        n += 1;
+                        i += 1;
+                        j += 1;
+                    }
+                }
+            }
+            bytes_of(n)
+        }
+        HotReport::Regions(r) => {
+            // Bytes of truly hot pages inside reported ranges (partial pages count their
+            // overlapping bytes).
+            let mut n = 0u64;
+            let mut j = 0;
+            for &(s, e) in r {
+                while j < truth_pages.len() && page_addr(truth_pages[j] + 1) <= s {
+                    j += 1;
+                }
+                let mut k = j;
+                while k < truth_pages.len() && page_addr(truth_pages[k]) < e {
+                    let ps = page_addr(truth_pages[k]);
+                    n += e.min(ps + PAGE_SIZE) - s.max(ps);
+                    k += 1;
+                }
+            }
+            n
+        }
+    };
+    Score { reported: report.bytes(), truth, true_positive: tp }
+}
+
+/// Per-technique scoring state.
+#[derive(Clone, Debug, Default)]
+struct Track {
+    label: String,
+    precision: Vec<f64>,
+    recall: Vec<f64>,
+    window_end_s: Vec<f64>,
+}
+
+/// Scores the telemetry techniques of a run, window by window.
+#[derive(Clone, Debug)]
+pub struct Scorer {
+    cfg: ScoringConfig,
+    tracks: Vec<Track>,
+    truth: Vec<u64>,
+}
+
+impl Scorer {
+    /// A scorer for the techniques labelled `labels` (in the order their reports come).
+    pub fn new(cfg: &ScoringConfig, labels: Vec<String>) -> Self {
+        Scorer {
+            cfg: cfg.clone(),
+            tracks: labels.into_iter().map(|label| Track { label, ..Default::default() }).collect(),
+            truth: Vec::new(),
+        }
+    }
+
+    /// Whether there is anything to score.
+    pub fn active(&self) -> bool {
+        !self.tracks.is_empty()
+    }
+
+    /// Start a window: compute its truly hot pages from `w` (or from the workload's declared
+    /// ranges, `(start, length)` byte ranges, under [`TruthRule::Declared`]). Returns the
+    /// `truth_bytes` column.
+    pub fn begin_window(
+        &mut self,
+        w: &WindowTruth,
+        declared: impl FnOnce() -> Vec<(u64, u64)>,
+    ) -> (String, f64) {
+        self.truth = match self.cfg.truth {
+            TruthRule::Accessed => w.hot_pages(self.cfg.truth_threshold).collect(),
+            TruthRule::Declared => {
+                let mut ranges = declared();
+                ranges.sort_unstable();
+                let mut pages = Vec::new();
+                for (s, l) in ranges {
+                    pages.extend(tierlab_core::vpn(s)..tierlab_core::pages_for(s + l));
+                }
+                pages.dedup();
+                pages
+            }
+        };
+        ("truth_bytes".to_string(), tierlab_core::bytes_of(self.truth.len() as u64) as f64)
+    }
+
+    /// Score technique `i`'s report for the window ending at `end_s`; returns its columns.
+    pub fn score(&mut self, i: usize, report: &HotReport, end_s: f64) -> Vec<(String, f64)> {
+        let sc = score(report, &self.truth);
+        let t = &mut self.tracks[i];
+        t.precision.push(sc.precision());
+        t.recall.push(sc.recall());
+        t.window_end_s.push(end_s);
+        let p = format!("telemetry.{}", t.label);
+        vec![
+            (format!("{p}.precision"), sc.precision()),
+            (format!("{p}.recall"), sc.recall()),
+            (format!("{p}.reported_bytes"), sc.reported as f64),
+        ]
+    }
+
+    /// Bytes of the pages ground truth saw accessed at least `truth_threshold` times in `w`
+    /// for which `on_fast(va)` holds (a tiering run's fast-tier use of hot data).
+    pub fn hot_bytes_where(&self, w: &WindowTruth, on_fast: impl Fn(u64) -> bool) -> f64 {
+        let hot = w
+            .pages
+            .iter()
+            .filter(|&&(vpn, n)| n >= self.cfg.truth_threshold && on_fast(tierlab_core::page_addr(vpn)))
+            .count() as u64;
+        tierlab_core::bytes_of(hot) as f64
+    }
+
+    /// The run-level scoring stats.
+    pub fn report_stats(&self, out: &mut Stats) {
+        if self.tracks.is_empty() {
+            return;
+        }
+        let target = self.cfg.target;
+        out.set("scoring.target", target);
+        out.set("scoring.truth_threshold", self.cfg.truth_threshold as u64);
+        for t in &self.tracks {
+            let p = format!("telemetry.{}", t.label);
+            let mean = |v: &[f64]| {
+                let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                if f.is_empty() {
+                    f64::NAN
+                } else {
+                    f.iter().sum::<f64>() / f.len() as f64
+                }
+            };
+            out.set(format!("{p}.mean_precision"), mean(&t.precision));
+            out.set(format!("{p}.mean_recall"), mean(&t.recall));
+            let first = |v: &[f64]| v.iter().position(|&x| x >= target).map(|i| t.window_end_s[i]);
+            if let Some(x) = first(&t.precision) {
+                out.set(format!("{p}.time_to_precision"), x);
+            }
+            if let Some(x) = first(&t.recall) {
+                out.set(format!("{p}.time_to_recall"), x);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_scores() {
+        let r = HotReport::Pages(vec![1, 2, 3, 10]);
+        let s = score(&r, &[2, 3, 4, 5]);
+        assert_eq!(s.true_positive, 2 * 4096);
+        assert_eq!(s.precision(), 0.5);
+        assert_eq!(s.recall(), 0.5);
+    }
+
+    #[test]
+    fn region_scores_count_bytes() {
+        // Region covers pages 2..4 fully and half of page 4.
+        let r = HotReport::Regions(vec![(2 * 4096, 4 * 4096 + 2048), (100 * 4096, 101 * 4096)]);
+        let s = score(&r, &[1, 2, 3, 4, 50]);
+        assert_eq!(s.true_positive, 2 * 4096 + 2048);
+        assert_eq!(s.reported, 2 * 4096 + 2048 + 4096);
+        assert_eq!(s.truth, 5 * 4096);
+    }
+
+    #[test]
+    fn empty_report_has_zero_precision() {
+        let s = score(&HotReport::Regions(vec![]), &[1]);
+        assert_eq!(s.precision(), 0.0);
+        assert_eq!(s.recall(), 0.0);
+        assert!(score(&HotReport::Pages(vec![1]), &[]).recall().is_nan());
+    }
+}

@@ -1,0 +1,523 @@
+//! Exact ground truth: access counts per 4 KiB page per window.
+//!
+//! Counts live in chunks of 64 page counters reached through an open-addressing map that
+//! holds only the chunks touched in the current window, so a window over a 5 TiB heap with
+//! a 10 GB hot set costs memory for the hot set only. At the end of a window the driver hands the closed window to
+//! observers and reports ([`WindowTruth`]), then clears it.
+
+/// A map from page number to count, open addressing with linear probing. Key and count
+/// share a slot so a probe touches one cache line.
+#[derive(Clone, Debug)]
+pub struct CountMap {
+    slots: Vec<(u64, u32)>,
+    len: usize,
+    mask: usize,
+}
+
+const EMPTY: u64 = u64::MAX;
+
+/// Fibonacci hashing: spreads runs of consecutive page numbers over the table (a hash that
+/// kept neighbours together would form long runs and degrade linear probing).
+#[inline]
+fn hash(k: u64) -> usize {
+    (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize
+}
+
+/// Slots of the per-core coalescing cache in front of the map.
+pub const COALESCE_SLOTS: usize = 64;
+
+/// A small direct-mapped cache of (page, pending count) in front of [`CountMap`]: pages a
+/// core touches over and over (STREAM's three arrays in turn, a stencil's planes) are
+/// counted here and reach the map only when evicted or when the window closes.
+#[derive(Clone, Debug)]
+pub struct Coalescer {
+    keys: [u64; COALESCE_SLOTS],
+    vals: [u32; COALESCE_SLOTS],
+}
+
+impl Default for Coalescer {
+    fn default() -> Self {
+        Coalescer { keys: [EMPTY; COALESCE_SLOTS], vals: [0; COALESCE_SLOTS] }
+    }
+}
+
+impl Coalescer {
+    /// Count one access to `vpn`, spilling an evicted entry into `gt`.
+    #[inline]
+    pub fn count(&mut self, vpn: u64, gt: &mut GroundTruth) {
+        let slot = (vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
+        if self.keys[slot] == vpn {
+            self.vals[slot] += 1;
+            if self.vals[slot] == u32::MAX {
+                gt.count(vpn, self.vals[slot]);
+                self.vals[slot] = 0;
+            }
+        } else {
+            if self.keys[slot] != EMPTY && self.vals[slot] > 0 {
+                gt.count(self.keys[slot], self.vals[slot]);
+            }
+            self.keys[slot] = vpn;
+            self.vals[slot] = 1;
+        }
+    }
+
+    /// Spill everything into `gt`.
+    pub fn flush(&mut self, gt: &mut GroundTruth) {
+        for i in 0..COALESCE_SLOTS {
+            if self.keys[i] != EMPTY && self.vals[i] > 0 {
+                gt.count(self.keys[i], self.vals[i]);
+            }
+            self.keys[i] = EMPTY;
+            self.vals[i] = 0;
+        }
+    }
+}
+
+impl Default for CountMap {
+    fn default() -> Self {
+        Self::with_capacity(1024)
+    }
+}
+
+impl CountMap {
+    /// A map sized for about `n` keys.
+    pub fn with_capacity(n: usize) -> Self {
+        let cap = (n * 2).next_power_of_two().max(16);
+        CountMap { slots: vec![(EMPTY, 0); cap], len: 0, mask: cap - 1 }
+    }
+
+    /// Add `n` to the count of `key`.
+    #[inline]
+    pub fn add(&mut self, key: u64, n: u32) {
+        let mut i = hash(key) & self.mask;
+        loop {
+            let s = &mut self.slots[i];
+            if s.0 == key {
+                s.1 = s.1.saturating_add(n);
+                return;
+            }
+            if s.0 == EMPTY {
+                *s = (key, n);
+                self.len += 1;
+                if self.len * 2 > self.slots.len() {
+                    self.grow();
+                }
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let cap = old.len() * 2;
+        self.slots = vec![(EMPTY, 0); cap];
+        self.mask = cap - 1;
+        self.len = 0;
+        for (k, v) in old {
+            if k != EMPTY {
+                self.add(k, v);
+            }
+        }
+    }
+
+    /// The value of `key`, inserting `make()` first when absent.
+    #[inline]
+    pub fn get_or_insert(&mut self, key: u64, make: impl FnOnce() -> u32) -> u32 {
+        let mut i = hash(key) & self.mask;
+        loop {
+            let s = self.slots[i];
+            if s.0 == key {
+                return s.1;
+            }
+            if s.0 == EMPTY {
+                let v = make();
+                self.slots[i] = (key, v);
+                self.len += 1;
+                if self.len * 2 > self.slots.len() {
+                    self.grow();
+                }
+                return v;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Count of `key` (0 when absent).
+    pub fn get(&self, key: u64) -> u32 {
+        let mut i = hash(key) & self.mask;
+        loop {
+            let s = self.slots[i];
+            if s.0 == key {
+                return s.1;
+            }
+            if s.0 == EMPTY {
+                return 0;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// All (key, count) pairs in unspecified order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.slots.iter().filter(|s| s.0 != EMPTY).copied()
+    }
+
+    /// Remove everything, keeping the allocation when it is not oversized.
+    pub fn clear(&mut self) {
+        if self.slots.len() > 4 * (self.len * 2).next_power_of_two().max(1024) {
+            *self = Self::with_capacity(self.len);
+        } else {
+            self.slots.fill((EMPTY, 0));
+            self.len = 0;
+        }
+    }
+}
+
+/// One closed window of ground truth.
+#[derive(Clone, Debug, Default)]
+pub struct WindowTruth {
+    /// Window index from 0.
+    pub index: u64,
+    /// Start, simulated ns.
+    pub start_ns: u64,
+    /// End, simulated ns.
+    pub end_ns: u64,
+    /// (page number, accesses) of every page touched, sorted by page number.
+    pub pages: Vec<(u64, u32)>,
+}
+
+impl WindowTruth {
+    /// Total accesses in the window.
+    pub fn accesses(&self) -> u64 {
+        self.pages.iter().map(|p| p.1 as u64).sum()
+    }
+    /// Pages accessed at least `threshold` times.
+    pub fn hot_pages(&self, threshold: u32) -> impl Iterator<Item = u64> + '_ {
+        self.pages.iter().filter(move |p| p.1 >= threshold).map(|p| p.0)
+    }
+}
+
+/// Pages per counter chunk.
+const CHUNK: usize = 64;
+
+/// The ground-truth recorder of the current window.
+///
+/// Counters live in chunks of 64 pages found through a small map keyed by `page / 64`, so a
+/// random access costs one probe in a table of chunks (tens of thousands of entries for a
+/// 10 GB hot set, cache resident) and one counter increment, and memory follows the pages
+/// touched, not the address space. Chunks untouched for a whole window are recycled.
+#[derive(Clone, Debug, Default)]
+pub struct GroundTruth {
+    /// Accesses not yet applied: `(page << COUNT_BITS) | count`, radix-sorted and applied in
+    /// page order when full or at the window's end (sequential work instead of a cache
+    /// miss per access).
+    pending: Vec<u64>,
+    scratch: Vec<u64>,
+    map: CountMap,
+    chunks: Vec<[u32; CHUNK]>,
+    keys: Vec<u64>,
+    touched: Vec<bool>,
+    touched_list: Vec<u32>,
+    free: Vec<u32>,
+    /// Buffer accesses (large working sets) rather than counting them at once (small ones,
+    /// whose counters stay in cache). Re-decided at every window end.
+    buffered: bool,
+    /// Accesses counted over the whole run.
+    pub total_accesses: u64,
+}
+
+/// Live chunks above which accesses are buffered and sorted (16 Ki chunks = 1 Mi pages,
+/// 4 MiB of counters: beyond that the counters stop fitting in cache).
+const DIRECT_MAX_CHUNKS: usize = 16 << 10;
+
+/// Bits of a pending entry holding the count.
+const COUNT_BITS: u32 = 28;
+/// Pending entries buffered before they are applied (32 MiB).
+const PENDING_MAX: usize = 4 << 20;
+
+/// LSD radix sort of `v` by `(x >> COUNT_BITS) - min_key`, 11 bits per pass.
+fn radix_sort_by_page(v: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+    if v.len() < 2 {
+        return;
+    }
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for &x in v.iter() {
+        let k = x >> COUNT_BITS;
+        lo = lo.min(k);
+        hi = hi.max(k);
+    }
+    let span = hi - lo;
+    if span == 0 {
+        return;
+    }
+    let bits = 64 - span.leading_zeros();
+    tmp.clear();
+    tmp.resize(v.len(), 0);
+    let mut shift = 0;
+    while shift < bits {
+        let mut counts = [0usize; 2048];
+        for &x in v.iter() {
+            counts[(((x >> COUNT_BITS) - lo) >> shift) as usize & 2047] += 1;
+        }
+        let mut sum = 0;
+        for c in counts.iter_mut() {
+            let n = *c;
+            *c = sum;
+            sum += n;
+        }
+        for &x in v.iter() {
+            let d = (((x >> COUNT_BITS) - lo) >> shift) as usize & 2047;
+            tmp[counts[d]] = x;
+            counts[d] += 1;
+        }
+        std::mem::swap(v, tmp);
+        shift += 11;
+    }
+}
+
+impl GroundTruth {
+    /// Count `n` accesses to page `vpn` (applied lazily, see [`GroundTruth::close`]).
+    #[inline]
+    pub fn count(&mut self, vpn: u64, mut n: u32) {
+        if !self.buffered {
+            self.total_accesses += n as u64;
+            self.add_now(vpn, n);
+            if self.touched_list.len() > DIRECT_MAX_CHUNKS {
+                self.buffered = true;
+            }
+            return;
+        }
+        const MAXC: u32 = (1 << COUNT_BITS) - 1;
+        while n > MAXC {
+            self.pending.push((vpn << COUNT_BITS) | MAXC as u64);
+            n -= MAXC;
+        }
+        self.pending.push((vpn << COUNT_BITS) | n as u64);
+        self.total_accesses += n as u64;
+        if self.pending.len() >= PENDING_MAX {
+            self.apply_pending();
+        }
+    }
+
+    /// Apply buffered accesses to the counters, in page order.
+    fn apply_pending(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        radix_sort_by_page(&mut pending, &mut self.scratch);
+        let mut i = 0;
+        while i < pending.len() {
+            let vpn = pending[i] >> COUNT_BITS;
+            let mut n: u64 = 0;
+            while i < pending.len() && pending[i] >> COUNT_BITS == vpn {
+                n += pending[i] & ((1 << COUNT_BITS) - 1);
+                i += 1;
+            }
+            self.add_now(vpn, n.min(u32::MAX as u64) as u32);
+        }
+        pending.clear();
+        self.pending = pending;
+    }
+
+    #[inline]
+    fn add_now(&mut self, vpn: u64, n: u32) {
+        let key = vpn / CHUNK as u64;
+        let chunks = &mut self.chunks;
+        let keys = &mut self.keys;
+        let touched = &mut self.touched;
+        let free = &mut self.free;
+        let idx = self.map.get_or_insert(key, || {
+            if let Some(i) = free.pop() {
+                keys[i as usize] = key;
+                i
+            } else {
+                chunks.push([0; CHUNK]);
+                keys.push(key);
+                touched.push(false);
+                (chunks.len() - 1) as u32
+            }
+        }) as usize;
+        let c = &mut self.chunks[idx][(vpn % CHUNK as u64) as usize];
+        *c = c.saturating_add(n);
+        if !self.touched[idx] {
+            self.touched[idx] = true;
+            self.touched_list.push(idx as u32);
+        }
+    }
+
+    /// Always buffer and sort (normally chosen by working-set size); for tests.
+    pub fn set_buffered(&mut self, on: bool) {
+        self.buffered = on;
+    }
+
+    /// Pages currently holding counters (for memory accounting).
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len() - self.free.len()
+    }
+
+    /// Close the current window: return it sorted and start a new one.
+    pub fn close(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
+        self.apply_pending();
+        let mut order: Vec<(u64, u32)> =
+            self.touched_list.iter().map(|&i| (self.keys[i as usize], i)).collect();
+        order.sort_unstable();
+        let mut pages = Vec::with_capacity(order.len() * 8);
+        for &(key, i) in &order {
+            let c = &mut self.chunks[i as usize];
+            for (j, v) in c.iter_mut().enumerate() {
+                if *v > 0 {
+                    pages.push((key * CHUNK as u64 + j as u64, *v));
+                    *v = 0;
+                }
+            }
+            self.touched[i as usize] = false;
+        }
+        // Recycle chunks untouched in this window: rebuild the map from the touched ones.
+        if self.map.len() > order.len() {
+            let live: Vec<bool> = {
+                let mut l = vec![false; self.chunks.len()];
+                for &(_, i) in &order {
+                    l[i as usize] = true;
+                }
+                l
+            };
+            let mut map = CountMap::with_capacity(order.len().max(512)); // not a page size
+            for &(key, i) in &order {
+                map.get_or_insert(key, || i);
+            }
+            self.free.clear();
+            for (i, alive) in live.iter().enumerate() {
+                if !alive {
+                    self.free.push(i as u32);
+                }
+            }
+            self.map = map;
+        }
+        self.buffered = order.len() > DIRECT_MAX_CHUNKS;
+        self.touched_list.clear();
+        WindowTruth { index, start_ns, end_ns, pages }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn countmap_matches_hashmap() {
+        let mut m = CountMap::with_capacity(4);
+        let mut r = HashMap::new();
+        let mut x = 12345u64;
+        for _ in 0..100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 40) % 5000;
+            m.add(k, 1);
+            *r.entry(k).or_insert(0u32) += 1;
+        }
+        assert_eq!(m.len(), r.len());
+        for (k, v) in &r {
+            assert_eq!(m.get(*k), *v);
+        }
+        let total: u64 = m.iter().map(|(_, v)| v as u64).sum();
+        assert_eq!(total, 100_000);
+        m.clear();
+        assert!(m.is_empty());
+        assert_eq!(m.get(3), 0);
+    }
+
+    #[test]
+    fn window_close_sorts_and_resets() {
+        let mut g = GroundTruth::default();
+        g.count(9, 2);
+        g.count(3, 1);
+        g.count(9, 1);
+        let w = g.close(0, 0, 1000);
+        assert_eq!(w.pages, vec![(3, 1), (9, 3)]);
+        assert_eq!(w.accesses(), 4);
+        assert_eq!(w.hot_pages(2).collect::<Vec<_>>(), vec![9]);
+        assert_eq!(g.close(1, 1000, 2000).pages, vec![]);
+        assert_eq!(g.total_accesses, 4);
+    }
+
+    /// Differential test of the chunked recorder against a HashMap, over several windows.
+    #[test]
+    fn chunked_counts_match_hashmap_across_windows() {
+        for buffered in [false, true] {
+            chunked_case(buffered);
+        }
+    }
+
+    fn chunked_case(buffered: bool) {
+        let mut g = GroundTruth::default();
+        g.set_buffered(buffered);
+        let mut x = 77u64;
+        for w in 0..5u64 {
+            let mut r: HashMap<u64, u32> = HashMap::new();
+            for _ in 0..50_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Windows touch shifting, partly overlapping ranges.
+                let k = (x >> 35) % 20_000 + w * 7_000;
+                g.count(k, 1);
+                *r.entry(k).or_insert(0) += 1;
+            }
+            let win = g.close(w, 0, 1);
+            g.set_buffered(buffered);
+            let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
+            expect.sort_unstable();
+            assert_eq!(win.pages, expect, "window {w}");
+        }
+        assert!(g.chunk_count() <= 20_000 / 64 + 2);
+    }
+
+    #[test]
+    fn radix_sort_sorts_by_page() {
+        let mut x = 3u64;
+        let mut v: Vec<u64> = (0..100_000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((x >> 30) << COUNT_BITS) | (x & 7)
+            })
+            .collect();
+        let mut expect = v.clone();
+        expect.sort_by_key(|e| e >> COUNT_BITS);
+        radix_sort_by_page(&mut v, &mut Vec::new());
+        let pages: Vec<u64> = v.iter().map(|e| e >> COUNT_BITS).collect();
+        let want: Vec<u64> = expect.iter().map(|e| e >> COUNT_BITS).collect();
+        assert_eq!(pages, want);
+        let mut a: Vec<u64> = v.clone();
+        let mut b = expect.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "same multiset");
+    }
+
+    #[test]
+    fn coalescer_is_exact() {
+        let mut g = GroundTruth::default();
+        let mut c = Coalescer::default();
+        let mut r = HashMap::new();
+        let mut x = 5u64;
+        for _ in 0..200_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 40) % 300;
+            c.count(k, &mut g);
+            *r.entry(k).or_insert(0u32) += 1;
+        }
+        c.flush(&mut g);
+        let w = g.close(0, 0, 1);
+        assert_eq!(w.pages.len(), r.len());
+        for (k, v) in w.pages {
+            assert_eq!(r[&k], v);
+        }
+    }
+}

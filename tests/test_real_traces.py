@@ -1,0 +1,153 @@
+"""Real multi-threaded programs under the compiler-instrumentation tracer (`tierlab trace
+--cc`): three OpenMP kernels of ours and the LZ4 library (its C sources from the `lz4` sdist
+on PyPI). tierlab's counts (accesses, stores, distinct pages, the per-page thread-sharing
+histogram, the pages every-R-th-load sampling sees) must equal counts computed here, with
+numpy, from the tracer's raw per-thread files."""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tierlab as tl
+from conftest import REPO, tierlab
+from tierlab.policies import coremap
+
+PROGRAMS = REPO / "tests" / "programs" / "traced"
+THREADS = 3
+R = 997
+MASK = np.uint64((1 << 63) - 1)
+
+KERNELS = {
+    "omp_triad": (["omp_triad.c"], ["30000", "3"]),
+    "omp_stencil": (["omp_stencil.c"], ["160", "3"]),
+    "omp_spmv": (["omp_spmv.c"], ["12000", "8", "2"]),
+}
+
+
+def _lz4_sources(tmp: Path) -> Path | None:
+    """lz4.c and lz4.h from the lz4 source distribution on PyPI (None when unreachable)."""
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:",
+             "--no-deps", "lz4==4.4.5", "-d", str(tmp)],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+    except (subprocess.SubprocessError, OSError):
+        return None
+    sdist = next(tmp.glob("lz4-*.tar.gz"), None)
+    if sdist is None:
+        return None
+    with tarfile.open(sdist) as t:
+        members = [m for m in t.getmembers() if m.name.endswith(("lz4libs/lz4.c", "lz4libs/lz4.h"))]
+        t.extractall(tmp, members=members, filter="data")
+    return next(tmp.glob("lz4-*/lz4libs"))
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """program -> (recording, raw directory), traced with THREADS OpenMP threads."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    base = tmp_path_factory.mktemp("real")
+    jobs = {
+        k: ([str(PROGRAMS / s) for s in srcs], args, "-O2 -fopenmp")
+        for k, (srcs, args) in KERNELS.items()
+    }
+    lz4 = _lz4_sources(base / "lz4")
+    if lz4 is not None:
+        jobs["lz4"] = (
+            [str(PROGRAMS / "lz4_omp.c"), str(lz4 / "lz4.c")],
+            ["6", "32768"],
+            f"-O2 -fopenmp -I{lz4}",
+        )
+    out = {}
+    env = {**os.environ, "OMP_NUM_THREADS": str(THREADS)}
+    for name, (srcs, args, cflags) in jobs.items():
+        rec, raw = base / f"{name}.rec", base / f"{name}.raw"
+        cmd = [sys.executable, "-m", "tierlab", "trace", *[a for s in srcs for a in ("--cc", s)]]
+        cmd += ["--cflags", cflags, "--keep-raw", str(raw), "-o", str(rec), "--", *args]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        out[name] = (rec, raw)
+    return out
+
+
+def independent(raw: Path) -> dict:
+    """The counts, straight from the t<TID>.bin files."""
+    acc = stores = 0
+    owners: dict[int, set[int]] = collections.defaultdict(set)
+    sampled: set[int] = set()
+    for f in sorted(raw.glob("t*.bin")):
+        tid = int(f.stem[1:])
+        a = np.fromfile(f, dtype="<u8")
+        acc += a.size
+        stores += int((a >> np.uint64(63)).sum())
+        for p in np.unique((a & MASK) >> np.uint64(12)).tolist():
+            owners[p].add(tid)
+        loads = a[(a >> np.uint64(63)) == 0]
+        sampled |= set((loads[R - 1 :: R] >> np.uint64(12)).tolist())  # every R-th load
+    sharing = collections.Counter(len(t) for t in owners.values())
+    return {"accesses": acc, "stores": stores, "pages": len(owners), "sharing": dict(sharing),
+            "sampled": sampled, "threads": len(list(raw.glob("t*.bin")))}  # fmt: skip
+
+
+def scenario(rec: Path, extra: str) -> Path:
+    s = rec.with_suffix(".toml")
+    s.write_text(
+        f'name = "real"\n[machine]\ncores = {THREADS}\n{extra}\n'
+        f'[workload]\nkind = "replay"\npath = "{rec.name}"\n'
+    )
+    return s
+
+
+HMEM = """[[machine.nodes]]
+name = "card"
+capacity = "8GiB"
+latency_ns = 100.0
+bandwidth_gbps = 100.0
+[machine.hmem]
+fast_memory = "100%"
+page_tables = "pspt"
+page_size = "4KiB"
+[[policies]]
+kind = "fifo"
+"""
+
+
+@pytest.mark.parametrize("name", [*KERNELS, "lz4"])
+def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
+    if name not in traced:
+        pytest.skip("the lz4 sources could not be downloaded from PyPI")
+    rec, raw = traced[name]
+    want = independent(raw)
+    assert want["threads"] >= 2  # really multi-threaded
+    # Replay on per-core page tables: counts, touched pages, and pages by sharing cores.
+    r = tl.run(scenario(rec, HMEM))
+    st = r.stats
+    assert st["machine"]["accesses"] == want["accesses"]
+    assert st["machine"]["writes"] == want["stores"]
+    assert st["workload"]["touched_pages"] == want["pages"]
+    assert st["workload"]["recorded_threads"] == want["threads"]
+    assert coremap(r.stats_flat) == want["sharing"]
+    # PEBS on loads with reset value R: the pages of every R-th load of each thread.
+    r = tl.run(scenario(rec.with_name(rec.name), ""), set=[
+        f'telemetry=[{{kind = "pebs", event = "loads", period = {R}}}]'])  # fmt: skip
+    s = r.raw["samples"]["pebs"]
+    assert (
+        set((np.asarray(s["addr"], dtype=np.uint64) >> np.uint64(12)).tolist()) == want["sampled"]
+    )
+    # The viewer, streaming in Rust.
+    v = tierlab("view", rec, "--json").json()
+    assert v["totals"]["accesses"] == want["accesses"]
+    assert v["totals"]["touched_pages"] == want["pages"]
+    assert v["totals"]["threads"] == want["threads"]
+    assert v["time_unit"] == "ns"
