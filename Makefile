@@ -51,10 +51,12 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 	touch $@
 
 # Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`), a
-# C compiler (the test programs) and perf (the `tierlab import perf-script` test runs the
-# documented commands). Installed when missing and we are root; else the tests skip.
+# C compiler (the test programs), perf (the `tierlab import perf-script` test runs the
+# documented commands) and Chromium, the headless browser the tests of the interactive HTML
+# reports drive (through Playwright, with Debian's browser: Playwright's own download is not
+# used). Installed when missing and we are root; else the tests skip.
 system-tools:
-	@for tool in valgrind:valgrind cc:gcc perf:linux-perf; do \
+	@for tool in valgrind:valgrind cc:gcc perf:linux-perf chromium:chromium; do \
 	  cmd=$${tool%%:*}; pkg=$${tool##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

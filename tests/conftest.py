@@ -89,3 +89,14 @@ def demo_toml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("scenario") / "demo.toml"
     path.write_text(res.stdout)
     return path
+
+
+@pytest.fixture(scope="session")
+def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tierlab reproduce all --profile smoke``: every paper's figures at a size CI affords
+    (the quick profile takes minutes; its points are checked by test_quick_points_valid)."""
+    out = tmp_path_factory.mktemp("reproduce") / "all"
+    res = tierlab("reproduce", "all", "--profile", "smoke", "--out", out, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert f"open {out / 'index.html'}" in res.stdout
+    return out

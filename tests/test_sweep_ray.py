@@ -113,3 +113,19 @@ def test_ray_failed_point_is_one_line(ray_address: str, tmp_path: Path) -> None:
         next(x for x in res.stderr.splitlines() if x.startswith("tierlab: point 'bad/point': "))
     ]
     assert [r["label"] for r in res.json()] == ["ok"]
+
+
+def test_reproduce_on_ray_equals_local(ray_address: str, tmp_path: Path) -> None:
+    """`tierlab reproduce` runs its figures on the executor asked for: the same tables."""
+    args = ["reproduce", "numa", "--profile", "smoke", "--no-progress"]
+    local = tierlab(*args, "--out", tmp_path / "local", timeout=300)
+    assert local.returncode == 0, local.stderr
+    ray = tierlab(
+        *args, "--out", tmp_path / "ray", "--executor", "ray", "--address", ray_address, timeout=300
+    )
+    assert ray.returncode == 0, ray.stderr
+
+    def table(d: Path) -> object:
+        return json.loads((d / "report.json").read_text())["papers"][0]["figures"][0]["table"]
+
+    assert table(tmp_path / "ray") == table(tmp_path / "local")

@@ -3,7 +3,7 @@ writes: samples + drains + mappings), and the mapping history rules."""
 
 from __future__ import annotations
 
-import base64
+import json
 import re
 from pathlib import Path
 
@@ -120,10 +120,17 @@ def test_view_files_and_html(simulated: Path, tmp_path: Path) -> None:
         "mapping-1-heatmap.png",
         "mapping-1-histogram.png",
     ]
+    assert (out / "mapping-0-heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The page is interactive: one Plotly figure per plot (pages touched, drain intervals,
+    # a heatmap and a histogram per mapping), its data inline, plotly.js embedded, no URL
+    # to fetch anything from.
     html = (out / "index.html").read_text()
-    srcs = re.findall(r'src="([^"]+)"', html)
-    assert len(srcs) == 6 and all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert base64.b64decode(srcs[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    specs = re.findall(r"<script type='application/json' id='figure-spec-\d+'>(.*?)</script>", html)
+    assert len(specs) == 6
+    kinds = [json.loads(s)["data"][0]["type"] for s in specs]
+    assert kinds == ["bar", "bar", "heatmap", "bar", "heatmap", "bar"]
+    assert "id='plotly-gz'" in html and "cdn." not in html and "https://" not in html
+    assert "Contents" in html
     v = pd.read_json(out / "view.json", typ="series")
     heat = v["mappings"][0]["heatmap"]
     assert (heat["x"], heat["columns"], heat["block_pages"]) == ("time", 10, 8)

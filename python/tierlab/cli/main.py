@@ -23,10 +23,12 @@ def subcommands() -> tuple:
         overhead,
         place,
         record,
+        reproduce,
         run,
         scenarios,
         telemetry,
         trace,
+        tune,
         view,
     )
 
@@ -36,6 +38,8 @@ def subcommands() -> tuple:
         export,
         bench,
         telemetry,
+        reproduce,
+        tune,
         record,
         view,
         trace,

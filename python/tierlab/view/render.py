@@ -1,17 +1,23 @@
-"""Figures (PNG + SVG) and the self-contained HTML page of ``tierlab view``."""
+"""Figures (PNG + SVG) and the interactive HTML page of ``tierlab view``.
+
+The page uses the report layout every tierlab report shares
+(:mod:`tierlab.reporters.page`): a contents list, the recording's totals in units people
+read, and per mapping an interactive heatmap (zoom, hover: the page range, column and
+count of each cell) and histogram; the static PNG/SVG figures are written beside it.
+"""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tierlab import outdir
 from tierlab.reporters import atomic_output
+from tierlab.reporters import page as pg
 from tierlab.view.analysis import MappingView, View
 
 if TYPE_CHECKING:
@@ -154,18 +160,6 @@ def touched_figure(view: View) -> Figure:
     return fig
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
-
-
-def _table(rows: list[tuple[str, object]]) -> str:
-    body = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows
-    )
-    return f"<table>{body}</table>"
-
-
 def write(view: View, out: Path) -> list[Path]:
     """Every figure (PNG and SVG), ``view.json`` and the self-contained ``index.html``, into
     ``out`` as a whole: written beside it and swapped in, so no file of an earlier view
@@ -178,7 +172,6 @@ def write(view: View, out: Path) -> list[Path]:
 
 def _write(view: View, out: Path) -> list[Path]:
     written: list[Path] = []
-    pngs: dict[str, Path] = {}
     for v in view.mappings:
         for kind in ("heatmap", "histogram"):
             stem = f"mapping-{v.mapping.id}-{kind}"
@@ -189,12 +182,9 @@ def _write(view: View, out: Path) -> list[Path]:
             )
             files = _save(fig, out, stem)
             v.files.extend(p.name for p in files)
-            pngs[stem] = files[0]
             written.extend(files)
-    for stem, make in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
-        files = _save(make(view), out, stem)
-        pngs[stem] = files[0]
-        written.extend(files)
+    for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
+        written.extend(_save(draw(view), out, stem))
     view.files = [p.name for p in written] + ["view.json", "index.html"]
     doc = view.to_json()
     js = out / "view.json"
@@ -202,70 +192,264 @@ def _write(view: View, out: Path) -> list[Path]:
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
     written.append(js)
 
+    page = out / "index.html"
+    page_of(view).write(page)
+    written.append(page)
+    return written
+
+
+# -- the interactive page ---------------------------------------------------------------------
+
+
+def _x_axis(v: MappingView) -> tuple[str, np.ndarray]:
+    """The heatmap's x title and column centres (drain indices, snapshots or ms)."""
+    edges = np.asarray(v.x_edges, dtype=np.float64)
+    if v.x_kind == "snapshot":
+        title = "snapshot (aggregation interval)"
+    elif v.x_kind == "drain":
+        per = f", {v.drains_per_column} per column" if v.drains_per_column > 1 else ""
+        title = f"sample set (drain index{per})"
+    else:
+        title = "time (ms)"
+        edges = edges / 1e6
+    if edges.size < 2:
+        return title, np.zeros(v.counts.shape[1])
+    return title, (edges[:-1] + edges[1:]) / 2
+
+
+def heatmap_spec(v: MappingView, points: str) -> dict[str, Any]:
+    """The mapping's heatmap as a Plotly figure: log colour scale (the colour is log10 of the
+    count, the colour bar labelled in counts), hover with the page range and the count."""
+    counts = np.asarray(v.counts, dtype=np.float64)
+    xtitle, xs = _x_axis(v)
+    rows = counts.shape[0]
+    ys = np.arange(rows) * v.block_pages
+    z = np.where(counts > 0, np.log10(np.maximum(counts, 1)), np.nan)
+    top = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
+    ticks = list(range(0, math.floor(top) + 1))
+    what = "nr_accesses" if points == "regions" else points
+    layout: dict[str, Any] = {
+        "title": {"text": f"{_label(v)}: {v.samples:,} {points}", "font": {"size": 14}},
+        "xaxis": {"title": {"text": xtitle}},
+        "yaxis": {"title": {"text": f"page in mapping (blocks of {v.block_pages} pages)"}},
+        "plot_bgcolor": "#f4f4f4",
+    }
+    if not np.isfinite(z).any():
+        layout["annotations"] = [
+            {"text": f"no {points}", "showarrow": False, "xref": "paper", "yref": "paper"}
+        ]
+    trace = {
+        "type": "heatmap",
+        "x": xs.tolist(),
+        "y": ys.tolist(),
+        "z": [[None if not np.isfinite(c) else round(float(c), 4) for c in r] for r in z],
+        "customdata": counts.astype(np.int64).tolist(),
+        "colorscale": "Viridis",
+        "zmin": 0,
+        "zmax": max(top, 0.3),
+        "colorbar": {
+            "title": {"text": f"{what} (log)"},
+            "tickvals": ticks,
+            "ticktext": [f"{10**k:,}" for k in ticks],
+        },
+        "hovertemplate": (
+            f"pages %{{y:,}}-%{{y:,}}+{v.block_pages - 1}<br>{xtitle}: %{{x:,.4~f}}"
+            f"<br>{what}: %{{customdata:,}}<extra></extra>"
+        ),
+        "hoverongaps": False,
+    }
+    return {"data": [trace], "layout": layout}
+
+
+def histogram_spec(v: MappingView, points: str) -> dict[str, Any]:
+    """Pages by number of samples (bars); log y when the counts span two decades."""
+    n = np.asarray(v.hist_n).tolist()
+    pages = np.asarray(v.hist_pages).tolist()
+    log = bool(pages) and max(pages) / max(1, min(pages)) > 100
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": n,
+                "y": pages,
+                "marker": {"color": "#3b6ea8"},
+                "hovertemplate": f"%{{y:,}} pages with %{{x:,}} {points}<extra></extra>",
+            }
+        ],
+        "layout": {
+            "title": {
+                "text": f"pages by number of {points}: {v.pages_touched:,} of "
+                f"{v.mapping.pages:,} pages touched",
+                "font": {"size": 14},
+            },
+            "xaxis": {"title": {"text": f"{points} per page (N)"}},
+            "yaxis": {"title": {"text": "pages with N"}, "type": "log" if log else "linear"},
+            "bargap": 0.05,
+        },
+    }
+
+
+def drain_spec(view: View) -> dict[str, Any]:
+    """The distribution of time between drains (ms)."""
+    gaps = np.asarray(view.drain_intervals_ns, dtype=np.float64) / 1e6
+    layout: dict[str, Any] = {
+        "title": {
+            "text": "time between drains (interrupts) of a CPU's buffer",
+            "font": {"size": 14},
+        },
+        "xaxis": {"title": {"text": "interval (ms)"}},
+        "yaxis": {"title": {"text": "drains"}},
+        "bargap": 0.02,
+    }
+    if gaps.size < 1:
+        layout["annotations"] = [
+            {"text": "fewer than two drains", "showarrow": False, "xref": "paper", "yref": "paper"}
+        ]
+        return {"data": [{"type": "bar", "x": [], "y": [], "name": "drains"}], "layout": layout}
+    hist, edges = np.histogram(gaps, bins=min(60, max(5, gaps.size // 3)))
+    centres = (edges[:-1] + edges[1:]) / 2
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": centres.tolist(),
+                "y": hist.tolist(),
+                "width": float(edges[1] - edges[0]),
+                "marker": {"color": "#a8553b"},
+                "customdata": np.stack([edges[:-1], edges[1:]], axis=1).tolist(),
+                "hovertemplate": "%{y:,} drains %{customdata[0]:.3f}-%{customdata[1]:.3f} ms"
+                "<extra></extra>",
+            }
+        ],
+        "layout": layout,
+    }
+
+
+def touched_spec(view: View) -> dict[str, Any]:
+    """Pages touched vs pages per mapping (horizontal bars)."""
+    names = [f"#{v.mapping.id} {v.mapping.name[-28:]}" for v in view.mappings]
+    pages = [v.mapping.pages for v in view.mappings]
+    touched = [v.pages_touched for v in view.mappings]
+    log = bool(pages) and max(pages) > 100 * max(1, min(t or 1 for t in touched))
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": "pages",
+                "y": names,
+                "x": pages,
+                "marker": {"color": "#bbbbbb"},
+                "hovertemplate": "%{y}: %{x:,} pages<extra></extra>",
+            },
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": "touched",
+                "y": names,
+                "x": touched,
+                "marker": {"color": "#3b6ea8"},
+                "hovertemplate": "%{y}: %{x:,} pages touched<extra></extra>",
+            },
+        ],
+        "layout": {
+            "title": {"text": "pages touched vs pages in the mapping", "font": {"size": 14}},
+            "barmode": "group",
+            "xaxis": {"title": {"text": "pages"}, "type": "log" if log else "linear"},
+            "yaxis": {"autorange": "reversed"},
+        },
+    }
+
+
+def page_of(view: View) -> pg.Page:
+    """The interactive page of a view (see the module docs)."""
     t = view.totals
     di = t["drain_interval"]
-    total_rows: list[tuple[str, object]] = [
+    points = view.points
+    name = Path(view.path).name
+    page = pg.Page(
+        f"tierlab view: {name}",
+        subtitle=f"{view.path} ({view.source or 'unknown source'})",
+        footer="written by tierlab view; the numbers are in view.json beside this page",
+    )
+    rows: list[tuple[str, str]] = [
         ("recording", view.path),
-        ("source", view.source),
-        (view.points, t[view.points]),
-        ("assigned to a mapping", t["assigned"]),
-        ("in no mapping (dropped)", t["unassigned"]),
-        ("mappings (shown)", f"{t['mappings']} ({t['mappings_shown']})"),
-        ("drains", t["drains"]),
+        ("source", view.source or "-"),
+        (points, pg.fmt_number(t[points])),
+        ("assigned to a mapping", pg.fmt_number(t["assigned"])),
+        ("in no mapping (dropped)", pg.fmt_number(t["unassigned"])),
+        ("mappings (shown)", f"{t['mappings']:,} ({t['mappings_shown']:,})"),
+        ("drains", pg.fmt_number(t["drains"])),
         (
             "time between drains",
-            f"mean {di['mean_ns'] / 1e6:.3f} ms, median {di['median_ns'] / 1e6:.3f} ms"
+            f"mean {pg.fmt_ns(di['mean_ns'])}, median {pg.fmt_ns(di['median_ns'])}"
             if di.get("count")
             else "-",
         ),
-        ("lost records / PMU-lost samples", f"{t['lost']} / {t['lost_samples']}"),
-        ("throttled", t["throttled"]),
+        ("lost records", pg.fmt_number(t["lost"])),
+        ("samples lost by the PMU", pg.fmt_number(t["lost_samples"])),
+        ("throttled", f"{t['throttled']:,} times"),
         (
             "memory levels (data_src)",
-            ", ".join(f"{k}: {c}" for k, c in t.get("memory_levels", {}).items()) or "-",
+            ", ".join(f"{k}: {c:,}" for k, c in t.get("memory_levels", {}).items()) or "-",
         ),
-        ("threads", t["threads"]),
-        ("complete", t["complete"]),
+        ("threads", pg.fmt_number(t["threads"])),
+        ("duration", pg.fmt_ns(t.get("duration_ns"))),
+        (
+            "recording complete",
+            "yes" if t["complete"] else "no (the recorder stopped early or was killed)",
+        ),
     ]
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>tierlab view: {html.escape(view.path)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}"
-        "table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;"
-        "padding:2px 8px;text-align:left}img{max-width:100%}"
-        "section{border-top:1px solid #ddd;margin-top:1.5em}</style></head><body>",
-        f"<h1>tierlab view: {html.escape(Path(view.path).name)}</h1>",
-        _table(total_rows),
-        _img(pngs["pages-touched"]),
-        _img(pngs["drain-intervals"]),
-    ]
-    for v in view.mappings:
-        m = v.mapping
-        parts.append(f"<section><h2>{html.escape(_label(v))}</h2>")
-        parts.append(
-            _table(
+    overview = page.section("Overview")
+    overview.add(pg.KeyValues(rows))
+    if view.mappings:
+        overview.add(
+            pg.Table(
                 [
-                    ("start", f"{m.start:#x}"),
-                    ("length", m.length),
-                    (view.points, v.samples),
-                    ("pages touched / pages", f"{v.pages_touched} / {m.pages}"),
-                    ("threads", v.threads),
-                    ("mapped at", f"{m.map_time_ns / 1e6:.3f} ms"),
-                    (
-                        "unmapped at",
-                        "-" if m.unmap_time_ns is None else f"{m.unmap_time_ns / 1e6:.3f} ms",
-                    ),
-                ]
+                    pg.Column("mapping", format="text"),
+                    pg.Column("start", format="text"),
+                    pg.Column("length", format="bytes"),
+                    pg.Column(points, format="int"),
+                    pg.Column("pages touched", format="int"),
+                    pg.Column("pages", format="int"),
+                    pg.Column("touched", format="pct", digits=3),
+                ],
+                [
+                    [
+                        f"#{v.mapping.id} {v.mapping.name or '(unnamed)'}",
+                        f"{v.mapping.start:#x}",
+                        v.mapping.length,
+                        v.samples,
+                        v.pages_touched,
+                        v.mapping.pages,
+                        v.pages_touched / v.mapping.pages if v.mapping.pages else None,
+                    ]
+                    for v in view.mappings
+                ],
             )
         )
-        parts.append(_img(pngs[f"mapping-{m.id}-heatmap"]))
-        parts.append(_img(pngs[f"mapping-{m.id}-histogram"]))
-        parts.append("</section>")
+    overview.add(
+        pg.Figure(touched_spec(view), height=max(260, 40 * len(view.mappings) + 140)),
+        pg.Figure(drain_spec(view), height=340),
+    )
+    for v in view.mappings:
+        m = v.mapping
+        sec = page.section(f"#{m.id} {m.name or '(unnamed)'}", id=f"mapping-{m.id}")
+        sec.add(
+            pg.KeyValues(
+                [
+                    ("start", f"{m.start:#x}"),
+                    ("length", f"{pg.fmt_bytes(m.length)} ({m.length:,} bytes)"),
+                    (points, pg.fmt_number(v.samples)),
+                    ("pages touched / pages", f"{v.pages_touched:,} / {m.pages:,}"),
+                    ("threads", pg.fmt_number(v.threads)),
+                    ("mapped at", pg.fmt_ns(m.map_time_ns)),
+                    ("unmapped at", "-" if m.unmap_time_ns is None else pg.fmt_ns(m.unmap_time_ns)),
+                ]
+            ),
+            pg.Figure(heatmap_spec(v, points), height=460),
+            pg.Figure(histogram_spec(v, points), height=340),
+        )
     if not view.mappings:
-        parts.append(f"<p>No {view.points} fall in a mapping.</p>")
-    parts.append("</body></html>\n")
-    page = out / "index.html"
-    with atomic_output(page) as tmp:
-        tmp.write_text("".join(parts))
-    written.append(page)
-    return written
+        overview.add(pg.Paragraph(f"No {points} fall in a mapping."))
+    return page

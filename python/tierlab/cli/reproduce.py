@@ -1,0 +1,215 @@
+"""``tierlab reproduce PAPER|all``: run every figure of a source paper that tierlab
+reproduces, through the sweep engine, and write one interactive report."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, check_overrides
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from tierlab.reproduce import names
+
+    p = sub.add_parser(
+        "reproduce",
+        help="run a paper's figures and write a report beside the paper's values",
+        description="Run every figure and table of a source paper that tierlab reproduces "
+        "(through the sweep engine: --jobs, --executor ray, results kept in OUT/points/ and "
+        "reused by the next run) and write OUT/index.html: tierlab's interactive plots next "
+        "to the paper's values, the paper's claims with verdicts computed from the results, "
+        "every parameter marked sourced, calibrated or assumed, and the command that reruns "
+        "each point; plus report.json and a CSV per figure.",
+    )
+    p.add_argument("paper", choices=[*names(), "all"], help="the paper, or all of them")
+    prof = p.add_mutually_exclusive_group()
+    prof.add_argument(
+        "--quick",
+        action="store_const",
+        const="quick",
+        dest="profile",
+        help="scaled-down runs (fewer points, shorter runs) that finish in minutes; the "
+        "report says so on every page",
+    )
+    prof.add_argument(
+        "--profile",
+        choices=("full", "quick", "smoke"),
+        default="full",
+        help="full (default), quick (= --quick) or smoke (a tiny run that only checks the "
+        "pipeline; its numbers mean nothing)",
+    )
+    p.add_argument(
+        "--figures", metavar="GLOB", help="only the figures whose id matches (e.g. 'cmcp-p')"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output directory (default: reproduce-PAPER); points are stored in DIR/points/",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check every point's scenario and print what would run (and the commands), run "
+        "nothing",
+    )
+    p.add_argument("--seed", type=int, default=None, help="seed for every scenario")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of every figure's scenario (after the profile's); repeatable",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="points at a time (default 2 local worker processes; with --executor ray, at "
+        "most N Ray tasks, default the cluster's CPUs)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where points run: local processes (default) or a Ray cluster",
+    )
+    p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
+    p.add_argument(
+        "--fresh", action="store_true", help="recompute every point instead of reusing OUT/points/"
+    )
+    p.add_argument("--no-progress", action="store_true", help="never show progress bars")
+    p.set_defaults(func=main, parser=p, default_jobs=2, profile="full")
+
+
+def _papers(name: str) -> list[str]:
+    from tierlab.reproduce import names
+
+    return names() if name == "all" else [name]
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    import fnmatch
+
+    from tierlab import _native
+    from tierlab.reproduce import load
+    from tierlab.reproduce.runner import plan_figure
+
+    total = 0
+    bad = 0
+    for name in _papers(args.paper):
+        paper = load(name)
+        for spec in paper.figures:
+            if args.figures and not fnmatch.fnmatchcase(spec.id, args.figures):
+                continue
+            _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
+            note = spec.profile(args.profile).note
+            print(
+                f"{paper.id}/{spec.id}: {len(plan.points)} points" + (f" ({note})" if note else "")
+            )
+            from tierlab.reproduce.runner import point_command
+
+            for pt in plan.points:
+                try:
+                    _native.export(pt.spec, list(pt.overrides), pt.seed)
+                    mark = ""
+                except Exception as e:  # an invalid override or scenario
+                    bad += 1
+                    mark = f"  <- invalid: {' '.join(str(e).split())}"
+                print(f"  {point_command(spec, pt, args.seed)}{mark}")
+            total += len(plan.points)
+    print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
+    return EXIT_USAGE if bad else EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    check_overrides(args.parser, args.overrides)
+    if args.dry_run:
+        return dry_run(args)
+    from rich.console import Console
+
+    from tierlab import __version__
+    from tierlab.cli.sweeps import make_executor
+    from tierlab.reproduce import load, report
+    from tierlab.reproduce.runner import run_paper
+    from tierlab.reproduce.spec import FigureSpec
+    from tierlab.sweep.cache import ResultCache
+    from tierlab.sweep.engine import SweepProgress
+    from tierlab.sweep.progress import RichSweepProgress
+
+    out = args.out or Path(f"reproduce-{args.paper}")
+    store = ResultCache(out / "points", reuse=not args.fresh)
+    show = not args.no_progress and sys.stderr.isatty()
+    err = Console(stderr=True)
+
+    def progress(spec: FigureSpec, n: int) -> SweepProgress | None:
+        print(f"tierlab reproduce: {spec.id}: {n} points ({args.profile})", file=sys.stderr)
+        return RichSweepProgress(err, lines=False) if show else None
+
+    start = time.monotonic()
+    runs = []
+    interrupted = False
+    with make_executor(args) as executor:
+        desc = executor.describe()
+        for name in _papers(args.paper):
+            pr = run_paper(
+                load(name),
+                args.profile,
+                executor,
+                store=store,
+                progress=progress,
+                user_set=args.overrides,
+                seed=args.seed,
+                figures=args.figures,
+            )
+            runs.append(pr)
+            if pr.interrupted:
+                interrupted = True
+                break
+    runs = [r for r in runs if r.figures]
+    if not runs:
+        args.parser.error(f"--figures {args.figures!r} matches no figure")
+    wall = time.monotonic() - start
+    command = (
+        " ".join(["tierlab", "reproduce", *map(shlex.quote, sys.argv[2:])])
+        if (len(sys.argv) > 1 and sys.argv[1] == "reproduce")
+        else f"tierlab reproduce {args.paper}"
+    )
+    info = report.RunInfo(
+        command=command,
+        profile=args.profile,
+        executor=desc,
+        wall_seconds=wall,
+        version=str(__version__),
+        seed=args.seed,
+        interrupted=interrupted,
+    )
+    written = report.write(runs, info, out)
+    failures = 0
+    for pr in runs:
+        held = sum(c.outcome.verdict == "holds" for c in pr.claims)
+        print(
+            f"{pr.paper.id}: {len(pr.figures)} figures, {held} of {len(pr.claims)} claims hold",
+            file=sys.stdout,
+        )
+        for f in pr.figures:
+            for e in f.run.failures:
+                failures += 1
+                print(f"tierlab: {f.spec.id}: {e}", file=sys.stderr)
+    reused = sum(f.run.reused for pr in runs for f in pr.figures)
+    if reused:
+        print(
+            f"tierlab: reused {reused} points stored in {out / 'points'} (--fresh recomputes)",
+            file=sys.stderr,
+        )
+    print(f"wrote {len(written)} files to {out} (open {out / 'index.html'}) in {wall:.1f} s")
+    if interrupted:
+        print("tierlab: interrupted; the report holds the points done", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 1 if failures else EXIT_OK

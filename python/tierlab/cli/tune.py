@@ -1,0 +1,187 @@
+"""``tierlab tune SCENARIO --param NAME=RANGE ... --objective KEY``: grid or Bayesian search
+over a scenario's parameters, every trial a point of the sweep engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_scenario_args,
+    check_overrides,
+    print_error,
+    stdout_console,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search a scenario's parameters for the best value of a statistic",
+        description="Grid or Bayesian (Optuna) search over scenario keys: every trial runs "
+        "the scenario (one of its sweep points, chosen with --points) with the trial's "
+        "values as overrides, through the sweep engine (--jobs, --executor ray; with --out "
+        "every trial is stored in OUT/points/ and a rerun reuses it). Prints the trials best "
+        "first; --out also writes tune.json, trials.csv and an interactive index.html.",
+        epilog="Ranges: A:B:STEP (a grid of numbers), A:B (integers A..B, or a continuous "
+        'range of floats), A:B:log (log scale), ["10ms", "50ms"] (choices, TOML values). '
+        "Example: tierlab tune tiering-kv --points HeMem --param "
+        'tiering.read_hot_threshold=2:8:2 --param \'tiering.interval=["10ms","50ms"]\' '
+        "--objective workload.kv.throughput --set duration='\"3s\"' --out tune-hemem",
+    )
+    p.add_argument("scenario", help="scenario file or built-in name")
+    p.add_argument(
+        "--param",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="NAME=RANGE",
+        required=True,
+        help="a scenario key and its range (repeatable)",
+    )
+    p.add_argument(
+        "--objective",
+        required=True,
+        metavar="KEY",
+        help="the statistic to optimize: a key of the run's flat stats (tierlab run --json "
+        "shows them nested), e.g. workload.kv.throughput",
+    )
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--maximize", dest="direction", action="store_const", const="maximize")
+    d.add_argument("--minimize", dest="direction", action="store_const", const="minimize")
+    p.add_argument(
+        "--method",
+        choices=("grid", "bayes"),
+        default="grid",
+        help="grid: every combination (default); bayes: Optuna's TPE sampler, --trials trials",
+    )
+    p.add_argument("--trials", type=int, default=20, metavar="N", help="bayes: trials (20)")
+    p.add_argument(
+        "--grid-points",
+        type=int,
+        default=5,
+        metavar="K",
+        help="grid: values of a continuous range without a step (5)",
+    )
+    p.add_argument(
+        "--points",
+        metavar="LABEL",
+        help="the sweep point to tune, for a scenario with [[sweep]] points (a glob that "
+        "matches one label)",
+    )
+    add_scenario_args(p)
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write tune.json, trials.csv and index.html into DIR, and keep every trial in "
+        "DIR/points/ (reused by later runs)",
+    )
+    p.add_argument("--json", action="store_true", help="print the search as JSON")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="trials at a time (2)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
+    p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
+    p.add_argument("--no-progress", action="store_true", help="never show progress")
+    p.set_defaults(func=main, parser=p, default_jobs=2, direction="maximize")
+
+
+def main(args: argparse.Namespace) -> int:
+    check_overrides(args.parser, args.overrides)
+    from rich.console import Console
+
+    from tierlab import tune
+    from tierlab.cli.sweeps import make_executor
+    from tierlab.sweep.cache import ResultCache
+    from tierlab.sweep.progress import RichSweepProgress
+
+    try:
+        params = [tune.Param.parse(x) for x in args.params]
+    except tune.TuneError as e:
+        args.parser.error(str(e))
+    store = ResultCache(args.out / "points", reuse=not args.fresh) if args.out else None
+    show = not args.no_progress and sys.stderr.isatty()
+    try:
+        with make_executor(args) as executor:
+            search = tune.run_search(
+                args.scenario,
+                params,
+                args.objective,
+                direction=args.direction,
+                method=args.method,
+                trials=args.trials,
+                grid_points=args.grid_points,
+                point=args.points,
+                user_set=args.overrides,
+                seed=args.seed,
+                executor=executor,
+                store=store,
+                progress=RichSweepProgress(Console(stderr=True)) if show else None,
+            )
+    except tune.TuneError as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    if search.stored:
+        print(
+            f"tierlab: reused {search.stored} trials stored in {args.out / 'points'} "
+            "(--fresh recomputes them)",
+            file=sys.stderr,
+        )
+    written = []
+    if args.out is not None:
+        import pandas as pd
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        doc = tune.to_json(search)
+        (args.out / "tune.json").write_text(json.dumps(doc, indent=2) + "\n")
+        rows = [
+            {"trial": t["trial"], **t["params"], args.objective: t["value"], "error": t["error"]}
+            for t in doc["trials"]
+        ]
+        pd.DataFrame(rows).to_csv(args.out / "trials.csv", index=False)
+        tune.page(search).write(args.out / "index.html")
+        written = ["tune.json", "trials.csv", "index.html"]
+    if args.json:
+        sys.stdout.write(json.dumps(tune.to_json(search), indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        from tierlab.reporters.page import fmt_number
+
+        out = stdout_console()
+        t = Table(
+            title=f"tune {args.scenario}{' ' + search.point if search.point else ''}: "
+            f"{search.direction} {search.objective} ({search.method}, {len(search.trials)} trials)",
+            title_justify="left",
+            box=None,
+        )
+        t.add_column("rank", justify="right")
+        t.add_column("trial", justify="right")
+        for prm in params:
+            t.add_column(prm.name, justify="right")
+        t.add_column(search.objective, justify="right")
+        for i, tr in enumerate(search.ranked()[:15], start=1):
+            t.add_row(
+                str(i) if tr.value is not None else "-",
+                str(tr.number),
+                *(tune.toml_value(tr.params[prm.name]) for prm in params),
+                fmt_number(tr.value) if tr.value is not None else (tr.error or "not run"),
+            )
+        out.print(t)
+        best = search.best()
+        if best is not None:
+            out.print(f"best: {search.command(best)}", highlight=False, soft_wrap=True)
+        if written:
+            out.print(f"wrote {len(written)} files to {args.out} (open {args.out / 'index.html'})")
+    for tr in search.trials:
+        if tr.error and not tr.reused:
+            print(f"tierlab: trial {tr.number}: {tr.error}", file=sys.stderr)
+    if search.interrupted:
+        print("tierlab: interrupted; kept the trials done", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if search.best() is not None else 1

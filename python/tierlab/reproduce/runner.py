@@ -1,0 +1,301 @@
+"""Running a paper's figures through the sweep engine.
+
+Each figure is a sweep of its scenario (``tierlab run`` or ``tierlab telemetry``): the
+figure's profile (``full``, ``quick``, ``smoke``) keeps some of the points and adds
+overrides, then every point runs on the executor given, with the result store of the
+output directory (a rerun reuses finished points; points shared by two figures, with the
+same expanded scenario, are computed once). The kind of the sweep makes its typed report,
+the figure's view its tidy table; the claims are evaluated on that table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tierlab.reproduce import checks, views
+from tierlab.reproduce.spec import Claim, FigureSpec, Paper
+from tierlab.sweep.engine import ResultStore, SweepProgress, SweepRun, execute
+from tierlab.sweep.executor import Executor
+from tierlab.sweep.kinds import SweepKind, SweepPlan
+from tierlab.sweep.point import Point
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    outcome: checks.Outcome
+    #: The same check on the paper's own numbers (``on_paper``), if any.
+    paper_outcome: checks.Outcome | None = None
+
+
+@dataclass
+class FigureRun:
+    """One figure's sweep: what ran, how it went, and its tidy table."""
+
+    spec: FigureSpec
+    profile: str
+    overrides: list[str]
+    plan: SweepPlan
+    run: SweepRun
+    table: pd.DataFrame
+    extra: dict[str, pd.DataFrame]
+    #: the expanded scenario of the first point
+    scenario: str
+    wall_seconds: float
+
+    def commands(self, seed: int | None = None) -> list[tuple[str, str]]:
+        """``(label, command)`` that reruns each point alone."""
+        return [(p.label, point_command(self.spec, p, seed)) for p in self.plan.points]
+
+
+@dataclass
+class PaperRun:
+    paper: Paper
+    figures: list[FigureRun] = field(default_factory=list)
+    claims: list[ClaimResult] = field(default_factory=list)
+    #: per parameter (in the paper's order): the values seen in the points that ran
+    parameter_values: list[list[str]] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(f.run.interrupted for f in self.figures)
+
+
+def figure_kind(spec: FigureSpec, profile: str) -> SweepKind[Any]:
+    """The sweep kind that runs ``spec`` (with the profile's technique selection)."""
+    if spec.command == "telemetry":
+        from tierlab.telemetry import TelemetryKind
+
+        prof = spec.profile(profile)
+        techniques = prof.techniques if prof.techniques is not None else spec.techniques
+        baseline = prof.baseline if prof.baseline is not None else spec.baseline
+        return TelemetryKind(techniques, baseline=baseline, keep_samples=False)
+    from tierlab.sweep import kinds
+    from tierlab.sweep.point import scenario_points
+
+    name, _ = scenario_points(spec.scenario)
+    return kinds.for_sweep(name)
+
+
+def plan_figure(
+    spec: FigureSpec,
+    profile: str,
+    user_set: Sequence[str] = (),
+    seed: int | None = None,
+) -> tuple[SweepKind[Any], SweepPlan, list[str]]:
+    """The kind, the plan (the profile's points) and the overrides of a figure."""
+    prof = spec.profile(profile)
+    overrides = [*prof.set, *user_set]
+    kind = figure_kind(spec, profile)
+    plan = kind.plan(spec.scenario, list(user_set), seed, None)
+    # The profile's overrides go after each point's own (they may name keys only some
+    # points' workloads have) and before the user's.
+    n_user = len(user_set)
+    points = [
+        dataclasses.replace(
+            p,
+            overrides=(
+                *p.overrides[: len(p.overrides) - n_user],
+                *prof.set,
+                *p.overrides[len(p.overrides) - n_user :],
+            ),
+        )
+        for p in plan.points
+    ]
+    plan = dataclasses.replace(plan, points=points)
+    if prof.points:
+        keep = [
+            p
+            for p in plan.points
+            if not p.sweep_label or any(fnmatch.fnmatchcase(p.sweep_label, g) for g in prof.points)
+        ]
+        labels = [
+            x for x in plan.labels if not x or any(fnmatch.fnmatchcase(x, g) for g in prof.points)
+        ]
+        plan = dataclasses.replace(plan, points=keep, labels=labels)
+    return kind, plan, overrides
+
+
+def point_command(spec: FigureSpec, point: Point, seed: int | None = None) -> str:
+    """The ``tierlab`` command that reruns ``point`` alone (same expanded scenario)."""
+    q = shlex.quote
+    sets = []
+    # The point's own overrides come from its [[sweep]] entry (--points selects it); the
+    # rest are the profile's and the user's.
+    n_own = 0
+    if point.sweep_label:
+        from tierlab.sweep.point import scenario_points
+
+        _, sweep = scenario_points(spec.scenario)
+        own = dict(sweep).get(point.sweep_label, [])
+        n_own = len(own)
+    extra = list(point.overrides[n_own:])
+    if n_own and extra and not valid_on_base(spec.scenario, tuple(extra)):
+        # `tierlab run --points` checks --set against the scenario before the point's own
+        # overrides: repeat those first (the same values, so the same expanded scenario).
+        extra = list(point.overrides)
+    for s in extra:
+        sets += ["--set", q(s)]
+    seed_arg = ["--seed", str(seed)] if seed is not None else []
+    pts = ["--points", q(point.sweep_label)] if point.sweep_label else []
+    if spec.command == "telemetry":
+        if point.techniques:
+            cmd = ["tierlab", "telemetry", spec.scenario, *pts, "--techniques"]
+            cmd += [q(",".join(point.techniques)), "--no-baseline"]
+        else:
+            cmd = ["tierlab", "run", spec.scenario, *pts, "--set", q("telemetry=[]")]
+        return " ".join([*cmd, *sets, *seed_arg])
+    return " ".join(["tierlab", "run", spec.scenario, *pts, *sets, *seed_arg])
+
+
+@functools.cache
+def valid_on_base(scenario: str, overrides: tuple[str, ...]) -> bool:
+    """Whether ``overrides`` apply to ``scenario`` itself (before any sweep point's)."""
+    from tierlab import _native
+
+    try:
+        _native.sweep_points(scenario, list(overrides))
+        return True
+    except Exception:
+        return False
+
+
+def run_figure(
+    spec: FigureSpec,
+    profile: str,
+    executor: Executor,
+    *,
+    store: ResultStore | None = None,
+    progress: SweepProgress | None = None,
+    user_set: Sequence[str] = (),
+    seed: int | None = None,
+) -> FigureRun:
+    """Run one figure (see the module docs)."""
+    from tierlab import _native
+
+    kind, plan, overrides = plan_figure(spec, profile, user_set, seed)
+    start = time.monotonic()
+    run = execute(plan.points, executor, progress, store)
+    wall = time.monotonic() - start
+    report = kind.report(plan, run)
+    view = views.VIEWS[spec.view]
+    table, extra = view.table(report, run)
+    first = plan.points[0] if plan.points else None
+    scenario = (
+        _native.export(first.spec, list(first.overrides), first.seed) if first is not None else ""
+    )
+    return FigureRun(spec, profile, overrides, plan, run, table, extra, scenario, wall)
+
+
+def paper_table(spec: FigureSpec) -> pd.DataFrame | None:
+    v = spec.paper_table()
+    if v is None:
+        return None
+    return pd.DataFrame([list(r) for r in v.rows], columns=list(v.columns))
+
+
+def evaluate_claims(paper: Paper, figures: Sequence[FigureRun]) -> list[ClaimResult]:
+    """Every claim of ``paper`` evaluated on its figure's table (``n/a`` when the figure
+    did not run)."""
+    by_id = {f.spec.id: f for f in figures}
+    out = []
+    for c in paper.claims:
+        f = by_id.get(c.figure)
+        table = f.table if f is not None else pd.DataFrame()
+        outcome = checks.evaluate(c.check, table)
+        po = None
+        if c.on_paper:
+            pt = paper_table(paper.figure(c.figure))
+            if pt is not None:
+                po = checks.evaluate(c.check, pt)
+        out.append(ClaimResult(c, outcome, po))
+    return out
+
+
+def lookup(doc: Any, key: str) -> Any:
+    """The value at a dotted ``--set``-style key (``machine.nodes[0].latency_ns``) of a
+    parsed scenario, or KeyError."""
+    cur = doc
+    for part in key.split("."):
+        name, *idx = part.split("[")
+        if name:
+            cur = cur[name]
+        for i in idx:
+            cur = cur[int(i.rstrip("]"))]
+    return cur
+
+
+def parameter_values(paper: Paper, figures: Sequence[FigureRun]) -> list[list[str]]:
+    """For each parameter, the distinct values it had in the points that ran (as TOML-ish
+    text), in first-seen order."""
+    import tomllib
+
+    docs: dict[str, list[Any]] = {}
+    for f in figures:
+        for _, r in f.run.finished():
+            docs.setdefault(f.spec.scenario, []).append(tomllib.loads(r.scenario))
+    out: list[list[str]] = []
+    for p in paper.parameters:
+        seen: dict[str, None] = {}
+        for s in p.scenarios:
+            for d in docs.get(s, []):
+                try:
+                    seen[_text(lookup(d, p.key))] = None
+                except (KeyError, IndexError, TypeError, ValueError):
+                    continue
+        out.append(list(seen))
+    return out
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_text(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_text(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def run_paper(
+    paper: Paper,
+    profile: str,
+    executor: Executor,
+    *,
+    store: ResultStore | None = None,
+    progress: Callable[[FigureSpec, int], SweepProgress | None] | None = None,
+    user_set: Sequence[str] = (),
+    seed: int | None = None,
+    figures: str | None = None,
+) -> PaperRun:
+    """Run every figure of ``paper`` (those whose id matches the glob ``figures``) and
+    evaluate its claims. ``progress(spec, points)`` gives the progress display of each
+    figure's sweep. Stops after a figure that was interrupted (Ctrl-C)."""
+    out = PaperRun(paper)
+    for spec in paper.figures:
+        if figures and not fnmatch.fnmatchcase(spec.id, figures):
+            continue
+        _, plan, _ = plan_figure(spec, profile, user_set, seed)
+        prog = progress(spec, len(plan.points)) if progress is not None else None
+        fr = run_figure(
+            spec, profile, executor, store=store, progress=prog, user_set=user_set, seed=seed
+        )
+        out.figures.append(fr)
+        if fr.run.interrupted:
+            break
+    out.claims = evaluate_claims(paper, out.figures)
+    out.parameter_values = parameter_values(paper, out.figures)
+    return out
