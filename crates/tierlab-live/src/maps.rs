@@ -92,7 +92,7 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
     let mut out: Vec<SmapsEntry> = Vec::new();
     for line in text.lines() {
         if let Some(vma) = parse_maps_line(line) {
-            out.push(SmapsEntry { vma, kernel_page_size: 4096, huge_bytes: 0 });
+            out.push(SmapsEntry { vma, kernel_page_size: tierlab_core::PAGE_SIZE, huge_bytes: 0 });
             continue;
         }
         let Some(last) = out.last_mut() else { continue };
@@ -186,7 +186,7 @@ impl Tracker {
     /// huge-page bytes (THP) is reported, once per range and again when it has more.
     pub fn on_page_sizes(&mut self, time_ns: u64, entries: &[SmapsEntry]) {
         for e in entries {
-            if e.kernel_page_size <= 4096 && e.huge_bytes == 0 {
+            if e.kernel_page_size <= tierlab_core::PAGE_SIZE && e.huge_bytes == 0 {
                 continue;
             }
             let key = (e.vma.start, e.vma.end);

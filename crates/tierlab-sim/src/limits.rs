@@ -40,6 +40,11 @@ const fn int(pattern: &'static str, min: f64, max: f64, what: &'static str) -> R
     Rule { pattern, min, min_open: false, max, integer: true, what }
 }
 
+/// Most cores and threads a scenario may have (core numbers are below it).
+const MAX_CORES: f64 = 4096.0; // not a page size
+/// Largest cache line or access, bytes.
+const MAX_LINE: f64 = 4096.0; // not a page size
+
 /// 2^63 - 1 as an f64 bound (TOML integers are signed 64-bit).
 const I64_MAX: f64 = 9.223_372_036_854_776e18;
 /// 2^48: pages of a 48-bit address space at 4 KiB are 2^36; counts of things in a scenario
@@ -51,18 +56,18 @@ pub const RULES: &[Rule] = &[
     int("seed", 0.0, I64_MAX, "the seed (any TOML integer >= 0)"),
     int("report.heatmap_bins", 1.0, 100_000.0, "address bins of the heatmap"),
     // The machine.
-    int("machine.cores", 1.0, 4096.0, "cores"),
-    int("machine.nodes.cores", 0.0, 4095.0, "core numbers"),
+    int("machine.cores", 1.0, MAX_CORES, "cores"),
+    int("machine.nodes.cores", 0.0, MAX_CORES - 1.0, "core numbers"),
     int("machine.nodes.tier", 0.0, 255.0, "tier number"),
     pos("machine.cpu_ghz", 100.0, "GHz"),
     r("machine.remote_factor", 1.0, 1000.0, "latency multiplier of a remote socket"),
     r("machine.cost.cache_hit_fraction", 0.0, 1.0, "fraction"),
     int("machine.cost.flush_ceiling_pages", 0.0, COUNT_MAX, "pages"),
     int("machine.cache.ways", 1.0, 64.0, "ways"),
-    int("machine.cache.line", 8.0, 4096.0, "bytes"),
+    int("machine.cache.line", 8.0, MAX_LINE, "bytes"),
     int("machine.**.*_entries", 0.0, 65_536.0, "entries of a TLB or paging-structure cache"),
     int("machine.**.*_ways", 1.0, 65_536.0, "ways"),
-    int("machine.hmem.scanner_threads", 1.0, 4096.0, "threads"),
+    int("machine.hmem.scanner_threads", 1.0, MAX_CORES, "threads"),
     // Loaded latency of a node.
     r("machine.nodes.loaded.max_factor", 1.0, 1e6, "latency multiplier at saturation"),
     r(
@@ -72,7 +77,7 @@ pub const RULES: &[Rule] = &[
         "(bandwidth fraction or GB/s, latency multiplier or ns) points",
     ),
     r("machine.nodes.loaded.background_*_gbps", 0.0, 1e6, "GB/s of background traffic"),
-    int("machine.nodes.loaded.line_bytes", 1.0, 4096.0, "bytes per access"),
+    int("machine.nodes.loaded.line_bytes", 1.0, MAX_LINE, "bytes per access"),
     // Time and bandwidth, anywhere.
     r("**.*_ns", 0.0, 1e9, "ns: the time of one event (at most one second)"),
     r("**.*ns_per_*", 0.0, 1e9, "ns per item (at most one second)"),
@@ -133,7 +138,7 @@ pub const RULES: &[Rule] = &[
     r("policies.scan_ratio", 0.0, 1e6, "inactive pages scanned per page evicted (0 = all)"),
     r("policies.active_scan", 0.0, 1.0, "fraction of the active list aged per scan"),
     // Workloads: counts and sizes of the program's own structures.
-    int("workload.threads", 1.0, 4096.0, "threads"),
+    int("workload.threads", 1.0, MAX_CORES, "threads"),
     int("workload.node", 0.0, 255.0, "node number"),
     int("workload.nx", 1.0, 1e7, "grid points"),
     int("workload.ny", 1.0, 1e7, "grid points"),
@@ -145,8 +150,8 @@ pub const RULES: &[Rule] = &[
     int("**.*_size", 0.0, crate::units::MAX_SIZE as f64, "bytes"),
     int("**.*_pages", 0.0, COUNT_MAX, "pages"),
     int("**.*_regions", 0.0, 1e8, "regions"),
-    int("**.cores", 0.0, 4095.0, "core numbers"),
-    int("**.core", 0.0, 4095.0, "core number"),
+    int("**.cores", 0.0, MAX_CORES - 1.0, "core numbers"),
+    int("**.core", 0.0, MAX_CORES - 1.0, "core number"),
     int("**.node", 0.0, 255.0, "node number"),
     int("**.nodes", 0.0, 255.0, "node numbers"),
 ];
