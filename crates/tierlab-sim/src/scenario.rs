@@ -776,6 +776,11 @@ mod tests {
         let mut texts: Vec<String> = BUILTINS.iter().map(|b| b.text.to_string()).collect();
         let base = "duration = \"1ms\"\n[workload]\nkind = \"uniform\"\n";
         let mut checked = 0;
+        // Sizes that are not a whole number of a unit are written as integers.
+        texts.push(format!(
+            "{base}footprint = 100000001\n[[machine.nodes]]\nname = \"a\"\ncapacity = 1000000001\nlatency_ns = 90.0\n\
+             [[telemetry]]\nkind = \"damon\"\nschemes = [{{ action = \"stat\", quota = {{ sz = 0 }} }}]\n"
+        ));
         // Every field of a DAMOS scheme and of a node's loaded-latency model.
         texts.push(format!(
             "{base}[[machine.nodes]]\nname = \"a\"\ncapacity = \"1GiB\"\nlatency_ns = 90.0\nloaded = {{ points = [[0.5, 1.2]], background_read_gbps = 1.0 }}\n\
