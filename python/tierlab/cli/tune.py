@@ -52,8 +52,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "shows them nested), e.g. workload.kv.throughput",
     )
     d = p.add_mutually_exclusive_group()
-    d.add_argument("--maximize", dest="direction", action="store_const", const="maximize")
-    d.add_argument("--minimize", dest="direction", action="store_const", const="minimize")
+    d.add_argument(
+        "--maximize",
+        dest="direction",
+        action="store_const",
+        const="maximize",
+        help="the best trial has the largest objective (the default)",
+    )
+    d.add_argument(
+        "--minimize",
+        dest="direction",
+        action="store_const",
+        const="minimize",
+        help="the best trial has the smallest objective",
+    )
     p.add_argument(
         "--method",
         choices=("grid", "bayes"),
@@ -84,7 +96,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the search as JSON")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="trials at a time (2)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where trials run: local worker processes (default) or a Ray cluster",
+    )
     p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
