@@ -811,10 +811,13 @@ impl Recorder {
         if res.is_err() {
             self.stats.corrupt_rings += 1;
         }
-        self.rings[idx].set_tail(head);
         // Mapping records of every ring go to the tracker first, in time order, so the
-        // tracker sees them before any snapshot taken after this drain.
+        // tracker sees them before any snapshot taken after this drain. This ring's records
+        // are fed before its tail moves: feeding starts at the tail, and once the tail is at
+        // `head` the records just read would be skipped while the ring's feed position passes
+        // them (the target writes on), and its mappings would be lost.
         self.feed_sideband();
+        self.rings[idx].set_tail(head);
         let fed = self.rings[idx].sideband_pos;
         let mut n = 0u32;
         let mut pos = tail;
