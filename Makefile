@@ -84,7 +84,7 @@ test: install rust-tools
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n auto --dist loadfile tests
 
 bench: install
 	$(BIN)/tierlab bench engine

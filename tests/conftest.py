@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -94,9 +95,17 @@ def demo_toml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tierlab reproduce all --profile smoke``: every paper's figures at a size CI affords
-    (the quick profile takes minutes; its points are checked by test_quick_points_valid)."""
-    out = tmp_path_factory.mktemp("reproduce") / "all"
-    res = tierlab("reproduce", "all", "--profile", "smoke", "--out", out, timeout=600)
-    assert res.returncode == 0, res.stderr
-    assert f"open {out / 'index.html'}" in res.stdout
+    (the quick profile takes minutes; its points are checked by test_quick_points_valid).
+    Made once per test run: under pytest-xdist the workers share it (the first makes it
+    while holding a lock; the tests only read it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, shared by every worker
+    out = root / "reproduce-smoke" / "all"
+    with open(root / "reproduce-smoke.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "report.json").is_file():
+            res = tierlab("reproduce", "all", "--profile", "smoke", "--out", out, timeout=600)
+            assert res.returncode == 0, res.stderr
+            assert f"open {out / 'index.html'}" in res.stdout
     return out

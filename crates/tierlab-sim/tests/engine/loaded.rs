@@ -1,19 +1,8 @@
 //! Loaded latency on a running machine: idle latency at zero load, latency rising with the
 //! bandwidth a node serves (own traffic, background traffic), determinism.
 
-use tierlab_sim::driver::{Control, RunResult, Simulation};
-use tierlab_sim::scenario::{load, Source};
-
-fn run(text: &str, overrides: &[&str]) -> RunResult {
-    let s = Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() };
-    let ov: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
-    let sc = load(&s, &ov, None).unwrap_or_else(|e| panic!("{e}"));
-    Simulation::new(sc, &s, None).unwrap().run(&mut |_| Control::Continue).unwrap()
-}
-
-fn f(r: &RunResult, k: &str) -> f64 {
-    r.stats.get(k).unwrap_or_else(|| panic!("no stat {k}")).as_f64()
-}
+use crate::common::{f, run, src};
+use tierlab_sim::scenario::load;
 
 /// Two cores reading a 16 MiB heap at random, every page on node `fast` (the slow node sees
 /// no traffic); `fast` has a peak of 2 GB/s so the two cores load it.
@@ -71,7 +60,7 @@ fn zero_load_is_idle_latency_and_load_raises_it() {
 
 #[test]
 fn bad_loaded_fields_are_named() {
-    let s = Source { text: BASE.into(), file: "t.toml".into(), base_dir: ".".into() };
+    let s = src(BASE);
     let e = load(&s, &["machine.nodes[1].loaded.peak_write_gbps=-1.0".into()], None).unwrap_err().to_string();
     assert!(e.contains("machine.nodes[1].loaded.peak_write_gbps"), "{e}");
     let e = load(&s, &["machine.nodes[0].loaded.curve=\"points\"".into()], None).unwrap_err().to_string();

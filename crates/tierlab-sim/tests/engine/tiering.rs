@@ -1,25 +1,11 @@
 //! Tiering: page migration, the policies, the rate limit, determinism and config errors.
 
-use tierlab_sim::driver::{Control, RunResult, Simulation};
+use crate::common::{f, run, src};
+use tierlab_sim::driver::{RunResult, Simulation};
 use tierlab_sim::os::{Machine, MachineConfig};
-use tierlab_sim::scenario::{load, Source};
+use tierlab_sim::scenario::load;
 use tierlab_sim::units::ByteSize;
 use tierlab_sim::workload::{Access, AddressSpace, MapOptions, PageSize};
-
-fn src(text: &str) -> Source {
-    Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() }
-}
-
-fn run(text: &str, overrides: &[&str]) -> RunResult {
-    let s = src(text);
-    let ov: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
-    let sc = load(&s, &ov, None).unwrap_or_else(|e| panic!("{e}"));
-    Simulation::new(sc, &s, None).unwrap().run(&mut |_| Control::Continue).unwrap()
-}
-
-fn f(r: &RunResult, k: &str) -> f64 {
-    r.stats.get(k).unwrap_or_else(|| panic!("no stat {k}")).as_f64()
-}
 
 /// A two-tier machine: 2 cores, 64 MiB fast (90 ns, 100 GB/s), 1 GiB slow (300 ns, 10 GB/s).
 fn machine(cores: usize) -> Machine {

@@ -1,48 +1,6 @@
 //! The optimum bound (`optimum.*`): never below what a policy achieved.
 
-use tierlab_sim::driver::{Control, RunResult, Simulation};
-use tierlab_sim::scenario::{load, Source};
-
-fn src(text: &str) -> Source {
-    Source { text: text.into(), file: "t.toml".into(), base_dir: ".".into() }
-}
-
-fn run(text: &str, overrides: &[&str]) -> RunResult {
-    let s = src(text);
-    let ov: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
-    let sc = load(&s, &ov, None).unwrap_or_else(|e| panic!("{e}"));
-    Simulation::new(sc, &s, None).unwrap().run(&mut |_| Control::Continue).unwrap()
-}
-
-fn f(r: &RunResult, k: &str) -> f64 {
-    r.stats.get(k).unwrap_or_else(|| panic!("no stat {k}")).as_f64()
-}
-
-/// A small tiered key-value store: 200 k keys (218 MB) in the slow tier, 32 MiB of DRAM.
-const KV: &str = r#"
-seed = 3
-duration = "2s"
-window = "250ms"
-[machine]
-cores = 2
-[[machine.nodes]]
-name = "dram"
-capacity = "32MiB"
-latency_ns = 90.0
-bandwidth_gbps = 100.0
-[[machine.nodes]]
-name = "slow"
-capacity = "1GiB"
-latency_ns = 300.0
-bandwidth_gbps = 20.0
-tier = 1
-[workload]
-kind = "kv"
-keys = 200000
-distribution = "zipfian"
-clients = 4
-node = 1
-"#;
+use crate::common::{f, run, KV};
 
 #[test]
 fn the_bound_is_never_below_a_policy() {
@@ -69,6 +27,8 @@ fn the_bound_is_never_below_a_policy() {
     ];
     let mut base_bound = 0.0;
     for (label, ov) in cases {
+        let mut ov = ov;
+        ov.push(r#"duration="2s""#);
         let r = run(KV, &ov);
         let thr = f(&r, "workload.kv.throughput");
         let speedup = f(&r, "optimum.speedup");
