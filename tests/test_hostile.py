@@ -580,6 +580,38 @@ def test_replay_special_files(trace_rec: Path, special, kind: str, file: str) ->
     assert f"{target}: is a" in err and "refusing to read it" in err
 
 
+def _zigzag_varint(v: int) -> bytes:
+    z, out = (v << 1) ^ (v >> 63), bytearray()
+    while z >= 0x80:
+        out.append(z & 0x7F | 0x80)
+        z >>= 7
+    return bytes(out + bytes([z]))
+
+
+def test_replay_page_claiming_a_gigabyte(capsys, trace_rec: Path) -> None:
+    """A page header of a full trace's part declaring 1 GiB uncompressed: refused (with the
+    part, the column and the row group) before the native reader allocates anything."""
+    part = trace_rec / "accesses" / "part-00000.parquet"
+    md = pq.ParquetFile(part).metadata.row_group(0)
+    # The column chunk written last: nothing after it but the footer, whose offsets hold
+    # when its first page header grows.
+    col = max((md.column(i) for i in range(md.num_columns)), key=lambda c: c.data_page_offset)
+    at = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+    data = part.read_bytes()
+    # PageHeader fields 1 (type) and 2 (uncompressed_page_size): i32s, zigzag varints.
+    assert data[at] == 0x15
+    type_end = next(i for i in range(at + 1, len(data)) if data[i] < 0x80) + 1
+    assert data[type_end] == 0x15
+    size_end = next(i for i in range(type_end + 1, len(data)) if data[i] < 0x80) + 1
+    part.write_bytes(data[: type_end + 1] + _zigzag_varint(1 << 30) + data[size_end:])
+    err = one_error(capsys, "run", trace_rec.parent / "replay.toml")
+    assert err.endswith(
+        f"{part}: field `{col.path_in_schema}`: row group 0: page at byte {at} declares "
+        "1073741824 bytes uncompressed, more than a page may have (268435456); refusing to "
+        "decompress it"
+    ), err
+
+
 def test_replay_meta_json_of_something_else_is_not_echoed(capsys, trace_rec: Path) -> None:
     (trace_rec / "meta.json").write_text(json.dumps({"format": SECRET}))
     err = one_error(capsys, "run", trace_rec.parent / "replay.toml")

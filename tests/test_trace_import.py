@@ -89,6 +89,55 @@ def test_csv_times_must_not_decrease_per_thread(tmp_path: Path) -> None:
     assert "record 3: field `time`: 5 is before the previous access of thread 1" in err
 
 
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("# a comment\n\n   \n# another\n", "blank lines or a header in its 4 lines)"),
+        ("tid,time,addr,kind\n", "(only comments, blank lines or a header in its 1 line)"),
+        ("", "empty: no accesses found"),
+    ],
+)
+def test_csv_without_accesses_is_an_error(tmp_path: Path, text: str, expect: str) -> None:
+    """Not a silent import of 0 accesses: one line naming the file, exit 2."""
+    f = tmp_path / "t.csv"
+    f.write_text(text)
+    err = assert_user_error(tierlab("import", "csv", f, "-o", tmp_path / "r"))
+    assert f"{f}: " in err and "no accesses found" in err and expect in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_raw_time_file_is_bounded_by_its_trace(tmp_path: Path) -> None:
+    """A `.time` side file holds at most one checkpoint (16 bytes) per record of its trace,
+    one at its end and 1024 a stopped tracer may leave: a larger one is refused before it
+    is read; a truncated one names its record."""
+    d = tmp_path / "raw"
+    d.mkdir()
+    np.array([0x7F0000001000, 0x7F0000001008 | S], "<u8").tofile(d / "t7.bin")
+
+    def checkpoints(n: int) -> None:
+        i = np.arange(n, dtype=np.uint64)
+        np.stack([i * np.uint64(4096), i * np.uint64(1000)], axis=1).astype("<u8").tofile(
+            d / "t7.time"
+        )
+
+    from tierlab import _native
+
+    checkpoints(2 + 1 + 1024)  # the most a trace of 2 records may have
+    c = _native.import_trace("raw", [str(d / "t7.bin")], str(tmp_path / "ok"))
+    assert c["accesses"] == 2 and c["time_unit"] == "ns"
+    (d / "t7.time").write_bytes(bytes(16 + 7))
+    with pytest.raises(_native.TraceFormatError, match="record 1: field `time`: truncated"):
+        _native.import_trace("raw", [str(d / "t7.bin")], str(tmp_path / "r1"))
+    checkpoints(2 + 1 + 1024 + 1)
+    err = assert_user_error(tierlab("import", "raw", d / "t7.bin", "-o", tmp_path / "r2"))
+    assert (
+        f"{d / 't7.time'}: 16448 bytes, more than the time checkpoints of the 2 records of "
+        "t7.bin can take (16432 bytes: 16 each, their record indices increasing); "
+        "refusing to read it" in err
+    ), err
+    assert len(err.strip().splitlines()) == 1
+
+
 # Peak RSS from VmHWM (this process's own address space: ru_maxrss would carry the
 # parent's peak over fork + exec).
 _REPLAY = """

@@ -73,30 +73,51 @@ fn read_full(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Time checkpoints `(record index, ns)` of a raw trace, strictly increasing in index.
-fn read_checkpoints(path: &Path) -> Result<Vec<(u64, u64)>> {
-    let mut bytes = Vec::new();
-    super::open_regular(path, "time checkpoint file")?.read_to_end(&mut bytes).map_err(|e| io(path, e))?;
-    if bytes.len() % 16 != 0 {
-        return Err(RecordingError::at(
-            path.display().to_string(),
-            (bytes.len() / 16) as u64,
-            "time",
-            "truncated (pairs of u64)",
+/// Checkpoints a `.time` file may hold beyond one per record of its trace and one at its
+/// end: a tracer stopped before its last flush leaves checkpoints of records it never wrote
+/// (tierlab's: at most 16, one per 4096 of the 65536 records it buffers per thread).
+pub const TIME_SLACK_CHECKPOINTS: u64 = 1024;
+
+/// Most bytes of the `.time` file of a raw trace of `records` records: 16 bytes per
+/// checkpoint, whose indices strictly increase, so one per record, one at the end, and
+/// [`TIME_SLACK_CHECKPOINTS`].
+pub fn max_time_bytes(records: u64) -> u64 {
+    records.saturating_add(1 + TIME_SLACK_CHECKPOINTS).saturating_mul(16)
+}
+
+/// Time checkpoints `(record index, ns)` of a raw trace of `records` records (`trace`, its
+/// `.bin` file), strictly increasing in index. A file larger than the trace can need
+/// ([`max_time_bytes`]) is refused before it is read.
+fn read_checkpoints(path: &Path, trace: &Path, records: u64) -> Result<Vec<(u64, u64)>> {
+    let shown = path.display().to_string();
+    let f = super::open_regular(path, "time checkpoint file")?;
+    let len = f.metadata().map_err(|e| io(path, e))?.len();
+    let max = max_time_bytes(records);
+    if len > max {
+        let name = trace.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        return Err(RecordingError::file(
+            shown,
+            format!(
+                "{len} bytes, more than the time checkpoints of the {records} records of {name} can \
+                 take ({max} bytes: 16 each, their record indices increasing); refusing to read it"
+            ),
         ));
     }
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(bytes.len() / 16);
-    for (i, c) in bytes.chunks_exact(16).enumerate() {
-        let idx = u64::from_le_bytes(c[..8].try_into().expect("8"));
-        let ns = u64::from_le_bytes(c[8..].try_into().expect("8"));
+    let mut r = BufReader::with_capacity(1 << 16, f).take(max); // even if it grows meanwhile
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity((len / 16) as usize);
+    let mut pair = [0u8; 16];
+    loop {
+        let i = out.len() as u64;
+        match read_full(&mut r, &mut pair).map_err(|e| io(path, e))? {
+            0 => break,
+            16 => {}
+            _ => return Err(RecordingError::at(shown, i, "time", "truncated (pairs of u64)")),
+        }
+        let idx = u64::from_le_bytes(pair[..8].try_into().expect("8"));
+        let ns = u64::from_le_bytes(pair[8..].try_into().expect("8"));
         if let Some(&(pi, pns)) = out.last() {
             if idx <= pi || ns < pns {
-                return Err(RecordingError::at(
-                    path.display().to_string(),
-                    i as u64,
-                    "time",
-                    "checkpoints must increase",
-                ));
+                return Err(RecordingError::at(shown, i, "time", "checkpoints must increase"));
             }
         }
         out.push((idx, ns));
@@ -146,12 +167,18 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
     let mut sizes = vec![0u8; GROUP_ROWS];
     let mut chunk = AccessChunk::default();
     for (tid, path) in by_tid {
-        let mut f = BufReader::with_capacity(1 << 20, super::open_regular(path, "trace file")?);
+        let f = super::open_regular(path, "trace file")?;
+        let records = f.metadata().map_err(|e| io(path, e))?.len() / 8;
+        let mut f = BufReader::with_capacity(1 << 20, f);
         let size_path = path.with_extension("size");
         let mut sf =
             if size_path.is_file() { Some(super::open_regular(&size_path, "size file")?) } else { None };
         let mut clock = Clock {
-            cps: if timed { read_checkpoints(&path.with_extension("time"))? } else { Vec::new() },
+            cps: if timed {
+                read_checkpoints(&path.with_extension("time"), path, records)?
+            } else {
+                Vec::new()
+            },
             k: 0,
         };
         let mut index = 0u64;
@@ -295,9 +322,9 @@ const MAX_LINE: u64 = 1 << 16;
 
 /// Import a CSV/text trace: one access per line, `tid,time,addr,kind[,size]` (addresses in
 /// decimal or `0x` hex; kind `0`/`1`, `L`/`S`, `R`/`W`, `load`/`store`, `read`/`write`).
-/// Blank lines, `#` comments and a first line that names the columns are skipped. Times of
-/// each thread must not decrease. `with_size`: write the `size` column (lines without a size
-/// give 0).
+/// Blank lines, `#` comments and a first line that names the columns are skipped; a file
+/// with nothing else (no access) is an error. Times of each thread must not decrease.
+/// `with_size`: write the `size` column (lines without a size give 0).
 pub fn import_csv(
     path: &Path,
     opts: &CsvOptions,
@@ -389,6 +416,19 @@ pub fn import_csv(
             counts.loads += 1;
         }
         bufs.push(w, tid, time, addr, kind, size)?;
+    }
+    if counts.accesses == 0 {
+        return Err(RecordingError::file(
+            shown,
+            if lineno == 0 {
+                "empty: no accesses found".to_string()
+            } else {
+                format!(
+                    "no accesses found (only comments, blank lines or a header in its {lineno} line{})",
+                    if lineno == 1 { "" } else { "s" }
+                )
+            },
+        ));
     }
     counts.threads = bufs.finish(w)?;
     Ok(counts)

@@ -13,6 +13,7 @@
 
 pub mod aggregate;
 pub mod import;
+pub mod pages;
 mod read;
 mod write;
 
@@ -333,6 +334,96 @@ mod tests {
         assert_eq!(AccessTable::open(&d).unwrap().rows(), 0);
         let _ = std::fs::remove_dir_all(&d);
         let _ = std::fs::remove_dir_all(&other);
+    }
+
+    #[test]
+    fn pages_larger_than_the_limit_are_refused() {
+        let d = tmpdir("pagecap");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 1000, 0x7f00_0000_0000)).unwrap();
+        w.close().unwrap();
+        let mut t = AccessTable::open(&d).unwrap();
+        assert_eq!(t.max_page_bytes, pages::MAX_PAGE_BYTES);
+        let mut out = AccessChunk::default();
+        assert!(t.cursor(Columns::ALL, None).next_chunk(&mut out, 4000).unwrap());
+        // A highly compressible column (delta-encoded times) over a small limit.
+        t.max_page_bytes = 16;
+        let e = t.cursor(Columns::ALL, None).next_chunk(&mut out, 4000).unwrap_err().to_string();
+        assert!(
+            e.contains("part-00000.parquet: field `time_ns`: row group 0: page at byte 4 declares")
+                && e.ends_with(
+                    "bytes uncompressed, more than a page may have (16); refusing to decompress it"
+                ),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Zigzag varint of the Thrift compact protocol.
+    fn varint(v: i64) -> Vec<u8> {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return out;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    #[test]
+    fn a_page_header_claiming_a_gigabyte_is_refused() {
+        use parquet::file::reader::FileReader;
+        let d = tmpdir("pagebomb");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 100, 0x7f00_0000_0000)).unwrap();
+        w.write_mappings(&[MappingRow {
+            time_ns: 0,
+            map: true,
+            start: 0x1000,
+            length: 4096,
+            name: "x".into(),
+        }])
+        .unwrap();
+        w.close().unwrap();
+        // The first page header of the part's last column chunk (`kind`, written last:
+        // nothing after it but the footer, whose offsets stay right) now says 1 GiB
+        // uncompressed: fields 1 (type) and 2 (uncompressed_page_size), both i32.
+        for (table, last) in [("accesses", "kind"), ("mappings", "name")] {
+            let part = d.join(table).join("part-00000.parquet");
+            let data = std::fs::read(&part).unwrap();
+            let r = parquet::file::serialized_reader::SerializedFileReader::new(
+                std::fs::File::open(&part).unwrap(),
+            )
+            .unwrap();
+            let rg = r.metadata().row_group(0);
+            let col = rg.columns().iter().max_by_key(|c| c.byte_range().0).unwrap();
+            assert_eq!(col.column_path().string(), last);
+            let at = col.byte_range().0 as usize;
+            assert_eq!(data[at], 0x15, "field 1, i32");
+            let type_end = at + 1 + data[at + 1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+            assert_eq!(data[type_end], 0x15, "field 2, i32");
+            let size_end =
+                type_end + 1 + data[type_end + 1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+            let mut crafted = data[..type_end + 1].to_vec();
+            crafted.extend(varint(1 << 30));
+            crafted.extend(&data[size_end..]);
+            std::fs::write(&part, crafted).unwrap();
+            let want = format!(
+                "{table}/part-00000.parquet: field `{last}`: row group 0: page at byte {at} declares 1073741824 \
+                 bytes uncompressed, more than a page may have (268435456); refusing to decompress it"
+            );
+            let e = if table == "accesses" {
+                let t = AccessTable::open(&d).unwrap();
+                t.cursor(Columns::ALL, None).next_chunk(&mut AccessChunk::default(), 100).unwrap_err()
+            } else {
+                read_mappings(&d).unwrap_err()
+            };
+            assert!(e.to_string().ends_with(&want), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

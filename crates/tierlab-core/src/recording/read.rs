@@ -96,12 +96,27 @@ pub struct AccessTable {
     pub dir: PathBuf,
     /// The parts, in order.
     pub parts: Vec<PartInfo>,
+    /// Most bytes a page may declare uncompressed: a cursor refuses a row group with a
+    /// larger page before decoding it ([`super::pages::MAX_PAGE_BYTES`]; tests lower it).
+    pub max_page_bytes: u64,
 }
 
 const NAMES: [&str; 5] = ["time_ns", "tid", "addr", "kind", "size"];
 
 fn pq_err(file: &Path, e: parquet::errors::ParquetError) -> RecordingError {
     RecordingError::file(file.display().to_string(), format!("not a readable Parquet file: {e}"))
+}
+
+/// Open Parquet part `path` (a regular file): its reader (footer read) and the file, for
+/// [`super::pages::check_chunk`].
+fn open_part(path: &Path) -> Result<(SerializedFileReader<File>, File)> {
+    let file = super::open_regular(path, "Parquet part")?;
+    let pages = file
+        .try_clone()
+        .map_err(|e| RecordingError::file(path.display().to_string(), format!("cannot read: {e}")))?;
+    let r = SerializedFileReader::new_with_options(file, super::pages::reader_options())
+        .map_err(|e| pq_err(path, e))?;
+    Ok((r, pages))
 }
 
 /// The Parquet parts of table `table` in recording `dir`, in order. Checks their names as
@@ -181,8 +196,7 @@ impl AccessTable {
     pub fn open(dir: &Path) -> Result<Self> {
         let mut parts = Vec::new();
         for path in table_parts(dir, crate::format::ACCESSES)? {
-            let file = super::open_regular(&path, "Parquet part")?;
-            let r = SerializedFileReader::new(file).map_err(|e| pq_err(&path, e))?;
+            let r = open_part(&path)?.0;
             let md = r.metadata();
             let schema = md.file_metadata().schema_descr();
             let mut cols = [None; 5];
@@ -224,7 +238,7 @@ impl AccessTable {
                 .collect();
             parts.push(PartInfo { path, row_groups, cols });
         }
-        Ok(AccessTable { dir: dir.to_path_buf(), parts })
+        Ok(AccessTable { dir: dir.to_path_buf(), parts, max_page_bytes: super::pages::MAX_PAGE_BYTES })
     }
 
     /// Rows in the table.
@@ -308,6 +322,7 @@ impl AccessTable {
             tids,
             plan,
             next: 0,
+            max_page_bytes: self.max_page_bytes,
             file: None,
             rg: None,
             scratch: Scratch::default(),
@@ -351,7 +366,9 @@ pub struct AccessCursor {
     /// Row groups to visit: (part, row group, every row wanted).
     plan: Vec<(usize, usize, bool)>,
     next: usize,
-    file: Option<(usize, SerializedFileReader<File>)>,
+    max_page_bytes: u64,
+    /// The part being read: its index, reader and file (for the page checks).
+    file: Option<(usize, SerializedFileReader<File>, File)>,
     rg: Option<RgState>,
     scratch: Scratch,
 }
@@ -367,10 +384,10 @@ impl AccessCursor {
         self.next += 1;
         let part = &self.parts[pi];
         if self.file.as_ref().is_none_or(|f| f.0 != pi) {
-            let f = super::open_regular(&part.path, "Parquet part")?;
-            self.file = Some((pi, SerializedFileReader::new(f).map_err(|e| pq_err(&part.path, e))?));
+            let (r, f) = open_part(&part.path)?;
+            self.file = Some((pi, r, f));
         }
-        let reader = &self.file.as_ref().expect("open").1;
+        let (_, reader, file) = self.file.as_ref().expect("open");
         let rgr = reader.get_row_group(gi).map_err(|e| pq_err(&part.path, e))?;
         let want = [self.cols.time, self.cols.tid || !all, self.cols.addr, self.cols.kind, self.cols.size];
         let mut readers: [Option<(IntCol, bool)>; 5] = Default::default();
@@ -379,7 +396,9 @@ impl AccessCursor {
             if !want[k] {
                 continue;
             }
-            let descr = rgr.metadata().column(ci).column_descr();
+            let chunk = rgr.metadata().column(ci);
+            super::pages::check_chunk(file, &part.path, gi, chunk, NAMES[k], self.max_page_bytes)?;
+            let descr = chunk.column_descr();
             let nullable = descr.max_def_level() > 0;
             let cr = rgr.get_column_reader(ci).map_err(|e| pq_err(&part.path, e))?;
             let col = match descr.physical_type() {
@@ -577,8 +596,7 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
     let mut out = Vec::new();
     for path in table_parts(dir, crate::format::MAPPINGS)? {
         let shown = path.display().to_string();
-        let f = super::open_regular(&path, "Parquet part")?;
-        let r = SerializedFileReader::new(f).map_err(|e| pq_err(&path, e))?;
+        let (r, file) = open_part(&path)?;
         let schema = r.metadata().file_metadata().schema_descr();
         for want in ["time_ns", "event", "start", "length", "name"] {
             let Some(c) = schema.columns().iter().find(|c| c.name() == want) else {
@@ -607,6 +625,12 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
                         if string { "a string" } else { "an unsigned integer" }
                     ),
                 });
+            }
+        }
+        for (gi, rg) in r.metadata().row_groups().iter().enumerate() {
+            for col in rg.columns() {
+                let name = col.column_path().string();
+                super::pages::check_chunk(&file, &path, gi, col, &name, super::pages::MAX_PAGE_BYTES)?;
             }
         }
         let rows = r.get_row_iter(None).map_err(|e| pq_err(&path, e))?;
