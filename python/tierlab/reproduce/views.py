@@ -693,11 +693,47 @@ def numa_plot(fd: FigureData) -> list[pg.Figure]:
     return [pg.Figure({"data": data, "layout": layout}, height=440)]
 
 
+def replay_plot(fd: FigureData) -> list[pg.Figure]:
+    """A replayed real trace: each policy's page faults, remote TLB invalidations and run time
+    relative to FIFO's, one bar per policy and counter."""
+    df = fd.table
+    if df.empty or "fifo" not in set(df["policy"]):
+        return []
+    fifo = df[df["policy"] == "fifo"].iloc[0]
+    counters = (*_COUNTERS, ("run_time_s", "run time"))
+    layout = P.grid(
+        1,
+        len(counters),
+        [name for _, name in counters],
+        ytitle="relative to FIFO",
+        title="FIFO, LRU and CMCP on per-core page tables replaying a real OpenMP trace",
+    )
+    data = []
+    pols = [p for p in ("fifo", "lru", "cmcp") if p in set(df["policy"])]
+    for k, (counter, name) in enumerate(counters, start=1):
+        base = float(fifo[counter]) or math.nan
+        ys = [float(df[df["policy"] == p].iloc[0][counter]) / base for p in pols]
+        data.append(
+            P.bar(
+                pols,
+                ys,
+                name,
+                k,
+                show=False,
+                col=P.color(name),
+                hover=f"%{{x}}: %{{y:.3f}} of FIFO's {name}<extra></extra>",
+                text=[f"{y:.2f}" for y in ys],
+            )
+        )
+    return [pg.Figure({"data": data, "layout": layout}, height=380)]
+
+
 VIEWS: dict[str, View] = {
     "cmcp-table1": View(hmem_table, table1_plot, _HMEM_COLUMNS),
     "cmcp-scaling": View(hmem_table, scaling_plot, _HMEM_COLUMNS),
     "cmcp-p": View(hmem_table, p_plot, _HMEM_COLUMNS),
     "cmcp-pagesize": View(hmem_table, pagesize_plot, _HMEM_COLUMNS),
+    "cmcp-replay": View(hmem_table, replay_plot, _HMEM_COLUMNS),
     "telemetry-timeline": View(telemetry_table, timeline_plot, _TELEMETRY_COLUMNS),
     "telemetry-footprints": View(telemetry_table, footprints_plot, _TELEMETRY_COLUMNS),
     "pebs-knobs": View(pebs_table, pebs_plot, _PEBS_COLUMNS),
