@@ -89,8 +89,12 @@ test: install rust-tools
 	$(BIN)/mypy
 	$(BIN)/pytest -q -n auto --dist loadfile tests
 
+# The engine's throughput, calibrated against the naive C model of ../shared/bench (when it
+# is there) in the same rounds, recorded in bench/results/ and compared with the last record.
+CALIBRATION := ../shared/bench/engine-calibration.c
 bench: install
-	$(BIN)/tierlab bench engine
+	$(BIN)/tierlab bench engine --record bench/results \
+	  $(if $(wildcard $(CALIBRATION)),--calibrate $(CALIBRATION))
 
 clean:
 	rm -rf $(VENV) demo-out python/tierlab/_native*.so python/tierlab/_native*.pyd

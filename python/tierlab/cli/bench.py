@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 from statistics import median
 
 from rich.table import Table
@@ -38,6 +40,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=5,
         metavar="K",
         help="rounds of every benchmark; the best and the median are reported (default 5)",
+    )
+    e.add_argument(
+        "--calibrate",
+        type=Path,
+        metavar="C_FILE",
+        help="also build and run this naive C model of the TLB-miss path (make bench: "
+        "../shared/bench/engine-calibration.c) in every round, alternating with tierlab, "
+        "and report tierlab's rate over the model's (machine_1core_random over its random "
+        "run, machine_1core over its sequential run)",
+    )
+    e.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="write the figures with the commit and the machine to DIR/engine-*.json "
+        "(make bench: bench/results) and print the ratios to the newest earlier record",
     )
     e.set_defaults(func=engine)
     pol = what.add_parser(
@@ -83,23 +101,76 @@ def engine(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print(f"tierlab: error: --repeat must be at least 1, not {args.repeat}", file=sys.stderr)
         return 2
-    runs = bench_engine(args.quick, args.repeat)
+    if args.calibrate is None and args.record is None:
+        runs = bench_engine(args.quick, args.repeat)
+        models: dict[str, list[float]] = {}
+    else:
+        from tierlab import benchrecord as br
+
+        try:
+            with tempfile.TemporaryDirectory() as work:
+                model = (
+                    br.Model.build(args.calibrate, Path(work), args.quick)
+                    if args.calibrate is not None
+                    else None
+                )
+                runs, models = br.rounds(
+                    lambda: {k: v[0] for k, v in bench_engine(args.quick, 1).items()},
+                    args.repeat,
+                    model,
+                )
+        except br.BenchRecordError as e:
+            print(f"tierlab: error: {e}", file=sys.stderr)
+            return 2
+    record = None
+    if args.calibrate is not None or args.record is not None:
+        from tierlab import benchrecord as br
+
+        record = br.make_record(runs, models, quick=args.quick, source=args.calibrate)
     if args.json:
         out: dict[str, object] = {name: max(rates) for name, rates in runs.items()}
         out["runs"] = runs
+        if record is not None and "calibration" in record:
+            out["calibration"] = record["calibration"]
         print(json.dumps(out, indent=2))
-        return 0
-    table = Table(
-        title=f"engine throughput, simulated accesses per second, {args.repeat} round(s)",
-        title_justify="left",
-        box=None,
-    )
-    table.add_column("benchmark", style="bold")
-    for c in ("best", "median", "worst"):
-        table.add_column(f"{c} (M/s)", justify="right")
-    for name, rates in runs.items():
-        table.add_row(name, *(f"{x / 1e6:.1f}" for x in (max(rates), median(rates), min(rates))))
-    stdout_console().print(table)
+    else:
+        table = Table(
+            title=f"engine throughput, simulated accesses per second, {args.repeat} round(s)",
+            title_justify="left",
+            box=None,
+        )
+        table.add_column("benchmark", style="bold")
+        for c in ("best", "median", "worst"):
+            table.add_column(f"{c} (M/s)", justify="right")
+        for name, rates in {**runs, **models}.items():
+            table.add_row(
+                name, *(f"{x / 1e6:.1f}" for x in (max(rates), median(rates), min(rates)))
+            )
+        stdout_console().print(table)
+        if record is not None:
+            for k, v in record.get("calibration", {}).items():
+                if isinstance(v, dict) and "median" in v:
+                    print(f"calibration {k}: {v['median']:.2f} (median of the rounds)")
+    if args.record is not None and record is not None:
+        from tierlab import benchrecord as br
+
+        prev = br.previous(args.record)
+        try:
+            path = br.write(args.record, record)
+        except br.BenchRecordError as e:
+            print(f"tierlab: error: {e}", file=sys.stderr)
+            return 2
+        out_err = sys.stderr if args.json else sys.stdout
+        print(f"recorded {path}", file=out_err)
+        if prev is not None:
+            ratios = br.compare(record, prev[1])
+            print(
+                f"against {prev[0].name} (commit {str(prev[1].get('commit', ''))[:10]}), "
+                "new median / old median:",
+                file=out_err,
+            )
+            for k, r in ratios.items():
+                print(f"  {k:40} {r:6.3f}x", file=out_err)
     return 0
 
 
