@@ -51,6 +51,35 @@ def test_numbers_out_of_range_are_refused_with_their_field(override: str, field:
     one_clear_line(p, field, "demo")
 
 
+def test_latency_of_1e17_on_both_nodes_is_refused() -> None:
+    p = tierlab(
+        "run",
+        "demo",
+        "--set",
+        'duration="0.2s"',
+        "--set",
+        "machine.nodes[0].latency_ns=1e17",
+        "--set",
+        "machine.nodes[1].latency_ns=1e17",
+        "--json",
+    )
+    one_clear_line(p, "machine.nodes[0].latency_ns", "1e17 is out of range")
+
+
+@pytest.mark.parametrize("level", ["l1_4k", "l1_2m", "l2"])
+def test_huge_tlbs_are_refused_or_run_in_bounded_time(level: str) -> None:
+    """A 65,536-entry fully associative TLB compared all its ways on every lookup (a run of
+    the demo took minutes); ways are bounded, and the largest TLB allowed runs in seconds."""
+    huge = [f"machine.tlb.{level}_entries=65536", f"machine.tlb.{level}_ways=65536"]
+    p = tierlab("run", "demo", "--set", huge[0], "--set", huge[1], "--json", timeout=60)
+    one_clear_line(p, f"machine.tlb.{level}_ways", "must be in [1, 256]")
+    largest = [f"machine.tlb.{level}_entries=65536", f"machine.tlb.{level}_ways=256"]
+    short = ["--set", 'duration="0.2s"']
+    p = tierlab("run", "demo", *short, "--set", largest[0], "--set", largest[1], "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["machine"]["accesses"] > 0
+
+
 def test_a_one_ns_window_is_refused_with_the_estimate() -> None:
     p = tierlab("run", "demo", "--set", 'window="1ns"', "--json")
     err = one_clear_line(p, "window", "would need about", "GiB", "available")
@@ -80,6 +109,24 @@ def test_a_file_that_is_not_a_masim_config_is_not_echoed(tmp_path: Path) -> None
     for p in (tierlab("run", str(scenario)), tierlab("run", f"masim:{secret}")):
         err = one_clear_line(p, "not a masim config")
         assert "supersecret" not in err and "saltsalt" not in err and "daemon" not in err, err
+
+
+def test_etc_shadow_as_a_masim_config_is_not_echoed(tmp_path: Path) -> None:
+    """The issue's literal input: `config = "/etc/shadow"` (readable when the tests run as
+    root, else refused as unreadable): one line, and nothing of the file in it."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[workload]\nkind = "masim"\nconfig = "/etc/shadow"\n')
+    err = one_clear_line(tierlab("run", str(scenario)), "/etc/shadow")
+    try:
+        lines = Path("/etc/shadow").read_text().splitlines()
+    except OSError:
+        assert "cannot read" in err, err
+        return
+    assert "not a masim config" in err, err
+    for line in lines:
+        fields = line.split(":")
+        assert line not in err
+        assert len(fields) < 2 or len(fields[1]) < 4 or fields[1] not in err
 
 
 def test_a_missing_init_data_file_is_an_error(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ with a timeout."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -708,17 +709,18 @@ def _unrelated(tmp_path: Path) -> Path:
         ["import", "damo", FIX / "damo-record.json", "--force", "-o"],
         ["import", "perf-script", FIX / "perf-script-mem-loads.txt", "--force", "-o"],
         ["trace", "--force", "-o"],
+        ["record", "--backend", "page-faults", "--force", "-o"],
     ],
 )
 def test_force_never_replaces_anything_but_a_recording(capsys, tmp_path, cmd) -> None:
     home = _unrelated(tmp_path)
-    args = [*cmd, home] + (["--", "true"] if cmd[0] == "trace" else [])
+    args = [*cmd, home] + (["--", "true"] if cmd[0] in ("trace", "record") else [])
     err = one_error(capsys, *args)
     assert "exists and is not a tierlab recording" in err and "refusing to replace it" in err
     assert (home / "thesis.tex").read_text() == "years of work"
     plain = tmp_path / "file.txt"
     plain.write_text("keep me")
-    args = [*cmd, plain] + (["--", "true"] if cmd[0] == "trace" else [])
+    args = [*cmd, plain] + (["--", "true"] if cmd[0] in ("trace", "record") else [])
     assert "is not a directory" in one_error(capsys, *args)
     assert plain.read_text() == "keep me"
 
@@ -872,8 +874,6 @@ def test_plan_with_cpu_4294967295(capsys, tmp_path: Path) -> None:
 
 
 def test_every_option_has_help_and_no_doubled_percent(capsys) -> None:
-    import argparse
-
     from tierlab.cli.main import build_parser
 
     missing = []
@@ -908,6 +908,62 @@ def test_piped_tables_are_not_padded(capsys) -> None:
     rc, out, _ = cli(capsys, "scenarios")
     assert rc == 0
     assert all(line == line.rstrip() for line in out.splitlines()), out
+
+
+def test_sweep_commands_share_one_default_for_jobs(capsys) -> None:
+    """`run` sweeps ran one point at a time while `telemetry` ran two: one default now."""
+    from tierlab.cli.main import build_parser
+    from tierlab.cli.sweeps import DEFAULT_JOBS
+
+    (subs,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for cmd in ("run", "telemetry", "tune", "reproduce"):
+        sub = subs.choices[cmd]
+        assert (sub.get_default("jobs"), sub.get_default("default_jobs")) == (None, DEFAULT_JOBS)
+    for cmd in ("run", "telemetry"):
+        _, out, _ = cli(capsys, cmd, "--help")
+        assert f"(default {DEFAULT_JOBS})" in re.sub(r"\s+", " ", out), out
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(2 << 20, "2 MiB"), (1536 << 10, "1.5 MiB"), (514 << 20, "514 MiB"), (4096, "4 KiB")],
+)
+def test_sizes_take_the_unit_that_suits_them(n: int, text: str) -> None:
+    """Never "0.00195 GiB" for 2 MiB."""
+    from tierlab.live.units import human_size
+
+    assert human_size(n) == text
+
+
+def test_package_has_license_types_and_a_stripped_abi3_extension() -> None:
+    """The wheel's polish: the declared MIT LICENSE, `py.typed`, an extension without symbols
+    or debug info (it was 20 MB), tagged abi3 for the Python it requires (>= 3.11)."""
+    import importlib.metadata
+    import importlib.resources
+
+    from tierlab import _native
+
+    assert "MIT License" in (REPO / "LICENSE").read_text()
+    assert 'license-files = ["LICENSE"]' in (REPO / "pyproject.toml").read_text()
+    assert (importlib.resources.files("tierlab") / "py.typed").is_file()
+    so = Path(str(_native.__file__))
+    data = so.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2  # ELF64
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    (strtab_off,) = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)
+    names = []
+    for i in range(shnum):
+        (name_at,) = struct.unpack_from("<I", data, shoff + i * shentsize)
+        end = data.index(b"\0", strtab_off + name_at)
+        names.append(data[strtab_off + name_at : end].decode())
+    assert ".text" in names
+    unstripped = [n for n in names if n == ".symtab" or n.startswith(".debug")]
+    assert not unstripped, f"{so} has {unstripped}: not a release build (make install)?"
+    assert len(data) < 15 << 20, len(data)
+    wheel = importlib.metadata.distribution("tierlab").read_text("WHEEL") or ""
+    tags = re.findall(r"^Tag: (\S+)$", wheel, re.M)
+    assert tags and all(t.startswith("cp311-abi3-") for t in tags), wheel
 
 
 @pytest.mark.parametrize(

@@ -239,7 +239,7 @@ def test_every_kind_runs_through_the_engine(
     from tierlab.policies import HmemRecord, PlainRecord
     from tierlab.sweep import kinds
 
-    assert _cli("run", plain, "--json", "--no-progress") == 0
+    assert _cli("run", plain, "--json", "--no-progress", "--jobs", "1") == 0
     assert engine_calls == ["small", "big"]
     recs = json.loads(capsys.readouterr().out)
     assert recs[0]["label"] == "small" and recs[0]["workload"] == "uniform"

@@ -66,7 +66,9 @@ pub const RULES: &[Rule] = &[
     int("machine.cache.ways", 1.0, 64.0, "ways"),
     int("machine.cache.line", 8.0, MAX_LINE, "bytes"),
     int("machine.**.*_entries", 0.0, 65_536.0, "entries of a TLB or paging-structure cache"),
-    int("machine.**.*_ways", 1.0, 65_536.0, "ways"),
+    // A lookup compares a set's every way: 65,536 ways (a fully associative 65,536-entry TLB)
+    // made a one-second run take minutes. Real TLBs have at most a few hundred ways.
+    int("machine.**.*_ways", 1.0, 256.0, "ways, all compared on every lookup"),
     int("machine.hmem.scanner_threads", 1.0, MAX_CORES, "threads"),
     // Loaded latency of a node.
     r("machine.nodes.loaded.max_factor", 1.0, 1e6, "latency multiplier at saturation"),
@@ -406,6 +408,9 @@ mod tests {
         assert_eq!(e.0, "machine.nodes[1].latency_ns");
         let e = check(&table("[machine.tlb]\nl2_entries = 1200000000\n")).unwrap_err();
         assert!(e.1.contains("65536"), "{}", e.1);
+        let e = check(&table("[machine.tlb]\nl1_4k_entries = 65536\nl1_4k_ways = 65536\n")).unwrap_err();
+        assert_eq!(e.0, "machine.tlb.l1_4k_ways");
+        assert!(e.1.contains("must be in [1, 256]"), "{}", e.1);
         let e = check(&table("[workload]\nthreads = 2.5\n")).unwrap_err();
         assert!(e.1.contains("integer"), "{}", e.1);
         check(&table("seed = 7\n[machine.cost]\nfault_ns = 1000.0\n")).unwrap();

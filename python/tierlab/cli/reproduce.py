@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, check_overrides
+from tierlab.cli.sweeps import DEFAULT_JOBS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -71,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="points at a time (default 2 local worker processes; with --executor ray, at "
-        "most N Ray tasks, default the cluster's CPUs)",
+        help=f"points at a time (default {DEFAULT_JOBS} local worker processes; with "
+        "--executor ray, at most N Ray tasks, default the cluster's CPUs)",
     )
     p.add_argument(
         "--executor",
@@ -85,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--fresh", action="store_true", help="recompute every point instead of reusing OUT/points/"
     )
     p.add_argument("--no-progress", action="store_true", help="never show progress bars")
-    p.set_defaults(func=main, parser=p, default_jobs=2, profile="full")
+    p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, profile="full")
 
 
 def _papers(name: str) -> list[str]:

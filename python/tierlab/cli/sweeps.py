@@ -22,8 +22,12 @@ from tierlab.sweep.executor import Executor, LocalExecutor
 from tierlab.sweep.kinds import SweepKind
 from tierlab.sweep.point import PointError
 
+#: Points at a time when ``--jobs`` is not given, the same for every sweep command (``run``,
+#: ``telemetry``, ``tune``, ``reproduce``).
+DEFAULT_JOBS = 2
 
-def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = 1) -> None:
+
+def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) -> None:
     """``--points``, ``--jobs``, ``--executor``, ``--address``, ``--fresh``,
     ``--no-progress``."""
     parser.add_argument(

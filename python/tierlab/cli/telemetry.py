@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="skip the run without telemetry; slowdown then counts only the time charged to "
         "the application's cores",
     )
-    add_sweep_args(p, jobs=2)
+    add_sweep_args(p)
     p.set_defaults(func=main, parser=p)
 
 

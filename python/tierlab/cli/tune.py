@@ -17,6 +17,7 @@ from tierlab.cli.common import (
     print_error,
     stdout_console,
 )
+from tierlab.cli.sweeps import DEFAULT_JOBS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +96,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "DIR/points/ (reused by later runs)",
     )
     p.add_argument("--json", action="store_true", help="print the search as JSON")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="trials at a time (2)")
+    p.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help=f"trials at a time ({DEFAULT_JOBS})"
+    )
     p.add_argument(
         "--executor",
         choices=("local", "ray"),
@@ -105,7 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
-    p.set_defaults(func=main, parser=p, default_jobs=2, direction="maximize")
+    p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, direction="maximize")
 
 
 def main(args: argparse.Namespace) -> int:
