@@ -77,11 +77,12 @@ rust-tools:
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 
-# Rust unit, integration and doc tests (the example, examples/run.rs, is compiled by clippy
-# --all-targets, not built and linked once more by cargo test); pytest on every core.
+# Rust unit, integration and doc tests (the example, examples/run.rs, and the extension crate,
+# which has no Rust tests and is built by maturin, are compiled by clippy --all-targets, not
+# built once more by cargo test); pytest on every core.
 test: install rust-tools
-	cargo test --workspace --release --lib --tests
-	cargo test --workspace --release --doc
+	cargo test --workspace --exclude tierlab-py --release --lib --tests
+	cargo test --workspace --exclude tierlab-py --release --doc
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo fmt --all --check
 	$(BIN)/ruff check python tests
