@@ -88,7 +88,7 @@ test: install rust-tools
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q -n auto --dist loadfile tests
+	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
 
 # The engine's throughput, calibrated against the naive C model of ../shared/bench (when it
 # is there) in the same rounds, recorded in bench/results/ and compared with the last record.
