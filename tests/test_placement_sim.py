@@ -130,3 +130,40 @@ def test_simulated_profile_and_place_plan_give_the_same_plan(tmp_path: Path) -> 
             sim[addr] = node
     assert sim, "the simulated profile produced a plan"
     assert live == sim
+
+
+def test_savings_are_against_first_touch_on_the_same_machine() -> None:
+    """numa-opteron: two machines (remote 2x and 1.5x) in one sweep; each saving is against
+    the first-touch run of its own kernel, node count and remote factor, and the records
+    carry the profile's source and period (read from the point's scenario)."""
+    from tierlab.placement_sim import add_savings, record
+
+    def stats(policy: str, t: float) -> dict[str, object]:
+        return {
+            "placement.policy": policy,
+            "placement.mode": "next-run",
+            "placement.nodes": 2,
+            "placement.run_time_s": t,
+            "workload.kernel": "stream",
+            "placement.profile.source": "tlb-misses",
+        }
+
+    def sc(rf: float, period: int | None = None) -> dict[str, object]:
+        pl: dict[str, object] = {"kind": "profile-guided"}
+        if period is not None:
+            pl["period"] = period
+        return {"machine": {"remote_factor": rf}, "placement": pl}
+
+    recs = [
+        record("a/ft", "w", stats("first-touch", 4.0), sc(2.0)),  # type: ignore[arg-type]
+        record("a/pg", "w", stats("profile-guided", 3.0), sc(2.0, 10)),  # type: ignore[arg-type]
+        record("b/ft", "w", stats("first-touch", 2.0), sc(1.5)),  # type: ignore[arg-type]
+        record("b/pg", "w", stats("profile-guided", 1.8), sc(1.5)),  # type: ignore[arg-type]
+    ]
+    rs = [r for r in recs if r is not None]
+    add_savings(rs)
+    assert [r.savings_pct for r in rs] == [0.0, 25.0, 0.0, 10.0]
+    assert [r.remote_factor for r in rs] == [2.0, 2.0, 1.5, 1.5]
+    assert rs[1].source == "tlb-misses" and rs[1].period == 10
+    assert rs[3].period == 1000  # the policy's default when the scenario leaves it out
+    assert rs[0].period is None and "period" not in rs[0].to_json()

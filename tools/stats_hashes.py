@@ -42,9 +42,12 @@ CAPS: dict[str, str | None] = {
     "cmcp-scaling": "30ms",
     "cmcp-p": "30ms",
     "cmcp-pagesize": "30ms",
+    "cmcp-memory": "30ms",
     "zipf-tiered": "1s",
     "tiering-kv": "3s",
     "numa-placement": "50ms",
+    "numa-sources": "50ms",
+    "numa-opteron": "50ms",
 }
 MASIM_CAP = "2s"
 

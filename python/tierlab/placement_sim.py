@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
 
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 PAPER_SAVINGS_PCT = 20.0
 PAPER_OVERHEAD_PCT = 2.7
 
+#: ``placement.period`` of profile-guided when a scenario does not set it (events per sample).
+DEFAULT_PERIOD = 1000
+
 #: Sweep name that marks a placement sweep.
 SWEEP_NAME = "placement"
 
@@ -40,6 +43,9 @@ COLUMNS = (
     "nodes",
     "policy",
     "mode",
+    "remote_factor",
+    "source",
+    "period",
     "run_time_s",
     "savings_pct",
     "overhead_pct",
@@ -88,7 +94,11 @@ class PlacementRecord:
     overhead_pct: float
     local_access_fraction: float
     seed: StatValue = None
+    #: The machine's remote/local latency ratio (``machine.remote_factor`` of the point).
+    remote_factor: float | None = None
     source: str | None = None
+    #: Events per sample of the profile (``placement.period``).
+    period: int | None = None
     profile_samples: int | None = None
     pages_with_affinity: int | None = None
     pages_migrated: int | None = None
@@ -111,7 +121,9 @@ class PlacementRecord:
             "local_access_fraction": self.local_access_fraction,
         }
         for k in (
+            "remote_factor",
             "source",
+            "period",
             "profile_samples",
             "pages_with_affinity",
             "pages_migrated",
@@ -127,9 +139,15 @@ class PlacementRecord:
         return out
 
 
-def record(label: str, workload: str, stats: dict[str, StatValue]) -> PlacementRecord | None:
+def record(
+    label: str,
+    workload: str,
+    stats: dict[str, StatValue],
+    scenario: dict[str, Any] | None = None,
+) -> PlacementRecord | None:
     """The placement record of one point from its flat stats (None for a point without a
-    placement policy)."""
+    placement policy); ``scenario`` (the point's resolved scenario) gives the machine's
+    remote factor and the profile's sampling period."""
     if "placement.policy" not in stats:
         return None
     kind = str(stats.get("placement.policy", ""))
@@ -146,8 +164,17 @@ def record(label: str, workload: str, stats: dict[str, StatValue]) -> PlacementR
         local_access_fraction=_num(stats.get("placement.local_access_fraction")),
         seed=stats.get("run.seed"),
     )
+    sc = scenario or {}
+    machine = sc.get("machine", {})
+    if isinstance(machine, dict) and "remote_factor" in machine:
+        rec.remote_factor = float(machine["remote_factor"])
     if kind == "profile-guided":
         rec.source = str(stats.get("placement.profile.source", ""))
+        period = stats.get("placement.profile.period")
+        if period is None:
+            pl = sc.get("placement", {})
+            period = pl.get("period", DEFAULT_PERIOD) if isinstance(pl, dict) else None
+        rec.period = int(_num(period, 0)) if period is not None else None
         rec.profile_samples = int(_num(stats.get("placement.profile.samples"), 0))
         rec.pages_with_affinity = int(_num(stats.get("placement.profile.pages_with_affinity"), 0))
         if "placement.migrate.pages" in stats:
@@ -162,14 +189,15 @@ def record(label: str, workload: str, stats: dict[str, StatValue]) -> PlacementR
 
 def add_savings(records: Sequence[PlacementRecord]) -> None:
     """``savings_pct`` = 100 x (first-touch time - time) / first-touch time, against the
-    first-touch record of the same kernel and node count (left NaN without one)."""
+    first-touch record of the same kernel, node count and remote factor (left NaN without
+    one)."""
     base = {
-        (r.kernel, r.nodes): r.run_time_s
+        (r.kernel, r.nodes, r.remote_factor): r.run_time_s
         for r in records
         if r.policy == "first-touch" and r.run_time_s > 0
     }
     for r in records:
-        b = base.get((r.kernel, r.nodes))
+        b = base.get((r.kernel, r.nodes, r.remote_factor))
         if b:
             r.savings_pct = round(100.0 * (b - r.run_time_s) / b, 3)
 
@@ -198,7 +226,8 @@ class PlacementKind(SweepKind[PlacementSweep]):
 
         records = []
         for p, r in run.finished():
-            rec = record(p.label, workload_name(tomllib.loads(r.scenario)), r.stats_flat)
+            sc = tomllib.loads(r.scenario)
+            rec = record(p.label, workload_name(sc), r.stats_flat, sc)
             if rec is not None:
                 records.append(rec)
         add_savings(records)
@@ -232,6 +261,28 @@ def table(records: Sequence[PlacementRecord]) -> list[dict[str, StatValue]]:
     return rows
 
 
+def series_names(records: Sequence[PlacementRecord]) -> dict[int, str]:
+    """A name per record (by ``id``): its policy, with the profile's source and period when
+    the records profile with more than one (``numa-sources``)."""
+    profiles = {(r.source, r.period) for r in records if r.source is not None}
+    out = {}
+    for r in records:
+        name = r.policy
+        if len(profiles) > 1 and r.source is not None:
+            src = "TLB misses" if r.source == "tlb-misses" else "loads"
+            name = f"{r.policy} ({src}, 1/{r.period})"
+        out[id(r)] = name
+    return out
+
+
+def group_name(r: PlacementRecord, several_machines: bool) -> str:
+    """``stream, 2 nodes`` (with ``, remote 1.5x`` when the records have several machines)."""
+    g = f"{r.kernel}, {r.nodes} nodes"
+    if several_machines and r.remote_factor is not None:
+        g += f", remote {r.remote_factor:g}x"
+    return g
+
+
 def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     """Bars of the saving against first touch per kernel and node count, one bar per
     policy, with the paper's 20% average saving and 2.7% overhead marked; the overhead in a
@@ -244,8 +295,10 @@ def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     recs = [r for r in records if r.policy != "first-touch"]
     if not recs:
         return []
-    groups = sorted({(r.kernel, r.nodes) for r in recs})
-    policies = sorted({r.policy for r in recs}, key=lambda p: (p != "interleave", p))
+    several = len({r.remote_factor for r in records}) > 1
+    names = series_names(recs)
+    groups = list(dict.fromkeys(group_name(r, several) for r in recs))
+    policies = list(dict.fromkeys(names[id(r)] for r in recs))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     width = 0.8 / max(1, len(policies))
     for metric, ax, ref, ylabel in (
@@ -256,17 +309,21 @@ def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
             xs: list[float] = []
             ys: list[float] = []
             for i, g in enumerate(groups):
-                r = next((r for r in recs if (r.kernel, r.nodes) == g and r.policy == pol), None)
+                r = next(
+                    (r for r in recs if group_name(r, several) == g and names[id(r)] == pol), None
+                )
                 if r is not None:
                     xs.append(i + (j - (len(policies) - 1) / 2) * width)
                     ys.append(float(getattr(r, metric)))
             ax.bar(xs, ys, width=width, label=pol)
         ax.axhline(ref, color="k", linestyle="--", linewidth=1, label=f"paper ({ref:g}%)")
         ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{k}\n{n} nodes" for k, n in groups], fontsize=8)
+        ax.set_xticklabels([g.replace(", ", "\n", 1) for g in groups], fontsize=8)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-    fig.suptitle("ccNUMA placement of serially initialized kernels (remote = 2x local)")
+    factors = sorted({r.remote_factor for r in records if r.remote_factor is not None})
+    remote = " / ".join(f"{f:g}x" for f in factors) or "2x"
+    fig.suptitle(f"ccNUMA placement of serially initialized kernels (remote = {remote} local)")
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "placement.png", out_dir / "placement.svg"]

@@ -220,6 +220,11 @@ pub const BUILTINS: &[Builtin] = &[
         text: include_str!("../scenarios/cmcp-pagesize.toml"),
     },
     Builtin {
+        name: "cmcp-memory",
+        description: "CMCP paper Figure 8: relative performance vs memory provided for FIFO, LRU, CMCP on PSPT (56 cores, 4 KiB pages)",
+        text: include_str!("../scenarios/cmcp-memory.toml"),
+    },
+    Builtin {
         name: "zipf-tiered",
         description: "YCSB-like Zipfian accesses over 24 GiB on a 16 GiB DRAM + CXL machine",
         text: include_str!("../scenarios/zipf-tiered.toml"),
@@ -233,6 +238,16 @@ pub const BUILTINS: &[Builtin] = &[
         name: "numa-placement",
         description: "profile-guided ccNUMA placement vs first touch and interleave on 2 and 4 nodes (serially initialized STREAM and Jacobi)",
         text: include_str!("../scenarios/numa-placement.toml"),
+    },
+    Builtin {
+        name: "numa-sources",
+        description: "profile-guided ccNUMA placement from long-latency loads vs TLB misses at several sampling periods: time to trace, samples, accuracy, savings (2 nodes, remote 2x)",
+        text: include_str!("../scenarios/numa-sources.toml"),
+    },
+    Builtin {
+        name: "numa-opteron",
+        description: "profile-guided ccNUMA placement on an Opteron-like machine (remote 1.5x local) next to the Altix-like one (2x), 2 nodes, STREAM and Jacobi",
+        text: include_str!("../scenarios/numa-opteron.toml"),
     },
     Builtin {
         name: "cmcp-replay",

@@ -693,6 +693,188 @@ def numa_plot(fd: FigureData) -> list[pg.Figure]:
     return [pg.Figure({"data": data, "layout": layout}, height=440)]
 
 
+_NUMA_SOURCES_COLUMNS = (
+    ("kernel", pg.Column("kernel", format="text")),
+    ("profile", pg.Column("profile", "source, 1 sample per", format="text")),
+    ("profile_samples", pg.Column("records in profile", "samples", "int")),
+    ("overhead_pct", pg.Column("time to trace", "profiling run overhead, %", digits=2)),
+    ("pages_with_affinity", pg.Column("pages with affinity", format="int")),
+    ("local_access_fraction", pg.Column("local accesses", "after placement", "pct", 3)),
+    ("savings_pct", pg.Column("saving", "vs first touch, %", digits=1)),
+    ("run_time_s", pg.Column("run time", "modeled", "seconds")),
+)
+
+_NUMA_MACHINE_COLUMNS = (
+    ("kernel", pg.Column("kernel", format="text")),
+    ("machine", pg.Column("machine", format="text")),
+    ("remote_factor", pg.Column("remote / local", digits=2)),
+    ("policy", pg.Column("policy", format="text")),
+    ("run_time_s", pg.Column("run time", "modeled", "seconds")),
+    ("savings_pct", pg.Column("saving", "vs first touch, %", digits=1)),
+    ("overhead_pct", pg.Column("profiling overhead", "%", digits=2)),
+    ("local_access_fraction", pg.Column("local accesses", "", "pct", 3)),
+)
+
+
+def _profile_name(source: object, period: object) -> str:
+    if not isinstance(source, str) or not source:
+        return "first touch"
+    src = "TLB misses" if source == "tlb-misses" else "long-latency loads"
+    return f"{src}, 1/{int(float(str(period)))}"
+
+
+def numa_sources_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    df, extra = numa_table(report, run)
+    if not df.empty:
+        for c in ("source", "period", "profile_samples", "pages_with_affinity"):
+            if c not in df:
+                df[c] = None
+        df["profile"] = [
+            _profile_name(s, p) for s, p in zip(df["source"], df["period"], strict=True)
+        ]
+    return df, extra
+
+
+def numa_sources_plot(fd: FigureData) -> list[pg.Figure]:
+    """The two profile sources at each period: records in the profile, time to trace,
+    local accesses after placement (accuracy) and the saving, one bar per kernel."""
+    df = fd.table
+    if df.empty:
+        return []
+    d = df[df["policy"] != "first-touch"]
+    panels = (
+        ("profile_samples", "records in profile (samples)"),
+        ("overhead_pct", "time to trace (profiling overhead, %)"),
+        ("local_access_fraction", "accuracy: local accesses after placement"),
+        ("savings_pct", "saving vs first touch (%)"),
+    )
+    layout = P.grid(
+        2,
+        2,
+        [t for _, t in panels],
+        ylog=[True, False],
+        vgap=0.22,
+        title="Profile sources: long-latency loads vs TLB misses (remote = 2x local)",
+    )
+    profiles = list(dict.fromkeys(d["profile"]))
+    data = []
+    for kernel in dict.fromkeys(d["kernel"]):
+        s = d[d["kernel"] == kernel].set_index("profile")
+        for k, (col, _) in enumerate(panels, start=1):
+            data.append(
+                P.bar(
+                    profiles,
+                    [s[col].get(p) for p in profiles],
+                    kernel,
+                    k,
+                    show=k == 1,
+                    hover=f"{kernel}, %{{x}}: %{{y:.4g}}<extra></extra>",
+                )
+            )
+    layout["barmode"] = "group"
+    return [pg.Figure({"data": data, "layout": layout}, height=640)]
+
+
+def numa_machine_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    df, extra = numa_table(report, run)
+    if not df.empty:
+        df["machine"] = [
+            "Opteron-like" if float(f) < 2.0 else "Altix-like" for f in df["remote_factor"]
+        ]
+    return df, extra
+
+
+def numa_machine_plot(fd: FigureData) -> list[pg.Figure]:
+    """The saving of interleave and profile-guided placement over first touch on the
+    Altix-like (remote 2x) and Opteron-like (1.5x) machines, per kernel."""
+    df = fd.table
+    if df.empty:
+        return []
+    d = df[df["policy"] != "first-touch"]
+    kernels = list(dict.fromkeys(d["kernel"]))
+    layout = P.grid(
+        1,
+        len(kernels),
+        kernels,
+        ytitle="saving vs first touch (%)",
+        title="Placement savings: Altix-like (remote 2x) vs Opteron-like (remote 1.5x)",
+    )
+    data = []
+    shown: set[str] = set()
+    for c, kernel in enumerate(kernels, start=1):
+        s = d[d["kernel"] == kernel]
+        machines = list(dict.fromkeys(s["machine"]))
+        for pol in dict.fromkeys(s["policy"]):
+            t = s[s["policy"] == pol].set_index("machine")
+            data.append(
+                P.bar(
+                    machines,
+                    [t["savings_pct"].get(m) for m in machines],
+                    pol,
+                    c,
+                    show=pol not in shown,
+                    hover=f"{pol}, %{{x}}: %{{y:.1f}}%<extra></extra>",
+                )
+            )
+            shown.add(pol)
+    paper = fd.paper_frame("machine")
+    if paper is not None:
+        pairs = zip(paper["machine"], paper["value_pct"], strict=True)
+        notes = [f"paper, {m}: {v:g}% average" for m, v in pairs]
+        layout["annotations"] = layout["annotations"] + [
+            {
+                "text": "; ".join(notes),
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": -0.18,
+                "showarrow": False,
+                "font": {"size": 11},
+            }
+        ]
+    layout["barmode"] = "group"
+    return [pg.Figure({"data": data, "layout": layout}, height=440)]
+
+
+def memory_plot(fd: FigureData) -> list[pg.Figure]:
+    """Figure 8: relative performance against the memory provided, one panel per workload,
+    one line per policy (the no-movement run at 100%)."""
+    df = fd.table
+    if df.empty:
+        return []
+    ws = _workloads(df)
+    layout = P.grid(
+        1,
+        len(ws),
+        ws,
+        xtitle="memory provided (% of footprint)",
+        ytitle="relative performance (no movement = 1)",
+        xreversed=True,
+        title="Relative performance vs memory provided, PSPT, 4 KiB pages, 56 cores (Figure 8)",
+    )
+    data = []
+    shown: set[str] = set()
+    for c, w in enumerate(ws):
+        d = df[df["workload"] == w]
+        base = d[d["policy"] == "no-movement"]
+        for pol in ("fifo", "lru", "cmcp"):
+            s = pd.concat([base, d[d["policy"] == pol]]).sort_values("memory_pct", ascending=False)
+            if len(s) <= len(base):
+                continue
+            data.append(
+                P.line(
+                    s["memory_pct"].tolist(),
+                    s["relative_performance"].tolist(),
+                    pol,
+                    c + 1,
+                    show=pol not in shown,
+                    hover=f"{pol}, %{{x}}% memory: %{{y:.3f}}<extra></extra>",
+                )
+            )
+            shown.add(pol)
+    return [pg.Figure({"data": data, "layout": layout}, height=440)]
+
+
 def replay_plot(fd: FigureData) -> list[pg.Figure]:
     """A replayed real trace: each policy's page faults, remote TLB invalidations and run time
     relative to FIFO's, one bar per policy and counter."""
@@ -734,10 +916,13 @@ VIEWS: dict[str, View] = {
     "cmcp-p": View(hmem_table, p_plot, _HMEM_COLUMNS),
     "cmcp-pagesize": View(hmem_table, pagesize_plot, _HMEM_COLUMNS),
     "cmcp-replay": View(hmem_table, replay_plot, _HMEM_COLUMNS),
+    "cmcp-memory": View(hmem_table, memory_plot, _HMEM_COLUMNS),
     "telemetry-timeline": View(telemetry_table, timeline_plot, _TELEMETRY_COLUMNS),
     "telemetry-footprints": View(telemetry_table, footprints_plot, _TELEMETRY_COLUMNS),
     "pebs-knobs": View(pebs_table, pebs_plot, _PEBS_COLUMNS),
     "numa-placement": View(numa_table, numa_plot, _NUMA_COLUMNS),
+    "numa-sources": View(numa_sources_table, numa_sources_plot, _NUMA_SOURCES_COLUMNS),
+    "numa-opteron": View(numa_machine_table, numa_machine_plot, _NUMA_MACHINE_COLUMNS),
 }
 
 
