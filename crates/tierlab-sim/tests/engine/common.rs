@@ -20,12 +20,17 @@ pub fn f(r: &RunResult, k: &str) -> f64 {
     r.stats.get(k).unwrap_or_else(|| panic!("no stat {k}")).as_f64()
 }
 
-/// A small tiered key-value store: 200 k keys (218 MB) in the slow tier, 32 MiB of DRAM.
-pub const KV: &str = r#"
-seed = 3
-duration = "4s"
-window = "250ms"
-[machine]
+/// A small tiered key-value store: 200 k keys (218 MB) in the slow tier, 32 MiB of DRAM; its
+/// scenario text for a run length and window (`kv_store!("4s", "250ms")`).
+macro_rules! kv_store {
+    ($duration:literal, $window:literal) => {
+        concat!(
+            "\nseed = 3\nduration = \"",
+            $duration,
+            "\"\nwindow = \"",
+            $window,
+            "\"\n",
+            r#"[machine]
 cores = 2
 [[machine.nodes]]
 name = "dram"
@@ -44,4 +49,11 @@ keys = 200000
 distribution = "zipfian"
 clients = 4
 node = 1
-"#;
+"#
+        )
+    };
+}
+pub(crate) use kv_store;
+
+/// The key-value store as the DAMOS and optimum tests run it: 4 s in 250 ms windows.
+pub const KV: &str = kv_store!("4s", "250ms");

@@ -1,6 +1,6 @@
 //! Tiering: page migration, the policies, the rate limit, determinism and config errors.
 
-use crate::common::{f, run, src};
+use crate::common::{f, kv_store, run, src};
 use tierlab_sim::driver::{RunResult, Simulation};
 use tierlab_sim::os::{Machine, MachineConfig};
 use tierlab_sim::scenario::load;
@@ -89,31 +89,8 @@ fn batch_migration_shoots_down_once() {
     assert_eq!(m.os.migration.demotions, 10);
 }
 
-/// A small tiered key-value store: 200 k keys (218 MB) in the slow tier, 32 MiB of DRAM.
-const KV: &str = r#"
-seed = 3
-duration = "3s"
-window = "500ms"
-[machine]
-cores = 2
-[[machine.nodes]]
-name = "dram"
-capacity = "32MiB"
-latency_ns = 90.0
-bandwidth_gbps = 100.0
-[[machine.nodes]]
-name = "slow"
-capacity = "1GiB"
-latency_ns = 300.0
-bandwidth_gbps = 20.0
-tier = 1
-[workload]
-kind = "kv"
-keys = 200000
-distribution = "zipfian"
-clients = 4
-node = 1
-"#;
+/// The key-value store of `common`, 3 s in 500 ms windows.
+const KV: &str = kv_store!("3s", "500ms");
 
 const DAMON: &str =
     r#"telemetry=[{name = "ts", kind = "telescope", sample_interval = "5ms", aggr_interval = "100ms"}]"#;
