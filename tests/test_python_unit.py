@@ -169,3 +169,44 @@ def test_telemetry_table_cells() -> None:
     assert _fmt(2.0) == "2.000"  # seconds keep their decimals
     assert _fmt(0.000161) == "0.000161"
     assert _fmt(7) == "7"
+
+
+def test_worker_writes_kept_samples_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``Point.samples_dir`` the worker writes the samples (recording + view) and only
+    their paths come back: what the parent holds does not grow with the samples (issue 16)."""
+    from tierlab import _native
+    from tierlab.recording import Recording
+    from tierlab.sweep.point import Point, PointResult
+    from tierlab.sweep.worker import run_point
+
+    raw = fake_raw()
+    raw["mapping_log"] = [(0, "map", 0x1000_0000, 2 << 20, "a")]
+    n = 5000
+    raw["samples"] = {
+        "PEBS": {
+            "time_ns": list(range(n)),
+            "tid": [0] * n,
+            "cpu": [0] * n,
+            "addr": [0x1000_0000 + 64 * i for i in range(n)],
+            "ip": [0] * n,
+            "weight": [0] * n,
+            "data_src": [0] * n,
+            "event": ["loads"] * n,
+            "drain": [i // 100 for i in range(n)],
+        }
+    }
+    monkeypatch.setattr(_native, "run", lambda *a, **k: raw)
+    out = tmp_path / "pt"
+    res = run_point(
+        Point("p", "fake", techniques=("PEBS",), keep_samples=True, samples_dir=str(out))
+    )
+    assert isinstance(res, PointResult)
+    assert res.samples is None and res.mapping_log is None
+    assert res.written is not None
+    names = {Path(p).name for p in res.written}
+    assert "samples-PEBS" in names and "index.html" in names
+    assert len(Recording.open(out / "samples-PEBS").samples()) == n
+    # Without samples_dir they come back, as before.
+    back = run_point(Point("p", "fake", techniques=("PEBS",), keep_samples=True))
+    assert isinstance(back, PointResult) and back.written is None
+    assert back.samples is not None and len(back.samples["PEBS"]["addr"]) == n

@@ -152,10 +152,14 @@ class TelemetryKind(SweepKind[Comparison]):
         techniques: Iterable[str] | None = None,
         baseline: bool = True,
         keep_samples: bool = False,
+        samples_dir: str | Path | None = None,
     ) -> None:
         self.techniques = None if techniques is None else [t.strip() for t in techniques]
         self.baseline = baseline
         self.keep_samples = keep_samples
+        # Where the workers write the kept samples (recordings and views), one subdirectory
+        # per sweep point; None: the samples come back to this process.
+        self.samples_dir = None if samples_dir is None else Path(samples_dir)
 
     def plan(
         self,
@@ -196,6 +200,7 @@ class TelemetryKind(SweepKind[Comparison]):
                 techniques=() if tech is None else (tech,),
                 keep_samples=self.keep_samples and tech is not None,
                 sweep_label=label,
+                samples_dir=self._samples_dir(label) if tech is not None else "",
             )
             for label, sets in pts
             for tech in runs
@@ -203,6 +208,11 @@ class TelemetryKind(SweepKind[Comparison]):
         return TelemetryPlan(
             spec, str(sweep_name), [label for label, _ in pts], points, kinds=dict(available)
         )
+
+    def _samples_dir(self, label: str) -> str:
+        if not self.keep_samples or self.samples_dir is None:
+            return ""
+        return str(self.samples_dir / label.replace("/", "_") if label else self.samples_dir)
 
     def report(self, plan: SweepPlan, run: SweepRun) -> Comparison:
         assert isinstance(plan, TelemetryPlan)
@@ -387,6 +397,10 @@ def write_sample_recordings(cmp: Comparison, out_dir: str | Path, view: bool = T
     written: list[str] = []
     for point, techs in cmp.results.items():
         for r in techs.values():
+            if r.point is not None and r.point.written is not None:
+                # The worker wrote them (``TelemetryKind(samples_dir=...)``).
+                written.extend(r.point.written)
+                continue
             if r.point is None or not r.point.samples:
                 continue
             res = r.point.to_result()

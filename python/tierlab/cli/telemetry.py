@@ -57,6 +57,9 @@ def main(args: argparse.Namespace) -> int:
         args.techniques.split(",") if args.techniques else None,
         baseline=not args.no_baseline,
         keep_samples=args.out is not None,
+        # Local workers write the samples into --out themselves (this process never holds
+        # them); Ray tasks may run on other machines, so theirs come back here to be written.
+        samples_dir=args.out if getattr(args, "executor", "local") != "ray" else None,
     )
     return run_sweep_command(args, kind)
 

@@ -19,6 +19,7 @@ import pandas as pd
 from tierlab.reporters import Reporter
 
 if TYPE_CHECKING:
+    from tierlab._native import RunOutput
     from tierlab.api import Result
 
 
@@ -43,10 +44,18 @@ def drains_of(samples: pd.DataFrame) -> pd.DataFrame:
 
 def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
     """Write one recording per sampling technique of ``result`` into ``out_dir``."""
+    return write_raw_recordings(result.raw, out_dir)
+
+
+def write_raw_recordings(raw: RunOutput | None, out_dir: Path, view: bool = False) -> list[Path]:
+    """Write one recording per sampling technique of the engine's output ``raw`` into
+    ``out_dir`` (``samples-<technique>/``) and, with ``view``, its view
+    (``view-<technique>/``). Returns the recordings, then the view files."""
     from tierlab.recording import RecordingWriter
 
-    raw = result.raw
     samples = (raw.get("samples") if raw else None) or {}
+    if not samples:
+        return []
     log = (raw.get("mapping_log") if raw else None) or []
     mappings = pd.DataFrame(
         {
@@ -57,12 +66,14 @@ def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
             "name": [r[4] for r in log],
         }
     )
-    stats = result.stats_flat
+    assert raw is not None
+    stats = raw["stats_flat"]
     # The CPU -> node map of the simulated machine (node: [cores]), for placement plans.
     cpu_nodes: dict[str, list[int]] = {}
-    for core, node in enumerate((raw.get("core_nodes") if raw else None) or []):
+    for core, node in enumerate(raw.get("core_nodes") or []):
         cpu_nodes.setdefault(str(node), []).append(core)
     written: list[Path] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     for label, cols in samples.items():
         frame = pd.DataFrame(cols)
         path = out_dir / _dir_name(label)
@@ -71,15 +82,26 @@ def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
         with RecordingWriter(
             path,
             source="tierlab-sim",
-            parameters={"scenario": result.name, "seed": result.seed, "technique": label, **params},
+            parameters={"scenario": raw["name"], "seed": raw["seed"], "technique": label, **params},
             machine={"simulated": True, "cores": stats.get("run.threads"), "cpu_nodes": cpu_nodes},
             overwrite=True,
         ) as w:
             w.append_samples(frame)
             w.append_drains(drains_of(frame))
             w.append_mappings(mappings)
+        del frame
         written.append(path)
-    return written
+    views: list[Path] = []
+    if view:
+        from tierlab.recording import Recording
+        from tierlab.view import analysis, render
+
+        for rec in written:
+            v = analysis.analyze(Recording.open(rec))
+            vdir = out_dir / rec.name.replace("samples-", "view-", 1)
+            vdir.mkdir(exist_ok=True)
+            views.extend(render.write(v, vdir))
+    return written + views
 
 
 class SamplesReporter(Reporter):

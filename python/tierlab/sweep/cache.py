@@ -47,6 +47,8 @@ def point_key(point: Point) -> str:
         "keep_samples": point.keep_samples,
         "version": _version(),
     }
+    if point.samples_dir:
+        doc["samples_dir"] = point.samples_dir
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -81,9 +83,12 @@ class ResultCache:
         except (OSError, ValueError):
             return None
         try:
-            return _from_json(doc["result"], point.label)
+            res = _from_json(doc["result"], point.label)
         except (KeyError, TypeError):
             return None
+        if res.written is not None and not all(Path(p).exists() for p in res.written):
+            return None  # the recordings the worker wrote are gone: run it again
+        return res
 
     def save(self, point: Point, result: PointResult) -> None:
         """Store ``result`` (atomically: a temporary file renamed into place)."""
@@ -117,4 +122,5 @@ def _from_json(doc: dict[str, Any], label: str) -> PointResult:
         samples=doc.get("samples"),
         mapping_log=None if log is None else [tuple(e) for e in log],
         stats=doc.get("stats"),
+        written=doc.get("written"),
     )

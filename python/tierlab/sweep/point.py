@@ -22,8 +22,11 @@ class Point:
     ``overrides`` are ``key=value`` strings applied in order (the scenario's ``[[sweep]]``
     entry's, then the user's); ``techniques`` keeps only the named ``[[telemetry]]``
     techniques (``()``: none, ``None``: the scenario's own); ``keep_samples`` returns the
-    samples and mapping log of sample-based techniques too; ``sweep_label`` is the label of
-    the scenario's sweep point this run belongs to (``""`` without a sweep).
+    samples and mapping log of sample-based techniques too, or, with ``samples_dir``, has the
+    worker write them there as recordings (with their views) and return only the paths, so
+    that what crosses to the caller does not grow with the number of samples;
+    ``sweep_label`` is the label of the scenario's sweep point this run belongs to (``""``
+    without a sweep).
     """
 
     label: str
@@ -33,6 +36,7 @@ class Point:
     techniques: tuple[str, ...] | None = None
     keep_samples: bool = False
     sweep_label: str = ""
+    samples_dir: str = ""
 
 
 ErrorKind = Literal["scenario", "simulation", "error"]
@@ -77,7 +81,8 @@ class PointError(Exception):
 class PointResult:
     """What one point's run gave: the expanded scenario, the flat stats, the time series
     (one list per column) and the wall time; with ``keep_samples``, the samples, the
-    mapping log and the nested stats too. Every field is plain data (JSON-compatible)."""
+    mapping log and the nested stats too, or (``Point.samples_dir``) the paths the worker
+    wrote them to (``written``). Every field is plain data (JSON-compatible)."""
 
     label: str
     scenario: str
@@ -89,6 +94,7 @@ class PointResult:
     samples: dict[str, SampleColumns] | None = None
     mapping_log: list[MappingEvent] | None = None
     stats: StatsTree | None = field(default=None, repr=False)
+    written: list[str] | None = None
 
     @classmethod
     def from_native(cls, label: str, raw: RunOutput, keep_samples: bool = False) -> PointResult:

@@ -26,6 +26,16 @@ def run_point(point: Point) -> Outcome:
         if raw.get("error"):
             # A point that stopped on a simulation error is not a result of its parameters.
             return PointError(point.label, f"simulation error: {raw['error']}", "simulation")
+        if point.keep_samples and point.samples_dir:
+            # Written here, by the process that holds them: only paths go back.
+            from pathlib import Path
+
+            from tierlab.reporters.samples import write_raw_recordings
+
+            paths = write_raw_recordings(raw, Path(point.samples_dir), view=True)
+            res = PointResult.from_native(point.label, raw, False)
+            res.written = [str(p) for p in paths]
+            return res
         return PointResult.from_native(point.label, raw, point.keep_samples)
     except KeyboardInterrupt:
         raise
