@@ -178,14 +178,21 @@ def _print_symbols(view: View) -> None:
     )
     levels = [k for k in ORDER if any(k in r.levels for r in rows)]
     width = min(48, max([len(r.symbol) for r in rows] + [6]))
-    head = f"  {'share':>6} {view.points:>9}  {'symbol':<{width}}  object"
-    print(head + ("  " + ", ".join(levels) if levels else ""))
-    for r in rows:
-        obj = Path(r.obj).name if r.obj.startswith("/") else r.obj
-        lv = "  " + " ".join(str(r.levels.get(k, 0)) for k in levels) if levels else ""
+    objs = [Path(r.obj).name if r.obj.startswith("/") else r.obj for r in rows]
+    owidth = min(32, max([len(o) for o in objs] + [6]))
+    lw = [max(6, len(k)) for k in levels]
+    print(
+        f"  {'share':>6} {view.points:>9}  {'symbol':<{width}}  {'object':<{owidth}}"
+        + "".join(f"  {k:>{w}}" for k, w in zip(levels, lw, strict=True))
+    )
+    for r, obj in zip(rows, objs, strict=True):
         sym = r.symbol if len(r.symbol) <= width else r.symbol[: width - 3] + "..."
-        print(f"  {100 * r.share:5.1f}% {r.samples:>9}  {sym:<{width}}  {obj}{lv}")
+        obj = obj if len(obj) <= owidth else obj[: owidth - 3] + "..."
+        print(
+            f"  {100 * r.share:5.1f}% {r.samples:>9}  {sym:<{width}}  {obj:<{owidth}}"
+            + "".join(f"  {r.levels.get(k, 0):>{w}}" for k, w in zip(levels, lw, strict=True))
+        )
         if r.data:
-            print("  " + " " * 18 + "data: " + ", ".join(f"{n} {c}" for n, c in r.data))
+            print(" " * 20 + "data: " + ", ".join(f"{n} {c}" for n, c in r.data))
     for note in view.symbol_notes:
         print(f"symbols: {note}")
