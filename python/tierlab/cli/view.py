@@ -181,16 +181,16 @@ def _print_symbols(view: View) -> None:
     objs = [Path(r.obj).name if r.obj.startswith("/") else r.obj for r in rows]
     owidth = min(32, max([len(o) for o in objs] + [6]))
     lw = [max(6, len(k)) for k in levels]
-    print(
-        f"  {'share':>6} {view.points:>9}  {'symbol':<{width}}  {'object':<{owidth}}"
-        + "".join(f"  {k:>{w}}" for k, w in zip(levels, lw, strict=True))
-    )
+    head = f"  {'share':>6} {view.points:>9}  {'symbol':<{width}}  {'object':<{owidth}}"
+    print((head + "".join(f"  {k:>{w}}" for k, w in zip(levels, lw, strict=True))).rstrip())
     for r, obj in zip(rows, objs, strict=True):
         sym = r.symbol if len(r.symbol) <= width else r.symbol[: width - 3] + "..."
         obj = obj if len(obj) <= owidth else obj[: owidth - 3] + "..."
         print(
-            f"  {100 * r.share:5.1f}% {r.samples:>9}  {sym:<{width}}  {obj:<{owidth}}"
-            + "".join(f"  {r.levels.get(k, 0):>{w}}" for k, w in zip(levels, lw, strict=True))
+            (
+                f"  {100 * r.share:5.1f}% {r.samples:>9}  {sym:<{width}}  {obj:<{owidth}}"
+                + "".join(f"  {r.levels.get(k, 0):>{w}}" for k, w in zip(levels, lw, strict=True))
+            ).rstrip()
         )
         if r.data:
             print(" " * 20 + "data: " + ", ".join(f"{n} {c}" for n, c in r.data))

@@ -470,15 +470,16 @@ class Resolver:
             hit = found >= 0
             sym[sel[hit]] = local[found[hit]]
             base = os.path.basename(name)
-            for k in np.flatnonzero(~hit).tolist():
-                v = int(vaddr[k])
+            miss = np.flatnonzero(~hit)
+            # Once per distinct address (a hot loop's IPs repeat).
+            uv, inv = np.unique(vaddr[miss], return_inverse=True)
+            codes = np.empty(uv.size, dtype=np.int64)
+            for j, v in enumerate(uv.tolist()):
                 off = elf.file_offset(v)
-                label = (
-                    f"{base}+{off:#x}"
-                    if off is not None
-                    else f"{base}+{int(ip[sel[k]]) - m.start:#x}"
-                )
-                sym[sel[k]] = intern(names, name_ix, label)
+                if off is None:  # outside every PT_LOAD: the offset in the mapping
+                    off = (v + bias - m.start) % (1 << 64)
+                codes[j] = intern(names, name_ix, f"{base}+{off:#x}")
+            sym[sel[miss]] = codes[inv.reshape(-1)]
         d = demangle(names)
         if d:
             names = [d.get(n, n) for n in names]
