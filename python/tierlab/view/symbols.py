@@ -54,12 +54,14 @@ PT_NOTE = 4
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
 SHN_UNDEF = 0
+STT_NOTYPE = 0
 STT_OBJECT = 1
 STT_FUNC = 2
 STT_GNU_IFUNC = 10
 STB_GLOBAL = 1
 NT_GNU_BUILD_ID = 3
 PF_X = 1
+SHF_EXECINSTR = 0x4
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -158,17 +160,23 @@ def _notes(buf: Any, off: int, size: int, align: int) -> str | None:
 
 
 def _symbols(
-    buf: Any, size: int, sh: tuple[int, ...], strtab: tuple[int, ...] | None
+    buf: Any,
+    size: int,
+    sh: tuple[int, ...],
+    strtab: tuple[int, ...] | None,
+    code_sections: frozenset[int] = frozenset(),
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Defined function/object symbols of one symbol table section, sorted by address."""
+    """Defined function/object symbols of one symbol table section, sorted by address, and
+    labels (``STT_NOTYPE``: assembly entry points such as ``_start``) in ``code_sections``."""
     off, length = sh[4], sh[5]
     if off + length > size or strtab is None:
         raise ElfError("symbol table outside the file")
     n = length // _SYM.itemsize
     syms = np.frombuffer(buf, dtype=_SYM, count=n, offset=off)
     kind = syms["info"] & 0xF
+    label = (kind == STT_NOTYPE) & np.isin(syms["shndx"], list(code_sections))
     keep = (
-        ((kind == STT_FUNC) | (kind == STT_GNU_IFUNC) | (kind == STT_OBJECT))
+        ((kind == STT_FUNC) | (kind == STT_GNU_IFUNC) | (kind == STT_OBJECT) | label)
         & (syms["shndx"] != SHN_UNDEF)
         & (syms["value"] != 0)
     )
@@ -188,9 +196,11 @@ def _symbols(
         if name_i >= s_len:
             continue
         name = _cstr(buf, s_off + name_i, s_off + s_len)
-        if not name:
+        if not name or name.startswith((".L", "$")):
             continue
-        rows.append((value, 0 if info >> 4 == STB_GLOBAL else 1, len(name), name, sz))
+        # At one address a function or object wins over a label, then a global name.
+        rank = (2 if info & 0xF == STT_NOTYPE else 0) + (0 if info >> 4 == STB_GLOBAL else 1)
+        rows.append((value, rank, len(name), name, sz))
     rows.sort()
     starts: list[int] = []
     sizes: list[int] = []
@@ -271,7 +281,8 @@ def _parse(p: str, buf: Any, size: int, debug_dirs: tuple[str, ...], with_symbol
             continue
         link = sh[6]
         strtab = sections[link] if link < len(sections) else None
-        starts, ends, names = _symbols(buf, size, sh, strtab)
+        code = frozenset(k for k, one in enumerate(sections) if one[2] & SHF_EXECINSTR)
+        starts, ends, names = _symbols(buf, size, sh, strtab, code)
         if not names:
             continue
         if kind == SHT_DYNSYM and build_id:
