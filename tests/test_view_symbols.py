@@ -196,6 +196,31 @@ def test_view_lists_symbols_of_pie_and_non_pie(
     assert "symbols" not in analyze(Recording.open(rec), ViewOptions(symbols=False)).to_json()
 
 
+def test_a_row_of_the_executable_segment_alone(progs: dict[str, Path], tmp_path: Path) -> None:
+    """perf without data mappings reports only the executable segment (file offset 0x1000
+    here): the bias comes from the segment whose span matches the row's length."""
+    pie = progs["pie"]
+    elf = symbols.read_elf(pie)
+    x = next(s for s in elf.segments if s.flags & symbols.PF_X)
+    assert x.offset > 0  # this toolchain puts the headers in a segment of their own
+    lo = x.vaddr // PAGE * PAGE
+    length = -(-(x.vaddr + x.filesz) // PAGE) * PAGE - lo
+    a = nm(pie)
+    ips = np.asarray([PIE_BASE + a["sum_b"] + 2] * 2, dtype=np.uint64)
+    assert elf.bias(PIE_BASE + lo, length, ips) == PIE_BASE
+    # The whole file's row: its start is file offset 0.
+    span = _span(pie)
+    assert elf.bias(PIE_BASE, span, ips) == PIE_BASE
+    rec = _recording(
+        tmp_path / "r",
+        [(PIE_BASE + lo, length, str(pie)), (DATA, 64 * PAGE, "[anon]")],
+        ips.tolist(),
+        [DATA] * 2,
+    )
+    v = analyze(Recording.open(rec)).to_json()
+    assert [(r["symbol"], r["samples"]) for r in v["symbols"]] == [("sum_b", 2)]
+
+
 def test_stripped_missing_and_changed_files(
     progs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

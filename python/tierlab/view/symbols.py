@@ -45,6 +45,7 @@ UNKNOWN = "[unknown]"
 KERNEL = "[kernel]"
 #: User-space addresses on x86-64 / AArch64 stay below this; IPs above are kernel code.
 KERNEL_START = 0xFFFF_8000_0000_0000
+PAGE = 4096
 
 # ELF constants (System V gABI).
 ET_EXEC = 2
@@ -120,12 +121,46 @@ class ElfFile:
         ok[ok] &= v[ok] < self.ends[i[ok]]
         return np.where(ok, i, -1)
 
-    def bias(self, start: int) -> int:
-        """Load bias of this file mapped with file offset 0 at ``start``."""
+    def bias(self, start: int, length: int | None = None, ips: np.ndarray | None = None) -> int:
+        """Load bias of this file mapped at ``[start, start + length)``.
+
+        The recording has no file offsets: its row of a file normally starts at file offset 0
+        (all segments, merged). A row may cover only some segments (a ``perf script`` import
+        without data mappings keeps only the executable one): the candidates are the
+        segments whose page-aligned span up to a later segment's end equals ``length``, and
+        among several the one that puts most of ``ips`` (the samples' IPs in the row) in an
+        executable segment wins; the first segment when nothing decides."""
         if self.type != ET_DYN or not self.segments:
             return 0
-        first = min(self.segments, key=lambda s: s.offset)
-        return start - (first.vaddr - first.offset)
+        segs = sorted(self.segments, key=lambda s: s.offset)
+        mask = PAGE - 1
+        cands = [segs[0]]
+        if length is not None:
+            fit = [
+                a
+                for k, a in enumerate(segs)
+                if length
+                in {
+                    -(-(b.vaddr + size) // PAGE) * PAGE - (a.vaddr & ~mask)
+                    for b in segs[k:]
+                    for size in (b.filesz, b.memsz)
+                }
+            ]
+            cands = fit or cands
+        best, score = cands[0], -1
+        for a in cands:
+            bias = start - (a.vaddr & ~mask)  # a segment is mapped from its page start
+            if ips is None or len(cands) == 1:
+                return bias
+            v = ips.astype(np.uint64) - np.uint64(bias % (1 << 64))
+            n = sum(
+                int(((v >= np.uint64(x.vaddr)) & (v < np.uint64(x.vaddr + x.memsz))).sum())
+                for x in segs
+                if x.flags & PF_X
+            )
+            if n > score:
+                best, score = a, n
+        return start - (best.vaddr & ~mask)
 
     def file_offset(self, vaddr: int) -> int | None:
         """The file offset of a link-time address (None outside every ``PT_LOAD``)."""
@@ -470,7 +505,7 @@ class Resolver:
             elf = self.elf(name)
             if elf is None:
                 continue
-            bias = elf.bias(m.start)
+            bias = elf.bias(m.start, m.length, ip[sel])
             vaddr = ip[sel] - np.uint64(bias % (1 << 64))
             found = elf.lookup(vaddr)
             local = (
