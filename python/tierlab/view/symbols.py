@@ -207,7 +207,8 @@ def _symbols(
     if off + length > size or strtab is None:
         raise ElfError("symbol table outside the file")
     n = length // _SYM.itemsize
-    syms = np.frombuffer(buf, dtype=_SYM, count=n, offset=off)
+    # A copy: no array may keep pointing into the file's mmap when it is closed.
+    syms = np.frombuffer(bytes(buf[off : off + n * _SYM.itemsize]), dtype=_SYM)
     kind = syms["info"] & 0xF
     label = (kind == STT_NOTYPE) & np.isin(syms["shndx"], list(code_sections))
     keep = (
@@ -317,7 +318,10 @@ def _parse(p: str, buf: Any, size: int, debug_dirs: tuple[str, ...], with_symbol
         link = sh[6]
         strtab = sections[link] if link < len(sections) else None
         code = frozenset(k for k, one in enumerate(sections) if one[2] & SHF_EXECINSTR)
-        starts, ends, names = _symbols(buf, size, sh, strtab, code)
+        try:
+            starts, ends, names = _symbols(buf, size, sh, strtab, code)
+        except ElfError:
+            continue  # a table outside the file: try the next one
         if not names:
             continue
         if kind == SHT_DYNSYM and build_id:
