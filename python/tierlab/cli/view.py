@@ -7,10 +7,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tierlab.cli.common import EXIT_OK, int_in
 from tierlab.live.units import human_size as _size_text
 from tierlab.live.units import parse_size
+
+if TYPE_CHECKING:
+    from tierlab.view.analysis import View
 
 
 def _positive(text: str) -> int:
@@ -89,6 +93,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="ignore mappings smaller than SIZE (default 0: every mapping; those under 4MiB "
         "are marked small)",
     )
+    p.add_argument(
+        "--no-symbols",
+        action="store_true",
+        help="do not resolve sample IPs to symbols (the per-symbol table)",
+    )
+    p.add_argument(
+        "--top-symbols",
+        type=int_in(1, 1_000_000, "a number of symbols"),
+        default=20,
+        metavar="N",
+        help="list the N symbols with most samples (default 20)",
+    )
     p.set_defaults(func=main, parser=p)
 
 
@@ -103,6 +119,8 @@ def main(args: argparse.Namespace) -> int:
         bins=args.bins,
         max_mappings=args.max_mappings,
         min_mapping=args.min_mapping,
+        symbols=not args.no_symbols,
+        top_symbols=args.top_symbols,
     )
     view = analyze(rec, opts)
     out = args.out
@@ -142,5 +160,39 @@ def main(args: argparse.Namespace) -> int:
             f"{_size_text(v.bytes_touched)} of {_size_text(m.length)} touched{huge}, "
             f"{v.threads} thread(s)"
         )
+    if view.symbols is not None:
+        _print_symbols(view)
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
+
+
+def _print_symbols(view: View) -> None:
+    """The per-symbol table, as ``perf mem report --sort=sym,mem`` lists it."""
+    from tierlab.view.datasrc import ORDER
+
+    rows = view.symbols or []
+    st = view.totals.get("symbols", {})
+    print(
+        f"symbols: {st.get('samples_in_symbols', 0)} of {st.get('samples_with_ip', 0)} "
+        f"samples with an IP in {st.get('distinct_symbols', 0)} symbol(s); top {len(rows)}:"
+    )
+    levels = [k for k in ORDER if any(k in r.levels for r in rows)]
+    width = min(48, max([len(r.symbol) for r in rows] + [6]))
+    objs = [Path(r.obj).name if r.obj.startswith("/") else r.obj for r in rows]
+    owidth = min(32, max([len(o) for o in objs] + [6]))
+    lw = [max(6, len(k)) for k in levels]
+    head = f"  {'share':>6} {view.points:>9}  {'symbol':<{width}}  {'object':<{owidth}}"
+    print((head + "".join(f"  {k:>{w}}" for k, w in zip(levels, lw, strict=True))).rstrip())
+    for r, obj in zip(rows, objs, strict=True):
+        sym = r.symbol if len(r.symbol) <= width else r.symbol[: width - 3] + "..."
+        obj = obj if len(obj) <= owidth else obj[: owidth - 3] + "..."
+        print(
+            (
+                f"  {100 * r.share:5.1f}% {r.samples:>9}  {sym:<{width}}  {obj:<{owidth}}"
+                + "".join(f"  {r.levels.get(k, 0):>{w}}" for k, w in zip(levels, lw, strict=True))
+            ).rstrip()
+        )
+        if r.data:
+            print(" " * 20 + "data: " + ", ".join(f"{n} {c}" for n, c in r.data))
+    for note in view.symbol_notes:
+        print(f"symbols: {note}")

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from tierlab.recording import RecordingWriter
+from tierlab.view import symbols
 
 #: How the mapping history is obtained (stored in the metadata; see docs/recording.md).
 MAPPING_TRACKER = {
@@ -139,6 +140,9 @@ class _Sink:
         self.mapping_events = 0
         #: Mappings with huge pages: (start, end) -> the largest observation (smaps).
         self.page_sizes: dict[tuple[int, int], dict[str, Any]] = {}
+        #: Files mapped, by path: size, mtime and build-id when first seen (``tierlab view``
+        #: checks that the file it reads symbols from is the one that ran).
+        self.mapped_files: dict[str, dict[str, Any] | None] = {}
 
     def add(self, batch: dict[str, Any]) -> None:
         s = batch["samples"]
@@ -149,6 +153,10 @@ class _Sink:
         for cpu, t in zip(cpus.tolist(), times.tolist(), strict=True):
             self.drain_times.setdefault(cpu, []).append(t)
         self.mapping_events += len(batch["mappings"])
+        for row in batch["mappings"]:
+            name = row[4]
+            if name not in self.mapped_files and symbols.is_file_name(name):
+                self.mapped_files[name] = symbols.file_identity(name)
         for t, start, end, name, kps, huge in batch.get("page_sizes") or []:
             seen = self.page_sizes.get((start, end))
             if seen is None:
@@ -270,6 +278,7 @@ def record(
         a["drain_intervals"] = drain_interval_summary(sink.drain_times)
         a["mapping_events"] = sink.mapping_events
         a["page_sizes"] = list(sink.page_sizes.values())
+        a["mapped_files"] = {k: v for k, v in sink.mapped_files.items() if v is not None}
         a["thp_size"] = thp_size
         a["duration_ns"] = rec.now_ns
         a["target_pid"] = rec.pid

@@ -17,6 +17,7 @@ import pandas as pd
 from tierlab.recording import Recording, RecordingError
 from tierlab.view import datasrc, history, pagesize
 from tierlab.view.history import PAGE, Mapping
+from tierlab.view.symbols import SymbolRow
 
 #: Mappings smaller than this are "small" (the McKernel driver's filter; kept and shown).
 SMALL_MAPPING = 4 << 20
@@ -35,6 +36,9 @@ class ViewOptions:
     max_columns: int = 600
     max_mappings: int = 12
     min_mapping: int = 0
+    #: Resolve sample IPs to symbols (``symbols.py``) and list the top ``top_symbols``.
+    symbols: bool = True
+    top_symbols: int = 20
 
 
 @dataclass
@@ -116,9 +120,14 @@ class View:
     #: What ``time_ns`` counts: ``ns`` (wall time), ``instructions`` or ``accesses`` (the
     #: recording's ``time_unit``).
     time_unit: str = "ns"
+    #: Samples per symbol (``perf mem report --sort=sym,mem``), most first; None when not
+    #: resolved (``--no-symbols``, no samples with an IP).
+    symbols: list[SymbolRow] | None = None
+    #: Problems met resolving symbols (a file not found, changed, not ELF), one per file.
+    symbol_notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "recording": self.path,
             "source": self.source,
             "points": self.points,
@@ -127,6 +136,10 @@ class View:
             "totals": self.totals,
             "files": self.files,
         }
+        if self.symbols is not None:
+            out["symbols"] = [r.to_json() for r in self.symbols]
+            out["symbol_notes"] = self.symbol_notes
+        return out
 
 
 def table_rows(rec: Recording, table: str) -> int:
@@ -486,7 +499,7 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     if not len(pts) and len(rec.regions()):
         return _analyze_regions(rec, opts)
     drains = rec.drains()
-    maps = history.build(rec.mappings())
+    all_maps = maps = history.build(rec.mappings())
     derived = False
     addr = pts["addr"].to_numpy(dtype=np.uint64)
     t = pts["time_ns"].to_numpy(dtype=np.uint64)
@@ -561,7 +574,7 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
             else {}
         ),
     }
-    return View(
+    view = View(
         path=str(rec.path),
         source=str(rec.meta.get("source", "")),
         points=kind,
@@ -570,3 +583,56 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         drain_intervals_ns=intervals,
         time_unit=_time_unit(rec),
     )
+    if opts.symbols and "ip" in pts and len(pts):
+        _symbols(view, rec, pts, all_maps, maps, owner, opts)
+    return view
+
+
+def _symbols(
+    view: View,
+    rec: Recording,
+    pts: pd.DataFrame,
+    all_maps: list[Mapping],
+    maps: list[Mapping],
+    owner: np.ndarray,
+    opts: ViewOptions,
+) -> None:
+    """Resolve the samples' IPs to symbols (``symbols.py``) and fill ``view.symbols``."""
+    from tierlab.view import symbols
+
+    ip = pts["ip"].to_numpy(dtype=np.uint64)
+    if not ip.any():
+        return
+    acc = rec.meta.get("accounting") or {}
+    resolver = symbols.Resolver(
+        rec.mappings(), acc.get("mapped_files") if isinstance(acc, dict) else None, maps=all_maps
+    )
+    res = resolver.resolve(pts["time_ns"].to_numpy(dtype=np.uint64), ip)
+    level_code = level_names = None
+    if "data_src" in pts:
+        ds = pts["data_src"].to_numpy(dtype=np.uint64)
+        if ds.any():
+            uniq, inv = np.unique(ds, return_inverse=True)
+            names = [datasrc.level(int(v)) for v in uniq.tolist()]
+            level_names = [k for k in datasrc.ORDER if k in set(names)]
+            pos = {k: i for i, k in enumerate(level_names)}
+            level_code = np.asarray([pos[n] for n in names], dtype=np.int64)[inv.reshape(-1)]
+    by_id = {m.id: m for m in maps}
+    data_names = ["(no mapping)"] + [
+        f"#{m.id} {m.name or '(unnamed)'}" for m in sorted(maps, key=lambda m: m.id)
+    ]
+    code_of = {m.id: i + 1 for i, m in enumerate(sorted(maps, key=lambda m: m.id))}
+    lut = np.zeros(max(by_id, default=-1) + 2, dtype=np.int64)
+    for mid, c in code_of.items():
+        lut[mid + 1] = c
+    data_code = lut[owner + 1]
+    view.symbols = symbols.table(
+        res, level_code, level_names, data_code, data_names, top=opts.top_symbols
+    )
+    view.symbol_notes = res.notes
+    named = np.asarray([symbols.is_symbol(n) for n in res.names], dtype=bool)
+    view.totals["symbols"] = {
+        "samples_with_ip": int((ip != 0).sum()),
+        "samples_in_symbols": int(named[res.symbol].sum()),
+        "distinct_symbols": int(np.unique(res.symbol[named[res.symbol]]).size),
+    }

@@ -18,6 +18,7 @@ import numpy as np
 from tierlab import outdir
 from tierlab.reporters import atomic_output
 from tierlab.reporters import page as pg
+from tierlab.view import datasrc
 from tierlab.view.analysis import MappingView, View
 
 if TYPE_CHECKING:
@@ -435,6 +436,8 @@ def page_of(view: View) -> pg.Page:
         pg.Figure(touched_spec(view), height=max(260, 40 * len(view.mappings) + 140)),
         pg.Figure(drain_spec(view), height=340),
     )
+    if view.symbols is not None:
+        _symbols_section(page, view)
     for v in view.mappings:
         m = v.mapping
         sec = page.section(f"#{m.id} {m.name or '(unnamed)'}", id=f"mapping-{m.id}")
@@ -456,3 +459,45 @@ def page_of(view: View) -> pg.Page:
     if not view.mappings:
         overview.add(pg.Paragraph(f"No {points} fall in a mapping."))
     return page
+
+
+def _symbols_section(page: pg.Page, view: View) -> None:
+    """Samples per symbol with their memory levels and data mappings (``perf mem report``)."""
+    sec = page.section("Symbols", id="symbols")
+    rows = view.symbols or []
+    st = view.totals.get("symbols", {})
+    sec.add(
+        pg.Paragraph(
+            f"The instruction of each sample (its IP) resolved to a symbol of the file mapped "
+            f"there (.symtab, else .dynsym; FILE+0xOFFSET when no symbol holds it, [unknown] "
+            f"outside files): {st.get('samples_in_symbols', 0):,} of "
+            f"{st.get('samples_with_ip', 0):,} samples with an IP fall in "
+            f"{st.get('distinct_symbols', 0):,} symbols; the top {len(rows)} are listed."
+        )
+    )
+    levels = [k for k in datasrc.ORDER if any(k in r.levels for r in rows)]
+    sec.add(
+        pg.Table(
+            [
+                pg.Column("symbol", format="text"),
+                pg.Column("object", format="text"),
+                pg.Column(view.points, format="int"),
+                pg.Column("share", format="pct", digits=3),
+                *[pg.Column(k, format="int") for k in levels],
+                pg.Column("data mappings", format="text"),
+            ],
+            [
+                [
+                    r.symbol,
+                    Path(r.obj).name if r.obj.startswith("/") else r.obj,
+                    r.samples,
+                    r.share,
+                    *[r.levels.get(k, 0) for k in levels],
+                    ", ".join(f"{n} ({c:,})" for n, c in r.data),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    for note in view.symbol_notes:
+        sec.add(pg.Paragraph(note))
