@@ -91,8 +91,9 @@ APPS: tuple[App, ...] = (
         8,
         "3-D linear elasticity by FEM, CG with 3 DOF per node (Nakajima): a 27-point operator "
         "in 3x3 block CSR (per block: column index, 3-vector gather, 9 values); 96^3 nodes "
-        "per rank ASSUMED (rows = grid nodes); the engine's 12x12x16 nodes (4.1 MiB, > the L2) for 8 "
-        "iterations, so every R samples each page; 2 dot products + 1 halo exchange per iteration",
+        "per rank ASSUMED (rows = grid nodes); the engine's 12x12x16 nodes (4.1 MiB, > the L2) "
+        "for 8 iterations, so every R samples each page; 2 dot products + 1 halo exchange per "
+        "iteration",
     ),
     App(
         "HPCG",
