@@ -107,3 +107,32 @@ def test_a_dedicated_drain_thread_removes_the_noise(grid: ps.ScaleResult) -> Non
             assert ded[2] < _ov(grid, app, r, b, 2048), (app, r, b)
     polled = [s for s in grid.streams if s.drain == "dedicated-thread"]
     assert all(s.interrupts == 0 and s.poller_share > 0 for s in polled)
+
+
+def test_fig6_fig7_mechanisms_on_a_short_minife_run(tmp_path: object) -> None:
+    """Figs. 6 and 7 (`tierlab.pebs_figs`): the intervals that span the CG's vector phase are
+    longer than the SpMV's, and the `p` vector's pages get more samples than the matrix's
+    (evicted by the matrix stream, loaded again by the vector phase)."""
+    from pathlib import Path
+
+    from tierlab import pebs_figs as pf
+    from tierlab.telemetry import compare, write_sample_recordings
+
+    out = Path(str(tmp_path))
+    cmp = compare(
+        "pebs-minife",
+        techniques=["R64-B8K"],
+        set=["workload.iterations=6"],
+        baseline=False,
+        keep_samples=True,
+        jobs=1,
+    )
+    write_sample_recordings(cmp, out, view=False)
+    r = pf.analyse(out / "samples-R64-B8K")
+    s = pf.summarise({"R64-B8K": r})["R64-B8K"]
+    assert s["intervals_with_vector_phase_samples"] >= 6
+    assert s["interval_median_with_vector_phase_us"] > 1.2 * s["interval_median_spmv_only_us"]
+    by_map = r["per_page"].groupby("mapping")["n"].mean()
+    assert by_map["p"] > 1.3 * by_map["values"], by_map.to_dict()
+    assert by_map["Ap"] < 1.2 * by_map["values"], by_map.to_dict()
+    assert pf.main([str(out)]) == 0 and (out / "pebs-fig7.png").exists()

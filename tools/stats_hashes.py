@@ -38,6 +38,7 @@ CAPS: dict[str, str | None] = {
     "telescope-5tb": "3s",
     "telescope-footprints": "3s",
     "pebs-minife": "20ms",
+    "pebs-lulesh": "20ms",
     "cmcp-table1": "30ms",
     "cmcp-scaling": "30ms",
     "cmcp-p": "30ms",
@@ -53,7 +54,7 @@ MASIM_CAP = "2s"
 
 #: Scenarios of `tierlab telemetry`: each technique runs on a machine of its own (several PEBS
 #: configurations cannot share one machine), plus a baseline without telemetry.
-PER_TECHNIQUE = ("telescope-5tb", "telescope-footprints", "pebs-minife")
+PER_TECHNIQUE = ("telescope-5tb", "telescope-footprints", "pebs-minife", "pebs-lulesh")
 
 #: Stats that measure the host, not the simulation.
 VOLATILE = ("wall", "host")

@@ -85,12 +85,15 @@ APPS: tuple[App, ...] = (
         8,
         "weak",
         3,
-        3 * 96**3 // 8,
-        '{kind="spmv", nx=24, ny=24, nz=32, points=27, cg=true, iterations=8}',
-        24 * 24 * 32,
+        96**3 // 8,
+        '{kind="spmv", nx=12, ny=12, nz=16, points=27, dof=3, cg=true, iterations=8}',
+        12 * 12 * 16,
         8,
-        "3-D linear elasticity by FEM, CG with 3 DOF per node (Nakajima): a 27-point CG; "
-        "96^3 nodes x 3 DOF per rank ASSUMED; 2 dot products + 1 halo exchange per iteration",
+        "3-D linear elasticity by FEM, CG with 3 DOF per node (Nakajima): a 27-point operator "
+        "in 3x3 block CSR (per block: column index, 3-vector gather, 9 values); 96^3 nodes "
+        "per rank ASSUMED (rows = grid nodes); the engine's 12x12x16 nodes (4.1 MiB, > the L2) "
+        "for 8 iterations, so every R samples each page; 2 dot products + 1 halo exchange per "
+        "iteration",
     ),
     App(
         "HPCG",
@@ -138,11 +141,12 @@ APPS: tuple[App, ...] = (
         "weak",
         2,
         48**3 // 16,
-        '{kind="stencil", nx=48, ny=48, nz=48, iterations=8}',
-        48**3,
-        8,
-        "LULESH default -s 30..48 elements per side per rank (48^3 ASSUMED); explicit "
-        "hydrodynamics sweeps over mesh arrays (a 7-point sweep stands for its gathers); "
+        '{kind="lulesh", size=30, iterations=2}',
+        30**3,
+        2,
+        "LULESH 2.0, -s 30 (default) in the engine, 48^3 elements per rank ASSUMED at scale "
+        "(rows = elements); the engine's lulesh workload: LULESH's time step over its mesh "
+        "arrays (gathers through nodelist, force scatter, nodal and element streams); "
         "1 halo exchange + 1 allreduce (time step) per cycle",
     ),
     App(

@@ -200,6 +200,11 @@ pub const BUILTINS: &[Builtin] = &[
         text: include_str!("../scenarios/pebs-minife.toml"),
     },
     Builtin {
+        name: "pebs-lulesh",
+        description: "PEBS paper's Fig. 5: LULESH-like time steps on a 30^3 mesh sampled with R = 64/128/256 and B = 8 KiB",
+        text: include_str!("../scenarios/pebs-lulesh.toml"),
+    },
+    Builtin {
         name: "cmcp-table1",
         description: "CMCP paper Table 1: per-core page faults, remote TLB invalidations, dTLB misses of FIFO, LRU, CMCP at 8..56 cores",
         text: include_str!("../scenarios/cmcp-table1.toml"),

@@ -34,6 +34,7 @@ pub use tierlab_core::{Access, AccessKind, PageSize};
 
 pub mod hotset;
 pub mod kv;
+pub mod lulesh;
 pub mod masim;
 pub mod masim_config;
 pub mod omp_kernel;
@@ -173,6 +174,7 @@ crate::registry! {
     "sweep3d" => Sweep3d(sweep3d::Sweep3dConfig),
     "omp-kernel" => OmpKernel(omp_kernel::OmpKernelConfig),
     "kv" => Kv(kv::KvConfig),
+    "lulesh" => Lulesh(lulesh::LuleshConfig),
     }
 }
 

@@ -22,6 +22,14 @@
 //! thread's rows: `Ap = A p`, then `dot(p, Ap)`, `x += alpha p`, `r -= alpha Ap`,
 //! `dot(r, r)`, `p = r + beta p` (2 dot products, 3 axpys). The vectors are mapped as `p`,
 //! `Ap`, `r` and `x`. With `cg = false` an iteration is one `y = A x` (vectors `x` and `y`).
+//!
+//! With `dof = 3` (grid matrix only) every grid point carries 3 unknowns (displacements in
+//! x, y, z: 3-D linear elasticity, GeoFEM's problem, Nakajima's GeoFEM/ppOpen-HPC solvers)
+//! and the matrix is stored in block CSR with 3 x 3 blocks, the usual storage of such
+//! solvers: per block row `r`, load `row_ptr[r]` and `row_ptr[r + 1]`, then per block `p`
+//! load `col_idx[p]`, the 3 entries of the input vector at the block column, and the block's
+//! 9 values (`values[9 p .. 9 p + 9]`), and finally store the 3 entries of the output. The
+//! vectors have `3 n` entries and the CG's vector operations run over all of them.
 
 use super::{
     check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
@@ -67,6 +75,17 @@ pub struct SpmvParams {
     /// only). Default 27.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_nnz: Option<u64>,
+    /// Degrees of freedom per grid point: 1 (default, a scalar operator) or 3 (a 3-D
+    /// elasticity operator like GeoFEM's: block CSR with 3 x 3 blocks; grid matrix only).
+    #[serde(default = "default_dof", skip_serializing_if = "is_one")]
+    pub dof: u32,
+}
+
+fn default_dof() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// Sparsity structure of the `spmv` matrix.
@@ -264,6 +283,12 @@ impl WorkloadParams for SpmvConfig {
                 return Err(SimError::config(f, format!("workload.{name}"), "must be at least 1"));
             }
         }
+        if self.dof != 1 && self.dof != 3 {
+            return Err(SimError::config(f, "workload.dof", format!("must be 1 or 3, got {}", self.dof)));
+        }
+        if self.dof == 3 && self.matrix != MatrixKind::Grid {
+            return Err(SimError::config(f, "workload.dof", "dof = 3 applies to matrix = \"grid\" only"));
+        }
         if self.points != 7 && self.points != 27 {
             return Err(SimError::config(
                 f,
@@ -284,7 +309,7 @@ impl WorkloadParams for SpmvConfig {
                 }
                 let rows = self.nx.checked_mul(self.ny).and_then(|v| v.checked_mul(self.nz));
                 match rows {
-                    Some(r) if r.checked_mul(27 * 12).is_some() => {}
+                    Some(r) if r.checked_mul(27 * 12 * 9).is_some() => {}
                     _ => {
                         return Err(SimError::config(f, "workload.nx", "the matrix's size overflows 64 bits"))
                     }
@@ -338,7 +363,8 @@ impl WorkloadParams for SpmvConfig {
                 ThreadState { lo, hi, p0, r: lo, p: p0, stage: 0, iter: 0, issued: 0 }
             })
             .collect();
-        Ok(Box::new(Spmv { p: self.clone(), m, arr: Arrays::default(), st, discarded: 0, cols: Vec::new() }))
+        let arr = Arrays { dof: self.dof as u64, ..Arrays::default() };
+        Ok(Box::new(Spmv { p: self.clone(), m, arr, st, discarded: 0, cols: Vec::new() }))
     }
 }
 
@@ -355,6 +381,8 @@ struct Arrays {
     r: u64,
     /// CG's solution `x`.
     x: u64,
+    /// Unknowns per grid point (1, or 3 with 3 x 3 blocks).
+    dof: u64,
 }
 
 impl Arrays {
@@ -371,6 +399,22 @@ impl Arrays {
             *p += 1;
         }
         out.push(Access::write(self.output + r * 8));
+    }
+
+    /// One block row `r` of a 3 x 3 block CSR `y = A x`: `row_ptr[r]`, `row_ptr[r + 1]`, then
+    /// per block `col_idx[p]`, `x[3 col .. 3 col + 3]` and `values[9 p .. 9 p + 9]`, and
+    /// finally the stores to `y[3 r .. 3 r + 3]`.
+    #[inline(always)]
+    fn push_block_row(&self, out: &mut Vec<Access>, r: u64, p: &mut u64, cols: impl Iterator<Item = u64>) {
+        out.push(Access::read(self.row_ptr + r * 8));
+        out.push(Access::read(self.row_ptr + (r + 1) * 8));
+        for col in cols {
+            out.push(Access::read(self.col_idx + *p * 4));
+            out.extend((0..3).map(|k| Access::read(self.input + (col * 3 + k) * 8)));
+            out.extend((0..9).map(|k| Access::read(self.values + (*p * 9 + k) * 8)));
+            *p += 1;
+        }
+        out.extend((0..3).map(|k| Access::write(self.output + (r * 3 + k) * 8)));
     }
 }
 
@@ -413,15 +457,16 @@ impl Workload for Spmv {
         };
         self.arr.row_ptr = map("row_ptr", (n + 1) * 8)?;
         self.arr.col_idx = map("col_idx", nnz * 4)?;
-        self.arr.values = map("values", nnz * 8)?;
+        let d = self.arr.dof;
+        self.arr.values = map("values", nnz * 8 * d * d)?;
         if self.p.cg {
-            self.arr.input = map("p", n * 8)?;
-            self.arr.output = map("Ap", n * 8)?;
-            self.arr.r = map("r", n * 8)?;
-            self.arr.x = map("x", n * 8)?;
+            self.arr.input = map("p", n * 8 * d)?;
+            self.arr.output = map("Ap", n * 8 * d)?;
+            self.arr.r = map("r", n * 8 * d)?;
+            self.arr.x = map("x", n * 8 * d)?;
         } else {
-            self.arr.input = map("x", n * 8)?;
-            self.arr.output = map("y", n * 8)?;
+            self.arr.input = map("x", n * 8 * d)?;
+            self.arr.output = map("y", n * 8 * d)?;
         }
         Ok(())
     }
@@ -459,7 +504,12 @@ impl Workload for Spmv {
                         while s.r < s.hi && out.len() - start < BATCH {
                             let r = s.r;
                             let k = m.col_offsets(x, y, z, &mut cols);
-                            a.push_row(out, r, &mut s.p, cols[..k].iter().map(|&d| (r as i64 + d) as u64));
+                            let cs = cols[..k].iter().map(|&d| (r as i64 + d) as u64);
+                            if a.dof == 1 {
+                                a.push_row(out, r, &mut s.p, cs);
+                            } else {
+                                a.push_block_row(out, r, &mut s.p, cs);
+                            }
                             s.r += 1;
                             x += 1;
                             if x == nx {
@@ -474,8 +524,10 @@ impl Workload for Spmv {
                     }
                 }
             } else {
-                let budget = ((BATCH - (out.len() - start)) / 3).max(1) as u64;
-                let (lo, hi) = (s.r, s.hi.min(s.r + budget));
+                let budget = ((BATCH - (out.len() - start)) / 3 / a.dof as usize).max(1) as u64;
+                let (rlo, rhi) = (s.r, s.hi.min(s.r + budget));
+                // Vector entries of rows rlo..rhi (dof per row).
+                let (lo, hi) = (rlo * a.dof, rhi * a.dof);
                 match s.stage {
                     1 => {
                         for i in lo..hi {
@@ -506,7 +558,7 @@ impl Workload for Spmv {
                         }
                     }
                 }
-                s.r = hi;
+                s.r = rhi;
             }
             if s.r == s.hi {
                 s.r = s.lo;
@@ -534,6 +586,9 @@ impl Workload for Spmv {
     fn report_stats(&self, out: &mut Stats) {
         out.set("workload.rows", self.m.rows());
         out.set("workload.nnz", self.m.nnz());
+        if self.arr.dof != 1 {
+            out.set("workload.dof", self.arr.dof);
+        }
         out.set("workload.accesses", self.st.iter().map(|s| s.issued).sum::<u64>() - self.discarded);
         out.set("workload.iterations_completed", self.st.iter().map(|s| s.iter).min().unwrap_or(0));
     }
@@ -663,6 +718,56 @@ mod tests {
     }
 
     #[test]
+    fn block_3x3_operator_like_geofem() {
+        let p: SpmvConfig =
+            toml::from_str("nx = 4\nny = 3\nnz = 3\npoints = 27\ndof = 3\niterations = 2\nthreads = 2")
+                .unwrap();
+        let mut w = p.build(&ctx()).unwrap();
+        let mut mem = MockSpace::new();
+        w.setup(&mut mem).unwrap();
+        let m = GridMatrix { nx: 4, ny: 3, nz: 3, points: 27 };
+        let (n, nnz) = (m.rows(), m.nnz());
+        // Mappings are rounded up to pages.
+        assert_eq!(mem.find("values").len.div_ceil(4096), (nnz * 9 * 8).div_ceil(4096));
+        assert_eq!(mem.find("p").len.div_ceil(4096), (n * 3 * 8).div_ceil(4096));
+        let (vs, ps, aps) = (mem.find("values").start, mem.find("p").start, mem.find("Ap").start);
+        let mut values = vec![0u32; (nnz * 9) as usize];
+        let mut p_reads = vec![0u32; (n * 3) as usize];
+        let (mut total, mut ap_writes) = (0u64, 0u64);
+        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+            total += 1;
+            if a.addr >= vs && a.addr < vs + nnz * 72 {
+                values[((a.addr - vs) / 8) as usize] += 1;
+            }
+            if !a.is_write() && a.addr >= ps && a.addr < ps + n * 24 {
+                p_reads[((a.addr - ps) / 8) as usize] += 1;
+            }
+            if a.is_write() && a.addr >= aps && a.addr < aps + n * 24 {
+                ap_writes += 1;
+            }
+        });
+        // Per iteration: per block row 2 row_ptr loads and 3 stores, per block 1 + 3 + 9
+        // loads, and the CG's 12 accesses per vector entry (3 entries per row).
+        assert_eq!(total, 2 * (n * 5 + nnz * 13 + 3 * n * 12));
+        assert!(values.iter().all(|&c| c == 2), "every block value read once per iteration");
+        assert_eq!(ap_writes, 2 * 3 * n);
+        // p's 3 entries of a point are gathered once per block in its column (the operator
+        // is symmetric: as many as the point's row has blocks) and read by 3 vector ops.
+        let mut buf = [0i64; 27];
+        for r in 0..n {
+            let (x, y, z) = (r % 4, (r / 4) % 3, r / 12);
+            let k = m.col_offsets(x, y, z, &mut buf) as u32;
+            for c in 0..3 {
+                assert_eq!(p_reads[(r * 3 + c) as usize], 2 * (k + 3), "row {r}");
+            }
+        }
+        let mut s = Stats::new();
+        w.report_stats(&mut s);
+        assert_eq!(s.get_u64("workload.dof"), 3);
+        assert_eq!(s.get_u64("workload.accesses"), total);
+    }
+
+    #[test]
     fn random_matrix_like_npb_cg() {
         let p: SpmvConfig = toml::from_str(
             "matrix = \"random\"\nrows = 500\nrow_nnz = 9\ncg = false\niterations = 2\nthreads = 4",
@@ -722,6 +827,8 @@ mod tests {
         assert!(bad("matrix = \"random\"\nrows = 0\niterations = 1").contains("workload.rows"));
         assert!(toml::from_str::<SpmvConfig>("matrix = \"banded\"").is_err());
         assert!(bad("points = 9\niterations = 1").contains("workload.points"));
+        assert!(bad("dof = 2\niterations = 1").contains("workload.dof"));
+        assert!(bad("matrix = \"random\"\ndof = 3\niterations = 1").contains("workload.dof"));
         assert!(bad("nx = 1\nny = 1\nnz = 1\nthreads = 2\niterations = 1").contains("workload.threads"));
         assert!(bad("nx = 4").contains("workload.iterations"));
     }
