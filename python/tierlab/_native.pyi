@@ -303,3 +303,37 @@ def aggregate_accesses(
 ) -> tuple[list[dict[str, Any]], int]:
     """Per-mapping aggregates of a recording's accesses for ``tierlab view`` and the
     accesses in no mapping."""
+
+# -- tier.rs: hottest-first's decision core for `tierlab tier` --------------------------------
+
+class TierDecision(TypedDict):
+    promote: bytes
+    promote_score: bytes
+    demote: bytes
+    demote_score: bytes
+    plan_pages: int
+    blocked: bool
+
+class TierCandidates(TypedDict):
+    addr: bytes
+    count: bytes
+
+class HottestFirstCore:
+    def __init__(self, fill: float = 0.95, min_samples: int = 1) -> None: ...
+    def add_samples(self, addrs: bytes) -> int: ...
+    def forget(self, addrs: bytes) -> None: ...
+    def halve(self) -> None: ...
+    def __len__(self) -> int: ...
+    def candidates(self) -> TierCandidates: ...
+    def decide(self, fast: bytes, capacity: int, max_promote: int = ...) -> TierDecision: ...
+
+def hottest_first_decide(
+    pages: bytes,
+    samples: bytes,
+    fast: bytes,
+    capacity: int,
+    fill: float = 0.95,
+    min_samples: int = 1,
+    max_promote: int = ...,
+) -> TierDecision: ...
+def tier_page_size() -> int: ...

@@ -73,6 +73,14 @@ impl HottestFirstCore {
         Ok(a.len())
     }
 
+    /// Forget the pages of these addresses (u64 bytes): no longer mapped.
+    fn forget(&mut self, addrs: &[u8]) -> PyResult<()> {
+        for a in u64s(addrs, "addrs")? {
+            self.counts.forget(vpn(a));
+        }
+        Ok(())
+    }
+
     /// Halve every count (the policy's `sample_decay` step).
     fn halve(&mut self) {
         self.counts.halve();

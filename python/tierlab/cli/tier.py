@@ -212,6 +212,7 @@ def main(args: argparse.Namespace) -> int:
         f"capacity {human_size(res.fast_capacity)}{' (dry run)' if opts.dry_run else ''}",
         file=err,
     )
+
     def outcomes(action: str) -> str:
         o = res.outcomes[action]
         return ", ".join(f"{k} {v}" for k, v in sorted(o.items())) or "none"

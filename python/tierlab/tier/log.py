@@ -109,7 +109,8 @@ def read(rec: Path) -> pd.DataFrame | None:
     parts = sorted(p for p in d.glob("part-*.parquet"))
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in COLUMNS.names})
-    return pa.concat_tables(pq.read_table(p, schema=COLUMNS) for p in parts).to_pandas()
+    df: pd.DataFrame = pa.concat_tables(pq.read_table(p, schema=COLUMNS) for p in parts).to_pandas()
+    return df
 
 
 def summary(rec: Path, meta: dict[str, Any] | None = None, bins: int = 20) -> dict[str, Any] | None:
@@ -181,3 +182,28 @@ def plot(rec: Path, out: Path, meta: dict[str, Any] | None = None) -> Path | Non
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def describe(s: dict[str, Any]) -> str:
+    """The summary as lines of text (``tierlab view``)."""
+
+    def outcomes(action: str) -> str:
+        o = s["moves"].get(action) or {}
+        return ", ".join(f"{k} {v}" for k, v in sorted(o.items())) or "none"
+
+    lines = [
+        f"tiering decision log: {s['steps']} steps, decided {s['decided']['promote']} "
+        f"promotions and {s['decided']['demote']} demotions; {s['batches']} batches "
+        f"(promotions: {outcomes('promote')}; demotions: {outcomes('demote')}); "
+        f"{s['dropped_unmapped']} pages dropped as unmapped"
+    ]
+    stop = s.get("stop") or {}
+    if stop:
+        lines.append(f"  stopped: {stop.get('reason')} after {stop.get('batches')} batches")
+    busy = [b for b in s["over_time"] if b.get("promote") or b.get("demote")]
+    for b in busy[:20]:
+        lines.append(
+            f"  {b['t0_ns'] / 1e9:8.3f}-{b['t1_ns'] / 1e9:8.3f} s: promote {b.get('promote', 0)}, "
+            f"demote {b.get('demote', 0)}"
+        )
+    return "\n".join(lines)

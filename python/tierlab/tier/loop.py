@@ -162,6 +162,8 @@ class TierResult:
         default_factory=lambda: {"promote": {}, "demote": {}}
     )
     dropped_unmapped: int = 0
+    #: Sampled pages forgotten because they were no longer mapped at a decision.
+    forgotten: int = 0
     move_calls: int = 0
     query_calls: int = 0
     samples: int = 0
@@ -252,7 +254,7 @@ class Loop:
         self.res.stop_reason = self.res.stop_reason or "target exited"
         self.stop.set()
 
-    def _take(self, batch: dict[str, Any]) -> None:
+    def _take(self, batch: Any) -> None:
         if self.sink is not None:
             self.sink.add(batch)
         addr = batch["samples"]["addr"]
@@ -262,7 +264,9 @@ class Loop:
         """Wait until the bucket holds ``need`` bytes; False if stopped meanwhile."""
         while True:
             now = time.monotonic()
-            self.tokens = min(self.bucket_cap, self.tokens + (now - self.last_refill) * self.rate_bps)
+            self.tokens = min(
+                self.bucket_cap, self.tokens + (now - self.last_refill) * self.rate_bps
+            )
             self.last_refill = now
             if self.tokens >= need:
                 return True
@@ -280,8 +284,7 @@ class Loop:
                     self._target_gone()
                     return out
                 raise TierError(
-                    f"move_pages (query) of pid {self.pid}: {errno_name(err)}: "
-                    f"{errno_message(err)}"
+                    f"move_pages (query) of pid {self.pid}: {errno_name(err)}: {errno_message(err)}"
                 )
             out[i : i + 4096] = status
         return out
@@ -293,6 +296,13 @@ class Loop:
             return None
         cand = self.core.candidates()
         addrs = np.frombuffer(cand["addr"], dtype="<u8")
+        mapped = inside(addrs, vmas)
+        if not mapped.all():
+            # Samples of memory no longer mapped (or of the program before an exec): the
+            # policy forgets them, so it never ranks a page outside the current mappings.
+            self.core.forget(addrs[~mapped].tobytes())
+            self.res.forgotten += int((~mapped).sum())
+            addrs = addrs[mapped]
         known = np.union1d(addrs, np.fromiter(self.promoted, dtype=np.uint64))
         known = known[inside(known, vmas)]
         self.promoted &= set(known.tolist())
@@ -342,7 +352,9 @@ class Loop:
                 self.res.dropped_unmapped += int(dropped.size)
                 self.promoted -= set(dropped.tolist())
                 if self.log is not None:
-                    self.log.add(t, self.step, -1, "drop", action, dropped, node, sc[~ok], "unmapped")
+                    self.log.add(
+                        t, self.step, -1, "drop", action, dropped, node, sc[~ok], "unmapped"
+                    )
             chunk, sc = chunk[ok], sc[ok]
             if chunk.size == 0:
                 continue
@@ -352,9 +364,10 @@ class Loop:
                 outcome = ["dry-run"] * chunk.size
                 err = np.zeros(chunk.size, dtype=np.int32)
             else:
-                outcome, err = self._call(chunk, node)
-                if outcome is None:
+                got, err = self._call(chunk, node)
+                if got is None:
                     return
+                outcome = got
                 self.tokens -= chunk.size * PAGE
                 for a, o in zip(chunk.tolist(), outcome, strict=True):
                     if o in ("moved", "there"):

@@ -452,6 +452,11 @@ impl SampleCounts {
         });
     }
 
+    /// Forget page `vpn` (its memory was unmapped).
+    pub fn forget(&mut self, vpn: u64) {
+        self.counts.remove(&vpn);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.counts.is_empty()
     }
