@@ -229,7 +229,12 @@ def main(args: argparse.Namespace) -> int:
         file=err,
     )
     ex = res.exit
-    target = "target still running" if ex is None else f"target {ex[0]} {ex[1]}"
+    if ex is not None:
+        target = f"target {ex[0]} {ex[1]}"
+    elif res.stop_reason == "target exited":
+        target = "target gone"
+    else:
+        target = "target still running"
     print(f"tierlab tier: stopped ({res.stop_reason}); {target}; wrote {args.out}", file=err)
     if res.stop_reason == "interrupted":
         return EXIT_INTERRUPTED

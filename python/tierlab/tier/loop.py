@@ -111,7 +111,7 @@ def check_nodes(opts: TierOptions, topo: Topology) -> list[str]:
             if len(have) == 1:
                 hint = (
                     f"; on one node, run with --fast-node {have[0]} --slow-node {have[0]} "
-                    "(every move is then 'already there') or with --dry-run"
+                    "(every move then finds the page already there)"
                 )
             raise TierError(f"{opt} {n}: node {n} not present: {count}{listed}{hint}")
     notes = []
@@ -245,8 +245,10 @@ class Loop:
         return int(self.tel.now_ns)
 
     def _current_maps(self) -> list[Vma] | None:
+        """The target's mappings, or None when it is gone (an exited, not yet reaped process
+        has no mappings left)."""
         try:
-            return self._maps()
+            return self._maps() or None
         except PlaceError:
             return None
 
@@ -280,7 +282,8 @@ class Loop:
             ret, err, status = self.kernel.move_pages(self.pid, addrs[i : i + 4096], None, 0)
             self.res.query_calls += 1
             if ret < 0:
-                if err == _errno.ESRCH:
+                if err == _errno.ESRCH or self._current_maps() is None:
+                    # ESRCH, or EINVAL from a process that exited meanwhile (no memory).
                     self._target_gone()
                     return out
                 raise TierError(
@@ -411,7 +414,7 @@ class Loop:
                 out.append("failed")
         if ret < 0:
             err = np.where(status == UNWRITTEN, e, err).astype(np.int32)
-            if e == _errno.ESRCH:
+            if e == _errno.ESRCH or self._current_maps() is None:
                 self._target_gone()
                 return None, err
             if e in _FATAL:

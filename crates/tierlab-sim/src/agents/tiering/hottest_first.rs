@@ -527,7 +527,10 @@ pub fn decide(
         }
     }
     let mut free = capacity.saturating_sub(on_fast.len() as u64 * PAGE_SIZE);
-    let mut d = Decision { plan_pages: plan.iter().map(|i| (i.end - i.start) / PAGE_SIZE).sum(), ..Default::default() };
+    let mut d = Decision {
+        plan_pages: plan.iter().map(|i| (i.end - i.start) / PAGE_SIZE).sum(),
+        ..Default::default()
+    };
     'walk: for it in &plan {
         let mut va = it.start;
         while va < it.end {
