@@ -81,6 +81,17 @@ def test_binding_decides_as_the_engine_core_on_a_fixed_input() -> None:
         _native.HottestFirstCore(fill=1.5)
 
 
+def test_memtis_binding_decides_as_the_engine_core_on_a_fixed_input() -> None:
+    # The input of the Rust test `decide_promotes_pages_above_the_threshold_and_demotes_cold_ones`
+    # (memtis.rs): pages 1..4 sampled 8 times (bin 3), 10..13 once (bin 0), 20 twice (bin 1).
+    core = _native.MemtisCore(fill=1.0)
+    core.add_samples(u64([pg(v) for v in range(1, 5)] * 8 + [pg(v) for v in range(10, 14)]))
+    core.add_samples(u64([pg(20)] * 2))
+    d = core.decide(u64([pg(10), pg(11), pg(12), pg(1)]), 5 * PAGE)
+    assert d["threshold_bin"] == 1
+    assert decision(d) == ([pg(2), pg(3), pg(4), pg(20)], [pg(10), pg(11), pg(12)])
+
+
 # -- the loop against the two-node model ----------------------------------------------------
 
 
@@ -136,6 +147,15 @@ def test_loop_promotes_hottest_to_the_fast_node_and_demotes_colder(tmp_path: Pat
     demoted = df[(df.kind == "move") & (df.action == "demote")]
     assert demoted.addr.tolist() == [pg(0), pg(1), pg(10), pg(11)]
     assert set(demoted.outcome) == {"moved"}
+    assert not kernel.outside
+
+
+def test_memtis_loop_fills_the_fast_node_with_pages_above_its_threshold() -> None:
+    # 4 hot pages (8 samples) and 12 cold ones (1 sample); the fast node holds 6 pages.
+    script = [[pg(i) for i in range(4)] * 8 + [pg(i) for i in range(4, 16)]]
+    loop, kernel, _ = model_loop(script, [(A, A + 16 * PAGE)], 6, policy="memtis")
+    loop.run()
+    assert sorted(a for a, n in kernel.where.items() if n == 0) == [pg(i) for i in range(4)]
     assert not kernel.outside
 
 

@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use tierlab_core::{page_addr, vpn, PAGE_SIZE};
 use tierlab_sim::agents::tiering::hottest_first::{decide, Decision, SampleCounts};
+use tierlab_sim::agents::tiering::memtis::{self, MemtisCounts};
 
 fn u64s(b: &[u8], name: &str) -> PyResult<Vec<u64>> {
     if !b.len().is_multiple_of(8) {
@@ -126,6 +127,85 @@ impl HottestFirstCore {
     }
 }
 
+/// `memtis`'s page-access state and decision for a live process: counts in a log
+/// histogram, cooled every `cooling_samples` samples, and the hot threshold fitted to the fast
+/// tier.
+#[pyclass(module = "tierlab._native")]
+struct MemtisCore {
+    counts: MemtisCounts,
+    fill: f64,
+}
+
+#[pymethods]
+impl MemtisCore {
+    #[new]
+    #[pyo3(signature = (fill=0.95, cooling_samples=2_000_000))]
+    fn new(fill: f64, cooling_samples: u64) -> PyResult<Self> {
+        check(fill, 1)?;
+        if cooling_samples == 0 {
+            return Err(PyValueError::new_err("cooling_samples: must be at least 1"));
+        }
+        Ok(MemtisCore { counts: MemtisCounts::new(cooling_samples), fill })
+    }
+
+    fn add_samples(&mut self, addrs: &[u8]) -> PyResult<usize> {
+        let a = u64s(addrs, "addrs")?;
+        for &x in &a {
+            self.counts.add(vpn(x));
+        }
+        Ok(a.len())
+    }
+
+    fn forget(&mut self, addrs: &[u8]) -> PyResult<()> {
+        for a in u64s(addrs, "addrs")? {
+            self.counts.forget(vpn(a));
+        }
+        Ok(())
+    }
+
+    /// Memtis cools by samples taken, not by time: nothing to do.
+    fn halve(&mut self) {}
+
+    fn __len__(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Every counted page as `{"addr": u64 bytes, "count": f64 bytes}`, by address.
+    fn candidates<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut items: Vec<(u64, u32)> = self.counts.iter().collect();
+        items.sort_unstable();
+        let mut addr = Vec::new();
+        let mut count = Vec::new();
+        for (v, c) in items {
+            addr.extend_from_slice(&page_addr(v).to_le_bytes());
+            count.extend_from_slice(&(c as f64).to_le_bytes());
+        }
+        let out = PyDict::new_bound(py);
+        out.set_item("addr", PyBytes::new_bound(py, &addr))?;
+        out.set_item("count", PyBytes::new_bound(py, &count))?;
+        Ok(out)
+    }
+
+    /// One decision (`memtis::decide`), returned as `HottestFirstCore.decide` does, plus
+    /// `threshold_bin`.
+    #[pyo3(signature = (fast, capacity, max_promote=u64::MAX))]
+    fn decide<'py>(
+        &self,
+        py: Python<'py>,
+        fast: &[u8],
+        capacity: u64,
+        max_promote: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let fast = u64s(fast, "fast")?;
+        let (pro, dem, thr) = memtis::decide(&self.counts, &fast, capacity, self.fill, max_promote);
+        let conv = |v: Vec<(u64, u32)>| v.into_iter().map(|(a, c)| (a, c as f64)).collect::<Vec<_>>();
+        let d = Decision { promote: conv(pro), demote: conv(dem), plan_pages: 0, blocked: false };
+        let out = decision_to_py(py, &d)?;
+        out.set_item("threshold_bin", thr)?;
+        Ok(out)
+    }
+}
+
 /// One stateless decision: `pages` (u64 bytes, page numbers or addresses) with `samples`
 /// (u64 bytes, samples per page), the rest as `HottestFirstCore.decide`.
 #[pyfunction]
@@ -167,6 +247,7 @@ fn tier_page_size() -> u64 {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HottestFirstCore>()?;
+    m.add_class::<MemtisCore>()?;
     m.add_function(wrap_pyfunction!(hottest_first_decide, m)?)?;
     m.add_function(wrap_pyfunction!(tier_page_size, m)?)?;
     Ok(())

@@ -126,14 +126,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="fraction of the capacity the plan fills (default 0.95)",
     )
     p.add_argument(
-        "--min-samples", type=_count, default=1, metavar="N", help="samples a page needs (1)"
+        "--policy",
+        choices=("hottest-first", "memtis"),
+        default="hottest-first",
+        help="the simulator's policy whose decision code decides (default hottest-first)",
+    )
+    p.add_argument(
+        "--min-samples",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="hottest-first: samples a page needs (1)",
+    )
+    p.add_argument(
+        "--cooling-samples",
+        type=_count,
+        default=2_000_000,
+        metavar="N",
+        help="memtis: samples between two coolings (default 2000000, Memtis')",
     )
     p.add_argument(
         "--sample-decay",
         type=_seconds,
         default=1.0,
         metavar="T",
-        help="sample counts halve every T (default 1s)",
+        help="hottest-first: sample counts halve every T (default 1s)",
     )
     p.add_argument("--duration", type=_seconds, metavar="T", help="stop after T")
     p.add_argument("--dry-run", action="store_true", help="decide and log, move nothing")
@@ -181,7 +198,9 @@ def main(args: argparse.Namespace) -> int:
         batch_time_cap_ms=args.batch_time_cap * 1e3,
         fast_capacity=args.fast_capacity,
         fill=args.fill,
+        policy=args.policy,
         min_samples=args.min_samples,
+        cooling_samples=args.cooling_samples,
         sample_decay_s=args.sample_decay,
         dry_run=args.dry_run,
         duration_s=args.duration,
@@ -208,7 +227,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"tierlab tier: note: {note}", file=err)
     print(
         f"tierlab tier: {backend if backend == event else f'{backend} {event}'} telemetry, "
-        f"{res.samples} samples; nodes fast {opts.fast_node} / slow {opts.slow_node}, fast "
+        f"{res.samples} samples; policy {opts.policy}; nodes fast {opts.fast_node} / slow {opts.slow_node}, fast "
         f"capacity {human_size(res.fast_capacity)}{' (dry run)' if opts.dry_run else ''}",
         file=err,
     )

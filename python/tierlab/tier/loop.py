@@ -51,6 +51,8 @@ from tierlab.tier import TierError
 from tierlab.tier.log import DecisionLog
 
 PAGE = 4096
+#: Policies whose decision core the loop can run (the simulator's, through the binding).
+POLICIES = ("hottest-first", "memtis")
 _ABSENT = (_errno.ENOENT, _errno.EFAULT)
 _FATAL = (_errno.EPERM, _errno.ENOSYS, _errno.ENODEV, _errno.EINVAL)
 
@@ -71,8 +73,14 @@ class TierOptions:
     #: start).
     fast_capacity: int | None = None
     fill: float = 0.95
+    #: The policy whose decision core decides: ``hottest-first`` or ``memtis``.
+    policy: str = "hottest-first"
+    #: hottest-first: samples a page needs to be a candidate.
     min_samples: int = 1
+    #: hottest-first: counts halve every this long.
     sample_decay_s: float = 1.0
+    #: memtis: samples between two coolings (Memtis' 2 M).
+    cooling_samples: int = 2_000_000
     dry_run: bool = False
     #: Stop after this many seconds (None: until Ctrl-C or the target exits).
     duration_s: float | None = None
@@ -91,6 +99,10 @@ class TierOptions:
             raise bad(f"--batch-time-cap {self.batch_time_cap_ms}", "must be > 0")
         if not 0 < self.fill <= 1:
             raise bad(f"--fill {self.fill}", "must be in (0, 1]")
+        if self.policy not in POLICIES:
+            raise bad(f"--policy {self.policy}", f"expected one of {', '.join(POLICIES)}")
+        if self.cooling_samples < 1:
+            raise bad(f"--cooling-samples {self.cooling_samples}", "must be at least 1")
         if self.min_samples < 1:
             raise bad(f"--min-samples {self.min_samples}", "must be at least 1")
         if not self.sample_decay_s > 0:
@@ -220,7 +232,11 @@ class Loop:
                 )
         self.capacity = int(cap)
         self.res.fast_capacity = self.capacity
-        self.core = _native.HottestFirstCore(fill=opts.fill, min_samples=opts.min_samples)
+        self.core: Any
+        if opts.policy == "memtis":
+            self.core = _native.MemtisCore(fill=opts.fill, cooling_samples=opts.cooling_samples)
+        else:
+            self.core = _native.HottestFirstCore(fill=opts.fill, min_samples=opts.min_samples)
         self.rate_bps = opts.rate_limit_mbps * 1e6
         self.bucket_cap = max(self.rate_bps * opts.interval_s, float(opts.batch_pages * PAGE))
         self.tokens = self.bucket_cap
@@ -532,7 +548,7 @@ def tier(
         loop = Loop(rec, opts, log=log)
         loop.sink = _Sink(writer, str(params["event"]))
         tier_meta: dict[str, Any] = {
-            "policy": "hottest-first",
+            "policy": opts.policy,
             "parameters": {**asdict(opts), "fast_capacity": loop.capacity},
         }
         writer.update_meta(tier=tier_meta)
