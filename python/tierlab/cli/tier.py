@@ -227,8 +227,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"tierlab tier: note: {note}", file=err)
     print(
         f"tierlab tier: {backend if backend == event else f'{backend} {event}'} telemetry, "
-        f"{res.samples} samples; policy {opts.policy}; nodes fast {opts.fast_node} / slow {opts.slow_node}, fast "
-        f"capacity {human_size(res.fast_capacity)}{' (dry run)' if opts.dry_run else ''}",
+        f"{res.samples} samples; policy {opts.policy}; nodes fast {opts.fast_node} / slow "
+        f"{opts.slow_node}, fast capacity {human_size(res.fast_capacity)}"
+        f"{' (dry run)' if opts.dry_run else ''}",
         file=err,
     )
 
