@@ -189,6 +189,15 @@ def test_dry_run_decides_and_never_moves(tmp_path: Path) -> None:
     assert df is not None and set(df[df.kind == "move"].outcome) == {"dry-run"}
 
 
+def test_a_node_refusing_moves_ends_the_loop_with_the_kernels_reason() -> None:
+    # The topology lists node 0, but the kernel has no memory there: ENODEV on the first move.
+    loop, kernel, _ = model_loop([[pg(i) for i in range(4)]], [(A, A + 16 * PAGE)], 4)
+    kernel.memory = (1,)
+    with pytest.raises(TierError, match="move_pages to node 0 of pid 4242: ENODEV"):
+        loop.run()
+    assert len(kernel.move_calls) == 1
+
+
 def test_missing_nodes_say_what_the_machine_lacks() -> None:
     one = Topology(online=[0], memory=[0], cpus={0: [0]})
     with pytest.raises(TierError, match="node 1 not present: this machine has 1 NUMA node"):

@@ -552,7 +552,16 @@ def tier(
             "parameters": {**asdict(opts), "fast_capacity": loop.capacity},
         }
         writer.update_meta(tier=tier_meta)
-        res = run_with_sigint(loop)
+        error: TierError | None = None
+        try:
+            res = run_with_sigint(loop)
+        except TierError as e:
+            # A call failed in a way every later one would (EPERM, ENODEV...): keep the log.
+            error = e
+            res = loop.res
+            res.stop_reason = f"error: {e}"
+            if loop.log is not None:
+                loop.log.flush()
         loop._take(rec.finish())
         acc = dict(rec.stats())
         acc["duration_ns"] = rec.now_ns
@@ -567,6 +576,8 @@ def tier(
         writer.update_meta(accounting=acc, tier=tier_meta)
         writer.close()
         writer = None
+        if error is not None:
+            raise TierError(f"{error} (the decision log up to here is in {out})")
         return res, params
     finally:
         if writer is not None:
