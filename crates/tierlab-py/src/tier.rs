@@ -197,7 +197,8 @@ impl MemtisCore {
         max_promote: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let fast = u64s(fast, "fast")?;
-        let (pro, dem, thr) = memtis::decide(&self.counts, &fast, capacity, self.fill, max_promote);
+        let m = memtis::decide(&self.counts, &fast, capacity, self.fill, max_promote);
+        let (pro, dem, thr) = (m.promote, m.demote, m.threshold);
         let conv = |v: Vec<(u64, u32)>| v.into_iter().map(|(a, c)| (a, c as f64)).collect::<Vec<_>>();
         let d = Decision { promote: conv(pro), demote: conv(dem), plan_pages: 0, blocked: false };
         let out = decision_to_py(py, &d)?;

@@ -265,15 +265,14 @@ impl MemtisCounts {
 /// hot threshold fits the hot set to `fill` of `capacity`; the hot pages not on the fast tier
 /// (`fast`: page addresses) are promoted hottest first, at most `max_promote`; when the fast
 /// tier has no room, the coldest fast-tier page below the threshold is demoted first; the
-/// walk stops when there is none. Returns (promote, demote) as `(page address, count)` and
-/// the threshold bin.
+/// walk stops when there is none.
 pub fn decide(
     counts: &MemtisCounts,
     fast: &[u64],
     capacity: u64,
     fill: f64,
     max_promote: u64,
-) -> (Vec<(u64, u32)>, Vec<(u64, u32)>, usize) {
+) -> MemtisDecision {
     let budget_pages = (capacity as f64 * fill) as u64 / PAGE_SIZE;
     let thr = hot_threshold(&counts.hist, budget_pages);
     let on_fast: HashSet<u64> = fast.iter().map(|&a| vpn(a)).collect();
@@ -297,7 +296,18 @@ pub fn decide(
         free -= PAGE_SIZE;
         promote.push((page_addr(v), c));
     }
-    (promote, demote, thr)
+    MemtisDecision { promote, demote, threshold: thr }
+}
+
+/// What Memtis' `decide` chose.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemtisDecision {
+    /// (page address, count), hottest first.
+    pub promote: Vec<(u64, u32)>,
+    /// (page address, count), coldest first.
+    pub demote: Vec<(u64, u32)>,
+    /// The hot threshold bin.
+    pub threshold: usize,
 }
 
 /// The `memtis` policy.
@@ -515,7 +525,8 @@ mod tests {
         c.add(20);
         // Fast tier: 5 pages, holding 10, 11, 12 (cold) and 1 (hot).
         let fast: Vec<u64> = [10, 11, 12, 1].iter().map(|&v| page_addr(v)).collect();
-        let (pro, dem, thr) = decide(&c, &fast, 5 * PAGE_SIZE, 1.0, u64::MAX);
+        let d = decide(&c, &fast, 5 * PAGE_SIZE, 1.0, u64::MAX);
+        let (pro, dem, thr) = (d.promote, d.demote, d.threshold);
         // Budget 5 pages: bins 3 (4 pages) and 1 (1 page) fit, bin 0 does not.
         assert_eq!(thr, 1);
         let pages = |v: &[(u64, u32)]| v.iter().map(|&(a, _)| vpn(a)).collect::<Vec<_>>();
