@@ -73,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "tier",
         help="run a tiering policy on a live process (sample, decide, move_pages)",
         description="A live tiering loop: sample CMD (launched) or process PID, decide with the "
-        "simulator's hottest-first policy code which pages belong on the fast node, move them "
+        "simulator's policy code (hottest-first or memtis) which pages belong on the fast "
+        "node, move them "
         "with move_pages(2) in rate-limited batches (never outside the target's current "
         "mappings), and write a recording with the decision log. Ctrl-C stops it within one "
         "batch. See docs/placement.md (Live tiering loop).",
