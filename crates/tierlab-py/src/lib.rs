@@ -12,6 +12,7 @@
 mod live;
 mod plan;
 mod schema;
+mod tier;
 mod traces;
 
 use std::sync::Arc;
@@ -438,6 +439,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     live::register(m)?;
     plan::register(m)?;
     schema::register(m)?;
+    tier::register(m)?;
     traces::register(m)?;
     Ok(())
 }

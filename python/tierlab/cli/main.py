@@ -27,6 +27,7 @@ def subcommands() -> tuple:
         run,
         scenarios,
         telemetry,
+        tier,
         trace,
         tune,
         view,
@@ -47,6 +48,7 @@ def subcommands() -> tuple:
         overhead,
         coremap,
         place,
+        tier,
     )
 
 

@@ -130,8 +130,18 @@ def main(args: argparse.Namespace) -> int:
         from tierlab.view.render import write
 
         written = write(view, out)
+    from tierlab.tier import log as tier_log
+
+    tier = tier_log.summary(rec.path, rec.meta)
+    if out is not None and tier is not None:
+        png = tier_log.plot(rec.path, out, rec.meta)
+        if png is not None:
+            written.append(png)
     if args.json:
-        sys.stdout.write(json.dumps(view.to_json(), indent=2) + "\n")
+        data = view.to_json()
+        if tier is not None:
+            data["tier"] = tier
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return EXIT_OK
     t = view.totals
     small = f", {t['small_mappings']} small (< 4 MiB)" if t.get("small_mappings") else ""
@@ -162,6 +172,8 @@ def main(args: argparse.Namespace) -> int:
         )
     if view.symbols is not None:
         _print_symbols(view)
+    if tier is not None:
+        print(tier_log.describe(tier))
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
 

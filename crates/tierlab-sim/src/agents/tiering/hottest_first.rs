@@ -110,12 +110,12 @@ impl TieringParams for HottestFirstParams {
     }
 }
 
-/// One ranked candidate.
+/// One ranked candidate: a page-aligned byte range `[start, end)` and its score.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Item {
-    start: u64,
-    end: u64,
-    score: f64,
+pub struct Item {
+    pub start: u64,
+    pub end: u64,
+    pub score: f64,
 }
 
 /// A run of pages this policy promoted (still on the fast tier unless reclaimed by others).
@@ -137,7 +137,7 @@ pub struct HottestFirst {
     pos: (usize, u64),
     resident: BTreeMap<u64, Ext>,
     /// PEBS: decayed sample counts per page, and bookkeeping.
-    counts: HashMap<u64, f64>,
+    counts: SampleCounts,
     samples_dirty: bool,
     last_replan_ns: u64,
     last_decay_ns: u64,
@@ -155,7 +155,7 @@ impl HottestFirst {
             plan: Vec::new(),
             pos: (0, 0),
             resident: BTreeMap::new(),
-            counts: HashMap::new(),
+            counts: SampleCounts::default(),
             samples_dirty: false,
             last_replan_ns: 0,
             last_decay_ns: 0,
@@ -167,26 +167,9 @@ impl HottestFirst {
 
     /// Rank `items` (any order), cut the plan at the fast tier's budget, re-score resident
     /// runs.
-    fn replan(&mut self, mut items: Vec<(Item, u32)>, ctx: &mut TieringCtx) {
+    fn replan(&mut self, items: Vec<(Item, u32)>, ctx: &mut TieringCtx) {
         ctx.charge(items.len() as f64 * self.p.ns_per_item);
-        // score desc, tiebreak (age) desc, size asc, address asc.
-        items.sort_by(|(a, ta), (b, tb)| {
-            b.score
-                .total_cmp(&a.score)
-                .then(tb.cmp(ta))
-                .then((a.end - a.start).cmp(&(b.end - b.start)))
-                .then(a.start.cmp(&b.start))
-        });
-        let mut left = (ctx.fast_capacity() as f64 * self.p.fill) as u64;
-        self.plan.clear();
-        for (it, _) in items {
-            if left < PAGE_SIZE {
-                break;
-            }
-            let len = (it.end - it.start).min(left & !PAGE_MASK);
-            self.plan.push(Item { start: it.start, end: it.start + len, score: it.score });
-            left -= len;
-        }
+        self.plan = rank(items, plan_budget(ctx.fast_capacity(), self.p.fill));
         self.plan_bytes = self.plan.iter().map(|i| i.end - i.start).sum();
         self.pos = (0, self.plan.first().map_or(0, |i| i.start));
         self.plans += 1;
@@ -232,12 +215,10 @@ impl HottestFirst {
     /// Demote at least `need` bytes of resident runs ranked below `score`, coldest first.
     /// Returns the bytes freed.
     fn make_room(&mut self, need: u64, score: f64, ctx: &mut TieringCtx) -> Result<u64> {
-        let mut victims: Vec<(f64, u64)> =
-            self.resident.iter().filter(|(_, e)| e.score < score).map(|(&s, e)| (e.score, s)).collect();
-        victims.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let victims = demotion_order(self.resident.iter().map(|(&s, e)| (s, e.score)), score);
         let mut freed = 0u64;
         let fast = ctx.tiers.fast;
-        for (_, s) in victims {
+        for s in victims {
             if freed >= need {
                 break;
             }
@@ -263,12 +244,7 @@ impl HottestFirst {
     }
 
     fn sample_items(&self) -> Vec<(Item, u32)> {
-        let min = self.p.min_samples as f64;
-        self.counts
-            .iter()
-            .filter(|(_, &c)| c >= min)
-            .map(|(&v, &c)| (Item { start: page_addr(v), end: page_addr(v + 1), score: c }, 0))
-            .collect()
+        self.counts.items(self.p.min_samples)
     }
 }
 
@@ -292,7 +268,7 @@ impl TieringPolicy for HottestFirst {
             Feed::Samples(drains) => {
                 for d in drains.iter() {
                     for &(addr, _) in &d.records {
-                        *self.counts.entry(vpn(addr)).or_insert(0.0) += 1.0;
+                        self.counts.add(vpn(addr));
                     }
                 }
                 self.samples_dirty = true;
@@ -321,10 +297,7 @@ impl TieringPolicy for HottestFirst {
         self.next_ns = now + self.p.interval.0;
         if now >= self.last_decay_ns + self.p.sample_decay.0 && !self.counts.is_empty() {
             self.last_decay_ns = now;
-            self.counts.retain(|_, c| {
-                *c *= 0.5;
-                *c >= 0.5
-            });
+            self.counts.halve();
             self.samples_dirty = true;
         }
         if self.samples_dirty && now >= self.last_replan_ns + SAMPLE_REPLAN_NS {
@@ -420,5 +393,245 @@ impl crate::params::Params for HottestFirstParams {}
 impl crate::params::SharedDefaults<TieringShared> for HottestFirstParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(2048.0)
+    }
+}
+
+// -- the decision core ----------------------------------------------------------------------
+//
+// The parts of the policy that decide, free of the machine: ranking (`rank`), the decayed
+// sample counts (`SampleCounts`) and the order of demotion (`demotion_order`). The simulated
+// policy above calls them; the live loop (`tierlab tier`, through `tierlab-py`'s `tier.rs`)
+// calls `decide`, which composes them over a page-granular view of the fast tier.
+
+/// Bytes of the fast tier a plan may fill: `capacity * fill`.
+pub fn plan_budget(capacity: u64, fill: f64) -> u64 {
+    (capacity as f64 * fill) as u64
+}
+
+/// Rank candidates (score descending, then tiebreak descending — a region's age — then size
+/// ascending, then address) and cut the list where it fills `budget` bytes (the last item is
+/// shortened to whole pages; nothing under a page is kept).
+pub fn rank(mut items: Vec<(Item, u32)>, budget: u64) -> Vec<Item> {
+    items.sort_by(|(a, ta), (b, tb)| {
+        b.score
+            .total_cmp(&a.score)
+            .then(tb.cmp(ta))
+            .then((a.end - a.start).cmp(&(b.end - b.start)))
+            .then(a.start.cmp(&b.start))
+    });
+    let mut left = budget;
+    let mut plan = Vec::new();
+    for (it, _) in items {
+        if left < PAGE_SIZE {
+            break;
+        }
+        let len = (it.end - it.start).min(left & !PAGE_MASK);
+        plan.push(Item { start: it.start, end: it.start + len, score: it.score });
+        left -= len;
+    }
+    plan
+}
+
+/// Decayed sample counts per page (virtual page number -> count).
+#[derive(Clone, Debug, Default)]
+pub struct SampleCounts {
+    counts: HashMap<u64, f64>,
+}
+
+impl SampleCounts {
+    /// One sample on page `vpn`.
+    pub fn add(&mut self, vpn: u64) {
+        *self.counts.entry(vpn).or_insert(0.0) += 1.0;
+    }
+
+    /// Halve every count; pages falling under 0.5 are forgotten.
+    pub fn halve(&mut self) {
+        self.counts.retain(|_, c| {
+            *c *= 0.5;
+            *c >= 0.5
+        });
+    }
+
+    /// Forget page `vpn` (its memory was unmapped).
+    pub fn forget(&mut self, vpn: u64) {
+        self.counts.remove(&vpn);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The count of page `vpn` (0 when unknown).
+    pub fn get(&self, vpn: u64) -> f64 {
+        self.counts.get(&vpn).copied().unwrap_or(0.0)
+    }
+
+    /// Pages with at least `min_samples`, one candidate each (any order; `rank` orders them).
+    pub fn items(&self, min_samples: u32) -> Vec<(Item, u32)> {
+        let min = min_samples as f64;
+        self.counts
+            .iter()
+            .filter(|(_, &c)| c >= min)
+            .map(|(&v, &c)| (Item { start: page_addr(v), end: page_addr(v + 1), score: c }, 0))
+            .collect()
+    }
+}
+
+/// The starts of the `resident` runs `(start, score)` scored below `score`, coldest first
+/// (ties: lower address first): the order in which room is made for an item of `score`.
+pub fn demotion_order(resident: impl Iterator<Item = (u64, f64)>, score: f64) -> Vec<u64> {
+    let mut victims: Vec<(f64, u64)> = resident.filter(|&(_, s)| s < score).map(|(a, s)| (s, a)).collect();
+    victims.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    victims.into_iter().map(|(_, a)| a).collect()
+}
+
+/// What `decide` chose: pages (addresses) to promote in order, pages to demote first to
+/// make room, and how the plan ended.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// (page address, score), hottest first.
+    pub promote: Vec<(u64, f64)>,
+    /// (page address, score), coldest first; demoted before the promotions that need room.
+    pub demote: Vec<(u64, f64)>,
+    /// Pages in the plan (the ranked list cut at the budget).
+    pub plan_pages: u64,
+    /// The plan stopped because nothing colder could make room (the policy's `blocked`).
+    pub blocked: bool,
+}
+
+/// One policy step over pages, as the simulated policy takes it: rank the sampled pages
+/// (`counts`, at least `min_samples`), cut at `capacity * fill` bytes, then walk the plan
+/// hottest first; a planned page not on the fast tier is promoted, and when the fast tier
+/// (`capacity` bytes, holding the pages `fast`) has no room, the coldest page on it scored
+/// below the page being promoted is demoted first (a page on the fast tier scores as its
+/// plan entry, or 0 when it is not planned); the walk stops when nothing colder is left
+/// (`blocked`) or after `max_promote` promotions (the rate limit's share of one step).
+pub fn decide(
+    counts: &SampleCounts,
+    fast: &[u64],
+    capacity: u64,
+    fill: f64,
+    min_samples: u32,
+    max_promote: u64,
+) -> Decision {
+    let plan = rank(counts.items(min_samples), plan_budget(capacity, fill));
+    let mut on_fast: BTreeMap<u64, f64> = fast.iter().map(|&a| (a & !PAGE_MASK, 0.0)).collect();
+    for it in &plan {
+        // Pages of the plan that are already on the fast tier score as their entry.
+        for (_, s) in on_fast.range_mut(it.start..it.end) {
+            *s = it.score;
+        }
+    }
+    let mut free = capacity.saturating_sub(on_fast.len() as u64 * PAGE_SIZE);
+    let mut d = Decision {
+        plan_pages: plan.iter().map(|i| (i.end - i.start) / PAGE_SIZE).sum(),
+        ..Default::default()
+    };
+    'walk: for it in &plan {
+        let mut va = it.start;
+        while va < it.end {
+            if d.promote.len() as u64 >= max_promote {
+                break 'walk;
+            }
+            if on_fast.contains_key(&va) {
+                va += PAGE_SIZE;
+                continue;
+            }
+            if free < PAGE_SIZE {
+                match demotion_order(on_fast.iter().map(|(&a, &s)| (a, s)), it.score).first() {
+                    Some(&victim) => {
+                        let s = on_fast.remove(&victim).unwrap_or(0.0);
+                        d.demote.push((victim, s));
+                        free += PAGE_SIZE;
+                    }
+                    None => {
+                        d.blocked = true;
+                        break 'walk;
+                    }
+                }
+            }
+            free -= PAGE_SIZE;
+            on_fast.insert(va, it.score);
+            d.promote.push((va, it.score));
+            va += PAGE_SIZE;
+        }
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pages: &[(u64, u32)]) -> SampleCounts {
+        let mut c = SampleCounts::default();
+        for &(v, n) in pages {
+            for _ in 0..n {
+                c.add(v);
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn rank_orders_by_score_then_address_and_cuts_at_the_budget() {
+        let c = counts(&[(10, 1), (11, 5), (12, 3), (13, 3)]);
+        let plan = rank(c.items(1), 3 * PAGE_SIZE);
+        let got: Vec<(u64, f64)> = plan.iter().map(|i| (vpn(i.start), i.score)).collect();
+        assert_eq!(got, vec![(11, 5.0), (12, 3.0), (13, 3.0)]);
+        assert_eq!(rank(c.items(4), 100 * PAGE_SIZE).len(), 1);
+    }
+
+    #[test]
+    fn halving_forgets_pages_under_half_a_sample() {
+        let mut c = counts(&[(1, 1), (2, 4)]);
+        c.halve();
+        assert_eq!((c.get(1), c.get(2)), (0.5, 2.0));
+        c.halve();
+        assert_eq!((c.len(), c.get(1), c.get(2)), (1, 0.0, 1.0));
+    }
+
+    #[test]
+    fn decide_promotes_hottest_and_demotes_only_colder_pages() {
+        // Fast tier: 4 pages, holding pages 1 (unsampled) and 2 (1 sample); hot pages 5..8.
+        let c = counts(&[(2, 1), (5, 9), (6, 8), (7, 7), (8, 2)]);
+        let fast = [page_addr(1), page_addr(2)];
+        let d = decide(&c, &fast, 4 * PAGE_SIZE, 1.0, 1, u64::MAX);
+        let pages = |v: &[(u64, f64)]| v.iter().map(|&(a, _)| vpn(a)).collect::<Vec<_>>();
+        // Plan: 5, 6, 7, 8 (4 pages). 5 and 6 take the free room; 7 demotes page 1 (score 0,
+        // unplanned), 8 (score 2) demotes page 2 (score 1).
+        assert_eq!(pages(&d.promote), vec![5, 6, 7, 8]);
+        assert_eq!(pages(&d.demote), vec![1, 2]);
+        assert!(!d.blocked);
+        // Nothing colder than the plan: blocked, never demoting hotter data for colder.
+        let fast: Vec<u64> = [5, 6, 7, 8].iter().map(|&v| page_addr(v)).collect();
+        let c2 = counts(&[(5, 9), (6, 8), (7, 7), (8, 2), (9, 2)]);
+        let d = decide(&c2, &fast, 4 * PAGE_SIZE, 1.0, 1, u64::MAX);
+        assert_eq!((d.promote.len(), d.demote.len()), (0, 0));
+        // The rate limit's share stops the walk.
+        let d = decide(&c, &[], 4 * PAGE_SIZE, 1.0, 1, 2);
+        assert_eq!(pages(&d.promote), vec![5, 6]);
+    }
+
+    #[test]
+    fn the_simulated_policy_plans_with_the_same_ranking_as_decide() {
+        // The agent's sample path (`sample_items` + `rank` at the fast tier's budget) and
+        // `decide` on an empty fast tier promote the same pages in the same order.
+        let mut agent = HottestFirst::new(HottestFirstParams::default(), 2048.0);
+        for &(v, n) in &[(40u64, 3u32), (41, 1), (42, 7), (50, 3), (51, 2)] {
+            for _ in 0..n {
+                agent.counts.add(v);
+            }
+        }
+        let cap = 4 * PAGE_SIZE;
+        let plan = rank(agent.sample_items(), plan_budget(cap, agent.p.fill));
+        let d = decide(&agent.counts, &[], cap, agent.p.fill, agent.p.min_samples, u64::MAX);
+        let from_plan: Vec<(u64, f64)> = plan.iter().map(|i| (i.start, i.score)).collect();
+        assert_eq!(d.promote, from_plan);
+        assert_eq!(vpn(d.promote[0].0), 42);
     }
 }

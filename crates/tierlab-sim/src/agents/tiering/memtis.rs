@@ -158,17 +158,166 @@ pub fn hot_threshold(hist: &[u64; BINS], budget_pages: u64) -> usize {
     thr
 }
 
+/// Per-page access counts and their histogram, cooled (every count halved) every
+/// `cooling_samples` samples: Memtis' page-access state, shared by the simulated policy and
+/// the live loop (`tierlab tier --policy memtis`, through `tierlab-py`).
+#[derive(Clone, Debug)]
+pub struct MemtisCounts {
+    counts: HashMap<u64, u32>,
+    /// Pages per bin.
+    pub hist: [u64; BINS],
+    cooling_samples: u64,
+    since_cooling: u64,
+    /// Coolings so far.
+    pub coolings: u64,
+}
+
+impl MemtisCounts {
+    pub fn new(cooling_samples: u64) -> Self {
+        MemtisCounts {
+            counts: HashMap::new(),
+            hist: [0; BINS],
+            cooling_samples,
+            since_cooling: 0,
+            coolings: 0,
+        }
+    }
+
+    /// One sample on page `vpn` (cooling when `cooling_samples` were taken since the last).
+    pub fn add(&mut self, vpn: u64) {
+        let c = self.counts.entry(vpn).or_insert(0);
+        if *c > 0 {
+            self.hist[bin_of(*c)] -= 1;
+        }
+        *c = c.saturating_add(1);
+        self.hist[bin_of(*c)] += 1;
+        self.since_cooling += 1;
+        if self.since_cooling >= self.cooling_samples {
+            self.since_cooling = 0;
+            self.cool();
+        }
+    }
+
+    /// Halve every count; pages reaching 0 are forgotten.
+    pub fn cool(&mut self) {
+        self.hist = [0; BINS];
+        let hist = &mut self.hist;
+        self.counts.retain(|_, c| {
+            *c /= 2;
+            if *c > 0 {
+                hist[bin_of(*c)] += 1;
+            }
+            *c > 0
+        });
+        self.coolings += 1;
+    }
+
+    /// Forget page `vpn` (its memory was unmapped).
+    pub fn forget(&mut self, vpn: u64) {
+        if let Some(c) = self.counts.remove(&vpn) {
+            self.hist[bin_of(c)] -= 1;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// The count of page `vpn` (0 when unknown).
+    pub fn get(&self, vpn: u64) -> u32 {
+        self.counts.get(&vpn).copied().unwrap_or(0)
+    }
+
+    /// Every counted page `(vpn, count)`, any order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.counts.iter().map(|(&v, &c)| (v, c))
+    }
+
+    /// Pages in bin `thr` or above for which `eligible(vpn)` holds, as `(count, vpn)`,
+    /// hottest first (then by page).
+    pub fn hot_pages(&self, thr: usize, eligible: impl Fn(u64) -> bool) -> Vec<(u32, u64)> {
+        let mut hot: Vec<(u32, u64)> = self
+            .counts
+            .iter()
+            .filter(|(_, &c)| bin_of(c) >= thr)
+            .map(|(&v, &c)| (c, v))
+            .filter(|&(_, v)| eligible(v))
+            .collect();
+        hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        hot
+    }
+
+    /// The pages `fast` below bin `thr` (or never counted), as `(count, vpn)`, coldest first
+    /// (then by page).
+    pub fn cold_pages(&self, fast: impl Iterator<Item = u64>, thr: usize) -> Vec<(u32, u64)> {
+        let mut cold: Vec<(u32, u64)> =
+            fast.map(|v| (self.get(v), v)).filter(|&(c, _)| c == 0 || bin_of(c) < thr).collect();
+        cold.sort();
+        cold
+    }
+}
+
+/// One Memtis migration step over pages (the live loop's form of the daemon's walk): the
+/// hot threshold fits the hot set to `fill` of `capacity`; the hot pages not on the fast tier
+/// (`fast`: page addresses) are promoted hottest first, at most `max_promote`; when the fast
+/// tier has no room, the coldest fast-tier page below the threshold is demoted first; the
+/// walk stops when there is none.
+pub fn decide(
+    counts: &MemtisCounts,
+    fast: &[u64],
+    capacity: u64,
+    fill: f64,
+    max_promote: u64,
+) -> MemtisDecision {
+    let budget_pages = (capacity as f64 * fill) as u64 / PAGE_SIZE;
+    let thr = hot_threshold(&counts.hist, budget_pages);
+    let on_fast: HashSet<u64> = fast.iter().map(|&a| vpn(a)).collect();
+    let hot = counts.hot_pages(thr, |v| !on_fast.contains(&v));
+    let mut cold = counts.cold_pages(on_fast.iter().copied(), thr).into_iter();
+    let mut free = capacity.saturating_sub(on_fast.len() as u64 * PAGE_SIZE);
+    let (mut promote, mut demote) = (Vec::new(), Vec::new());
+    for (c, v) in hot {
+        if promote.len() as u64 >= max_promote {
+            break;
+        }
+        if free < PAGE_SIZE {
+            match cold.next() {
+                Some((cc, cv)) => {
+                    demote.push((page_addr(cv), cc));
+                    free += PAGE_SIZE;
+                }
+                None => break,
+            }
+        }
+        free -= PAGE_SIZE;
+        promote.push((page_addr(v), c));
+    }
+    MemtisDecision { promote, demote, threshold: thr }
+}
+
+/// What Memtis' `decide` chose.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemtisDecision {
+    /// (page address, count), hottest first.
+    pub promote: Vec<(u64, u32)>,
+    /// (page address, count), coldest first.
+    pub demote: Vec<(u64, u32)>,
+    /// The hot threshold bin.
+    pub threshold: usize,
+}
+
 /// The `memtis` policy.
 pub struct Memtis {
     p: MemtisParams,
     next_ns: u64,
     next_adjust_ns: u64,
-    counts: HashMap<u64, u32>,
-    hist: [u64; BINS],
+    counts: MemtisCounts,
     in_fast: HashSet<u64>,
     samples: u64,
-    since_cooling: u64,
-    coolings: u64,
     threshold: usize,
     ladder: Vec<u64>,
     step: usize,
@@ -187,32 +336,16 @@ impl Memtis {
         Memtis {
             next_ns: p.interval.0,
             next_adjust_ns: p.adjust_interval.0,
+            counts: MemtisCounts::new(p.cooling_samples),
             p,
-            counts: HashMap::new(),
-            hist: [0; BINS],
             in_fast: HashSet::new(),
             samples: 0,
-            since_cooling: 0,
-            coolings: 0,
             threshold: BINS,
             ladder,
             step: 0,
             last_irq_ps: 0,
             adjustments: 0,
         }
-    }
-
-    fn cool(&mut self) {
-        self.hist = [0; BINS];
-        let hist = &mut self.hist;
-        self.counts.retain(|_, c| {
-            *c /= 2;
-            if *c > 0 {
-                hist[bin_of(*c)] += 1;
-            }
-            *c > 0
-        });
-        self.coolings += 1;
     }
 
     fn irq_ps(ctx: &TieringCtx) -> u64 {
@@ -255,17 +388,7 @@ impl TieringPolicy for Memtis {
         for d in drains.iter() {
             for &(addr, _) in &d.records {
                 n += 1;
-                let c = self.counts.entry(vpn(addr)).or_insert(0);
-                if *c > 0 {
-                    self.hist[bin_of(*c)] -= 1;
-                }
-                *c = c.saturating_add(1);
-                self.hist[bin_of(*c)] += 1;
-                self.since_cooling += 1;
-                if self.since_cooling >= self.p.cooling_samples {
-                    self.since_cooling = 0;
-                    self.cool();
-                }
+                self.counts.add(vpn(addr));
             }
         }
         self.samples += n;
@@ -284,30 +407,18 @@ impl TieringPolicy for Memtis {
         }
         self.next_ns = now + self.p.interval.0;
         let budget_pages = (ctx.fast_capacity() as f64 * self.p.fill) as u64 / PAGE_SIZE;
-        self.threshold = hot_threshold(&self.hist, budget_pages);
+        self.threshold = hot_threshold(&self.counts.hist, budget_pages);
         let thr = self.threshold;
         let (fast, slow) = (ctx.tiers.fast, ctx.tiers.slow);
         // Hot pages on the slow tier, hottest first.
-        let mut hot: Vec<(u32, u64)> = self
-            .counts
-            .iter()
-            .filter(|(_, &c)| bin_of(c) >= thr)
-            .map(|(&v, &c)| (c, v))
-            .filter(|&(_, v)| ctx.machine.node_of(page_addr(v)) == Some(slow))
-            .collect();
-        hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let machine = &ctx.machine;
+        let hot = self.counts.hot_pages(thr, |v| machine.node_of(page_addr(v)) == Some(slow));
         ctx.charge(self.counts.len() as f64 * 10.0);
         if hot.is_empty() {
             return Ok(());
         }
         // Cold pages on the fast tier (below the threshold), coldest first.
-        let mut cold: Vec<(u32, u64)> = self
-            .in_fast
-            .iter()
-            .map(|&v| (self.counts.get(&v).copied().unwrap_or(0), v))
-            .filter(|&(c, _)| c == 0 || bin_of(c) < thr)
-            .collect();
-        cold.sort();
+        let cold = self.counts.cold_pages(self.in_fast.iter().copied(), thr);
         let mut cold = cold.into_iter();
         let mut batch = Vec::with_capacity(super::BATCH);
         let mut i = 0;
@@ -363,7 +474,7 @@ impl TieringPolicy for Memtis {
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
         out.set(format!("{prefix}.samples"), self.samples);
-        out.set(format!("{prefix}.coolings"), self.coolings);
+        out.set(format!("{prefix}.coolings"), self.counts.coolings);
         out.set(format!("{prefix}.tracked_pages"), self.counts.len());
         out.set(format!("{prefix}.hot_threshold_bin"), self.threshold as u64);
         out.set(format!("{prefix}.sample_period"), self.ladder[self.step]);
@@ -396,5 +507,35 @@ mod tests {
         assert_eq!(hot_threshold(&h, 60), 1, "bins 5 and 3 (60 pages) fit, bin 0 does not");
         assert_eq!(hot_threshold(&h, 5), 6, "bin 5 does not fit: the threshold is above every page");
         assert_eq!(hot_threshold(&h, 5000), 0);
+    }
+
+    #[test]
+    fn decide_promotes_pages_above_the_threshold_and_demotes_cold_ones() {
+        let mut c = MemtisCounts::new(1_000_000);
+        // Pages 1..=4: 8 samples (bin 3); pages 10..=13: 1 sample (bin 0); page 20: 2 (bin 1).
+        for v in 1..=4u64 {
+            for _ in 0..8 {
+                c.add(v);
+            }
+        }
+        for v in 10..=13u64 {
+            c.add(v);
+        }
+        c.add(20);
+        c.add(20);
+        // Fast tier: 5 pages, holding 10, 11, 12 (cold) and 1 (hot).
+        let fast: Vec<u64> = [10, 11, 12, 1].iter().map(|&v| page_addr(v)).collect();
+        let d = decide(&c, &fast, 5 * PAGE_SIZE, 1.0, u64::MAX);
+        let (pro, dem, thr) = (d.promote, d.demote, d.threshold);
+        // Budget 5 pages: bins 3 (4 pages) and 1 (1 page) fit, bin 0 does not.
+        assert_eq!(thr, 1);
+        let pages = |v: &[(u64, u32)]| v.iter().map(|&(a, _)| vpn(a)).collect::<Vec<_>>();
+        assert_eq!(pages(&pro), vec![2, 3, 4, 20]);
+        assert_eq!(pages(&dem), vec![10, 11, 12]);
+        // Forgetting keeps the histogram right; cooling halves.
+        c.forget(20);
+        assert_eq!(c.hist[1], 0);
+        c.cool();
+        assert_eq!((c.get(1), c.get(10), c.len()), (4, 0, 4));
     }
 }
