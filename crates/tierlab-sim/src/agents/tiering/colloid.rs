@@ -147,6 +147,8 @@ pub struct Colloid {
     /// Smoothed occupancy (latency x inserts) and inserts of the fast and slow tier.
     occ: [f64; 2],
     ins: [f64; 2],
+    /// The measured latencies, ns.
+    lat: [f64; 2],
     p_lo: f64,
     p_hi: f64,
     delta_p: f64,
@@ -170,6 +172,7 @@ impl Colloid {
             last_ins: Vec::new(),
             occ: [0.0; 2],
             ins: [0.0; 2],
+            lat: [0.0; 2],
             p_lo: 0.0,
             p_hi: 1.0,
             delta_p: 0.0,
@@ -195,7 +198,7 @@ impl Colloid {
 
     /// The measured (smoothed) latencies of the fast and slow tier, ns.
     pub fn latencies(&self) -> [f64; 2] {
-        [0, 1].map(|i| if self.ins[i] > 0.0 { self.occ[i] / self.ins[i] } else { 0.0 })
+        self.lat
     }
 
     /// One colloid-mon step: measure, smooth, update the watermarks and `delta_p`.
@@ -213,19 +216,16 @@ impl Colloid {
             let lat = Self::latency_ns(ctx, n);
             self.occ[i] += w * (lat * ins - self.occ[i]);
             self.ins[i] += w * (ins - self.ins[i]);
+            // Little's law; a tier without traffic has its unloaded latency (what a probe
+            // would measure; colloid-mon floors the latencies instead).
+            self.lat[i] = if self.ins[i] > 1e-9 { self.occ[i] / self.ins[i] } else { lat };
         }
         self.last_ins = now;
         self.measures += 1;
         let (ins_f, ins_s) = (self.ins[0], self.ins[1]);
-        if ins_f + ins_s <= 0.0 {
-            self.delta_p = 0.0;
-            return;
-        }
-        // Compare occ_f / ins_f with occ_s / ins_s without dividing (as colloid-mon does).
-        let lhs = self.occ[0] * ins_s;
-        let rhs = self.occ[1] * ins_f;
-        self.fast_slower = lhs > rhs;
-        if (lhs - rhs).abs() <= self.p.delta * lhs {
+        let [lf, ls] = self.lat;
+        self.fast_slower = lf > ls;
+        if (lf - ls).abs() <= self.p.delta * lf || ins_f + ins_s <= 1e-9 {
             self.delta_p = 0.0;
             return;
         }
@@ -288,22 +288,26 @@ impl Colloid {
         // by demoting the fast pages with the fewest samples.
         let cand: Vec<(u64, f64)> =
             ranked.iter().copied().filter(|&(pg, _)| ctx.machine.node_of(pg) == Some(slow)).collect();
-        let mut cold: Vec<u64> =
-            ranked.iter().rev().map(|&(pg, _)| pg).filter(|&pg| ctx.machine.node_of(pg) == Some(fast)).collect();
+        let mut cold: Vec<u64> = ranked
+            .iter()
+            .rev()
+            .map(|&(pg, _)| pg)
+            .filter(|&pg| ctx.machine.node_of(pg) == Some(fast))
+            .collect();
         cold.reverse(); // pop() yields the coldest
-        // Pages to promote: the hottest slow pages up to `delta_p` of the sampled accesses,
-        // within the rate limit's budget.
+                        // Pages to promote: the hottest slow pages up to `delta_p` of the sampled accesses,
+                        // within the rate limit's budget.
         let budget_pages = ctx.mover.budget() / PAGE_SIZE;
         let mut take = Vec::new();
         let mut moved = 0.0;
-        let mut hottest_taken = f64::INFINITY;
+        let mut coldest_taken = f64::INFINITY;
         for (pg, c) in cand {
             if moved >= want || take.len() as u64 >= budget_pages {
                 break;
             }
             take.push(pg);
             moved += c;
-            hottest_taken = c;
+            coldest_taken = c;
         }
         // Room: demote the coldest fast pages, never one as hot as a page it makes room for.
         let free_pages = ctx.fast_free() / PAGE_SIZE;
@@ -311,7 +315,7 @@ impl Colloid {
         let mut victims = Vec::new();
         while (victims.len() as u64) < need {
             let Some(v) = cold.pop() else { break };
-            if self.counts.get(&v).copied().unwrap_or(0.0) >= hottest_taken {
+            if self.counts.get(&v).copied().unwrap_or(0.0) >= coldest_taken {
                 break;
             }
             victims.push(v);

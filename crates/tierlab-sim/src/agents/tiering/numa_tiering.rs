@@ -157,10 +157,9 @@ impl TieringParams for NumaTieringParams {
             return Err(ctx.err("adjust_steps", "must be > 0"));
         }
         if !(0.0..=1.0).contains(&self.enough_free_fraction) {
-            return Err(ctx.err(
-                "enough_free_fraction",
-                format!("{} is not in [0, 1]", self.enough_free_fraction),
-            ));
+            return Err(
+                ctx.err("enough_free_fraction", format!("{} is not in [0, 1]", self.enough_free_fraction))
+            );
         }
         for (f, d) in [
             ("scan_period", self.scan_period),
