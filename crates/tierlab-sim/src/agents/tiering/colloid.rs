@@ -12,7 +12,9 @@
 //! every core's accesses per node (the inserts) and exposes each node's current loaded
 //! latency (`hw::loaded`: idle latency x the curve at the node's utilization); the occupancy
 //! of an interval is latency x inserts, so the measured latency is the ratio of the smoothed
-//! occupancy to the smoothed inserts. `p` = the fast tier's share of the accesses.
+//! occupancy to the smoothed inserts; a tier without traffic has its unloaded latency (what a
+//! probe would measure; colloid-mon floors its latencies instead). `p` = the fast tier's
+//! share of the accesses.
 //!
 //! **Control** (colloid-mon's `p_lo` / `p_hi` watermarks): when the two latencies differ by
 //! at most `delta` (of the fast tier's latency), nothing moves (`delta_p = 0`). Otherwise, if
