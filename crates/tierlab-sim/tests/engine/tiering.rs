@@ -312,11 +312,11 @@ fn tpp_demotion_keeps_free_memory_at_the_watermark() {
 #[test]
 fn interleaved_store_linux_tiering_promotes_and_demotes() {
     let nt = r#"tiering={kind = "numa-tiering", scan_period = "50ms", scan_delay = "50ms"}"#;
-    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], nt, "duration=\"4s\""]);
+    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], nt, "duration=\"2s\""]);
     assert!(f(&r, "tiering.promoted_pages") > 0.0, "numa-tiering promoted nothing");
     assert!(f(&r, "tiering.demoted_pages") > 0.0, "numa-tiering demoted nothing");
     let mt = r#"tiering={kind = "damon-mtier", apply_interval = "50ms", quota_reset_interval = "50ms"}"#;
-    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], mt, "duration=\"4s\""]);
+    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], mt, "duration=\"2s\""]);
     assert!(f(&r, "tiering.demoted_pages") > 0.0, "damon-mtier demoted nothing");
     assert!(f(&r, "tiering.damon.damos.0.esz_bytes") < 4096.0);
 }

@@ -35,14 +35,15 @@
 //! `demote_watermark` of its capacity and demotes, in second-chance order over the fast
 //! node's pages (the pages resident there at start in address order, then the pages it
 //! promotes; the Accessed bit tested and cleared without a flush, as x86's
-//! `ptep_clear_flush_young`), until free memory is back at the watermark (at least one batch
-//! of 512 pages per wake-up). Promotions may dip below the watermark down to a full node
+//! `ptep_clear_flush_young`), until free memory is back at the watermark (at least
+//! `SWAP_CLUSTER_MAX` = 32 pages per wake-up). Promotions may dip below the watermark down to a full node
 //! (only the allocation watermark, not modelled beyond "one free page", stops them), so
 //! promotion never waits for demotion.
 //!
-//! Not modelled: the scan period's own adaptation (1 s .. 60 s: the period stays at
-//! `scan_period`); pages allocated on the fast node after the start that this policy did not
-//! promote do not join its demotion list.
+//! Pages faulted onto the fast node after the start join the list when kswapd finds it
+//! holding fewer than half of the node's pages (a rebuild from the page tables, at most once
+//! per scan period). Not modelled: the scan period's own adaptation (1 s .. 60 s: the period
+//! stays at `scan_period`).
 //!
 //! # Parameters (defaults and sources: `reference/memory-management.md`, Linux)
 //! | parameter | default | source |
@@ -188,6 +189,9 @@ impl TieringParams for NumaTieringParams {
     }
 }
 
+/// Pages kswapd reclaims at least per wake-up (Linux `SWAP_CLUSTER_MAX`).
+const SWAP_CLUSTER_MAX: u64 = 32;
+
 /// Hint faults are handled in batches this often.
 const FAULT_BATCH_NS: u64 = 1_000_000;
 
@@ -201,6 +205,8 @@ pub struct NumaTiering {
     cursor: u64,
     /// Fast-node pages in second-chance order (kswapd's list).
     lru: VecDeque<u64>,
+    next_rebuild_ns: u64,
+    rebuilds: u64,
     /// `PGPROMOTE_CANDIDATE` of the fast node, pages.
     candidates: u64,
     /// Rate limit window: start (ns) and the candidate count then.
@@ -229,6 +235,8 @@ impl NumaTiering {
             p,
             cursor: 0,
             lru: VecDeque::new(),
+            next_rebuild_ns: 0,
+            rebuilds: 0,
             candidates: 0,
             rl_start_ns: 0,
             rl_nr_cand: 0,
@@ -383,8 +391,17 @@ impl NumaTiering {
         if ctx.fast_free() >= wmark || wmark == 0 {
             return Ok(());
         }
-        let target = wmark.max(ctx.fast_free() + super::BATCH as u64 * PAGE_SIZE);
+        let target = wmark.max(ctx.fast_free() + SWAP_CLUSTER_MAX * PAGE_SIZE);
         let fast = ctx.tiers.fast;
+        // Pages faulted onto the fast node since the list was built are not on it: when it
+        // holds fewer pages than the node, rebuild it (at most once per scan period).
+        let used = ctx.machine.nodes()[fast as usize].used_pages as usize;
+        if self.lru.len() < used / 2 && ctx.now_ns >= self.next_rebuild_ns {
+            self.next_rebuild_ns = ctx.now_ns + self.p.scan_period.0;
+            self.lru.clear();
+            self.build_lru(ctx);
+            self.rebuilds += 1;
+        }
         let mut victims = Vec::new();
         let mut freed = ctx.fast_free();
         let mut budget = self.lru.len() * 2;
@@ -490,6 +507,7 @@ impl TieringPolicy for NumaTiering {
         out.set(format!("{prefix}.promote_candidates"), self.candidates);
         out.set(format!("{prefix}.hot_threshold_ms"), self.threshold_ns() as f64 / 1e6);
         out.set(format!("{prefix}.threshold_changes"), self.threshold_changes);
+        out.set(format!("{prefix}.lru_rebuilds"), self.rebuilds);
     }
 }
 
