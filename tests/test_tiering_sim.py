@@ -31,6 +31,10 @@ POLICIES = {
     "Memtis",
     "NUMA-tiering",
     "DAMON-mtier",
+    "Colloid",
+    "baseline/interleaved",
+    "NUMA-tiering/interleaved",
+    "DAMON-mtier/interleaved",
 }
 
 
@@ -71,6 +75,10 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert base["share_of_optimum"] == 0
     assert by["TS-BND"]["share_of_optimum"] > 0
     assert by["DAMON-mtier"]["kind"] == "damon-mtier"
+    assert by["Colloid"]["kind"] == "colloid" and by["Colloid"]["migrations"] > 0
+    # The store loaded interleaved: the fast tier starts full; NUMA tiering demotes.
+    assert by["baseline/interleaved"]["fast_used_bytes"] == 32 << 20
+    assert by["NUMA-tiering/interleaved"]["demoted_bytes"] > 0
     # The table and the plot.
     names = {p.name for p in out.iterdir()}
     assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names

@@ -134,6 +134,11 @@ pub const RULES: &[Rule] = &[
     pos("tiering.cpu_limit", 1.0, "fraction of one core"),
     r("tiering.demote_watermark", 0.0, 1.0, "fraction of the fast tier kept free"),
     r("tiering.fill", 0.0, 1.0, "fraction of the fast tier filled"),
+    int("tiering.adjust_steps", 1.0, 1e6, "steps of the hot threshold's adjustment"),
+    r("tiering.enough_free_fraction", 0.0, 1.0, "fraction of the fast tier free"),
+    int("tiering.ewma_exp", 0.0, 16.0, "EWMA weight exponent"),
+    r("tiering.delta", 0.0, 1.0, "fraction of a latency"),
+    r("tiering.epsilon", 0.0, 1.0, "fraction of the accesses"),
     int("tiering.*_node", 0.0, 255.0, "node number"),
     pos("tiering.rate_limit_mbps", 1e9, "MB/s of migration"),
     // Replacement policies.

@@ -236,7 +236,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-kv",
-        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering",
+        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, loaded latency, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering, DAMON-mtier, Colloid",
         text: include_str!("../scenarios/tiering-kv.toml"),
     },
     Builtin {

@@ -17,6 +17,13 @@ fn the_bound_is_never_below_a_policy() {
             ],
         ),
         (
+            "colloid",
+            vec![
+                r#"telemetry=[{name = "p", kind = "pebs", period = 101}]"#,
+                r#"tiering={kind = "colloid", telemetry = "p", quantum = "100ms"}"#,
+            ],
+        ),
+        (
             "numa-tiering",
             vec![r#"tiering={kind = "numa-tiering", scan_period = "50ms", scan_delay = "50ms"}"#],
         ),

@@ -218,6 +218,8 @@ fn config_errors_name_the_field() {
         (r#"tiering={kind = "hemem", telemetry = "p", cooling_threshold = 2}"#, "tiering.cooling_threshold"),
         (r#"tiering={kind = "memtis", telemetry = "p", max_period = 10}"#, "tiering.max_period"),
         (r#"tiering={kind = "numa-tiering", scan_size = "1KiB"}"#, "tiering.scan_size"),
+        (r#"tiering={kind = "numa-tiering", adjust_steps = 0}"#, "tiering.adjust_steps"),
+        (r#"tiering={kind = "colloid", telemetry = "p", delta = 1.5}"#, "tiering.delta"),
     ];
     for (o, field) in bad {
         let e = load(&src(KV), &[o.to_string()], None).unwrap_err().to_string();
@@ -238,4 +240,151 @@ fn config_errors_name_the_field() {
     assert!(e.contains("tiering.telemetry"), "{e}");
     let e = build(&[DAMON, r#"tiering={kind = "numa-tiering", telemetry = "ts"}"#]);
     assert!(e.contains("tiering.telemetry"), "{e}");
+}
+
+/// NUMA tiering's hot threshold (`numa_promotion_adjust_threshold`): with `enough_free` out of
+/// reach every fault goes through the threshold; once per 200 ms window the candidates are
+/// compared with `rate limit x window`. A limit of 1 MB/s (256 pages/s: 51 per window) is far
+/// below the faults of the hot store: the threshold drops by 2 x 1000 / 16 = 125 ms per window
+/// down to 125 ms. A limit of 65536 MB/s is far above: it rises to 2000 ms.
+#[test]
+fn numa_tiering_threshold_follows_the_rate_limit() {
+    let nt = |rate: &str| {
+        format!(
+            r#"tiering={{kind = "numa-tiering", scan_period = "20ms", scan_delay = "20ms", scan_period_max = "200ms", enough_free = "1TiB", rate_limit_mbps = {rate}}}"#
+        )
+    };
+    let low = run(KV, &[&nt("1.0"), "duration=\"2s\""]);
+    let high = run(KV, &[&nt("65536.0"), "duration=\"2s\""]);
+    for (r, sign) in [(&low, -1.0), (&high, 1.0)] {
+        let th = f(r, "tiering.hot_threshold_ms");
+        let changes = f(r, "tiering.threshold_changes");
+        assert!(changes >= 1.0, "the threshold moved");
+        // Closed form: every change is one step of 125 ms, all in one direction.
+        assert_eq!(th, 1000.0 + sign * 125.0 * changes, "threshold {th} after {changes} changes");
+        assert!((125.0..=2000.0).contains(&th));
+    }
+    assert!(f(&low, "tiering.hot_threshold_ms") < 1000.0);
+    assert_eq!(f(&high, "tiering.hot_threshold_ms"), 2000.0);
+    assert!(f(&low, "tiering.fault_rate_limited") > 0.0, "1 MB/s refuses candidates");
+    assert!(f(&low, "tiering.promoted_bytes") < f(&high, "tiering.promoted_bytes"));
+    // With enough free memory (the default: free > max(1 GiB, 1/16)), faults promote without
+    // the threshold and the threshold is reset.
+    let free = run(
+        KV,
+        &[
+            r#"tiering={kind = "numa-tiering", scan_period = "20ms", scan_delay = "20ms", enough_free = "1MiB"}"#,
+            "duration=\"1s\"",
+        ],
+    );
+    assert!(f(&free, "tiering.free_enough_promotions") > 0.0);
+}
+
+/// The small store loaded under MPOL_INTERLEAVE: the 32 MiB fast tier starts full.
+const INTERLEAVED: [&str; 2] = [
+    r#"workload={kind = "kv", keys = 200000, distribution = "zipfian", clients = 4, populate = true}"#,
+    r#"placement={kind = "interleave"}"#,
+];
+
+/// TPP-style demotion: the fast tier starts full, kswapd demotes below the 2% watermark until
+/// it is free again; promotions dip into it in between. At every window end (kswapd has just
+/// run) free memory is at the watermark or above, less what one millisecond of promotions took.
+#[test]
+fn tpp_demotion_keeps_free_memory_at_the_watermark() {
+    let nt = r#"tiering={kind = "numa-tiering", scan_period = "50ms", scan_delay = "50ms"}"#;
+    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], nt, "duration=\"2s\""]);
+    let cap = (32u64 << 20) as f64;
+    assert!(f(&r, "tiering.demoted_pages") > 0.0 && f(&r, "tiering.promoted_pages") > 0.0);
+    assert!(f(&r, "tiering.reclaims") > 0.0);
+    let used = r.timeseries.column("tiering.fast_used_bytes").unwrap();
+    for &u in used.iter() {
+        assert!(cap - u >= 0.02 * cap - 4096.0 * 64.0, "free {} of {cap}: {used:?}", cap - u);
+    }
+}
+
+/// A small tiering-kv with the fast tier full from the start (the store loaded under
+/// MPOL_INTERLEAVE): NUMA balancing with TPP demotion promotes and demotes; DAMON-mtier's
+/// demotion scheme (goal: 0.5% free) demotes. Its promotion scheme then stays at the
+/// kernel's one-byte minimum quota: the goal loop grows the quota by the relative deficit per
+/// window (here ~4%, the node is ~96% used against a 99.7% goal), which from one byte takes
+/// hundreds of windows to reach one page (`damos.rs` shows both schemes acting when the
+/// node starts empty).
+#[test]
+fn interleaved_store_linux_tiering_promotes_and_demotes() {
+    let nt = r#"tiering={kind = "numa-tiering", scan_period = "50ms", scan_delay = "50ms"}"#;
+    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], nt, "duration=\"2s\""]);
+    assert!(f(&r, "tiering.promoted_pages") > 0.0, "numa-tiering promoted nothing");
+    assert!(f(&r, "tiering.demoted_pages") > 0.0, "numa-tiering demoted nothing");
+    let mt = r#"tiering={kind = "damon-mtier", apply_interval = "50ms", quota_reset_interval = "50ms"}"#;
+    let r = run(KV, &[INTERLEAVED[0], INTERLEAVED[1], mt, "duration=\"2s\""]);
+    assert!(f(&r, "tiering.demoted_pages") > 0.0, "damon-mtier demoted nothing");
+    assert!(f(&r, "tiering.damon.damos.0.esz_bytes") < 4096.0);
+}
+
+/// A machine for Colloid: the KV store on node `dram` (fast, 90 ns idle) or `slow` (200 ns),
+/// both with loaded latency; `bg` GB/s of background reads (an antagonist, as in Colloid's
+/// evaluation) on the fast node through an open-loop M/M/1 curve capped at 5x.
+fn colloid_kv(node: u8, bg: f64, slow_ns: f64) -> String {
+    format!(
+        r#"
+seed = 3
+duration = "2s"
+window = "250ms"
+[machine]
+cores = 3
+[[machine.nodes]]
+name = "dram"
+capacity = "512MiB"
+latency_ns = 90.0
+bandwidth_gbps = 10.0
+[machine.nodes.loaded]
+curve = "mm1"
+mm1_c_ns = 200.0
+max_factor = 5.0
+background_read_gbps = {bg}
+[[machine.nodes]]
+name = "slow"
+capacity = "1GiB"
+latency_ns = {slow_ns}
+bandwidth_gbps = 10.0
+tier = 1
+[machine.nodes.loaded]
+[workload]
+kind = "kv"
+keys = 200000
+distribution = "zipfian"
+clients = 4
+node = {node}
+[[telemetry]]
+name = "p"
+kind = "pebs"
+period = 101
+[tiering]
+kind = "colloid"
+telemetry = "p"
+quantum = "100ms"
+"#
+    )
+}
+
+/// Colloid moves hot pages toward the tier with the lower loaded latency, and moves nothing
+/// when the latencies are balanced.
+#[test]
+fn colloid_moves_toward_the_lower_loaded_latency_and_stops_when_balanced() {
+    // Idle fast tier, data on the slow one: the fast tier is faster, pages are promoted.
+    let up = run(&colloid_kv(1, 0.0, 200.0), &[]);
+    assert!(f(&up, "tiering.promoted_pages") > 0.0);
+    assert_eq!(f(&up, "tiering.demoted_pages"), 0.0);
+    assert!(f(&up, "tiering.colloid.fast_latency_ns") < f(&up, "tiering.colloid.slow_latency_ns"));
+    // A 9.5 GB/s antagonist on the 10 GB/s fast tier (5x its idle latency, 450 ns, above the
+    // slow tier's 200 ns), data on the fast tier: its hottest pages are demoted, none promoted.
+    let down = run(&colloid_kv(0, 9.5, 200.0), &[]);
+    assert!(f(&down, "tiering.demoted_pages") > 0.0);
+    assert_eq!(f(&down, "tiering.promoted_pages"), 0.0);
+    assert!(f(&down, "node.slow.accesses") > 0.0, "load shifted to the slow tier");
+    // Equal loaded latencies (90 ns idle fast tier; 86 ns idle slow tier, about 86-92 ns
+    // under the store's light load): within 5%, balanced, nothing moves.
+    let flat = run(&colloid_kv(1, 0.0, 86.0), &[]);
+    assert_eq!(f(&flat, "tiering.promoted_pages") + f(&flat, "tiering.demoted_pages"), 0.0);
+    assert_eq!(f(&flat, "tiering.colloid.delta_p"), 0.0);
 }

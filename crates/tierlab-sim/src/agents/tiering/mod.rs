@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::{Agent, AgentCtx, Feed, FeedKind, Info, MachineView, Ps, Role, Subscription};
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
 
+pub mod colloid;
 pub mod damon_mtier;
 pub mod hemem;
 pub mod hottest_first;
@@ -483,6 +484,7 @@ crate::registry! {
     "memtis" => Memtis(With<TieringShared, memtis::MemtisParams>),
     "numa-tiering" => NumaTiering(With<TieringShared, numa_tiering::NumaTieringParams>),
     "damon-mtier" => DamonMtier(With<TieringShared, damon_mtier::DamonMtierParams>),
+    "colloid" => Colloid(With<TieringShared, colloid::ColloidParams>),
     #[cfg(test)] "toy" => Toy(With<TieringShared, toy::ToyParams>),
     }
 }

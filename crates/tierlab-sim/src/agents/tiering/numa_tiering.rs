@@ -1,20 +1,49 @@
-//! `numa-tiering`: Linux NUMA balancing in memory-tiering mode (`numa_balancing = 2`).
+//! `numa-tiering`: Linux NUMA balancing in memory-tiering mode (`numa_balancing = 2`), with
+//! TPP-style proactive demotion.
 //!
 //! # Model
-//! Every `scan_period` the task's NUMA scanner (`task_numa_work`, run in the context of
-//! application thread 0, so its cost lands on that core) protects the next `scan_size` of
-//! the address space (a cursor over the mappings, wrapping around): every present page **on
-//! the slow tier** in it is made inaccessible (fast-tier pages are skipped in tiering mode),
-//! and the range's TLB entries are flushed ([`super::hint`]). The next access to such a page
-//! takes a hint fault (`hint_fault_ns` on the faulting core). The fault promotes the page
-//! when it came within `hot_threshold` of the scan (the page is hot) and the promotion rate
-//! limit allows; the promotion (copy and shootdown) is charged to the faulting core, as
-//! `migrate_misplaced_folio` runs in the fault. Demotion happens in reclaim: when the fast
-//! tier's free memory falls below `demote_watermark` of its capacity, kswapd (the policy's
-//! core) demotes promoted pages in second-chance order (Accessed bit tested and cleared
-//! without a flush, as x86's `ptep_clear_flush_young` does) until twice the watermark is
-//! free. Faults are handled in batches every millisecond of simulated time. The scan period's
-//! own adaptation (1 s .. 60 s) is not modelled: the period stays at `scan_period`.
+//! **Scanning** (`task_numa_work`, kernel/sched/fair.c): every `scan_period` the task's NUMA
+//! scanner (run in the context of application thread 0, so its cost lands on that core)
+//! protects the next `scan_size` of the address space (a cursor over the mappings, wrapping
+//! around): every present page **on the slow tier** in it is made inaccessible (fast-tier
+//! pages are skipped in tiering mode), the scan time is recorded for the page and the range's
+//! TLB entries are flushed ([`super::hint`]). The next access to such a page takes a hint
+//! fault (`hint_fault_ns` on the faulting core).
+//!
+//! **Promotion decision** (`should_numa_migrate_memory`, tiering branch, kernel/sched/fair.c,
+//! Linux 5.18 onwards):
+//! 1. if the fast node has "enough" free memory (`pgdat_free_space_enough`: free above the
+//!    promotion watermark plus `max(1 GiB, node size / 16)`), every hint-faulted page is
+//!    promoted, without hot threshold or rate limit, and the adjusted threshold is reset;
+//! 2. otherwise the **hot threshold** is adjusted (`numa_promotion_adjust_threshold`): once per
+//!    `scan_period_max` window the promotion candidates counted in the window are compared with
+//!    `ref = rate limit (pages/s) x window (s)`; above `1.1 x ref` the threshold drops by one
+//!    step, below `0.9 x ref` it rises by one step, a step being `2 x hot_threshold /
+//!    adjust_steps` (`NUMA_MIGRATION_ADJUST_STEPS` = 16), within `[step, 2 x hot_threshold]`;
+//! 3. a page is a candidate when its **hint-fault latency** (fault time minus scan time,
+//!    `numa_hint_fault_latency`) is below the threshold;
+//! 4. the **rate limit** (`numa_promotion_rate_limit`): each candidate adds its pages to the
+//!    node's candidate counter; a candidate is refused when the candidates counted since the
+//!    start of the current 1 s window reach `rate_limit_mbps` worth of pages.
+//!
+//! The promotion (copy and shootdown) is charged to the faulting core, as
+//! `migrate_misplaced_folio` runs in the fault. Faults are handled in batches every
+//! millisecond of simulated time.
+//!
+//! **Demotion** (TPP, Maruf et al., ASPLOS'23: decoupled allocation and demotion
+//! watermarks): kswapd (the policy's core) wakes when the fast node's free memory falls below
+//! `demote_watermark` of its capacity and demotes, in second-chance order over the fast
+//! node's pages (the pages resident there at start in address order, then the pages it
+//! promotes; the Accessed bit tested and cleared without a flush, as x86's
+//! `ptep_clear_flush_young`), until free memory is back at the watermark (at least
+//! `SWAP_CLUSTER_MAX` = 32 pages per wake-up). Promotions may dip below the watermark down to a full node
+//! (only the allocation watermark, not modelled beyond "one free page", stops them), so
+//! promotion never waits for demotion.
+//!
+//! Pages faulted onto the fast node after the start join the list when kswapd finds it
+//! holding fewer than half of the node's pages (a rebuild from the page tables, at most once
+//! per scan period). Not modelled: the scan period's own adaptation (1 s .. 60 s: the period
+//! stays at `scan_period`).
 //!
 //! # Parameters (defaults and sources: `reference/memory-management.md`, Linux)
 //! | parameter | default | source |
@@ -23,6 +52,10 @@
 //! | `scan_period` | 1 s | Linux `numa_balancing_scan_period_min_ms` (the period ranges 1..60 s) |
 //! | `scan_delay` | 1 s | Linux `numa_balancing_scan_delay_ms` |
 //! | `hot_threshold` | 1 s | Linux `numa_balancing_hot_threshold_ms` (1000 ms) |
+//! | `scan_period_max` | 60 s | Linux `numa_balancing_scan_period_max_ms`: the threshold's adjustment window |
+//! | `adjust_steps` | 16 | Linux `NUMA_MIGRATION_ADJUST_STEPS` |
+//! | `enough_free` | 1 GiB | Linux `pgdat_free_space_enough` (`max(1 GiB, node / 16)`) |
+//! | `enough_free_fraction` | 1/16 | Linux `pgdat_free_space_enough` |
 //! | `rate_limit_mbps` | 65536 | Linux `numa_balancing_promote_rate_limit_MBps` |
 //! | `demote_watermark` | 0.02 | TPP's `demote_scale_factor` (2%) |
 //! | `hint_fault_ns` | 1000 ns | assumption: a minor fault (`cost.fault_ns`) |
@@ -58,7 +91,20 @@ pub struct NumaTieringParams {
     /// A hint fault this soon after the scan marks the page hot.
     #[serde(default = "d_period")]
     pub hot_threshold: Duration,
-    /// Reclaim demotes when free fast memory is below this fraction of its capacity.
+    /// Window of the hot threshold's adjustment (`numa_balancing_scan_period_max_ms`).
+    #[serde(default = "d_period_max")]
+    pub scan_period_max: Duration,
+    /// Steps of the threshold's adjustment (`NUMA_MIGRATION_ADJUST_STEPS`).
+    #[serde(default = "d_steps")]
+    pub adjust_steps: u32,
+    /// Free fast memory above which every hint-faulted page is promoted: at least this...
+    #[serde(default = "d_enough")]
+    pub enough_free: ByteSize,
+    /// ...or this fraction of the fast node, whichever is larger (`pgdat_free_space_enough`).
+    #[serde(default = "d_enough_frac")]
+    pub enough_free_fraction: f64,
+    /// kswapd demotes when free fast memory is below this fraction of its capacity (TPP's
+    /// demotion watermark), until it is back there.
     #[serde(default = "d_wmark")]
     pub demote_watermark: f64,
     /// Cost of a hint fault to the faulting core, ns.
@@ -74,6 +120,18 @@ fn d_size() -> ByteSize {
 }
 fn d_period() -> Duration {
     Duration(1_000_000_000)
+}
+fn d_period_max() -> Duration {
+    Duration(60_000_000_000)
+}
+fn d_steps() -> u32 {
+    16
+}
+fn d_enough() -> ByteSize {
+    ByteSize(1 << 30)
+}
+fn d_enough_frac() -> f64 {
+    1.0 / 16.0
 }
 fn d_wmark() -> f64 {
     0.02
@@ -92,11 +150,23 @@ impl Default for NumaTieringParams {
 }
 
 impl TieringParams for NumaTieringParams {
-    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.scan_size.0 < PAGE_SIZE {
             return Err(ctx.err("scan_size", "must be at least one page (4 KiB)"));
         }
-        for (f, d) in [("scan_period", self.scan_period), ("hot_threshold", self.hot_threshold)] {
+        if self.adjust_steps == 0 {
+            return Err(ctx.err("adjust_steps", "must be > 0"));
+        }
+        if !(0.0..=1.0).contains(&self.enough_free_fraction) {
+            return Err(
+                ctx.err("enough_free_fraction", format!("{} is not in [0, 1]", self.enough_free_fraction))
+            );
+        }
+        for (f, d) in [
+            ("scan_period", self.scan_period),
+            ("hot_threshold", self.hot_threshold),
+            ("scan_period_max", self.scan_period_max),
+        ] {
             if d.0 == 0 {
                 return Err(ctx.err(f, "must be > 0"));
             }
@@ -109,7 +179,7 @@ impl TieringParams for NumaTieringParams {
                 return Err(ctx.err(f, format!("{v} must be >= 0")));
             }
         }
-        Ok(Box::new(NumaTiering::new(self.clone())))
+        Ok(Box::new(NumaTiering::new(self.clone(), shared.rate_limit_mbps)))
     }
     fn period_ns(&self) -> u64 {
         FAULT_BATCH_NS
@@ -119,37 +189,159 @@ impl TieringParams for NumaTieringParams {
     }
 }
 
+/// Pages kswapd reclaims at least per wake-up (Linux `SWAP_CLUSTER_MAX`).
+const SWAP_CLUSTER_MAX: u64 = 32;
+
 /// Hint faults are handled in batches this often.
 const FAULT_BATCH_NS: u64 = 1_000_000;
 
 /// The `numa-tiering` policy.
 pub struct NumaTiering {
     p: NumaTieringParams,
+    /// Promotion rate limit, pages (4 KiB) per second.
+    rate_limit_pages: u64,
     next_ns: u64,
     next_scan_ns: u64,
     cursor: u64,
-    /// Promoted pages in second-chance order.
+    /// Fast-node pages in second-chance order (kswapd's list).
     lru: VecDeque<u64>,
+    next_rebuild_ns: u64,
+    rebuilds: u64,
+    /// `PGPROMOTE_CANDIDATE` of the fast node, pages.
+    candidates: u64,
+    /// Rate limit window: start (ns) and the candidate count then.
+    rl_start_ns: u64,
+    rl_nr_cand: u64,
+    /// Threshold adjustment: window start (ns), candidate count then, the adjusted threshold
+    /// (ns; 0 = the default `hot_threshold`).
+    th_start_ns: u64,
+    th_nr_cand: u64,
+    threshold_ns: u64,
+    threshold_changes: u64,
     scans: u64,
     hot_faults: u64,
     cold_faults: u64,
+    free_enough_promotions: u64,
     rate_limited: u64,
     demote_scans: u64,
 }
 
 impl NumaTiering {
-    fn new(p: NumaTieringParams) -> Self {
+    fn new(p: NumaTieringParams, rate_limit_mbps: f64) -> Self {
         NumaTiering {
             next_ns: FAULT_BATCH_NS,
             next_scan_ns: p.scan_delay.0,
+            rate_limit_pages: (rate_limit_mbps * (1u64 << 20) as f64 / PAGE_SIZE as f64) as u64,
             p,
             cursor: 0,
             lru: VecDeque::new(),
+            next_rebuild_ns: 0,
+            rebuilds: 0,
+            candidates: 0,
+            rl_start_ns: 0,
+            rl_nr_cand: 0,
+            th_start_ns: 0,
+            th_nr_cand: 0,
+            threshold_ns: 0,
+            threshold_changes: 0,
             scans: 0,
             hot_faults: 0,
             cold_faults: 0,
+            free_enough_promotions: 0,
             rate_limited: 0,
             demote_scans: 0,
+        }
+    }
+
+    /// The hot threshold in force, ns.
+    pub fn threshold_ns(&self) -> u64 {
+        if self.threshold_ns == 0 {
+            self.p.hot_threshold.0
+        } else {
+            self.threshold_ns
+        }
+    }
+
+    /// `numa_promotion_adjust_threshold`: once per `scan_period_max`, move the threshold one
+    /// step against the candidates counted in the window.
+    fn adjust_threshold(&mut self, now_ns: u64) {
+        let period = self.p.scan_period_max.0;
+        if now_ns.saturating_sub(self.th_start_ns) <= period {
+            return;
+        }
+        self.th_start_ns = now_ns;
+        let ref_cand = self.rate_limit_pages as f64 * period as f64 / 1e9;
+        let diff = (self.candidates - self.th_nr_cand) as f64;
+        let def = self.p.hot_threshold.0;
+        let unit = def * 2 / self.p.adjust_steps as u64;
+        let th = self.threshold_ns();
+        let new = if diff > ref_cand * 1.1 {
+            th.saturating_sub(unit).max(unit)
+        } else if diff < ref_cand * 0.9 {
+            (th + unit).min(def * 2)
+        } else {
+            th
+        };
+        if new != th {
+            self.threshold_changes += 1;
+        }
+        self.th_nr_cand = self.candidates;
+        self.threshold_ns = new;
+    }
+
+    /// `numa_promotion_rate_limit`: count `pages` candidates; true when the window's
+    /// candidates reached the limit.
+    fn rate_limited(&mut self, now_ns: u64, pages: u64) -> bool {
+        self.candidates += pages;
+        if now_ns.saturating_sub(self.rl_start_ns) > 1_000_000_000 {
+            self.rl_start_ns = now_ns;
+            self.rl_nr_cand = self.candidates;
+        }
+        self.candidates - self.rl_nr_cand >= self.rate_limit_pages
+    }
+
+    /// `pgdat_free_space_enough`: free memory above the watermark plus `max(enough_free,
+    /// capacity x enough_free_fraction)`.
+    fn free_space_enough(&self, ctx: &TieringCtx) -> bool {
+        let cap = ctx.fast_capacity() as f64;
+        let enough = (self.p.enough_free.0 as f64).max(cap * self.p.enough_free_fraction);
+        ctx.fast_free() as f64 > cap * self.p.demote_watermark + enough
+    }
+
+    /// The fast node's pages at start, in address order (kswapd's list before any promotion).
+    /// Done once, at start.
+    /// Walks each mapping by 2 MiB chunks, looking into a chunk page by page only when one of
+    /// its pages is on the fast node or the chunk's first page is not present.
+    fn build_lru(&mut self, ctx: &mut TieringCtx) {
+        let fast = ctx.tiers.fast;
+        let want = ctx.machine.nodes()[fast as usize].used_pages;
+        if want == 0 {
+            return;
+        }
+        let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
+        let chunk = tierlab_core::HUGE_SIZE;
+        for (s, e) in vmas {
+            let mut a = s;
+            while a < e {
+                let ce = ((a / chunk) + 1) * chunk;
+                let ce = ce.min(e);
+                // A whole chunk on one node (bulk populate, huge pages) is decided by its
+                // first and last page; otherwise it is looked at page by page.
+                let first = ctx.machine.node_of(a);
+                let last = ctx.machine.node_of(ce - PAGE_SIZE);
+                if first == last && first != Some(fast) && first.is_some() {
+                    a = ce;
+                    continue;
+                }
+                let mut v = a;
+                while v < ce {
+                    if ctx.machine.node_of(v) == Some(fast) {
+                        self.lru.push_back(v);
+                    }
+                    v += PAGE_SIZE;
+                }
+                a = ce;
+            }
         }
     }
 
@@ -191,15 +383,25 @@ impl NumaTiering {
         self.scans += 1;
     }
 
-    /// kswapd: demote in second-chance order until twice the watermark is free.
+    /// kswapd (TPP): below the demotion watermark, demote in second-chance order until free
+    /// memory is back at the watermark (at least one batch).
     fn reclaim(&mut self, ctx: &mut TieringCtx) -> Result<()> {
         let cap = ctx.fast_capacity();
-        let low = (cap as f64 * self.p.demote_watermark) as u64;
-        if ctx.fast_free() >= low || low == 0 {
+        let wmark = (cap as f64 * self.p.demote_watermark) as u64;
+        if ctx.fast_free() >= wmark || wmark == 0 {
             return Ok(());
         }
-        let target = 2 * low;
+        let target = wmark.max(ctx.fast_free() + SWAP_CLUSTER_MAX * PAGE_SIZE);
         let fast = ctx.tiers.fast;
+        // Pages faulted onto the fast node since the list was built are not on it: when it
+        // holds fewer pages than the node, rebuild it (at most once per scan period).
+        let used = ctx.machine.nodes()[fast as usize].used_pages as usize;
+        if self.lru.len() < used / 2 && ctx.now_ns >= self.next_rebuild_ns {
+            self.next_rebuild_ns = ctx.now_ns + self.p.scan_period.0;
+            self.lru.clear();
+            self.build_lru(ctx);
+            self.rebuilds += 1;
+        }
         let mut victims = Vec::new();
         let mut freed = ctx.fast_free();
         let mut budget = self.lru.len() * 2;
@@ -229,6 +431,7 @@ impl TieringPolicy for NumaTiering {
         if h.is_none() {
             *h = Some(Box::new(HintFaults::new(self.p.hint_fault_ns)));
         }
+        self.build_lru(ctx);
         Ok(())
     }
 
@@ -249,20 +452,33 @@ impl TieringPolicy for NumaTiering {
         let faults = ctx.machine.hint_faults().as_mut().map(|h| h.take_faults()).unwrap_or_default();
         let slow = ctx.tiers.slow;
         for f in faults {
-            if f.time_ns.saturating_sub(f.scan_ns) >= self.p.hot_threshold.0 {
-                self.cold_faults += 1;
-                continue;
-            }
-            self.hot_faults += 1;
             if ctx.machine.node_of(f.va) != Some(slow) {
                 continue;
             }
-            if ctx.mover.budget() < PAGE_SIZE {
-                self.rate_limited += 1;
+            if ctx.fast_free() < PAGE_SIZE {
+                // The allocation fails while the fast tier is full; kswapd runs below.
                 continue;
             }
-            if ctx.fast_free() < PAGE_SIZE {
-                // Promotion fails while the fast tier is full; reclaim runs below.
+            if self.free_space_enough(ctx) {
+                // Enough free memory: promote whatever faulted; the workload changed, so the
+                // adjusted threshold is reset.
+                self.threshold_ns = 0;
+                self.th_nr_cand = self.candidates;
+                self.free_enough_promotions += 1;
+            } else {
+                self.adjust_threshold(f.time_ns);
+                if f.time_ns.saturating_sub(f.scan_ns) >= self.threshold_ns() {
+                    self.cold_faults += 1;
+                    continue;
+                }
+                self.hot_faults += 1;
+                if self.rate_limited(f.time_ns, 1) {
+                    self.rate_limited += 1;
+                    continue;
+                }
+            }
+            if ctx.mover.budget() < PAGE_SIZE {
+                self.rate_limited += 1;
                 continue;
             }
             let t = ctx.tiers;
@@ -275,7 +491,10 @@ impl TieringPolicy for NumaTiering {
     }
 
     fn window_columns(&self) -> Vec<(String, f64)> {
-        vec![("hot_faults".into(), self.hot_faults as f64)]
+        vec![
+            ("hot_faults".into(), self.hot_faults as f64),
+            ("hot_threshold_ms".into(), self.threshold_ns() as f64 / 1e6),
+        ]
     }
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
@@ -284,6 +503,11 @@ impl TieringPolicy for NumaTiering {
         out.set(format!("{prefix}.cold_faults"), self.cold_faults);
         out.set(format!("{prefix}.fault_rate_limited"), self.rate_limited);
         out.set(format!("{prefix}.reclaims"), self.demote_scans);
+        out.set(format!("{prefix}.free_enough_promotions"), self.free_enough_promotions);
+        out.set(format!("{prefix}.promote_candidates"), self.candidates);
+        out.set(format!("{prefix}.hot_threshold_ms"), self.threshold_ns() as f64 / 1e6);
+        out.set(format!("{prefix}.threshold_changes"), self.threshold_changes);
+        out.set(format!("{prefix}.lru_rebuilds"), self.rebuilds);
     }
 }
 

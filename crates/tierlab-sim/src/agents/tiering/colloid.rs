@@ -1,0 +1,408 @@
+//! `colloid`: balance the tiers' **loaded** access latencies (Vuppalapati & Agarwal, "Tiered
+//! Memory Management: Access Latency is the Key!", SOSP'24; `reference/loaded-latency.md`).
+//!
+//! # Model
+//! Colloid's principle: place pages so that the default (fast) tier and the alternate (slow)
+//! tier have equal loaded access latencies, rather than packing the hottest pages into the
+//! fast tier: under load the fast tier's latency can exceed the slow tier's.
+//!
+//! **Measurement** (colloid-mon, `host-architecture/colloid`, every `interval`): per tier,
+//! the access latency by Little's law, occupancy / inserts of the uncore's request queue
+//! (CHA TOR), each EWMA-smoothed with weight `2^-ewma_exp`. The simulator's hardware counts
+//! every core's accesses per node (the inserts) and exposes each node's current loaded
+//! latency (`hw::loaded`: idle latency x the curve at the node's utilization); the occupancy
+//! of an interval is latency x inserts, so the measured latency is the ratio of the smoothed
+//! occupancy to the smoothed inserts; a tier without traffic has its unloaded latency (what a
+//! probe would measure; colloid-mon floors its latencies instead). `p` = the fast tier's
+//! share of the accesses.
+//!
+//! **Control** (colloid-mon's `p_lo` / `p_hi` watermarks): when the two latencies differ by
+//! at most `delta` (of the fast tier's latency), nothing moves (`delta_p = 0`). Otherwise, if
+//! the fast tier is the faster one, `p_lo = p` (the fast tier should take more accesses;
+//! `p_hi` resets to 1 if it is not above `p_lo`), else `p_hi = p` (`p_lo` resets to 0 if it is
+//! not below); when `p_hi - p_lo < epsilon` the far watermark resets (the load changed). The
+//! target is `(p_lo + p_hi) / 2` and `delta_p = |target - p|`: a binary search for the
+//! access split at which the latencies are equal.
+//!
+//! **Migration** (every `quantum`, colloid's `MIGRATION_QUANTUM_MS`): page hotness comes from
+//! PEBS samples (as in Colloid's HeMem and MEMTIS integrations), per 4 KiB page, halved every
+//! `cooling`. With `delta_p > 0`, pages whose sampled access share adds up to `delta_p` move
+//! toward the lower-latency tier, hottest first: promotions when the fast tier is faster
+//! (making room by demoting the fast pages with the fewest samples, as the base systems
+//! demote cold pages), demotions of the fast tier's hottest pages when it is slower. The
+//! promotion rate limit (`rate_limit_mbps`) and the policy core's time bound the work.
+//!
+//! # Parameters
+//! | parameter | default | source |
+//! |---|---|---|
+//! | `interval` | 10 ms | colloid-mon `SAMPLE_INTERVAL_MS` (MEMTIS/TPP integrations) |
+//! | `ewma_exp` | 4 | colloid-mon `EWMA_EXP` without spin polling (weight 1/16) |
+//! | `quantum` | 500 ms | colloid-mon `MIGRATION_QUANTUM_MS` |
+//! | `delta` | 0.05 | colloid-mon `COLLOID_DELTA_PERCENT` (5%) |
+//! | `epsilon` | 0.01 | colloid-mon `COLLOID_EPSILON_PERCENT` (1%) |
+//! | `cooling` | 1 s | assumption (sample counts halve every second) |
+//! | `rate_limit_mbps` | 2048 | assumption: MEMTIS' 2 GB/s migration cap |
+//! | `ns_per_sample` | 50 ns | assumption, as `hemem`/`memtis` |
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use tierlab_core::PAGE_SIZE;
+
+use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
+use crate::agents::{Feed, FeedKind};
+use crate::error::Result;
+use crate::stats::Stats;
+use crate::units::Duration;
+
+/// Parameters of `colloid`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColloidParams {
+    /// Latency measurement period.
+    #[serde(default = "d_interval")]
+    pub interval: Duration,
+    /// EWMA weight exponent (weight of a new measurement = 2^-ewma_exp).
+    #[serde(default = "d_ewma")]
+    pub ewma_exp: u32,
+    /// Migration period.
+    #[serde(default = "d_quantum")]
+    pub quantum: Duration,
+    /// Latencies within this fraction of the fast tier's are balanced.
+    #[serde(default = "d_delta")]
+    pub delta: f64,
+    /// Watermarks closer than this reset.
+    #[serde(default = "d_epsilon")]
+    pub epsilon: f64,
+    /// Sample counts halve this often.
+    #[serde(default = "d_cooling")]
+    pub cooling: Duration,
+    /// CPU time per sample processed, ns.
+    #[serde(default = "d_ns_sample")]
+    pub ns_per_sample: f64,
+}
+
+fn d_interval() -> Duration {
+    Duration(10_000_000)
+}
+fn d_ewma() -> u32 {
+    4
+}
+fn d_quantum() -> Duration {
+    Duration(500_000_000)
+}
+fn d_delta() -> f64 {
+    0.05
+}
+fn d_epsilon() -> f64 {
+    0.01
+}
+fn d_cooling() -> Duration {
+    Duration(1_000_000_000)
+}
+fn d_ns_sample() -> f64 {
+    50.0
+}
+
+impl Default for ColloidParams {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl TieringParams for ColloidParams {
+    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+        for (f, d) in [("interval", self.interval), ("quantum", self.quantum), ("cooling", self.cooling)] {
+            if d.0 == 0 {
+                return Err(ctx.err(f, "must be > 0"));
+            }
+        }
+        if self.ewma_exp > 16 {
+            return Err(ctx.err("ewma_exp", format!("{} is not in [0, 16]", self.ewma_exp)));
+        }
+        for (f, v) in [("delta", self.delta), ("epsilon", self.epsilon)] {
+            if !(0.0..1.0).contains(&v) {
+                return Err(ctx.err(f, format!("{v} is not in [0, 1)")));
+            }
+        }
+        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
+            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
+        }
+        Ok(Box::new(Colloid::new(self.clone())))
+    }
+    fn period_ns(&self) -> u64 {
+        self.quantum.0
+    }
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        Some(&[FeedKind::Samples])
+    }
+}
+
+/// The `colloid` policy.
+pub struct Colloid {
+    p: ColloidParams,
+    next_measure_ns: u64,
+    next_migrate_ns: u64,
+    next_cool_ns: u64,
+    /// Per-node access counters at the last measurement (all cores).
+    last_ins: Vec<u64>,
+    /// Smoothed occupancy (latency x inserts) and inserts of the fast and slow tier.
+    occ: [f64; 2],
+    ins: [f64; 2],
+    /// The measured latencies, ns.
+    lat: [f64; 2],
+    p_lo: f64,
+    p_hi: f64,
+    delta_p: f64,
+    fast_slower: bool,
+    /// Sample counts per 4 KiB page.
+    counts: HashMap<u64, f64>,
+    samples: u64,
+    measures: u64,
+    unbalanced: u64,
+    promoted_for_balance: u64,
+    demoted_for_balance: u64,
+}
+
+impl Colloid {
+    fn new(p: ColloidParams) -> Self {
+        Colloid {
+            next_measure_ns: p.interval.0,
+            next_migrate_ns: p.quantum.0,
+            next_cool_ns: p.cooling.0,
+            p,
+            last_ins: Vec::new(),
+            occ: [0.0; 2],
+            ins: [0.0; 2],
+            lat: [0.0; 2],
+            p_lo: 0.0,
+            p_hi: 1.0,
+            delta_p: 0.0,
+            fast_slower: false,
+            counts: HashMap::new(),
+            samples: 0,
+            measures: 0,
+            unbalanced: 0,
+            promoted_for_balance: 0,
+            demoted_for_balance: 0,
+        }
+    }
+
+    /// The memory latency an access to `node` pays now (ns), from the hardware's cost table
+    /// of core 0 (the loaded latency when the node has a loaded-latency model).
+    fn latency_ns(ctx: &TieringCtx, node: u8) -> f64 {
+        let hw = ctx.machine.hw();
+        let c = &hw.cost;
+        let total_ns = hw.cores[0].cost_to(node) as f64 / 1000.0;
+        let miss = (1.0 - c.cache_hit_fraction).max(1e-9);
+        (total_ns - c.cpu_ns_per_access - c.cache_hit_fraction * c.cache_hit_ns) / miss
+    }
+
+    /// The measured (smoothed) latencies of the fast and slow tier, ns.
+    pub fn latencies(&self) -> [f64; 2] {
+        self.lat
+    }
+
+    /// One colloid-mon step: measure, smooth, update the watermarks and `delta_p`.
+    fn measure(&mut self, ctx: &TieringCtx) {
+        let hw = ctx.machine.hw();
+        let k = ctx.machine.nodes().len();
+        let now: Vec<u64> = (0..k).map(|n| hw.cores.iter().map(|c| c.node_accesses[n]).sum()).collect();
+        if self.last_ins.is_empty() {
+            self.last_ins = vec![0; k];
+        }
+        let tiers = [ctx.tiers.fast, ctx.tiers.slow];
+        let w = 1.0 / (1u64 << self.p.ewma_exp) as f64;
+        for (i, &n) in tiers.iter().enumerate() {
+            let ins = (now[n as usize] - self.last_ins[n as usize]) as f64;
+            let lat = Self::latency_ns(ctx, n);
+            self.occ[i] += w * (lat * ins - self.occ[i]);
+            self.ins[i] += w * (ins - self.ins[i]);
+            // Little's law; a tier without traffic has its unloaded latency (what a probe
+            // would measure; colloid-mon floors the latencies instead).
+            self.lat[i] = if self.ins[i] > 1e-9 { self.occ[i] / self.ins[i] } else { lat };
+        }
+        self.last_ins = now;
+        self.measures += 1;
+        let (ins_f, ins_s) = (self.ins[0], self.ins[1]);
+        let [lf, ls] = self.lat;
+        self.fast_slower = lf > ls;
+        if (lf - ls).abs() <= self.p.delta * lf || ins_f + ins_s <= 1e-9 {
+            self.delta_p = 0.0;
+            return;
+        }
+        self.unbalanced += 1;
+        let p = ins_f / (ins_f + ins_s);
+        if !self.fast_slower {
+            self.p_lo = p;
+            if self.p_hi <= self.p_lo {
+                self.p_hi = 1.0;
+            }
+        } else {
+            self.p_hi = p;
+            if self.p_lo >= self.p_hi {
+                self.p_lo = 0.0;
+            }
+        }
+        if self.p_hi - self.p_lo < self.p.epsilon {
+            if !self.fast_slower {
+                self.p_hi = 1.0;
+            } else {
+                self.p_lo = 0.0;
+            }
+        }
+        let target = (self.p_lo + self.p_hi) / 2.0;
+        self.delta_p = (target - p).abs();
+    }
+
+    /// Move pages whose sampled access share adds up to `delta_p` toward the faster tier.
+    fn migrate(&mut self, ctx: &mut TieringCtx) -> Result<()> {
+        if self.delta_p <= 0.0 || self.counts.is_empty() {
+            return Ok(());
+        }
+        let total: f64 = self.counts.values().sum();
+        if total <= 0.0 {
+            return Ok(());
+        }
+        let want = self.delta_p * total;
+        let (fast, slow) = (ctx.tiers.fast, ctx.tiers.slow);
+        let mut ranked: Vec<(u64, f64)> = self.counts.iter().map(|(&k, &v)| (k, v)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let until = ctx.now_ns + self.p.quantum.0;
+        if self.fast_slower {
+            // Shift load away from the fast tier: its hottest pages go to the slow tier.
+            let mut moved = 0.0;
+            let mut batch = Vec::new();
+            for &(pg, c) in &ranked {
+                if moved >= want {
+                    break;
+                }
+                if ctx.machine.node_of(pg) == Some(fast) {
+                    batch.push(pg);
+                    moved += c;
+                }
+            }
+            let n = ctx.demote(&batch)?;
+            self.demoted_for_balance += n;
+            return Ok(());
+        }
+        // Shift load toward the fast tier: promote the slow tier's hottest pages, making room
+        // by demoting the fast pages with the fewest samples.
+        let cand: Vec<(u64, f64)> =
+            ranked.iter().copied().filter(|&(pg, _)| ctx.machine.node_of(pg) == Some(slow)).collect();
+        let mut cold: Vec<u64> = ranked
+            .iter()
+            .rev()
+            .map(|&(pg, _)| pg)
+            .filter(|&pg| ctx.machine.node_of(pg) == Some(fast))
+            .collect();
+        cold.reverse(); // pop() yields the coldest
+                        // Pages to promote: the hottest slow pages up to `delta_p` of the sampled accesses,
+                        // within the rate limit's budget.
+        let budget_pages = ctx.mover.budget() / PAGE_SIZE;
+        let mut take = Vec::new();
+        let mut moved = 0.0;
+        let mut coldest_taken = f64::INFINITY;
+        for (pg, c) in cand {
+            if moved >= want || take.len() as u64 >= budget_pages {
+                break;
+            }
+            take.push(pg);
+            moved += c;
+            coldest_taken = c;
+        }
+        // Room: demote the coldest fast pages, never one as hot as a page it makes room for.
+        let free_pages = ctx.fast_free() / PAGE_SIZE;
+        let need = (take.len() as u64).saturating_sub(free_pages);
+        let mut victims = Vec::new();
+        while (victims.len() as u64) < need {
+            let Some(v) = cold.pop() else { break };
+            if self.counts.get(&v).copied().unwrap_or(0.0) >= coldest_taken {
+                break;
+            }
+            victims.push(v);
+        }
+        if !victims.is_empty() && ctx.core_free_before(until) {
+            ctx.demote(&victims)?;
+        }
+        let room = (free_pages + victims.len() as u64) as usize;
+        take.truncate(room);
+        if !take.is_empty() && ctx.core_free_before(until) {
+            let (k, _) = ctx.promote(&take)?;
+            self.promoted_for_balance += k;
+        }
+        Ok(())
+    }
+}
+
+impl TieringPolicy for Colloid {
+    fn next_event(&self) -> crate::agents::Ps {
+        crate::agents::ns_to_ps(self.next_measure_ns.min(self.next_migrate_ns))
+    }
+
+    fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
+        let now = ctx.now_ns;
+        if now >= self.next_cool_ns {
+            self.next_cool_ns = now + self.p.cooling.0;
+            self.counts.retain(|_, c| {
+                *c /= 2.0;
+                *c >= 0.25
+            });
+        }
+        if now >= self.next_measure_ns {
+            self.next_measure_ns = now + self.p.interval.0;
+            self.measure(ctx);
+        }
+        if now >= self.next_migrate_ns {
+            self.next_migrate_ns = now + self.p.quantum.0;
+            self.migrate(ctx)?;
+        }
+        Ok(())
+    }
+
+    fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
+        let Feed::Samples(drains) = feed else { return Ok(()) };
+        let mut n = 0u64;
+        for d in drains.iter() {
+            for &(addr, _) in &d.records {
+                *self.counts.entry(addr & !(PAGE_SIZE - 1)).or_default() += 1.0;
+                n += 1;
+            }
+        }
+        self.samples += n;
+        ctx.charge(n as f64 * self.p.ns_per_sample);
+        Ok(())
+    }
+
+    fn window_columns(&self) -> Vec<(String, f64)> {
+        let [lf, ls] = self.latencies();
+        vec![
+            ("colloid.fast_latency_ns".into(), lf),
+            ("colloid.slow_latency_ns".into(), ls),
+            ("colloid.delta_p".into(), self.delta_p),
+        ]
+    }
+
+    fn report_stats(&self, prefix: &str, out: &mut Stats) {
+        let [lf, ls] = self.latencies();
+        let p = format!("{prefix}.colloid");
+        out.set(format!("{p}.samples"), self.samples);
+        out.set(format!("{p}.measures"), self.measures);
+        out.set(format!("{p}.unbalanced_measures"), self.unbalanced);
+        out.set(format!("{p}.fast_latency_ns"), lf);
+        out.set(format!("{p}.slow_latency_ns"), ls);
+        out.set(format!("{p}.delta_p"), self.delta_p);
+        out.set(format!("{p}.p_lo"), self.p_lo);
+        out.set(format!("{p}.p_hi"), self.p_hi);
+        out.set(format!("{p}.promoted_pages"), self.promoted_for_balance);
+        out.set(format!("{p}.demoted_pages"), self.demoted_for_balance);
+    }
+}
+
+impl crate::params::Params for ColloidParams {}
+
+impl crate::params::SharedDefaults<TieringShared> for ColloidParams {
+    fn shared_defaults() -> TieringShared {
+        TieringShared::with_rate(2048.0)
+    }
+}
