@@ -483,6 +483,12 @@ pub struct Scheme {
     wmark_active: bool,
     core_default_reject: bool,
     ops_default_reject: bool,
+    /// Emulate a physical-address context of the scheme's source node on this virtual one
+    /// (`damon-mtier`'s per-node contexts): a migration action sees only the pages not on
+    /// its target node (others are not walked, not filtered, their Accessed bits left alone)
+    /// and the quota is charged with those pages' bytes, as the kernel charges a `paddr`
+    /// region made only of the source node's memory.
+    pub source_node_only: bool,
     /// Statistics.
     pub stats: SchemeStats,
 }
@@ -504,6 +510,7 @@ impl Scheme {
             wmark_active: true,
             core_default_reject,
             ops_default_reject,
+            source_node_only: false,
             stats: SchemeStats::default(),
         }
     }
@@ -1064,7 +1071,11 @@ fn apply_scheme(
         return Ok(inserted);
     }
     let r = regions[i];
-    let (applied, passed, ns) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
+    let (applied, passed, ns, source) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
+    if s.source_node_only && matches!(s.cfg.action, Action::MigrateHot | Action::MigrateCold) {
+        // The source node's context would hold only these pages of the region.
+        sz = source;
+    }
     let q = &mut s.quota;
     q.total_charged_ns += ns.round() as u64;
     q.charged_sz += sz;
@@ -1087,7 +1098,8 @@ fn apply_scheme(
 }
 
 /// Walk `[start, end)` page by page through the ops filters and apply the action. Returns
-/// (bytes applied, bytes that passed the filters, time in ns).
+/// (bytes applied, bytes that passed the filters, time in ns, bytes of present pages not on
+/// the migration target: what a source-node context would see).
 fn apply_action(
     s: &Scheme,
     start: u64,
@@ -1095,13 +1107,15 @@ fn apply_action(
     m: &mut MachineView,
     act: &mut dyn Actor,
     ns_per_page: f64,
-) -> Result<(u64, u64, f64)> {
+) -> Result<(u64, u64, f64, u64)> {
     let ops: Vec<&FilterConfig> = s.cfg.filters.iter().filter(|f| f.kind.for_ops()).collect();
     let action = s.cfg.action;
     let target = s.cfg.target_nid;
     let mut batch: Vec<u64> = Vec::new();
     let (mut applied, mut passed, mut ns) = (0u64, 0u64, 0.0f64);
     let mut walked = 0u64;
+    let mut source = 0u64;
+    let source_only = s.source_node_only && matches!(action, Action::MigrateHot | Action::MigrateCold);
     let mut va = start;
     let mut run: Option<(u64, u64)> = None; // lru marks: a run of passed pages
     let flush = |batch: &mut Vec<u64>,
@@ -1134,6 +1148,12 @@ fn apply_action(
         };
         let base = size.base(va);
         let bytes = size.bytes();
+        if source_only && m.node_of(base) == target {
+            // Another node's memory: not in the source node's context.
+            va = base + bytes;
+            continue;
+        }
+        source += bytes;
         walked += 1;
         // The ops filters (first match decides; else the default).
         let mut allow: Option<bool> = None;
@@ -1201,7 +1221,7 @@ fn apply_action(
     let walk_ns = walked as f64 * ns_per_page;
     act.charge(m, walk_ns);
     ns += walk_ns;
-    Ok((applied, passed, ns))
+    Ok((applied, passed, ns, source))
 }
 
 fn page_bytes(m: &MachineView, va: u64) -> u64 {
@@ -1754,6 +1774,29 @@ mod tests {
         let st = &d.schemes[0].stats;
         assert_eq!((st.nr_tried, st.sz_tried, st.sz_applied), (4, 4 * MIB, 0));
         assert!(mon.regions.iter().all(|r| r.age == 7));
+    }
+
+    #[test]
+    fn source_node_only_walks_and_charges_only_the_source_nodes_pages() {
+        // Two cold 1 MiB regions on node 0; a quarter of region 0's pages already on node 1.
+        // migrate_cold to node 1 as one node-0 `paddr` context would apply it: the pages on
+        // node 1 are not part of it, so the scheme is charged 0.75 MiB for region 0, not 1.
+        for on in [false, true] {
+            let (mut m, mut mon, base) = setup(MIB, &[0, 0], 5);
+            let moved: Vec<u64> = (0..64).map(|i| base + i * 4096).collect();
+            m.migrate_pages(&moved, 1, 0).unwrap();
+            let mut s = scheme(Action::MigrateCold);
+            s.target_nid = Some(1);
+            s.max_nr_accesses = Some(0);
+            let mut d = damos(vec![s], 0.0, &mon);
+            d.schemes[0].source_node_only = on;
+            apply(&mut d, &mut mon, &mut m, 0);
+            let st = &d.schemes[0].stats;
+            let tried = if on { 2 * MIB - 64 * 4096 } else { 2 * MIB };
+            assert_eq!(st.sz_tried, tried, "source_node_only = {on}");
+            assert_eq!(st.sz_applied, 2 * MIB - 64 * 4096, "only node-0 pages move");
+            assert!((0..512).all(|i| m.node_of(base + i * 4096) == Some(1)));
+        }
     }
 
     #[test]

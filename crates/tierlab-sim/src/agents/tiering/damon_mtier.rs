@@ -22,10 +22,15 @@
 //! The kernel runs two physical-address (`paddr`) contexts, one per node, each with one
 //! scheme. The simulator has no physical address space or reverse map, so here **one
 //! virtual-address context** (the process, `vaddr`, whose `migrate_hot`/`migrate_cold` exist
-//! too) runs both schemes: a region's `nr_accesses` mixes pages of both nodes, the
-//! actions skip pages already on their target node, and the quota is charged with every
-//! byte of a region (as the kernel charges it), including such pages. The quota's resume
-//! point (`damos_skip_charged_region`) moves the next window past the regions charged.
+//! too) runs both schemes: a region's `nr_accesses` mixes pages of both nodes. With
+//! `per_node_contexts` (default) each scheme emulates its node's `paddr` context: it walks
+//! and filters only the pages not already on its target node (the source node's memory;
+//! other pages keep their Accessed bits for the other scheme) and its quota is charged with
+//! those pages' bytes, as the kernel charges a physical region of the source node (the
+//! region is still split at the quota's remainder by its whole size, so a window may use
+//! less than its quota). Without it, the quota is charged with every byte of a region,
+//! including pages already on the target. The quota's resume point
+//! (`damos_skip_charged_region`) moves the next window past the regions charged.
 //! Migrations go through the tiering mover (`tiering.promoted_*`/`demoted_*`); the promotion
 //! rate limit defaults to 65536 MB/s so that the quota, not the mover, limits.
 //!
@@ -33,7 +38,8 @@
 //! The monitoring attributes (`sample_interval`, `aggr_interval`, `ops_update_interval`,
 //! `min_nr_regions`, `max_nr_regions`, `auto_tune`, `tune_*`), `ns_per_check` (300 ns, as
 //! DAMON's), `apply_interval` (1 s), `quota_sz` (200 MiB), `quota_reset_interval` (1 s),
-//! `promote_goal_bp` (9970), `demote_goal_bp` (50), `young_filter` (true), `ns_per_page`
+//! `promote_goal_bp` (9970), `demote_goal_bp` (50), `young_filter` (true), `per_node_contexts`
+//! (true: see above), `ns_per_page`
 //! (20 ns, assumption). `schemes` (or a damo file, `damo_schemes`) replace the two built-in
 //! schemes entirely.
 
@@ -108,6 +114,11 @@ pub struct DamonMtierParams {
     /// The `young` filters (promote only accessed pages, demote only the others). Default on.
     #[serde(default = "d_true")]
     pub young_filter: bool,
+    /// Emulate the kernel's one `paddr` context per node: each migration scheme sees only
+    /// the pages not already on its target node (the source node's memory), whose bytes are
+    /// what its quota is charged; off: one `vaddr` context, whole regions charged. Default on.
+    #[serde(default = "d_true")]
+    pub per_node_contexts: bool,
     /// CPU time of walking one page of a region an action applies to, ns. Default 20.
     #[serde(default = "d_ns_per_page")]
     pub ns_per_page: f64,
@@ -266,6 +277,11 @@ impl TieringParams for DamonMtierParams {
         let rng = Rng::derived(ctx.seed, "tiering.damon-mtier", 0);
         let mut obs = RegionObserver::new(attrs, rng, DamonSampler::default(), self.ns_per_check, u32::MAX);
         obs.damos = Damos::new(schemes, self.ns_per_page);
+        if self.per_node_contexts {
+            for s in &mut obs.damos.schemes {
+                s.source_node_only = true;
+            }
+        }
         Ok(Box::new(DamonMtier { obs, ns_per_check: self.ns_per_check }))
     }
     fn period_ns(&self) -> u64 {
