@@ -353,6 +353,9 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
             }
         })?;
     }
+    if let Some(cpu) = sc.machine.cpu.clone() {
+        sc = apply_cpu_preset(src, overrides, &mut table, &cpu)?;
+    }
     if let Some(s) = seed {
         sc.seed = s;
     }
@@ -362,6 +365,32 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
     }
     validate(&sc, src)?;
     Ok(sc)
+}
+
+/// `machine.cpu = NAME`: write the preset's values into `table` where the scenario (with its
+/// overrides) gives no value, and parse it again.
+fn apply_cpu_preset(src: &Source, overrides: &[String], table: &mut toml::Table, cpu: &str) -> Result<Scenario> {
+    let at = |field: &str| Location {
+        file: if overrides.is_empty() {
+            src.file.clone()
+        } else {
+            format!("{} (after --set {})", src.file, overrides.join(" "))
+        },
+        line: if overrides.is_empty() { line_of_key(&src.text, field) } else { None },
+        field: Some(field.to_string()),
+    };
+    let Some(p) = crate::hw::cpu::preset(cpu) else {
+        return Err(SimError::Config {
+            at: at("machine.cpu"),
+            msg: format!("unknown CPU preset `{cpu}`; the presets are {}", crate::hw::cpu::names()),
+        });
+    };
+    let machine = table.entry("machine").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(m) = machine {
+        p.merge_into(m);
+    }
+    let text = toml::to_string(&*table).expect("table serializes");
+    toml::from_str(&text).map_err(|e| SimError::Config { at: at("machine.cpu"), msg: e.message().trim().to_string() })
 }
 
 /// The build context of a scenario's workload.
@@ -413,6 +442,13 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
         for o in &st.set {
             let mut t = toml::Table::new();
             apply_override(&mut t, o).map_err(|e| err(&format!("stages[{i}].set"), e.to_string()))?;
+            if o.split('=').next().is_some_and(|k| k.trim() == "machine.cpu") {
+                return Err(err(
+                    &format!("stages[{i}].set"),
+                    "machine.cpu applies to the whole scenario (set it in [machine] or with --set), not per stage"
+                        .into(),
+                ));
+            }
         }
     }
     for (i, p) in sc.sweep.iter().enumerate() {
@@ -426,6 +462,10 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
             let mut t = toml::Table::new();
             apply_override(&mut t, o).map_err(|e| err(&format!("sweep[{i}].set"), e.to_string()))?;
         }
+    }
+    if let Some(p) = sc.machine.cpu.as_deref().and_then(crate::hw::cpu::preset) {
+        p.check_telemetry(sc.telemetry.iter().map(|t| t.kind()))
+            .map_err(|(i, m)| err(&format!("telemetry[{i}].kind"), m))?;
     }
     let mut labels: Vec<String> = Vec::new();
     for (i, t) in sc.telemetry.iter().enumerate() {
