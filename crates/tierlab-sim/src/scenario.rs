@@ -931,4 +931,70 @@ mod tests {
             load(&s, &[], None).unwrap_or_else(|e| panic!("{}: {e}", b.name));
         }
     }
+
+    #[test]
+    fn every_cpu_preset_parses_with_its_sizes() {
+        // (preset, L1 4K entries/ways, L1 1G entries, L2 entries/ways, L2 1G entries, splinter, GHz)
+        let want = [
+            ("skylake-sp", 64, 4, 4, 1536, 12, 16, false, 2.5),
+            ("icelake-sp", 64, 4, 8, 2048, 16, 1024, false, 2.3),
+            ("sapphire-rapids", 96, 6, 8, 2048, 16, 1024, false, 2.0),
+            ("zen3", 64, 64, 64, 2048, 16, 0, true, 2.45),
+            ("zen4", 72, 72, 72, 3072, 12, 0, true, 2.4),
+            ("knl", 64, 8, 16, 256, 8, 0, false, 1.4),
+            ("knc", 64, 4, 0, 64, 4, 0, false, 1.053),
+        ];
+        assert_eq!(want.len(), crate::hw::cpu::PRESETS.len());
+        for (name, l1, l1w, g1, l2, l2w, l2g, spl, ghz) in want {
+            let sc = load(&src(OK), &[format!("machine.cpu=\"{name}\"")], None).unwrap();
+            let t = &sc.machine.tlb;
+            assert_eq!(
+                (t.l1_4k_entries, t.l1_4k_ways, t.l1_1g_entries, t.l2_entries, t.l2_ways, t.l2_1g_entries),
+                (l1, l1w, g1, l2, l2w, l2g),
+                "{name}"
+            );
+            assert_eq!((t.l2_1g_splinter, sc.machine.cpu_ghz), (spl, ghz), "{name}");
+            // Walk and STLB latencies are cycles at the preset's clock.
+            let p = crate::hw::cpu::preset(name).unwrap();
+            let walk = sc.machine.cost.walk_ns_per_level;
+            assert!((walk - p.walk_cycles_per_level / ghz).abs() < 1e-3, "{name}: {walk}");
+            assert_eq!(sc.machine.psc.pde_entries, 32, "{name}");
+        }
+    }
+
+    #[test]
+    fn explicit_keys_override_the_cpu_preset() {
+        let text = "[machine]\ncpu = \"skylake-sp\"\ncpu_ghz = 3.1\n[machine.tlb]\nl2_entries = 768\n\
+                    [machine.psc]\npde_entries = 8\npde_ways = 8\n[workload]\nkind = \"uniform\"\n";
+        let sc = load(&src(text), &["machine.tlb.l1_1g_entries=0".into()], None).unwrap();
+        let m = &sc.machine;
+        assert_eq!((m.cpu_ghz, m.tlb.l2_entries, m.tlb.l1_1g_entries, m.psc.pde_entries), (3.1, 768, 0, 8));
+        // Keys not given come from the preset.
+        assert_eq!((m.tlb.l2_ways, m.tlb.l2_1g_entries, m.psc.pdpte_entries), (12, 16, 4));
+        // Exported and loaded again: the same machine.
+        let again = load(&src(&export(&sc)), &[], None).unwrap();
+        assert_eq!(again.machine, sc.machine);
+        // Without the preset nothing changes from the defaults.
+        let plain = load(&src(OK), &[], None).unwrap();
+        assert_eq!(plain.machine, MachineConfig::default());
+    }
+
+    #[test]
+    fn unknown_cpu_preset_and_missing_sampling_hardware_are_errors() {
+        let e = load(&src(OK), &["machine.cpu=\"pentium\"".into()], None).unwrap_err().to_string();
+        assert!(e.contains("machine.cpu") && e.contains("pentium"), "{e}");
+        for p in crate::hw::cpu::PRESETS {
+            assert!(e.contains(&format!("\"{}\"", p.name)), "{e}");
+        }
+        let text = "[machine]\ncpu = \"zen3\"\n[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"pebs\"\n";
+        let e = load(&src(text), &[], None).unwrap_err().to_string();
+        assert!(e.contains("telemetry[0].kind") && e.contains("PEBS") && e.contains("zen3"), "{e}");
+        let text = "[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"ibs\"\n";
+        let e = load(&src(text), &["machine.cpu=\"icelake-sp\"".into()], None).unwrap_err().to_string();
+        assert!(e.contains("telemetry[0].kind") && e.contains("IBS"), "{e}");
+        assert!(load(&src(text), &["machine.cpu=\"zen4\"".into()], None).is_ok());
+        let text = "[workload]\nkind = \"uniform\"\n[[stages]]\nname = \"a\"\nset = ['machine.cpu=\"zen4\"']\n";
+        let e = load(&src(text), &[], None).unwrap_err().to_string();
+        assert!(e.contains("stages[0].set") && e.contains("machine.cpu"), "{e}");
+    }
 }
