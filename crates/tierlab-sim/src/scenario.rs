@@ -369,7 +369,12 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
 
 /// `machine.cpu = NAME`: write the preset's values into `table` where the scenario (with its
 /// overrides) gives no value, and parse it again.
-fn apply_cpu_preset(src: &Source, overrides: &[String], table: &mut toml::Table, cpu: &str) -> Result<Scenario> {
+fn apply_cpu_preset(
+    src: &Source,
+    overrides: &[String],
+    table: &mut toml::Table,
+    cpu: &str,
+) -> Result<Scenario> {
     let at = |field: &str| Location {
         file: if overrides.is_empty() {
             src.file.clone()
@@ -390,7 +395,8 @@ fn apply_cpu_preset(src: &Source, overrides: &[String], table: &mut toml::Table,
         p.merge_into(m);
     }
     let text = toml::to_string(&*table).expect("table serializes");
-    toml::from_str(&text).map_err(|e| SimError::Config { at: at("machine.cpu"), msg: e.message().trim().to_string() })
+    toml::from_str(&text)
+        .map_err(|e| SimError::Config { at: at("machine.cpu"), msg: e.message().trim().to_string() })
 }
 
 /// The build context of a scenario's workload.
@@ -986,14 +992,16 @@ mod tests {
         for p in crate::hw::cpu::PRESETS {
             assert!(e.contains(&format!("\"{}\"", p.name)), "{e}");
         }
-        let text = "[machine]\ncpu = \"zen3\"\n[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"pebs\"\n";
+        let text =
+            "[machine]\ncpu = \"zen3\"\n[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"pebs\"\n";
         let e = load(&src(text), &[], None).unwrap_err().to_string();
         assert!(e.contains("telemetry[0].kind") && e.contains("PEBS") && e.contains("zen3"), "{e}");
         let text = "[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"ibs\"\n";
         let e = load(&src(text), &["machine.cpu=\"icelake-sp\"".into()], None).unwrap_err().to_string();
         assert!(e.contains("telemetry[0].kind") && e.contains("IBS"), "{e}");
         assert!(load(&src(text), &["machine.cpu=\"zen4\"".into()], None).is_ok());
-        let text = "[workload]\nkind = \"uniform\"\n[[stages]]\nname = \"a\"\nset = ['machine.cpu=\"zen4\"']\n";
+        let text =
+            "[workload]\nkind = \"uniform\"\n[[stages]]\nname = \"a\"\nset = ['machine.cpu=\"zen4\"']\n";
         let e = load(&src(text), &[], None).unwrap_err().to_string();
         assert!(e.contains("stages[0].set") && e.contains("machine.cpu"), "{e}");
     }

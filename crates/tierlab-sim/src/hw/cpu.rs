@@ -351,7 +351,10 @@ impl Preset {
         }
         v.push(("cpu_ghz".into(), toml::Value::Float(self.ghz)));
         v.push(("cost.l2_tlb_hit_ns".into(), toml::Value::Float(ns(self.l2_tlb_hit_cycles, self.ghz))));
-        v.push(("cost.walk_ns_per_level".into(), toml::Value::Float(ns(self.walk_cycles_per_level, self.ghz))));
+        v.push((
+            "cost.walk_ns_per_level".into(),
+            toml::Value::Float(ns(self.walk_cycles_per_level, self.ghz)),
+        ));
         v
     }
 

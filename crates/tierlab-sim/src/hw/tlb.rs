@@ -827,7 +827,13 @@ mod tests {
     }
 
     fn with_1g(l2_1g_entries: usize, splinter: bool) -> TlbConfig {
-        TlbConfig { l1_1g_entries: 4, l1_1g_ways: 4, l2_1g_entries, l2_1g_splinter: splinter, ..TlbConfig::default() }
+        TlbConfig {
+            l1_1g_entries: 4,
+            l1_1g_ways: 4,
+            l2_1g_entries,
+            l2_1g_splinter: splinter,
+            ..TlbConfig::default()
+        }
     }
 
     const G: u64 = HUGE_1G_SIZE;
