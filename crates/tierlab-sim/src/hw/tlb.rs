@@ -459,8 +459,6 @@ pub struct CoreTlb {
     pub l1_4k: SetAssoc,
     /// L1 for 2 MiB pages (tag = va >> 21).
     pub l1_2m: SetAssoc,
-    /// L1 for 64 KiB pages (Knights Corner; tag = va >> 16); no entries on other CPUs.
-    pub l1_64k: SetAssoc,
     /// Second level, every size.
     pub l2: SetAssoc,
     /// Single-entry invalidations executed on this core.
@@ -474,6 +472,15 @@ pub struct CoreTlb {
     /// entries of the whole 1 GiB).
     g1_pieces: bool,
     one_gig: OneGig,
+    /// The arrays of the rarer page sizes (out of line: the 4 KiB path does not touch them).
+    pub rare: Box<RareArrays>,
+}
+
+/// A core's TLB arrays for 64 KiB and 1 GiB pages.
+#[derive(Clone, Debug)]
+pub struct RareArrays {
+    /// L1 for 64 KiB pages (Knights Corner; tag = va >> 16); no entries on other CPUs.
+    pub l1_64k: SetAssoc,
     /// L1 for 1 GiB pages (tag = va >> 30); no entries unless `l1_1g_entries` > 0.
     pub l1_1g: SetAssoc,
     /// Second level for 1 GiB pages only (tag = va >> 30); no entries unless `l2_1g_entries`.
@@ -505,10 +512,12 @@ impl CoreTlb {
         CoreTlb {
             l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
             l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
-            l1_64k: SetAssoc::new(entries, ways.max(1)),
-            l1_1g: SetAssoc::new(g1_l1, c.l1_1g_ways.max(1)),
             l2: SetAssoc::new(c.l2_entries, c.l2_ways),
-            l2_1g: SetAssoc::new(g1_l2, c.l2_1g_ways.max(1)),
+            rare: Box::new(RareArrays {
+                l1_64k: SetAssoc::new(entries, ways.max(1)),
+                l1_1g: SetAssoc::new(g1_l1, c.l1_1g_ways.max(1)),
+                l2_1g: SetAssoc::new(g1_l2, c.l2_1g_ways.max(1)),
+            }),
             invalidations: 0,
             flushes: 0,
             cached: 0,
@@ -538,16 +547,16 @@ impl CoreTlb {
                 }
             }
             if cached & K64_CACHED != 0 {
-                if let Some(d) = self.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
+                if let Some(d) = self.rare.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
                     return TlbHit::L1 { data: d, size: PageSize::Knc64K };
                 }
             }
             if cached & G1_CACHED != 0 {
-                if let Some(d) = self.l1_1g.lookup(va >> HUGE_1G_SHIFT) {
+                if let Some(d) = self.rare.l1_1g.lookup(va >> HUGE_1G_SHIFT) {
                     return TlbHit::L1 { data: d, size: PageSize::Huge1G };
                 }
-                if let Some(d) = self.l2_1g.lookup(va >> HUGE_1G_SHIFT) {
-                    self.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
+                if let Some(d) = self.rare.l2_1g.lookup(va >> HUGE_1G_SHIFT) {
+                    self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
                     return TlbHit::L2 { data: d, size: PageSize::Huge1G };
                 }
             }
@@ -574,7 +583,7 @@ impl CoreTlb {
                     // A piece of a 1 GiB page: the L1 gets the whole page back.
                     let d = d & !G1;
                     self.cached |= G1_CACHED;
-                    self.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
+                    self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
                     return TlbHit::L2 { data: d, size: PageSize::Huge1G };
                 }
                 self.l1_2m.insert(va >> HUGE_SHIFT, d);
@@ -583,7 +592,7 @@ impl CoreTlb {
         }
         if cached & K64_CACHED != 0 {
             if let Some(d) = self.l2.lookup((va >> PAGE_64K_SHIFT) | L2_64K) {
-                self.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
+                self.rare.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
                 return TlbHit::L2 { data: d, size: PageSize::Knc64K };
             }
         }
@@ -605,7 +614,7 @@ impl CoreTlb {
             }
             PageSize::Knc64K => {
                 self.cached |= K64_CACHED;
-                self.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
+                self.rare.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
                 self.l2.insert((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
             PageSize::Huge1G => self.fill_1g(va, data),
@@ -623,10 +632,10 @@ impl CoreTlb {
             return;
         }
         self.cached |= G1_CACHED;
-        self.l1_1g.insert(va >> HUGE_1G_SHIFT, data);
+        self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, data);
         match self.one_gig {
             OneGig::Separate => {
-                self.l2_1g.insert(va >> HUGE_1G_SHIFT, data);
+                self.rare.l2_1g.insert(va >> HUGE_1G_SHIFT, data);
             }
             OneGig::Splinter => {
                 self.cached |= HUGE_CACHED;
@@ -654,15 +663,15 @@ impl CoreTlb {
                     self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
                 }
                 _ => {
-                    self.l1_1g.update(va >> HUGE_1G_SHIFT, data);
-                    self.l2_1g.update(va >> HUGE_1G_SHIFT, data);
+                    self.rare.l1_1g.update(va >> HUGE_1G_SHIFT, data);
+                    self.rare.l2_1g.update(va >> HUGE_1G_SHIFT, data);
                     if self.one_gig == OneGig::Splinter {
                         self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
                     }
                 }
             },
             PageSize::Knc64K => {
-                self.l1_64k.update(va >> PAGE_64K_SHIFT, data);
+                self.rare.l1_64k.update(va >> PAGE_64K_SHIFT, data);
                 self.l2.update((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
         }
@@ -672,12 +681,12 @@ impl CoreTlb {
     pub fn caches(&self, va: u64) -> bool {
         self.l1_4k.contains(va >> PAGE_SHIFT)
             || self.l1_2m.contains(va >> HUGE_SHIFT)
-            || (self.cached & K64_CACHED != 0 && self.l1_64k.contains(va >> PAGE_64K_SHIFT))
-            || self.l1_1g.contains(va >> HUGE_1G_SHIFT)
+            || (self.cached & K64_CACHED != 0 && self.rare.l1_64k.contains(va >> PAGE_64K_SHIFT))
+            || self.rare.l1_1g.contains(va >> HUGE_1G_SHIFT)
             || self.l2.contains(va >> PAGE_SHIFT)
             || self.l2.contains((va >> HUGE_SHIFT) | L2_HUGE)
             || self.l2.contains((va >> PAGE_64K_SHIFT) | L2_64K)
-            || self.l2_1g.contains(va >> HUGE_1G_SHIFT)
+            || self.rare.l2_1g.contains(va >> HUGE_1G_SHIFT)
     }
 
     /// INVLPG: drop the translation of the page containing `va` (any size).
@@ -688,12 +697,12 @@ impl CoreTlb {
         self.l2.invalidate(va >> PAGE_SHIFT);
         self.l2.invalidate((va >> HUGE_SHIFT) | L2_HUGE);
         if self.cached & K64_CACHED != 0 {
-            self.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
+            self.rare.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
             self.l2.invalidate((va >> PAGE_64K_SHIFT) | L2_64K);
         }
         if self.cached & G1_CACHED != 0 {
-            self.l1_1g.invalidate(va >> HUGE_1G_SHIFT);
-            self.l2_1g.invalidate(va >> HUGE_1G_SHIFT);
+            self.rare.l1_1g.invalidate(va >> HUGE_1G_SHIFT);
+            self.rare.l2_1g.invalidate(va >> HUGE_1G_SHIFT);
         }
         if self.g1_pieces {
             // `va` may lie in a 1 GiB page cached as 2 MiB pieces elsewhere in its 1 GiB.
@@ -711,14 +720,14 @@ impl CoreTlb {
         self.l2.invalidate_range(start >> PAGE_SHIFT, end.div_ceil(PAGE_SIZE));
         self.l2.invalidate_range((start >> HUGE_SHIFT) | L2_HUGE, end.div_ceil(HUGE_SIZE) | L2_HUGE);
         if self.cached & K64_CACHED != 0 {
-            self.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
+            self.rare.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
             self.l2
                 .invalidate_range((start >> PAGE_64K_SHIFT) | L2_64K, end.div_ceil(PAGE_64K_SIZE) | L2_64K);
         }
         let (lo, hi) = (start >> HUGE_1G_SHIFT, end.div_ceil(HUGE_1G_SIZE));
         if self.cached & G1_CACHED != 0 {
-            self.l1_1g.invalidate_range(lo, hi);
-            self.l2_1g.invalidate_range(lo, hi);
+            self.rare.l1_1g.invalidate_range(lo, hi);
+            self.rare.l2_1g.invalidate_range(lo, hi);
         }
         if self.g1_pieces {
             // Pieces of a 1 GiB page that overlaps the range, wherever they lie in it.
@@ -735,10 +744,10 @@ impl CoreTlb {
         self.g1_pieces = false;
         self.l1_4k.flush();
         self.l1_2m.flush();
-        self.l1_64k.flush();
-        self.l1_1g.flush();
+        self.rare.l1_64k.flush();
+        self.rare.l1_1g.flush();
         self.l2.flush();
-        self.l2_1g.flush();
+        self.rare.l2_1g.flush();
     }
 }
 
@@ -893,7 +902,7 @@ mod tests {
         let mut sep = CoreTlb::new(&with_1g(16, false));
         sep.fill(va, PageSize::Huge1G, 2);
         evict(&mut sep);
-        assert!(!sep.l1_1g.contains(va >> HUGE_1G_SHIFT));
+        assert!(!sep.rare.l1_1g.contains(va >> HUGE_1G_SHIFT));
         assert_eq!(sep.lookup(va + 7 * HUGE_SIZE), TlbHit::L2 { data: 2, size: PageSize::Huge1G });
         assert_eq!(sep.lookup(va + 9 * HUGE_SIZE), TlbHit::L1 { data: 2, size: PageSize::Huge1G });
 
@@ -1143,9 +1152,9 @@ mod tests {
                 }
                 let occ = fast.l1_4k.occupancy()
                     + fast.l1_2m.occupancy()
-                    + fast.l1_1g.occupancy()
+                    + fast.rare.l1_1g.occupancy()
                     + fast.l2.occupancy()
-                    + fast.l2_1g.occupancy();
+                    + fast.rare.l2_1g.occupancy();
                 assert_eq!(occ, naive.occupancy(), "{cfg:?}: op {i}");
             }
         }
