@@ -358,6 +358,9 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
             }
         })?;
     }
+    if let Some(cpu) = sc.machine.cpu.clone() {
+        sc = apply_cpu_preset(src, overrides, &mut table, &cpu)?;
+    }
     if let Some(s) = seed {
         sc.seed = s;
     }
@@ -367,6 +370,38 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
     }
     validate(&sc, src)?;
     Ok(sc)
+}
+
+/// `machine.cpu = NAME`: write the preset's values into `table` where the scenario (with its
+/// overrides) gives no value, and parse it again.
+fn apply_cpu_preset(
+    src: &Source,
+    overrides: &[String],
+    table: &mut toml::Table,
+    cpu: &str,
+) -> Result<Scenario> {
+    let at = |field: &str| Location {
+        file: if overrides.is_empty() {
+            src.file.clone()
+        } else {
+            format!("{} (after --set {})", src.file, overrides.join(" "))
+        },
+        line: if overrides.is_empty() { line_of_key(&src.text, field) } else { None },
+        field: Some(field.to_string()),
+    };
+    let Some(p) = crate::hw::cpu::preset(cpu) else {
+        return Err(SimError::Config {
+            at: at("machine.cpu"),
+            msg: format!("unknown CPU preset `{cpu}`; the presets are {}", crate::hw::cpu::names()),
+        });
+    };
+    let machine = table.entry("machine").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(m) = machine {
+        p.merge_into(m);
+    }
+    let text = toml::to_string(&*table).expect("table serializes");
+    toml::from_str(&text)
+        .map_err(|e| SimError::Config { at: at("machine.cpu"), msg: e.message().trim().to_string() })
 }
 
 /// The build context of a scenario's workload.
@@ -418,6 +453,13 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
         for o in &st.set {
             let mut t = toml::Table::new();
             apply_override(&mut t, o).map_err(|e| err(&format!("stages[{i}].set"), e.to_string()))?;
+            if o.split('=').next().is_some_and(|k| k.trim() == "machine.cpu") {
+                return Err(err(
+                    &format!("stages[{i}].set"),
+                    "machine.cpu applies to the whole scenario (set it in [machine] or with --set), not per stage"
+                        .into(),
+                ));
+            }
         }
     }
     for (i, p) in sc.sweep.iter().enumerate() {
@@ -431,6 +473,10 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
             let mut t = toml::Table::new();
             apply_override(&mut t, o).map_err(|e| err(&format!("sweep[{i}].set"), e.to_string()))?;
         }
+    }
+    if let Some(p) = sc.machine.cpu.as_deref().and_then(crate::hw::cpu::preset) {
+        p.check_telemetry(sc.telemetry.iter().map(|t| t.kind()))
+            .map_err(|(i, m)| err(&format!("telemetry[{i}].kind"), m))?;
     }
     let mut labels: Vec<String> = Vec::new();
     for (i, t) in sc.telemetry.iter().enumerate() {
@@ -895,5 +941,73 @@ mod tests {
             let s = Source { text: b.text.into(), file: b.name.into(), base_dir: ".".into() };
             load(&s, &[], None).unwrap_or_else(|e| panic!("{}: {e}", b.name));
         }
+    }
+
+    #[test]
+    fn every_cpu_preset_parses_with_its_sizes() {
+        // (preset, L1 4K entries/ways, L1 1G entries, L2 entries/ways, L2 1G entries, splinter, GHz)
+        let want = [
+            ("skylake-sp", 64, 4, 4, 1536, 12, 16, false, 2.5),
+            ("icelake-sp", 64, 4, 8, 2048, 16, 1024, false, 2.3),
+            ("sapphire-rapids", 96, 6, 8, 2048, 16, 1024, false, 2.0),
+            ("zen3", 64, 64, 64, 2048, 16, 0, true, 2.45),
+            ("zen4", 72, 72, 72, 3072, 12, 0, true, 2.4),
+            ("knl", 64, 8, 16, 256, 8, 0, false, 1.4),
+            ("knc", 64, 4, 0, 64, 4, 0, false, 1.053),
+        ];
+        assert_eq!(want.len(), crate::hw::cpu::PRESETS.len());
+        for (name, l1, l1w, g1, l2, l2w, l2g, spl, ghz) in want {
+            let sc = load(&src(OK), &[format!("machine.cpu=\"{name}\"")], None).unwrap();
+            let t = &sc.machine.tlb;
+            assert_eq!(
+                (t.l1_4k_entries, t.l1_4k_ways, t.l1_1g_entries, t.l2_entries, t.l2_ways, t.l2_1g_entries),
+                (l1, l1w, g1, l2, l2w, l2g),
+                "{name}"
+            );
+            assert_eq!((t.l2_1g_splinter, sc.machine.cpu_ghz), (spl, ghz), "{name}");
+            // Walk and STLB latencies are cycles at the preset's clock.
+            let p = crate::hw::cpu::preset(name).unwrap();
+            let walk = sc.machine.cost.walk_ns_per_level;
+            assert!((walk - p.walk_cycles_per_level / ghz).abs() < 1e-3, "{name}: {walk}");
+            assert_eq!(sc.machine.psc.pde_entries, 32, "{name}");
+        }
+    }
+
+    #[test]
+    fn explicit_keys_override_the_cpu_preset() {
+        let text = "[machine]\ncpu = \"skylake-sp\"\ncpu_ghz = 3.1\n[machine.tlb]\nl2_entries = 768\n\
+                    [machine.psc]\npde_entries = 8\npde_ways = 8\n[workload]\nkind = \"uniform\"\n";
+        let sc = load(&src(text), &["machine.tlb.l1_1g_entries=0".into()], None).unwrap();
+        let m = &sc.machine;
+        assert_eq!((m.cpu_ghz, m.tlb.l2_entries, m.tlb.l1_1g_entries, m.psc.pde_entries), (3.1, 768, 0, 8));
+        // Keys not given come from the preset.
+        assert_eq!((m.tlb.l2_ways, m.tlb.l2_1g_entries, m.psc.pdpte_entries), (12, 16, 4));
+        // Exported and loaded again: the same machine.
+        let again = load(&src(&export(&sc)), &[], None).unwrap();
+        assert_eq!(again.machine, sc.machine);
+        // Without the preset nothing changes from the defaults.
+        let plain = load(&src(OK), &[], None).unwrap();
+        assert_eq!(plain.machine, MachineConfig::default());
+    }
+
+    #[test]
+    fn unknown_cpu_preset_and_missing_sampling_hardware_are_errors() {
+        let e = load(&src(OK), &["machine.cpu=\"pentium\"".into()], None).unwrap_err().to_string();
+        assert!(e.contains("machine.cpu") && e.contains("pentium"), "{e}");
+        for p in crate::hw::cpu::PRESETS {
+            assert!(e.contains(&format!("\"{}\"", p.name)), "{e}");
+        }
+        let text =
+            "[machine]\ncpu = \"zen3\"\n[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"pebs\"\n";
+        let e = load(&src(text), &[], None).unwrap_err().to_string();
+        assert!(e.contains("telemetry[0].kind") && e.contains("PEBS") && e.contains("zen3"), "{e}");
+        let text = "[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"ibs\"\n";
+        let e = load(&src(text), &["machine.cpu=\"icelake-sp\"".into()], None).unwrap_err().to_string();
+        assert!(e.contains("telemetry[0].kind") && e.contains("IBS"), "{e}");
+        assert!(load(&src(text), &["machine.cpu=\"zen4\"".into()], None).is_ok());
+        let text =
+            "[workload]\nkind = \"uniform\"\n[[stages]]\nname = \"a\"\nset = ['machine.cpu=\"zen4\"']\n";
+        let e = load(&src(text), &[], None).unwrap_err().to_string();
+        assert!(e.contains("stages[0].set") && e.contains("machine.cpu"), "{e}");
     }
 }

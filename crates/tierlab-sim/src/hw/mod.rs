@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod cost;
+pub mod cpu;
 pub mod loaded;
 pub mod pagetable;
 pub mod pebs;

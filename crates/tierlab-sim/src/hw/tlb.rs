@@ -1,12 +1,22 @@
 //! Set-associative TLBs with true LRU replacement within a set.
 //!
-//! Each core has an L1 dTLB for 4 KiB pages, an L1 dTLB for 2 MiB pages and, optionally, a
-//! second-level TLB shared by both page sizes (Intel's STLB). Entries cache the translation
-//! (here: the memory node) and whether the page is known dirty, so a store hitting a clean
-//! entry sets the PTE's Dirty bit as hardware does.
+//! Each core has an L1 dTLB for 4 KiB pages, an L1 dTLB for 2 MiB pages, optionally an L1
+//! dTLB for 1 GiB pages and a second-level TLB shared by the page sizes (Intel's STLB). Entries
+//! cache the translation (here: the memory node) and whether the page is known dirty, so a
+//! store hitting a clean entry sets the PTE's Dirty bit as hardware does.
+//!
+//! 1 GiB pages (`l1_1g_entries` > 0) have an L1 array of their own; the second level keeps
+//! them in a separate array (`l2_1g_entries`, Intel's 1 GiB STLB), as the 2 MiB piece of the
+//! page the access fell in (`l2_1g_splinter`, AMD's "smashing"; an L2 hit on such a piece
+//! refills the L1 with the whole 1 GiB page) or not at all. Without an L1 1 GiB array a 1 GiB
+//! page is cached as the 2 MiB page holding the address (the model before 1 GiB arrays).
+//! INVLPG of any address of a 1 GiB page drops every entry that caches part of it.
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::{PageSize, HUGE_SHIFT, HUGE_SIZE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_SHIFT, PAGE_SIZE};
+use tierlab_core::{
+    PageSize, HUGE_1G_SHIFT, HUGE_1G_SIZE, HUGE_SHIFT, HUGE_SIZE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_SHIFT,
+    PAGE_SIZE,
+};
 
 /// Geometry of one core's TLBs. Defaults: a recent x86 core (L1 dTLB 64 entries 4-way for
 /// 4 KiB, 32 entries 4-way for 2 MiB, 1536-entry 12-way STLB; see docs/engine.md, from
@@ -32,6 +42,25 @@ pub struct TlbConfig {
     /// Associativity of the second-level TLB.
     #[serde(default = "d_l2_ways")]
     pub l2_ways: usize,
+    /// Entries of the L1 1 GiB dTLB (0 = none: a 1 GiB page is cached as the 2 MiB page
+    /// holding the address, in the 2 MiB arrays). Default 0.
+    #[serde(default)]
+    pub l1_1g_entries: usize,
+    /// Associativity of the L1 1 GiB dTLB. Default 4.
+    #[serde(default = "d_4")]
+    pub l1_1g_ways: usize,
+    /// Entries of a second-level array for 1 GiB pages only (0 = none). Used only with an
+    /// L1 1 GiB array. Default 0.
+    #[serde(default)]
+    pub l2_1g_entries: usize,
+    /// Associativity of the second-level 1 GiB array. Default 4.
+    #[serde(default = "d_4")]
+    pub l2_1g_ways: usize,
+    /// The shared second-level TLB holds a 1 GiB page as the 2 MiB piece the access fell in
+    /// ("smashed" into a 2 MiB entry; an L2 hit on it refills the L1 1 GiB array). Used only
+    /// with an L1 1 GiB array and without a second-level 1 GiB array. Default false.
+    #[serde(default)]
+    pub l2_1g_splinter: bool,
 }
 
 fn d_l1_4k() -> usize {
@@ -59,6 +88,11 @@ impl Default for TlbConfig {
             l1_2m_ways: 4,
             l2_entries: 1536,
             l2_ways: 12,
+            l1_1g_entries: 0,
+            l1_1g_ways: 4,
+            l2_1g_entries: 0,
+            l2_1g_ways: 4,
+            l2_1g_splinter: false,
         }
     }
 }
@@ -70,6 +104,8 @@ impl TlbConfig {
             ("l1_4k", self.l1_4k_entries, self.l1_4k_ways, false),
             ("l1_2m", self.l1_2m_entries, self.l1_2m_ways, false),
             ("l2", self.l2_entries, self.l2_ways, true),
+            ("l1_1g", self.l1_1g_entries, self.l1_1g_ways, true),
+            ("l2_1g", self.l2_1g_entries, self.l2_1g_ways, true),
         ] {
             if e == 0 && allow_zero {
                 continue;
@@ -78,10 +114,18 @@ impl TlbConfig {
                 let field = match name {
                     "l1_4k" => "machine.tlb.l1_4k_entries",
                     "l1_2m" => "machine.tlb.l1_2m_entries",
+                    "l1_1g" => "machine.tlb.l1_1g_entries",
+                    "l2_1g" => "machine.tlb.l2_1g_entries",
                     _ => "machine.tlb.l2_entries",
                 };
                 return Err((field, format!("{name}: {e} entries must be a positive multiple of {w} ways")));
             }
+        }
+        if self.l2_1g_splinter && self.l2_1g_entries > 0 {
+            return Err((
+                "machine.tlb.l2_1g_splinter",
+                "the second level keeps 1 GiB pages either in their own array (l2_1g_entries > 0) or as 2 MiB pieces (l2_1g_splinter), not both".into(),
+            ));
         }
         Ok(())
     }
@@ -330,6 +374,23 @@ impl SetAssoc {
         n
     }
 
+    /// Drop every entry whose tag lies in `[lo, hi)` and whose payload has a bit of `flag`;
+    /// returns how many.
+    pub fn invalidate_flagged(&mut self, lo: u64, hi: u64, flag: u8) -> usize {
+        let mut n = 0;
+        for set in 0..self.sets {
+            for w in 0..self.ways {
+                let i = set * self.ways + w;
+                let t = self.tags[i];
+                if t != EMPTY && t >= lo && t < hi && self.data[i] & flag != 0 {
+                    self.clear_way(set, w);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Number of valid entries.
     pub fn occupancy(&self) -> usize {
         self.tags.iter().filter(|&&t| t != EMPTY).count()
@@ -357,13 +418,39 @@ pub enum TlbHit {
     Miss,
 }
 
-/// The node bits of an entry's payload (the rest is [`DIRTY`]).
-pub const NODE: u8 = 0x7f;
+/// The node bits of an entry's payload (the rest is [`DIRTY`] and [`G1`]; nodes are fewer
+/// than 64, `os::MAX_NODES`).
+pub const NODE: u8 = 0x3f;
+/// Payload bit of a 2 MiB entry of the shared L2 that caches a piece of a 1 GiB page
+/// (`l2_1g_splinter`).
+pub const G1: u8 = 0x40;
 
 /// Tags of 2 MiB pages in the L2 TLB carry this bit (4 KiB tags are `va >> 12`).
 const L2_HUGE: u64 = 1 << 63;
 /// Tags of 64 KiB pages in the L2 TLB carry this bit.
 const L2_64K: u64 = 1 << 62;
+/// 2 MiB tags per 1 GiB.
+const HUGE_PER_1G: u64 = HUGE_1G_SIZE / HUGE_SIZE;
+
+/// `CoreTlb::cached`: a 2 MiB translation may be cached.
+const HUGE_CACHED: u8 = 1;
+/// `CoreTlb::cached`: a 64 KiB translation may be cached.
+const K64_CACHED: u8 = 2;
+/// `CoreTlb::cached`: a 1 GiB translation may be cached in a 1 GiB array.
+const G1_CACHED: u8 = 4;
+
+/// How a core caches 1 GiB pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OneGig {
+    /// No 1 GiB arrays: as the 2 MiB page holding the address (the model before them).
+    As2M,
+    /// An L1 1 GiB array; the L2 holds no 1 GiB translation.
+    L1Only,
+    /// L1 and a second-level 1 GiB array.
+    Separate,
+    /// L1; the shared L2 holds the 2 MiB piece (payload flag [`G1`]).
+    Splinter,
+}
 
 /// One core's TLBs.
 #[derive(Clone, Debug)]
@@ -372,18 +459,32 @@ pub struct CoreTlb {
     pub l1_4k: SetAssoc,
     /// L1 for 2 MiB pages (tag = va >> 21).
     pub l1_2m: SetAssoc,
-    /// L1 for 64 KiB pages (Knights Corner; tag = va >> 16); no entries on other CPUs.
-    pub l1_64k: SetAssoc,
     /// Second level, every size.
     pub l2: SetAssoc,
     /// Single-entry invalidations executed on this core.
     pub invalidations: u64,
     /// Full flushes executed on this core.
     pub flushes: u64,
-    /// Whether any 2 MiB translation may be cached (lets 4 KiB-only runs skip 2 MiB lookups).
-    huge_cached: bool,
-    /// Whether any 64 KiB translation may be cached.
-    k64_cached: bool,
+    /// Which other sizes than 4 KiB may be cached ([`HUGE_CACHED`], [`K64_CACHED`],
+    /// [`G1_CACHED`]): 4 KiB-only runs skip every other lookup with one test.
+    cached: u8,
+    /// Whether a 2 MiB entry may cache part of a 1 GiB page (INVLPG then drops the 2 MiB
+    /// entries of the whole 1 GiB).
+    g1_pieces: bool,
+    one_gig: OneGig,
+    /// The arrays of the rarer page sizes (out of line: the 4 KiB path does not touch them).
+    pub rare: Box<RareArrays>,
+}
+
+/// A core's TLB arrays for 64 KiB and 1 GiB pages.
+#[derive(Clone, Debug)]
+pub struct RareArrays {
+    /// L1 for 64 KiB pages (Knights Corner; tag = va >> 16); no entries on other CPUs.
+    pub l1_64k: SetAssoc,
+    /// L1 for 1 GiB pages (tag = va >> 30); no entries unless `l1_1g_entries` > 0.
+    pub l1_1g: SetAssoc,
+    /// Second level for 1 GiB pages only (tag = va >> 30); no entries unless `l2_1g_entries`.
+    pub l2_1g: SetAssoc,
 }
 
 impl CoreTlb {
@@ -394,15 +495,34 @@ impl CoreTlb {
 
     /// TLBs of the given geometry with a 64 KiB L1 array of `entries` / `ways` (0 = none).
     pub fn with_64k(c: &TlbConfig, entries: usize, ways: usize) -> Self {
+        let one_gig = if c.l1_1g_entries == 0 {
+            OneGig::As2M
+        } else if c.l2_1g_entries > 0 {
+            OneGig::Separate
+        } else if c.l2_1g_splinter && c.l2_entries > 0 {
+            OneGig::Splinter
+        } else {
+            OneGig::L1Only
+        };
+        let (g1_l1, g1_l2) = match one_gig {
+            OneGig::As2M => (0, 0),
+            OneGig::Separate => (c.l1_1g_entries, c.l2_1g_entries),
+            _ => (c.l1_1g_entries, 0),
+        };
         CoreTlb {
             l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
             l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
-            l1_64k: SetAssoc::new(entries, ways.max(1)),
             l2: SetAssoc::new(c.l2_entries, c.l2_ways),
+            rare: Box::new(RareArrays {
+                l1_64k: SetAssoc::new(entries, ways.max(1)),
+                l1_1g: SetAssoc::new(g1_l1, c.l1_1g_ways.max(1)),
+                l2_1g: SetAssoc::new(g1_l2, c.l2_1g_ways.max(1)),
+            }),
             invalidations: 0,
             flushes: 0,
-            huge_cached: false,
-            k64_cached: false,
+            cached: 0,
+            g1_pieces: false,
+            one_gig,
         }
     }
 
@@ -419,14 +539,26 @@ impl CoreTlb {
     /// and missed (a miss changes nothing, so this is the same lookup without repeating it).
     #[inline(always)]
     pub fn lookup_after_l1_4k_miss(&mut self, va: u64) -> TlbHit {
-        if self.huge_cached {
-            if let Some(d) = self.l1_2m.lookup(va >> HUGE_SHIFT) {
-                return TlbHit::L1 { data: d, size: PageSize::Huge2M };
+        let cached = self.cached;
+        if cached != 0 {
+            if cached & HUGE_CACHED != 0 {
+                if let Some(d) = self.l1_2m.lookup(va >> HUGE_SHIFT) {
+                    return TlbHit::L1 { data: d, size: PageSize::Huge2M };
+                }
             }
-        }
-        if self.k64_cached {
-            if let Some(d) = self.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
-                return TlbHit::L1 { data: d, size: PageSize::Knc64K };
+            if cached & K64_CACHED != 0 {
+                if let Some(d) = self.rare.l1_64k.lookup(va >> PAGE_64K_SHIFT) {
+                    return TlbHit::L1 { data: d, size: PageSize::Knc64K };
+                }
+            }
+            if cached & G1_CACHED != 0 {
+                if let Some(d) = self.rare.l1_1g.lookup(va >> HUGE_1G_SHIFT) {
+                    return TlbHit::L1 { data: d, size: PageSize::Huge1G };
+                }
+                if let Some(d) = self.rare.l2_1g.lookup(va >> HUGE_1G_SHIFT) {
+                    self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
+                    return TlbHit::L2 { data: d, size: PageSize::Huge1G };
+                }
             }
         }
         if self.l2.is_disabled() {
@@ -436,15 +568,31 @@ impl CoreTlb {
             self.l1_4k.insert(va >> PAGE_SHIFT, d);
             return TlbHit::L2 { data: d, size: PageSize::Base4K };
         }
-        if self.huge_cached {
+        if cached != 0 {
+            return self.lookup_l2_other(va, cached);
+        }
+        TlbHit::Miss
+    }
+
+    /// The L2 lookups of the sizes other than 4 KiB (after an L2 4 KiB miss).
+    #[inline(never)]
+    fn lookup_l2_other(&mut self, va: u64, cached: u8) -> TlbHit {
+        if cached & HUGE_CACHED != 0 {
             if let Some(d) = self.l2.lookup((va >> HUGE_SHIFT) | L2_HUGE) {
+                if d & G1 != 0 && self.one_gig == OneGig::Splinter {
+                    // A piece of a 1 GiB page: the L1 gets the whole page back.
+                    let d = d & !G1;
+                    self.cached |= G1_CACHED;
+                    self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, d);
+                    return TlbHit::L2 { data: d, size: PageSize::Huge1G };
+                }
                 self.l1_2m.insert(va >> HUGE_SHIFT, d);
                 return TlbHit::L2 { data: d, size: PageSize::Huge2M };
             }
         }
-        if self.k64_cached {
+        if cached & K64_CACHED != 0 {
             if let Some(d) = self.l2.lookup((va >> PAGE_64K_SHIFT) | L2_64K) {
-                self.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
+                self.rare.l1_64k.insert(va >> PAGE_64K_SHIFT, d);
                 return TlbHit::L2 { data: d, size: PageSize::Knc64K };
             }
         }
@@ -460,21 +608,41 @@ impl CoreTlb {
                 self.l2.insert(va >> PAGE_SHIFT, data);
             }
             PageSize::Huge2M => {
-                self.huge_cached = true;
+                self.cached |= HUGE_CACHED;
                 self.l1_2m.insert(va >> HUGE_SHIFT, data);
                 self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data);
             }
             PageSize::Knc64K => {
-                self.k64_cached = true;
-                self.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
+                self.cached |= K64_CACHED;
+                self.rare.l1_64k.insert(va >> PAGE_64K_SHIFT, data);
                 self.l2.insert((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
-            PageSize::Huge1G => {
-                // No 1 GiB arrays are modelled yet: cache it as the 2 MiB page holding `va`.
-                self.huge_cached = true;
-                self.l1_2m.insert(va >> HUGE_SHIFT, data);
-                self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data);
+            PageSize::Huge1G => self.fill_1g(va, data),
+        }
+    }
+
+    #[cold]
+    fn fill_1g(&mut self, va: u64, data: u8) {
+        if self.one_gig == OneGig::As2M {
+            // No 1 GiB arrays: cache it as the 2 MiB page holding `va` (flagged as a piece).
+            self.cached |= HUGE_CACHED;
+            self.g1_pieces = true;
+            self.l1_2m.insert(va >> HUGE_SHIFT, data | G1);
+            self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
+            return;
+        }
+        self.cached |= G1_CACHED;
+        self.rare.l1_1g.insert(va >> HUGE_1G_SHIFT, data);
+        match self.one_gig {
+            OneGig::Separate => {
+                self.rare.l2_1g.insert(va >> HUGE_1G_SHIFT, data);
             }
+            OneGig::Splinter => {
+                self.cached |= HUGE_CACHED;
+                self.g1_pieces = true;
+                self.l2.insert((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
+            }
+            OneGig::L1Only | OneGig::As2M => {}
         }
     }
 
@@ -485,12 +653,25 @@ impl CoreTlb {
                 self.l1_4k.update(va >> PAGE_SHIFT, data);
                 self.l2.update(va >> PAGE_SHIFT, data);
             }
-            PageSize::Huge2M | PageSize::Huge1G => {
+            PageSize::Huge2M => {
                 self.l1_2m.update(va >> HUGE_SHIFT, data);
                 self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data);
             }
+            PageSize::Huge1G => match self.one_gig {
+                OneGig::As2M => {
+                    self.l1_2m.update(va >> HUGE_SHIFT, data | G1);
+                    self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
+                }
+                _ => {
+                    self.rare.l1_1g.update(va >> HUGE_1G_SHIFT, data);
+                    self.rare.l2_1g.update(va >> HUGE_1G_SHIFT, data);
+                    if self.one_gig == OneGig::Splinter {
+                        self.l2.update((va >> HUGE_SHIFT) | L2_HUGE, data | G1);
+                    }
+                }
+            },
             PageSize::Knc64K => {
-                self.l1_64k.update(va >> PAGE_64K_SHIFT, data);
+                self.rare.l1_64k.update(va >> PAGE_64K_SHIFT, data);
                 self.l2.update((va >> PAGE_64K_SHIFT) | L2_64K, data);
             }
         }
@@ -500,10 +681,12 @@ impl CoreTlb {
     pub fn caches(&self, va: u64) -> bool {
         self.l1_4k.contains(va >> PAGE_SHIFT)
             || self.l1_2m.contains(va >> HUGE_SHIFT)
-            || (self.k64_cached && self.l1_64k.contains(va >> PAGE_64K_SHIFT))
+            || (self.cached & K64_CACHED != 0 && self.rare.l1_64k.contains(va >> PAGE_64K_SHIFT))
+            || self.rare.l1_1g.contains(va >> HUGE_1G_SHIFT)
             || self.l2.contains(va >> PAGE_SHIFT)
             || self.l2.contains((va >> HUGE_SHIFT) | L2_HUGE)
             || self.l2.contains((va >> PAGE_64K_SHIFT) | L2_64K)
+            || self.rare.l2_1g.contains(va >> HUGE_1G_SHIFT)
     }
 
     /// INVLPG: drop the translation of the page containing `va` (any size).
@@ -513,9 +696,19 @@ impl CoreTlb {
         self.l1_2m.invalidate(va >> HUGE_SHIFT);
         self.l2.invalidate(va >> PAGE_SHIFT);
         self.l2.invalidate((va >> HUGE_SHIFT) | L2_HUGE);
-        if self.k64_cached {
-            self.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
+        if self.cached & K64_CACHED != 0 {
+            self.rare.l1_64k.invalidate(va >> PAGE_64K_SHIFT);
             self.l2.invalidate((va >> PAGE_64K_SHIFT) | L2_64K);
+        }
+        if self.cached & G1_CACHED != 0 {
+            self.rare.l1_1g.invalidate(va >> HUGE_1G_SHIFT);
+            self.rare.l2_1g.invalidate(va >> HUGE_1G_SHIFT);
+        }
+        if self.g1_pieces {
+            // `va` may lie in a 1 GiB page cached as 2 MiB pieces elsewhere in its 1 GiB.
+            let lo = (va >> HUGE_1G_SHIFT) * HUGE_PER_1G;
+            self.l1_2m.invalidate_flagged(lo, lo + HUGE_PER_1G, G1);
+            self.l2.invalidate_flagged(lo | L2_HUGE, (lo + HUGE_PER_1G) | L2_HUGE, G1);
         }
     }
 
@@ -526,22 +719,35 @@ impl CoreTlb {
         self.l1_2m.invalidate_range(start >> HUGE_SHIFT, end.div_ceil(HUGE_SIZE));
         self.l2.invalidate_range(start >> PAGE_SHIFT, end.div_ceil(PAGE_SIZE));
         self.l2.invalidate_range((start >> HUGE_SHIFT) | L2_HUGE, end.div_ceil(HUGE_SIZE) | L2_HUGE);
-        if self.k64_cached {
-            self.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
+        if self.cached & K64_CACHED != 0 {
+            self.rare.l1_64k.invalidate_range(start >> PAGE_64K_SHIFT, end.div_ceil(PAGE_64K_SIZE));
             self.l2
                 .invalidate_range((start >> PAGE_64K_SHIFT) | L2_64K, end.div_ceil(PAGE_64K_SIZE) | L2_64K);
+        }
+        let (lo, hi) = (start >> HUGE_1G_SHIFT, end.div_ceil(HUGE_1G_SIZE));
+        if self.cached & G1_CACHED != 0 {
+            self.rare.l1_1g.invalidate_range(lo, hi);
+            self.rare.l2_1g.invalidate_range(lo, hi);
+        }
+        if self.g1_pieces {
+            // Pieces of a 1 GiB page that overlaps the range, wherever they lie in it.
+            let (lo, hi) = (lo * HUGE_PER_1G, hi * HUGE_PER_1G);
+            self.l1_2m.invalidate_flagged(lo, hi, G1);
+            self.l2.invalidate_flagged(lo | L2_HUGE, hi | L2_HUGE, G1);
         }
     }
 
     /// Drop everything.
     pub fn flush(&mut self) {
         self.flushes += 1;
-        self.huge_cached = false;
-        self.k64_cached = false;
+        self.cached = 0;
+        self.g1_pieces = false;
         self.l1_4k.flush();
         self.l1_2m.flush();
-        self.l1_64k.flush();
+        self.rare.l1_64k.flush();
+        self.rare.l1_1g.flush();
         self.l2.flush();
+        self.rare.l2_1g.flush();
     }
 }
 
@@ -639,5 +845,318 @@ mod tests {
         let bad = TlbConfig { l1_4k_entries: 10, ..TlbConfig::default() };
         assert!(bad.validate().is_err());
         assert!(TlbConfig::default().validate().is_ok());
+    }
+
+    fn with_1g(l2_1g_entries: usize, splinter: bool) -> TlbConfig {
+        TlbConfig {
+            l1_1g_entries: 4,
+            l1_1g_ways: 4,
+            l2_1g_entries,
+            l2_1g_splinter: splinter,
+            ..TlbConfig::default()
+        }
+    }
+
+    const G: u64 = HUGE_1G_SIZE;
+
+    #[test]
+    fn one_gig_hits_after_fill_and_invlpg_anywhere_evicts_it() {
+        for cfg in [with_1g(16, false), with_1g(0, true), with_1g(0, false), TlbConfig::default()] {
+            let mut c = CoreTlb::new(&cfg);
+            let va = 3 * G + 5 * HUGE_SIZE + 123;
+            c.fill(va, PageSize::Huge1G, 1);
+            let want_size = if cfg.l1_1g_entries > 0 { PageSize::Huge1G } else { PageSize::Huge2M };
+            let TlbHit::L1 { data, size } = c.lookup(va) else { panic!("{cfg:?}: no L1 hit") };
+            assert_eq!((data & NODE, size), (1, want_size), "{cfg:?}");
+            if cfg.l1_1g_entries > 0 {
+                // Anywhere in the 1 GiB page hits the one entry.
+                assert_eq!(c.lookup(3 * G + G - 1), TlbHit::L1 { data: 1, size: PageSize::Huge1G });
+            }
+            assert!(c.caches(va));
+            // INVLPG of another address of the same 1 GiB page (another 2 MiB piece) evicts it.
+            c.invalidate(3 * G + 500 * HUGE_SIZE);
+            assert!(!c.caches(va), "{cfg:?}");
+            assert_eq!(c.lookup(va), TlbHit::Miss);
+            // A range touching the page's last byte evicts it too; a flush too.
+            c.fill(va, PageSize::Huge1G, 1);
+            c.invalidate_range(4 * G - 4096, 4 * G);
+            assert!(!c.caches(va), "{cfg:?}");
+            c.fill(va, PageSize::Huge1G, 1);
+            c.flush();
+            assert!(!c.caches(va));
+        }
+    }
+
+    /// The preset's rule for a 1 GiB page missing the L1: a separate L2 array refills the
+    /// L1 with the page; the splintered L2 holds only the 2 MiB piece the walk was for (AMD),
+    /// and refills the L1 with the whole page; without L2 entries it walks again.
+    #[test]
+    fn one_gig_in_the_second_level_follows_the_rule() {
+        // L1 1 GiB array: 4 entries, one set; five pages evict the first.
+        let evict = |c: &mut CoreTlb| {
+            for k in 1..=4u64 {
+                c.fill(k * G, PageSize::Huge1G, 0);
+            }
+        };
+        let va = 8 * G; // set 0 of a 4-way, 1-set array like every other page
+        let mut sep = CoreTlb::new(&with_1g(16, false));
+        sep.fill(va, PageSize::Huge1G, 2);
+        evict(&mut sep);
+        assert!(!sep.rare.l1_1g.contains(va >> HUGE_1G_SHIFT));
+        assert_eq!(sep.lookup(va + 7 * HUGE_SIZE), TlbHit::L2 { data: 2, size: PageSize::Huge1G });
+        assert_eq!(sep.lookup(va + 9 * HUGE_SIZE), TlbHit::L1 { data: 2, size: PageSize::Huge1G });
+
+        let mut spl = CoreTlb::new(&with_1g(0, true));
+        spl.fill(va, PageSize::Huge1G, 2);
+        evict(&mut spl);
+        // Another 2 MiB piece of the page: not in the L2 (only the walked piece is).
+        assert_eq!(spl.lookup(va + 7 * HUGE_SIZE), TlbHit::Miss);
+        assert_eq!(spl.lookup(va + 5), TlbHit::L2 { data: 2, size: PageSize::Huge1G });
+        assert_eq!(spl.lookup(va + 7 * HUGE_SIZE), TlbHit::L1 { data: 2, size: PageSize::Huge1G });
+
+        let mut l1 = CoreTlb::new(&with_1g(0, false));
+        l1.fill(va, PageSize::Huge1G, 2);
+        evict(&mut l1);
+        assert_eq!(l1.lookup(va), TlbHit::Miss);
+    }
+
+    #[test]
+    fn one_gig_geometry_is_validated() {
+        assert!(with_1g(16, false).validate().is_ok());
+        assert_eq!(with_1g(16, true).validate().unwrap_err().0, "machine.tlb.l2_1g_splinter");
+        let bad = TlbConfig { l1_1g_entries: 6, l1_1g_ways: 4, ..TlbConfig::default() };
+        assert_eq!(bad.validate().unwrap_err().0, "machine.tlb.l1_1g_entries");
+    }
+
+    /// A naive model of a core's TLBs: every array a list of LRU-ordered sets of (tag, page
+    /// range, payload, piece-of-1-GiB); invalidations drop every entry whose page range
+    /// contains the address (or meets the range).
+    struct NaiveCore {
+        /// (name, sets, ways) per array: l1_4k, l1_2m, l1_1g, l2, l2_1g.
+        arrays: Vec<(usize, Vec<Vec<NaiveEntry>>)>,
+        mode: &'static str,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct NaiveEntry {
+        tag: u64,
+        lo: u64,
+        hi: u64,
+        data: u8,
+        piece: bool,
+    }
+
+    const A4K: usize = 0;
+    const A2M: usize = 1;
+    const A1G: usize = 2;
+    const AL2: usize = 3;
+    const AL2G: usize = 4;
+
+    impl NaiveCore {
+        fn new(c: &TlbConfig) -> Self {
+            let mode = if c.l1_1g_entries == 0 {
+                "as2m"
+            } else if c.l2_1g_entries > 0 {
+                "separate"
+            } else if c.l2_1g_splinter {
+                "splinter"
+            } else {
+                "l1"
+            };
+            let arr = |e: usize, w: usize| (w, vec![Vec::new(); if e == 0 { 0 } else { e / w }]);
+            NaiveCore {
+                arrays: vec![
+                    arr(c.l1_4k_entries, c.l1_4k_ways),
+                    arr(c.l1_2m_entries, c.l1_2m_ways),
+                    arr(c.l1_1g_entries, c.l1_1g_ways),
+                    arr(c.l2_entries, c.l2_ways),
+                    arr(if mode == "separate" { c.l2_1g_entries } else { 0 }, c.l2_1g_ways),
+                ],
+                mode,
+            }
+        }
+
+        /// Tag of an array (L2 tags carry the size bit, as the model's).
+        fn find(&mut self, a: usize, tag: u64) -> Option<NaiveEntry> {
+            let sets = &mut self.arrays[a].1;
+            if sets.is_empty() {
+                return None;
+            }
+            let n = sets.len();
+            let s = &mut sets[(tag % n as u64) as usize];
+            let i = s.iter().position(|e| e.tag == tag)?;
+            let e = s.remove(i);
+            s.insert(0, e);
+            Some(e)
+        }
+
+        fn put(&mut self, a: usize, e: NaiveEntry) {
+            let (ways, sets) = &mut self.arrays[a];
+            if sets.is_empty() {
+                return;
+            }
+            let n = sets.len();
+            let s = &mut sets[(e.tag % n as u64) as usize];
+            s.insert(0, e);
+            s.truncate(*ways);
+        }
+
+        fn lookup(&mut self, va: u64) -> TlbHit {
+            let l2h = |t: u64| t | L2_HUGE;
+            if let Some(e) = self.find(A4K, va >> 12) {
+                return TlbHit::L1 { data: e.data, size: PageSize::Base4K };
+            }
+            if let Some(e) = self.find(A2M, va >> 21) {
+                return TlbHit::L1 { data: e.data, size: PageSize::Huge2M };
+            }
+            if let Some(e) = self.find(A1G, va >> 30) {
+                return TlbHit::L1 { data: e.data, size: PageSize::Huge1G };
+            }
+            if let Some(e) = self.find(AL2G, va >> 30) {
+                self.put(A1G, NaiveEntry { tag: va >> 30, ..e });
+                return TlbHit::L2 { data: e.data, size: PageSize::Huge1G };
+            }
+            if let Some(e) = self.find(AL2, va >> 12) {
+                self.put(A4K, e);
+                return TlbHit::L2 { data: e.data, size: PageSize::Base4K };
+            }
+            if let Some(e) = self.find(AL2, l2h(va >> 21)) {
+                if e.piece && self.mode == "splinter" {
+                    self.put(A1G, NaiveEntry { tag: va >> 30, piece: false, ..e });
+                    return TlbHit::L2 { data: e.data, size: PageSize::Huge1G };
+                }
+                self.put(A2M, NaiveEntry { tag: va >> 21, ..e });
+                return TlbHit::L2 { data: e.data, size: PageSize::Huge2M };
+            }
+            TlbHit::Miss
+        }
+
+        fn fill(&mut self, va: u64, size: PageSize, data: u8) {
+            let lo = size.base(va);
+            let hi = lo + size.bytes();
+            let e = |tag, piece| NaiveEntry { tag, lo, hi, data, piece };
+            match size {
+                PageSize::Base4K => {
+                    self.put(A4K, e(va >> 12, false));
+                    self.put(AL2, e(va >> 12, false));
+                }
+                PageSize::Huge2M => {
+                    self.put(A2M, e(va >> 21, false));
+                    self.put(AL2, e((va >> 21) | L2_HUGE, false));
+                }
+                _ => match self.mode {
+                    "as2m" => {
+                        self.put(A2M, e(va >> 21, true));
+                        self.put(AL2, e((va >> 21) | L2_HUGE, true));
+                    }
+                    m => {
+                        self.put(A1G, e(va >> 30, false));
+                        if m == "separate" {
+                            self.put(AL2G, e(va >> 30, false));
+                        } else if m == "splinter" {
+                            self.put(AL2, e((va >> 21) | L2_HUGE, true));
+                        }
+                    }
+                },
+            }
+        }
+
+        fn drop_if(&mut self, f: impl Fn(&NaiveEntry) -> bool) {
+            for (_, sets) in &mut self.arrays {
+                for s in sets.iter_mut() {
+                    s.retain(|e| !f(e));
+                }
+            }
+        }
+
+        fn occupancy(&self) -> usize {
+            self.arrays.iter().map(|(_, s)| s.iter().map(Vec::len).sum::<usize>()).sum()
+        }
+    }
+
+    /// Differential test with 4 KiB, 2 MiB and 1 GiB pages against the naive model, for
+    /// every way of caching 1 GiB pages: lookups, fills, INVLPG, range invalidations and
+    /// flushes, checked after every operation.
+    #[test]
+    fn core_tlb_matches_naive_with_1g_pages() {
+        let small = TlbConfig {
+            l1_4k_entries: 8,
+            l1_4k_ways: 2,
+            l1_2m_entries: 4,
+            l1_2m_ways: 2,
+            l2_entries: 24,
+            l2_ways: 6,
+            l1_1g_entries: 2,
+            l1_1g_ways: 2,
+            l2_1g_entries: 0,
+            l2_1g_ways: 2,
+            l2_1g_splinter: false,
+        };
+        let cfgs = [
+            TlbConfig { l1_1g_entries: 0, ..small.clone() },
+            small.clone(),
+            TlbConfig { l2_1g_entries: 4, ..small.clone() },
+            TlbConfig { l2_1g_splinter: true, ..small.clone() },
+        ];
+        // The address space: GiB 0-3 are 1 GiB pages, GiB 4 holds 2 MiB pages, GiB 5 4 KiB
+        // pages (a few of each, so that lookups hit).
+        let page_of = |va: u64| match va / G {
+            0..=3 => PageSize::Huge1G,
+            4 => PageSize::Huge2M,
+            _ => PageSize::Base4K,
+        };
+        for cfg in cfgs {
+            let mut fast = CoreTlb::new(&cfg);
+            let mut naive = NaiveCore::new(&cfg);
+            let mut rng = crate::rng::Rng::new(11);
+            let pick = |rng: &mut crate::rng::Rng| match rng.below(3) {
+                0 => rng.below(4) * G + rng.below(16) * HUGE_SIZE + rng.below(HUGE_SIZE),
+                1 => 4 * G + rng.below(12) * HUGE_SIZE + rng.below(HUGE_SIZE),
+                _ => 5 * G + rng.below(40) * PAGE_SIZE + rng.below(PAGE_SIZE),
+            };
+            for i in 0..30_000u32 {
+                match rng.below(100) {
+                    0..=2 => {
+                        let va = pick(&mut rng);
+                        fast.invalidate(va);
+                        naive.drop_if(|e| e.lo <= va && va < e.hi);
+                    }
+                    3 => {
+                        let (a, b) = (pick(&mut rng), pick(&mut rng));
+                        let (s, e) = (a.min(b), a.max(b) + 1);
+                        fast.invalidate_range(s, e);
+                        naive.drop_if(|x| x.lo < e && s < x.hi);
+                    }
+                    4 => {
+                        if rng.below(10) == 0 {
+                            fast.flush();
+                            naive.drop_if(|_| true);
+                        }
+                    }
+                    _ => {
+                        let va = pick(&mut rng);
+                        let data = (va / G) as u8 & NODE;
+                        let got = fast.lookup(va);
+                        let want = naive.lookup(va);
+                        let strip = |h: TlbHit| match h {
+                            TlbHit::L1 { data, size } => TlbHit::L1 { data: data & NODE, size },
+                            TlbHit::L2 { data, size } => TlbHit::L2 { data: data & NODE, size },
+                            TlbHit::Miss => TlbHit::Miss,
+                        };
+                        assert_eq!(strip(got), strip(want), "{cfg:?}: op {i} at {va:#x}");
+                        if got == TlbHit::Miss {
+                            fast.fill(va, page_of(va), data);
+                            naive.fill(va, page_of(va), data);
+                        }
+                    }
+                }
+                let occ = fast.l1_4k.occupancy()
+                    + fast.l1_2m.occupancy()
+                    + fast.rare.l1_1g.occupancy()
+                    + fast.l2.occupancy()
+                    + fast.rare.l2_1g.occupancy();
+                assert_eq!(occ, naive.occupancy(), "{cfg:?}: op {i}");
+            }
+        }
     }
 }

@@ -42,6 +42,12 @@ pub struct MachineConfig {
     /// Number of cores.
     #[serde(default = "d_cores")]
     pub cores: usize,
+    /// CPU preset (`hw::cpu::PRESETS`: "skylake-sp", "icelake-sp", "sapphire-rapids", "zen3",
+    /// "zen4", "knl", "knc"): TLB geometry, paging-structure caches, L2-TLB hit and walk
+    /// latencies, clock, PEBS/IBS, applied at parse time to every key the scenario does not
+    /// give. Absent: the defaults below.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
     /// Core clock in GHz (converts cycle counts such as the PEBS handler's to time).
     #[serde(default = "d_ghz")]
     pub cpu_ghz: f64,
@@ -999,6 +1005,7 @@ mod tests {
             l1_2m_ways: 2,
             l2_entries: 16,
             l2_ways: 4,
+            ..crate::hw::tlb::TlbConfig::default()
         };
         let cfg = MachineConfig { cores: 1, tlb: tlb.clone(), ..MachineConfig::default() };
         let mut m = Machine::new(&cfg);
