@@ -255,9 +255,9 @@ def one_node() -> None:
 def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        pytest.skip("no C compiler (cc) to build tests/programs/move_pages_shim.c")
+        pytest.skip("no C compiler (cc) to build tests/programs/preload/move_pages_shim.c")
     out = tmp_path_factory.mktemp("shim") / "move_pages_shim.so"
-    src = REPO / "tests" / "programs" / "move_pages_shim.c"
+    src = REPO / "tests" / "programs" / "preload" / "move_pages_shim.c"
     subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", out, src, "-ldl"], check=True)
     return out
 
