@@ -581,6 +581,21 @@ mod tests {
     }
 
     #[test]
+    fn gigantic_pages_are_scanned_at_the_pud() {
+        let mut m = machine();
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), ..MapOptions::named("g") };
+        let a = m.mmap(2 << 30, opts).unwrap();
+        m.access(0, Access::read(a + (1 << 30) + 100)).unwrap();
+        let mut o = scanner("interval = \"1ms\"");
+        run_passes(&mut o, &mut m, 1);
+        assert_eq!(o.ptes, 1, "one present PUD leaf");
+        assert_eq!(o.found, 1 << 18, "262,144 base pages");
+        let hot = pages(&o.hot_set(0, 1, &MachineView::new(&mut m)));
+        assert_eq!((hot.len(), hot[0]), (1 << 18, (a + (1 << 30)) >> 12));
+        assert!(!m.test_accessed(a + (1 << 30), Level::Pud));
+    }
+
+    #[test]
     fn last_check_mixes_passes_at_the_cursor_last_pass_waits() {
         for report in ["last-check", "last-pass"] {
             let mut m = machine();
