@@ -253,7 +253,7 @@ impl MapOptions {
 /// What a workload may do to the simulated address space.
 pub trait AddressSpace {
     /// Map `len` bytes (rounded up to the page size) and return the start address, aligned to
-    /// at least 2 MiB. Mappings never overlap.
+    /// at least 2 MiB (to the page size for 1 GiB pages). Mappings never overlap.
     fn mmap(&mut self, len: u64, opts: MapOptions) -> Result<u64>;
     /// Map `len` bytes at exactly `addr` (both multiples of the page size), for replaying a
     /// recorded address space. Fails if the range overlaps an existing mapping.
