@@ -299,6 +299,10 @@ impl<'a> MachineView<'a> {
     pub fn is_huge(&self, va: u64) -> bool {
         self.m.page_tables().is_some_and(|pt| pt.is_huge(va))
     }
+    /// Whether `va` is in a present 1 GiB page of the radix page tables.
+    pub fn is_giant(&self, va: u64) -> bool {
+        self.m.page_tables().is_some_and(|pt| pt.is_giant(va))
+    }
     /// Test the Accessed bit at `level` for `va`.
     pub fn test_accessed(&self, va: u64, level: Level) -> bool {
         self.m.test_accessed(va, level)

@@ -68,6 +68,15 @@ impl Level {
     pub fn from_name(s: &str) -> Option<Level> {
         Level::ALL.into_iter().find(|l| l.name() == s)
     }
+    /// The level of the leaf entry (the one with the page's Accessed and Dirty bits) of a page
+    /// of `size`: PUD for 1 GiB, PMD for 2 MiB, else PTE.
+    pub fn leaf_of(size: PageSize) -> Level {
+        match size {
+            PageSize::Huge1G => Level::Pud,
+            PageSize::Huge2M => Level::Pmd,
+            _ => Level::Pte,
+        }
+    }
 }
 
 const NONE: u32 = u32::MAX;

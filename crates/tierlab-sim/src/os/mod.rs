@@ -179,10 +179,18 @@ impl MachineConfig {
         if !(self.remote_factor.is_finite() && self.remote_factor >= 1.0) {
             return e("machine.remote_factor", format!("{} must be >= 1", self.remote_factor));
         }
-        if !matches!(self.page_size, PageSize::Base4K | PageSize::Huge2M) {
+        if !matches!(self.page_size, PageSize::Base4K | PageSize::Huge2M | PageSize::Huge1G) {
             return e(
                 "machine.page_size",
-                format!("`{}`: mappings use \"4KiB\" or \"2MiB\" pages", self.page_size.name()),
+                format!("`{}`: mappings use \"4KiB\", \"2MiB\" or \"1GiB\" pages", self.page_size.name()),
+            );
+        }
+        if self.page_size == PageSize::Huge1G && self.hmem.is_some() {
+            return e(
+                "machine.page_size",
+                "\"1GiB\" pages need the flat memory backend; the hierarchical mode ([machine.hmem]) \
+                 supports \"4KiB\" and \"2MiB\""
+                    .into(),
             );
         }
         self.tlb.validate().map_err(|(f, m)| (f.to_string(), m))?;
@@ -245,7 +253,7 @@ impl MapOptions {
 /// What a workload may do to the simulated address space.
 pub trait AddressSpace {
     /// Map `len` bytes (rounded up to the page size) and return the start address, aligned to
-    /// at least 2 MiB. Mappings never overlap.
+    /// at least 2 MiB (to the page size for 1 GiB pages). Mappings never overlap.
     fn mmap(&mut self, len: u64, opts: MapOptions) -> Result<u64>;
     /// Map `len` bytes at exactly `addr` (both multiples of the page size), for replaying a
     /// recorded address space. Fails if the range overlaps an existing mapping.
@@ -280,7 +288,7 @@ pub enum Flush {
 pub struct MigrationCounters {
     /// Pages moved (of any size).
     pub moves: u64,
-    /// Of them, 2 MiB pages.
+    /// Of them, huge pages (2 MiB or 1 GiB).
     pub huge_moves: u64,
     /// Moves to a faster tier (lower tier rank).
     pub promotions: u64,
@@ -643,6 +651,14 @@ impl Machine {
 
     fn add_vma(&mut self, start: u64, len: u64, opts: &MapOptions) -> Result<()> {
         let page_size = opts.page_size.unwrap_or(self.os.default_page);
+        if page_size == PageSize::Huge1G && self.os.backend.name() != "flat" {
+            return Err(SimError::runtime(format!(
+                "mapping `{}` uses 1 GiB pages (machine.page_size / workload.page_size = \"1GiB\"), \
+                 which only the flat memory backend supports, not the `{}` backend",
+                opts.name,
+                self.os.backend.name()
+            )));
+        }
         if let Some((_, v)) = self.os.vmas.range(..start + len).next_back() {
             if v.start + v.len > start {
                 return Err(SimError::runtime(format!(
@@ -705,7 +721,9 @@ impl AddressSpace for Machine {
         }
         let psz = opts.page_size.unwrap_or(self.os.default_page).bytes();
         let len = len.div_ceil(psz) * psz;
-        let start = self.os.next_mmap;
+        // 1 GiB pages: align the start to 1 GiB (as hugetlbfs does); otherwise `next_mmap`
+        // is already 2 MiB aligned.
+        let start = self.os.next_mmap.div_ceil(psz.max(HUGE_SIZE)) * psz.max(HUGE_SIZE);
         // Keep mappings 2 MiB aligned with a 2 MiB guard gap.
         let next = (start + len).div_ceil(HUGE_SIZE) * HUGE_SIZE + HUGE_SIZE;
         if next >= pagetable::VA_LIMIT {
@@ -1106,6 +1124,60 @@ mod tests {
         }
         assert_eq!(m.hw.cores[0].c.page_faults, 2);
         assert_eq!(m.hw.cores[0].c.tlb_misses, 2);
+    }
+
+    #[test]
+    fn gigantic_pages_fault_migrate_and_free_whole() {
+        use tierlab_core::HUGE_1G_SIZE;
+        let mut m = machine(1);
+        let _small = m.mmap(4096, MapOptions::named("x")).unwrap(); // moves the next start off 1 GiB
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), ..MapOptions::named("g") };
+        // 1.5 GiB is rounded up to two 1 GiB pages, the start aligned to 1 GiB.
+        let a = m.mmap(3 * HUGE_1G_SIZE / 2, opts).unwrap();
+        assert_eq!(a % HUGE_1G_SIZE, 0);
+        assert_eq!(m.vma_of(a).unwrap().len, 2 * HUGE_1G_SIZE);
+        for k in 0..2048u64 {
+            m.access(0, Access::read(a + k * (HUGE_1G_SIZE / 1024))).unwrap();
+        }
+        assert_eq!(m.hw.cores[0].c.page_faults, 2);
+        assert_eq!(m.os.backend.page_size_of(a + 12345), Some(PageSize::Huge1G));
+        let pages = PageSize::Huge1G.base_pages();
+        assert_eq!(pages, 262_144);
+        assert_eq!(m.os.mem.nodes[0].used_pages, 2 * pages);
+        // Migrating one address moves the whole 1 GiB page: 262,144 base pages of accounting.
+        let r = m.migrate_pages(&[a + HUGE_1G_SIZE + 777], 1, 0).unwrap();
+        assert_eq!((r.pages, r.bytes), (1, HUGE_1G_SIZE));
+        assert_eq!(m.os.mem.nodes[0].used_pages, pages);
+        assert_eq!(m.os.mem.nodes[1].used_pages, pages);
+        assert_eq!(m.os.migration.huge_moves, 1);
+        assert_eq!(m.page_tables_mut().unwrap().node_of(a + 2 * HUGE_1G_SIZE - 1), Some(1));
+        assert_eq!(m.page_tables_mut().unwrap().node_of(a), Some(0));
+        m.munmap(a).unwrap();
+        assert_eq!((m.os.mem.nodes[0].used_pages, m.os.mem.nodes[1].used_pages), (0, 0));
+        // populate and populate_on place whole 1 GiB pages.
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), populate: true, ..MapOptions::named("p") };
+        let b = m.mmap(HUGE_1G_SIZE + 4096, opts).unwrap();
+        assert_eq!(m.os.mem.nodes[0].used_pages, 2 * pages);
+        assert_eq!(m.os.backend.page_size_of(b + HUGE_1G_SIZE + 5), Some(PageSize::Huge1G));
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), ..MapOptions::named("q") };
+        let c = m.mmap(10, opts).unwrap();
+        m.populate_on(c, 10, 1).unwrap();
+        assert_eq!(m.os.mem.nodes[1].used_pages, pages);
+        assert_eq!(m.os.backend.page_size_of(c + HUGE_1G_SIZE - 1), Some(PageSize::Huge1G));
+    }
+
+    #[test]
+    fn gigantic_pages_need_the_flat_backend() {
+        let mut cfg: MachineConfig =
+            toml::from_str("page_size = \"1GiB\"\n[hmem]\nfast_memory = \"64MiB\"").unwrap();
+        let e = cfg.validate().unwrap_err();
+        assert_eq!(e.0, "machine.page_size", "{e:?}");
+        cfg.page_size = PageSize::Base4K;
+        cfg.validate().unwrap();
+        let mut m = Machine::new(&cfg);
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), ..MapOptions::named("g") };
+        let e = m.mmap(1 << 20, opts).unwrap_err();
+        assert!(e.to_string().contains("flat memory backend"), "{e}");
     }
 
     #[test]

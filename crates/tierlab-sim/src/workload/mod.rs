@@ -118,7 +118,7 @@ pub struct WorkloadShared {
     /// Threads (thread `t` runs on core `t`; at most `machine.cores`). Default 1.
     #[serde(default = "d_threads")]
     pub threads: usize,
-    /// Page size of the workload's mappings (`"4KiB"`, `"2MiB"`); default the machine's.
+    /// Page size of the workload's mappings (`"4KiB"`, `"2MiB"`, `"1GiB"`); default the machine's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<PageSize>,
     /// Bulk-populate the workload's memory at setup (pages placed without simulated first

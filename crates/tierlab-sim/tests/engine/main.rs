@@ -7,6 +7,7 @@ mod common;
 mod architecture;
 mod damos;
 mod fuzz_readers;
+mod gig_pages;
 mod loaded;
 mod masim_files;
 mod optimum;

@@ -38,7 +38,7 @@
 //! cost nothing), charged to the observer's core at each event.
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::{HUGE_SIZE, PAGE_SIZE};
+use tierlab_core::{HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
 use super::damos::{schemes_from_damo_json, Damos, SchemeConfig};
 use super::regions::{Region, RegionObserver, RegionSettings, Sampler};
@@ -192,7 +192,13 @@ impl Sampler for DamonSampler {
         for r in regions.iter_mut() {
             let a = r.start + rng.below(r.end - r.start);
             r.sampling_addr = a;
-            r.level = if m.is_huge(a) { Level::Pmd } else { Level::Pte };
+            r.level = if m.is_giant(a) {
+                Level::Pud
+            } else if m.is_huge(a) {
+                Level::Pmd
+            } else {
+                Level::Pte
+            };
             m.clear_accessed(a, r.level, Flush::None);
         }
         regions.len() as u64
@@ -208,7 +214,11 @@ impl Sampler for DamonSampler {
             } else {
                 // damon_va_young: the leaf entry of a present page; the folio size is updated
                 // only when a page is found.
-                let young = if m.is_huge(a) {
+                let young = if m.is_giant(a) {
+                    self.last_folio_sz = HUGE_1G_SIZE;
+                    self.huge_samples += 1;
+                    m.test_accessed(a, Level::Pud)
+                } else if m.is_huge(a) {
                     self.last_folio_sz = HUGE_SIZE;
                     self.huge_samples += 1;
                     m.test_accessed(a, Level::Pmd)

@@ -1166,7 +1166,7 @@ fn apply_action(
                     f.min_size.is_none_or(|x| x.0 <= bytes) && f.max_size.is_none_or(|x| bytes <= x.0)
                 }
                 FilterKind::Young => {
-                    let level = if size == PageSize::Huge2M { Level::Pmd } else { Level::Pte };
+                    let level = Level::leaf_of(size);
                     // Tested and cleared (damon_folio_mkold), without a TLB flush.
                     m.clear_accessed(base, level, Flush::None)
                 }

@@ -36,7 +36,7 @@
 //! live mappings.
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::{bytes_of, page_addr, vpn, HUGE_SIZE, PAGES_PER_HUGE, PAGE_SIZE};
+use tierlab_core::{bytes_of, page_addr, vpn, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
 use super::*;
 use crate::agents::{MachineView, Ps};
@@ -233,22 +233,27 @@ impl PteScan {
                     self.found += found;
                 }
                 _ => {
-                    const H: u64 = HUGE_SIZE;
-                    end = ve.min(s.saturating_add(budget * H));
-                    budget -= (end - s).div_ceil(H);
-                    let mut va = s & !(H - 1);
+                    // Huge pages (2 MiB or 1 GiB): one leaf entry per page.
+                    let (h, level) = if psz == PageSize::Huge1G {
+                        (HUGE_1G_SIZE, Level::Pud)
+                    } else {
+                        (HUGE_SIZE, Level::Pmd)
+                    };
+                    end = ve.min(s.saturating_add(budget * h));
+                    budget -= (end - s).div_ceil(h);
+                    let mut va = s & !(h - 1);
                     let Some(pt) = ctx.machine.page_tables_mut() else { return (read, true) };
                     while va < end {
-                        if pt.is_present(va, Level::Pmd) {
+                        if pt.is_present(va, level) {
                             read += 1;
-                            if pt.test_and_clear_accessed(va, Level::Pmd) {
-                                push_run(&mut self.cur, vpn(va), vpn(va + H));
-                                self.found += PAGES_PER_HUGE;
+                            if pt.test_and_clear_accessed(va, level) {
+                                push_run(&mut self.cur, vpn(va), vpn(va + h));
+                                self.found += vpn(h);
                                 lo = lo.min(va);
-                                hi = hi.max(va + H);
+                                hi = hi.max(va + h);
                             }
                         }
-                        va += H;
+                        va += h;
                     }
                 }
             }
@@ -573,6 +578,21 @@ mod tests {
         let want: Vec<u64> = ((a + (2 << 20)) >> 12..(a + (4 << 20)) >> 12).collect();
         assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), want);
         assert!(!m.test_accessed(a + (2 << 20), Level::Pmd));
+    }
+
+    #[test]
+    fn gigantic_pages_are_scanned_at_the_pud() {
+        let mut m = machine();
+        let opts = MapOptions { page_size: Some(PageSize::Huge1G), ..MapOptions::named("g") };
+        let a = m.mmap(2 << 30, opts).unwrap();
+        m.access(0, Access::read(a + (1 << 30) + 100)).unwrap();
+        let mut o = scanner("interval = \"1ms\"");
+        run_passes(&mut o, &mut m, 1);
+        assert_eq!(o.ptes, 1, "one present PUD leaf");
+        assert_eq!(o.found, 1 << 18, "262,144 base pages");
+        let hot = pages(&o.hot_set(0, 1, &MachineView::new(&mut m)));
+        assert_eq!((hot.len(), hot[0]), (1 << 18, (a + (1 << 30)) >> 12));
+        assert!(!m.test_accessed(a + (1 << 30), Level::Pud));
     }
 
     #[test]

@@ -194,7 +194,10 @@ impl Sampler for TelescopeSampler {
         for r in regions.iter_mut() {
             let a = r.start + rng.below(r.end - r.start);
             let mut level = choose_level(a, r.start, r.end, self.flex.as_ref());
-            if level == Level::Pte && m.is_huge(a) {
+            // A leaf above the chosen level holds the Accessed bit (no lower tables).
+            if level > Level::Pud && m.is_giant(a) {
+                level = Level::Pud;
+            } else if level == Level::Pte && m.is_huge(a) {
                 level = Level::Pmd;
             }
             r.sampling_addr = a;

@@ -108,6 +108,11 @@ impl TieringParams for HememParams {
         if self.cooling_threshold < self.read_hot_threshold.max(self.write_hot_threshold) {
             return Err(ctx.err("cooling_threshold", "must be at least the hot thresholds"));
         }
+        if !matches!(self.page, PageSize::Base4K | PageSize::Huge2M) {
+            return Err(
+                ctx.err("page", format!("`{}`: HeMem manages \"4KiB\" or \"2MiB\" units", self.page.name()))
+            );
+        }
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
         }

@@ -7,12 +7,12 @@
 
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
-use crate::hw::pagetable::{self, PageTables, Translation, WalkMemo};
+use crate::hw::pagetable::{PageTables, Translation, WalkMemo};
 use crate::hw::{Fill, Hardware};
 use crate::os::shootdown::{shootdown, Initiator, Inval};
 use crate::os::Vma;
 use crate::stats::Stats;
-use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
+use tierlab_core::{PageSize, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
 use super::{Env, MemoryBackend};
 use crate::os::Migrated;
@@ -25,6 +25,9 @@ pub struct Flat {
     memo: Vec<WalkMemo>,
     fault_4k_ps: u64,
     fault_2m_ps: u64,
+    /// A 1 GiB fault: the same fixed cost plus zeroing 1 GiB at `zero_gbps` (an assumption:
+    /// Linux zeroes a gigantic page in the fault, like a 2 MiB one).
+    fault_1g_ps: u64,
 }
 
 impl Flat {
@@ -37,6 +40,7 @@ impl Flat {
             memo: vec![WalkMemo::EMPTY; cores],
             fault_4k_ps: ps(cost.fault_ns + PAGE_SIZE as f64 / cost.zero_gbps),
             fault_2m_ps: ps(cost.fault_ns + HUGE_SIZE as f64 / cost.zero_gbps),
+            fault_1g_ps: ps(cost.fault_ns + HUGE_1G_SIZE as f64 / cost.zero_gbps),
         }
     }
 
@@ -55,19 +59,26 @@ impl Flat {
         let size = vma.page_size;
         let cost = match size {
             PageSize::Huge2M => self.fault_2m_ps,
+            PageSize::Huge1G => self.fault_1g_ps,
             _ => self.fault_4k_ps,
         };
         let base = size.base(addr);
         let node = env.mem.allocate_at(core, base, size.base_pages()).ok_or_else(|| {
             SimError::runtime(format!(
                 "out of memory: no node has room for a {} page at {addr:#x} (all {} nodes full, {} bytes total)",
-                if size == PageSize::Huge2M { "2 MiB" } else { "4 KiB" },
+                match size {
+                    PageSize::Huge2M => "2 MiB",
+                    PageSize::Huge1G => "1 GiB",
+                    _ => "4 KiB",
+                },
                 env.mem.nodes.len(),
                 env.mem.capacity_bytes()
             ))
         })?;
         if size == PageSize::Huge2M {
             self.pt.map_2m(base, node);
+        } else if size == PageSize::Huge1G {
+            self.pt.map_1g(base, node);
         } else {
             self.pt.map_4k(base, node);
         }
@@ -138,6 +149,23 @@ impl MemoryBackend for Flat {
     fn populate(&mut self, env: &mut Env, vma: &Vma, start: u64, len: u64, core: usize) -> Result<()> {
         let end = start + len;
         let core = core.min(env.hw.cores.len() - 1);
+        if vma.page_size == PageSize::Huge1G {
+            // Whole 1 GiB pages covering the range (the mapping is 1 GiB aligned and sized).
+            let mut va = PageSize::Huge1G.base(start);
+            while va < end {
+                if !self.pt.is_giant(va) {
+                    let node = env.mem.allocate_at(core, va, PageSize::Huge1G.base_pages()).ok_or_else(|| {
+                        SimError::runtime(format!(
+                            "out of memory while populating `{}`: no node has room for a 1 GiB page at {va:#x}",
+                            vma.name
+                        ))
+                    })?;
+                    self.pt.map_1g(va, node);
+                }
+                va += HUGE_1G_SIZE;
+            }
+            return Ok(());
+        }
         let mut va = start;
         while va < end {
             let mut chunk_end = (PageSize::Huge2M.base(va) + HUGE_SIZE).min(end);
@@ -176,6 +204,31 @@ impl MemoryBackend for Flat {
             )));
         };
         let len = len.min(vma.len);
+        if vma.page_size == PageSize::Huge1G {
+            // Whole 1 GiB pages covering the range.
+            let first = PageSize::Huge1G.base(start);
+            let missing: Vec<u64> = (first..start + len)
+                .step_by(HUGE_1G_SIZE as usize)
+                .filter(|&va| !self.pt.is_giant(va))
+                .collect();
+            let pages = missing.len() as u64 * PageSize::Huge1G.base_pages();
+            if !env.mem.has_room(node, pages) {
+                return Err(SimError::runtime(format!(
+                    "out of memory while populating `{}` ({} 1 GiB pages) on node {node} (`{}`): {} bytes free",
+                    vma.name,
+                    missing.len(),
+                    n.cfg.name,
+                    tierlab_core::bytes_of(n.capacity_pages - n.used_pages)
+                )));
+            }
+            let n = &mut env.mem.nodes[node as usize];
+            n.used_pages += pages;
+            n.allocated_pages += pages;
+            for va in missing {
+                self.pt.map_1g(va, node);
+            }
+            return Ok(());
+        }
         if !env.mem.has_room(node, tierlab_core::pages_for(len)) {
             return Err(SimError::runtime(format!(
                 "out of memory while populating `{}` ({len} bytes) on node {node} (`{}`): {} bytes free",
@@ -210,13 +263,7 @@ impl MemoryBackend for Flat {
     }
 
     fn page_size_of(&self, va: u64) -> Option<PageSize> {
-        if self.pt.is_huge(va) {
-            Some(PageSize::Huge2M)
-        } else if self.pt.is_present(va, pagetable::Level::Pte) {
-            Some(PageSize::Base4K)
-        } else {
-            None
-        }
+        self.pt.page_size_of(va)
     }
 
     fn migrate(&mut self, env: &mut Env, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
@@ -231,7 +278,7 @@ impl MemoryBackend for Flat {
             if from == to {
                 continue;
             }
-            let size = if self.pt.is_huge(va) { PageSize::Huge2M } else { PageSize::Base4K };
+            let size = self.pt.page_size_of(va).unwrap_or(PageSize::Base4K);
             let bytes = size.bytes();
             if !env.mem.transfer(from, to, size.base_pages()) {
                 out.out_of_room = true;
@@ -244,7 +291,7 @@ impl MemoryBackend for Flat {
             copy_ps += ps(bytes as f64 / nf.bandwidth_gbps.min(nt.bandwidth_gbps));
             let mc = &mut *env.migration;
             mc.moves += 1;
-            mc.huge_moves += (size == PageSize::Huge2M) as u64;
+            mc.huge_moves += (size >= PageSize::Huge2M) as u64;
             mc.bytes += bytes;
             mc.promotions += (nt.tier < nf.tier) as u64;
             mc.demotions += (nt.tier > nf.tier) as u64;
