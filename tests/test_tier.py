@@ -353,6 +353,11 @@ def test_ctrl_c_stops_within_one_batch_and_leaves_a_readable_log(
         assert main(["view", str(rec), "--json"]) == 0
         summary = json.loads(capsys.readouterr().out)["tier"]
         assert summary["decided"]["promote"] > 0 and summary["batches"] == stop["batches"]
+        # The HTML view shows the decision log's picture.
+        vdir = rec.with_name("view")
+        assert main(["view", str(rec), "-o", str(vdir)]) == 0
+        assert (vdir / "tier.png").is_file()
+        assert 'src="tier.png"' in (vdir / "index.html").read_text()
     finally:
         out_f.close()
         err_f.close()

@@ -137,6 +137,7 @@ def main(args: argparse.Namespace) -> int:
         png = tier_log.plot(rec.path, out, rec.meta)
         if png is not None:
             written.append(png)
+            _link_in_index(out / "index.html", png.name, tier_log.describe(tier))
     if args.json:
         data = view.to_json()
         if tier is not None:
@@ -208,3 +209,23 @@ def _print_symbols(view: View) -> None:
             print(" " * 20 + "data: " + ", ".join(f"{n} {c}" for n, c in r.data))
     for note in view.symbol_notes:
         print(f"symbols: {note}")
+
+
+def _link_in_index(index: Path, png: str, text: str) -> None:
+    """Show the tiering decision log's picture (``tierlab tier``) in the view's HTML page."""
+    import html
+
+    try:
+        page = index.read_text()
+    except OSError:
+        return
+    section = (
+        f'<section id="tier"><h2>Tiering decisions (tierlab tier)</h2>'
+        f'<pre>{html.escape(text)}</pre><img src="{html.escape(png)}" '
+        f'alt="promotions and demotions over time" style="max-width:100%"></section>'
+    )
+    if "</body>" in page:
+        page = page.replace("</body>", section + "</body>", 1)
+    else:
+        page += section
+    index.write_text(page)
