@@ -97,16 +97,7 @@ impl HottestFirstCore {
     fn candidates<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let mut items = self.counts.items(self.min_samples);
         items.sort_by_key(|(i, _)| i.start);
-        let mut addr = Vec::new();
-        let mut count = Vec::new();
-        for (i, _) in items {
-            addr.extend_from_slice(&i.start.to_le_bytes());
-            count.extend_from_slice(&i.score.to_le_bytes());
-        }
-        let out = PyDict::new_bound(py);
-        out.set_item("addr", PyBytes::new_bound(py, &addr))?;
-        out.set_item("count", PyBytes::new_bound(py, &count))?;
-        Ok(out)
+        columns_to_py(py, items.into_iter().map(|(i, _)| (i.start, i.score)))
     }
 
     /// One decision (`hottest_first::decide`): `fast` (u64 bytes) the page addresses on the
@@ -174,16 +165,7 @@ impl MemtisCore {
     fn candidates<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let mut items: Vec<(u64, u32)> = self.counts.iter().collect();
         items.sort_unstable();
-        let mut addr = Vec::new();
-        let mut count = Vec::new();
-        for (v, c) in items {
-            addr.extend_from_slice(&page_addr(v).to_le_bytes());
-            count.extend_from_slice(&(c as f64).to_le_bytes());
-        }
-        let out = PyDict::new_bound(py);
-        out.set_item("addr", PyBytes::new_bound(py, &addr))?;
-        out.set_item("count", PyBytes::new_bound(py, &count))?;
-        Ok(out)
+        columns_to_py(py, items.into_iter().map(|(v, c)| (page_addr(v), c as f64)))
     }
 
     /// One decision (`memtis::decide`), returned as `HottestFirstCore.decide` does, plus
@@ -252,4 +234,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hottest_first_decide, m)?)?;
     m.add_function(wrap_pyfunction!(tier_page_size, m)?)?;
     Ok(())
+}
+
+/// `(address, count)` pairs as `{"addr": u64 bytes, "count": f64 bytes}` (little endian).
+fn columns_to_py(py: Python<'_>, items: impl Iterator<Item = (u64, f64)>) -> PyResult<Bound<'_, PyDict>> {
+    let mut addr = Vec::new();
+    let mut count = Vec::new();
+    for (a, c) in items {
+        addr.extend_from_slice(&a.to_le_bytes());
+        count.extend_from_slice(&c.to_le_bytes());
+    }
+    let out = PyDict::new_bound(py);
+    out.set_item("addr", PyBytes::new_bound(py, &addr))?;
+    out.set_item("count", PyBytes::new_bound(py, &count))?;
+    Ok(out)
 }
