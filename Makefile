@@ -79,10 +79,15 @@ rust-tools:
 
 # Rust unit, integration and doc tests (the example, examples/run.rs, and the extension crate,
 # which has no Rust tests and is built by maturin, are compiled by clippy --all-targets, not
-# built once more by cargo test); pytest on every core.
+# built once more by cargo test); pytest on every core. The whole workspace is selected, the
+# extension crate included (it has no test targets, so nothing of it is built): cargo then
+# resolves the dependencies' features as for maturin's build of the extension, and the
+# libraries `install` compiled are reused as they are (with `--exclude tierlab-py` the
+# engine's crates get other hashes and are compiled a second time); only the test harnesses
+# are compiled here.
 test: install rust-tools
-	cargo test --workspace --exclude tierlab-py --release --lib --tests
-	cargo test --workspace --exclude tierlab-py --release --doc
+	cargo test --workspace --profile release --tests
+	cargo test --workspace --profile release --doc
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo fmt --all --check
 	$(BIN)/ruff check python tests

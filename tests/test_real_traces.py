@@ -137,7 +137,8 @@ def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
     assert st["machine"]["writes"] == want["stores"]
     assert st["workload"]["touched_pages"] == want["pages"]
     assert st["workload"]["recorded_threads"] == want["threads"]
-    assert coremap(r.stats_flat) == want["sharing"]
+    # (the engine's histogram runs from 1 to the widest sharing, with empty buckets as 0)
+    assert {k: v for k, v in coremap(r.stats_flat).items() if v} == want["sharing"]
     # PEBS on loads with reset value R: the pages of every R-th load of each thread.
     r = tl.run(scenario(rec.with_name(rec.name), ""), set=[
         f'telemetry=[{{kind = "pebs", event = "loads", period = {R}}}]'])  # fmt: skip

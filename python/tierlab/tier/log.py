@@ -168,7 +168,7 @@ def plot(rec: Path, out: Path, meta: dict[str, Any] | None = None) -> Path | Non
     ):
         sel = df[(df["kind"] == kind) & (df["action"] == action)]
         if kind == "move":
-            sel = sel[sel["outcome"].isin(["moved", "there", "dry-run"])]
+            sel = sel[sel["outcome"].isin(["moved", "there", "placed", "dry-run"])]
         g = sel.groupby("step")["time_ns"].agg(["min", "size"])
         if len(g):
             ax.plot(g["min"] / 1e9, g["size"], style, marker=".", label=f"{action} ({kind})")

@@ -389,7 +389,7 @@ class Loop:
                 outcome = got
                 self.tokens -= chunk.size * PAGE
                 for a, o in zip(chunk.tolist(), outcome, strict=True):
-                    if o in ("moved", "there"):
+                    if o in ("moved", "there", "placed"):
                         if action == "promote":
                             self.promoted.add(a)
                         else:
@@ -416,7 +416,12 @@ class Loop:
         out: list[str] = []
         for a, s in zip(chunk.tolist(), st.tolist(), strict=True):
             if s == node:
-                out.append("there" if self.node_of.get(a) == node else "moved")
+                # Where the page was at the last query says what the call did: on the
+                # target already (`there`), on another node (`moved`), or not present then
+                # and faulted in by the target since, wherever the kernel put it (`placed`:
+                # we cannot tell whether this call moved it).
+                before = self.node_of.get(a, -1)
+                out.append("there" if before == node else "moved" if before >= 0 else "placed")
                 self.node_of[a] = node
             elif s == UNWRITTEN:
                 out.append("failed" if ret < 0 else "busy")

@@ -190,6 +190,17 @@ impl Lru {
         }
     }
 
+    /// Set and way of slot `i` (a fully associative cache, the usual case, needs no
+    /// division).
+    #[inline(always)]
+    fn set_way(&self, i: usize) -> (usize, usize) {
+        if self.sets == 1 {
+            (0, i)
+        } else {
+            (i / self.ways, i % self.ways)
+        }
+    }
+
     /// Slot (index into `tags`) holding `tag`, if cached (sets must exist).
     #[inline(always)]
     fn slot(&self, tag: u64) -> Option<usize> {
@@ -249,7 +260,7 @@ impl Lru {
             return false;
         }
         let Some(i) = self.slot(tag) else { return false };
-        let (set, w) = (i / self.ways, i % self.ways);
+        let (set, w) = self.set_way(i);
         if self.ways > 1 && self.head[set] as usize != w {
             self.unlink(set, w);
             self.push_front(set, w);
@@ -290,7 +301,7 @@ impl Lru {
             return;
         }
         if let Some(i) = self.slot(tag) {
-            let (set, w) = (i / self.ways, i % self.ways);
+            let (set, w) = self.set_way(i);
             self.tags[i] = EMPTY;
             self.count[tag as usize & (BUCKETS - 1)] -= 1;
             if self.ways > 1 && self.tail[set] as usize != w {

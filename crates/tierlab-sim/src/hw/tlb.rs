@@ -205,6 +205,42 @@ fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
     below | (above << sh) | (w << last)
 }
 
+/// The way of the `N`-way set `tags` holding `tag` (branchless over the ways).
+#[inline(always)]
+fn match_way<const N: usize>(tags: &[u64], tag: u64) -> Option<usize> {
+    let t: &[u64; N] = tags.try_into().expect("set of N ways");
+    let mut m = 0u32;
+    for (w, &x) in t.iter().enumerate() {
+        m |= ((x == tag) as u32) << w;
+    }
+    (m != 0).then(|| m.trailing_zeros() as usize)
+}
+
+/// The first way with the smallest stamp of an `N`-way set.
+#[inline(always)]
+fn oldest_way<const N: usize>(stamps: &[u64]) -> usize {
+    let s: &[u64; N] = stamps.try_into().expect("set of N ways");
+    let mut victim = 0;
+    for w in 1..N {
+        if s[w] < s[victim] {
+            victim = w;
+        }
+    }
+    victim
+}
+
+/// [`oldest_way`] for any associativity.
+#[inline]
+fn oldest_way_any(stamps: &[u64]) -> usize {
+    let mut victim = 0;
+    for (w, &x) in stamps.iter().enumerate().skip(1) {
+        if x < stamps[victim] {
+            victim = w;
+        }
+    }
+    victim
+}
+
 impl SetAssoc {
     /// An empty array of `entries` entries with `ways` ways.
     pub fn new(entries: usize, ways: usize) -> Self {
@@ -245,14 +281,24 @@ impl SetAssoc {
     }
 
     /// Set and way of `tag` (no page number equals `EMPTY`).
-    #[inline]
+    #[inline(always)]
     fn find(&self, tag: u64) -> Option<(usize, usize)> {
         if self.sets == 0 {
             return None;
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        let tags = &self.tags[base..base + self.ways];
+        // The common associativities compare every way without branches (a tag is cached
+        // at most once in its set, so the lowest match is the only one).
+        let w = match self.ways {
+            4 => match_way::<4>(tags, tag),
+            8 => match_way::<8>(tags, tag),
+            12 => match_way::<12>(tags, tag),
+            16 => match_way::<16>(tags, tag),
+            _ => tags.iter().position(|&t| t == tag),
+        };
+        w.map(|w| (set, w))
     }
 
     /// Make way `w` of `set` the most recent of the set.
@@ -271,7 +317,7 @@ impl SetAssoc {
     }
 
     /// Look `tag` up; on a hit make it most recent and return its payload.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, tag: u64) -> Option<u8> {
         let (set, w) = self.find(tag)?;
         self.touch(set, w);
@@ -292,7 +338,7 @@ impl SetAssoc {
 
     /// Insert `tag` as most recent (it must not be cached), evicting the least recent way
     /// (an empty way first). Returns the evicted tag.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, tag: u64, data: u8) -> Option<u64> {
         if self.sets == 0 {
             return None;
@@ -301,15 +347,10 @@ impl SetAssoc {
         let base = set * self.ways;
         let i = if self.order.is_empty() {
             let stamps = &self.stamps[base..base + self.ways];
-            let mut victim = 0;
-            let mut oldest = stamps[0];
-            #[allow(clippy::needless_range_loop)] // an index loop: no iterator adapters
-            for w in 1..stamps.len() {
-                if stamps[w] < oldest {
-                    oldest = stamps[w];
-                    victim = w;
-                }
-            }
+            let victim = match self.ways {
+                4 => oldest_way::<4>(stamps),
+                _ => oldest_way_any(stamps),
+            };
             self.tick += 1;
             self.stamps[base + victim] = self.tick;
             base + victim
