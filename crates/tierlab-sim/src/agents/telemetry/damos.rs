@@ -1045,7 +1045,31 @@ fn apply_scheme(
     let mut inserted = 0;
     let mut sz = regions[i].size();
     let q = &s.quota;
-    if q.esz > 0 && q.charged_sz + sz > q.esz {
+    let source_only = s.source_node_only && matches!(s.cfg.action, Action::MigrateHot | Action::MigrateCold);
+    // Under a per-node context the split size is charged as source-node bytes.
+    let mut split_charge: Option<u64> = None;
+    if source_only && q.esz > 0 {
+        // The source node's `paddr` region holds only the source node's pages, so the
+        // kernel's test `charged_sz + sz > esz` and its split at
+        // `ALIGN_DOWN(esz - charged_sz, DAMON_MIN_REGION)` count source-node bytes: the
+        // region is cut after the page where its source bytes reach that size.
+        let rem = q.esz.saturating_sub(q.charged_sz);
+        let lim = rem & !(PAGE_SIZE - 1);
+        if lim == 0 {
+            // The kernel skips (sz = 0) unless the region has no source page at all, where
+            // applying would change nothing but the region's age; no walk here.
+            s.stats.nr_tried += 1;
+            return Ok(0);
+        }
+        let r = regions[i];
+        if let Some(cut) = source_cut(m, r.start, r.end, s.cfg.target_nid, lim, rem) {
+            if cut < r.end {
+                split_at(regions, i, cut - r.start);
+                inserted += 1;
+            }
+            split_charge = Some(lim);
+        }
+    } else if q.esz > 0 && q.charged_sz + sz > q.esz {
         sz = q.esz.saturating_sub(q.charged_sz) & !(PAGE_SIZE - 1);
         if sz == 0 {
             s.stats.nr_tried += 1;
@@ -1072,9 +1096,11 @@ fn apply_scheme(
     }
     let r = regions[i];
     let (applied, passed, ns, source) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
-    if s.source_node_only && matches!(s.cfg.action, Action::MigrateHot | Action::MigrateCold) {
-        // The source node's context would hold only these pages of the region.
-        sz = source;
+    if source_only {
+        // The source node's context would hold only these pages of the region (a region
+        // cut at the quota's remainder is charged that remainder, as the kernel charges
+        // the split size).
+        sz = split_charge.unwrap_or(source);
     }
     let q = &mut s.quota;
     q.total_charged_ns += ns.round() as u64;
@@ -1095,6 +1121,38 @@ fn apply_scheme(
     st.sz_applied += applied;
     st.sz_ops_filter_passed += passed;
     Ok(inserted)
+}
+
+/// Where a per-node context splits a region under a quota: walking `[start, end)`, the
+/// present pages not on `target` (the source node's memory) are counted; if they add up to
+/// more than `rem` (the quota left), the region is cut at the end of the page where they
+/// reach `lim` (`rem` aligned down to a page; a huge page may carry the count past it, as
+/// the kernel's walk migrates a folio that starts in the region whole). `None`: the
+/// region's source bytes fit in `rem`, no split. The walk stops at the first source page
+/// past the cut.
+fn source_cut(m: &MachineView, start: u64, end: u64, target: Option<u8>, lim: u64, rem: u64) -> Option<u64> {
+    let mut cum = 0u64;
+    let mut cut = None;
+    let mut va = start;
+    while va < end {
+        let Some(size) = m.page_size_of(va) else {
+            va = (va & !(PAGE_SIZE - 1)) + PAGE_SIZE;
+            continue;
+        };
+        let base = size.base(va);
+        let next = base + size.bytes();
+        if m.node_of(base) != target {
+            cum += size.bytes();
+            if cut.is_none() && cum >= lim {
+                cut = Some(next.min(end));
+            }
+            if cum > rem {
+                return cut;
+            }
+        }
+        va = next;
+    }
+    None
 }
 
 /// Walk `[start, end)` page by page through the ops filters and apply the action. Returns
@@ -1796,6 +1854,42 @@ mod tests {
             assert_eq!(st.sz_tried, tried, "source_node_only = {on}");
             assert_eq!(st.sz_applied, 2 * MIB - 64 * 4096, "only node-0 pages move");
             assert!((0..512).all(|i| m.node_of(base + i * 4096) == Some(1)));
+        }
+    }
+
+    #[test]
+    fn source_node_only_splits_at_the_quota_in_source_bytes() {
+        // Two cold 1 MiB regions, every other page already on node 1; migrate_cold to node 1
+        // under a 64 KiB quota per 100 ms window. A node-0 `paddr` context's region holds
+        // only its 128 node-0 pages, so the kernel splits it 64 KiB (16 source pages) in:
+        // here after the 16th node-0 page (VA offset 128 KiB), and exactly 64 KiB move per
+        // window. Split by the whole size (no per-node context), the cut falls at VA 64 KiB
+        // and only half of that moves.
+        for on in [false, true] {
+            let (mut m, mut mon, base) = setup(MIB, &[0, 0], 5);
+            let moved: Vec<u64> = (0..256).map(|i| base + 2 * i * 4096).collect();
+            m.migrate_pages(&moved, 1, 0).unwrap();
+            let mut s = scheme(Action::MigrateCold);
+            s.target_nid = Some(1);
+            s.max_nr_accesses = Some(0);
+            s.quota.sz = ByteSize(64 << 10);
+            s.quota.reset_interval = Duration(100_000_000);
+            let mut d = damos(vec![s], 0.0, &mon);
+            d.schemes[0].source_node_only = on;
+            apply(&mut d, &mut mon, &mut m, 0);
+            let st = &d.schemes[0].stats;
+            let want = if on { 64 << 10 } else { 32 << 10 };
+            assert_eq!(st.sz_applied, want, "source_node_only = {on}");
+            assert_eq!(d.schemes[0].quota.charged_sz, 64 << 10);
+            let cut = if on { 128 << 10 } else { 64 << 10 };
+            assert_eq!(mon.regions[0].end - base, cut, "source_node_only = {on}");
+            let on_node0 = (0..512).filter(|&i| m.node_of(base + i * 4096) == Some(0)).count();
+            assert_eq!(on_node0 as u64, 256 - want / 4096);
+            if on {
+                // The next window resumes after the cut and moves the next 16 source pages.
+                apply(&mut d, &mut mon, &mut m, 100_000_000);
+                assert_eq!(d.schemes[0].stats.sz_applied, 128 << 10);
+            }
         }
     }
 
