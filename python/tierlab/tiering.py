@@ -248,11 +248,15 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(4, 1, figsize=(8, 12), sharex=True)
     for label, s in sweep.series.items():
         t = s.get("t_end_s", [])
-        (line,) = axes[0].plot(t, [v / 1e3 for v in s.get("kv.throughput", [])], label=label)
+        # A workload without request metrics (a replayed trace) has no throughput or
+        # latency series: its line is empty, it keeps its colour.
+        tput = s.get("kv.throughput", [])
+        (line,) = axes[0].plot(t if tput else [], [v / 1e3 for v in tput], label=label)
         # One colour per policy in every panel (the fast-tier panel skips policies without
         # a fast tier, so its own colour cycle would drift from the legend's).
         color = line.get_color()
-        axes[1].plot(t, s.get("kv.p95_us", []), label=label, color=color)
+        p95 = s.get("kv.p95_us", [])
+        axes[1].plot(t if p95 else [], p95, label=label, color=color)
         used = s.get("tiering.fast_used_bytes", [])
         hot = s.get("tiering.fast_hot_bytes", [])
         if used:

@@ -71,7 +71,14 @@
 //!   per node; here every context monitors the process's virtual address space (`vaddr`,
 //!   whose `migrate_hot`/`migrate_cold` exist since ~6.16), so a region's `nr_accesses`
 //!   mixes the pages of both nodes and the quota is charged with every byte of a region,
-//!   including pages already on the target node.
+//!   including pages already on the target node. A scheme with `source_node_only`
+//!   (`damon-mtier`'s per-node contexts) emulates the source node's `paddr` context: it
+//!   walks only the pages not on its target node, its quota test and its split at the
+//!   quota's remainder count those pages' bytes, and it is charged them. What it still
+//!   counts by whole regions: the score histogram that sets `min_score` (the kernel's
+//!   regions would hold only source-node bytes), and a region whose quota remainder is
+//!   below one page is skipped without walking it (the kernel applies the action to a
+//!   region with no source-node byte at all, which changes nothing but its age).
 //! - The quota goal tuner is the default `consist` one; `temporal` is not modelled.
 
 use serde::{Deserialize, Serialize};
