@@ -1900,6 +1900,41 @@ mod tests {
         }
     }
 
+    /// Quota windows for a goal-driven quota to reach `bytes` from its initial state at a
+    /// fixed goal score (`damos_set_effective_quota`: `esz_bp = next(max(esz_bp, 10000),
+    /// score)`, `esz = esz_bp / 10000`).
+    fn windows_to(bytes: u64, score: u64) -> Option<u32> {
+        let mut bp = 0u64;
+        for n in 1..=20_000 {
+            bp = feed_loop_next_input(bp.max(10_000), score);
+            if bp / 10_000 >= bytes {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn mtier_quota_ramp_takes_the_documented_windows() {
+        // docs/placement.md, "DAMON-mtier and the length of a run": promotion's score is
+        // used_bp * 10000 / 9970, demotion's free_bp * 10000 / 50.
+        let promo = |used_bp: u64| used_bp * 10_000 / 9970;
+        let page = PAGE_SIZE;
+        let cap = 200 << 20;
+        let got: Vec<(Option<u32>, Option<u32>)> = [0, 5000, 9000, 9400, 9700, 9900, 9950]
+            .iter()
+            .map(|&u| (windows_to(page, promo(u)), windows_to(cap, promo(u))))
+            .collect();
+        let want = [(12, 28), (21, 48), (90, 207), (150, 345), (312, 717), (1177, 2710), (3977, 9146)];
+        assert_eq!(got, want.iter().map(|&(a, b)| (Some(a), Some(b))).collect::<Vec<_>>());
+        let demo = |free_bp: u64| free_bp * 10_000 / 50;
+        let got: Vec<Option<u32>> = [0, 10, 17, 25, 40].iter().map(|&f| windows_to(page, demo(f))).collect();
+        assert_eq!(got, [12, 15, 17, 21, 46].map(Some).to_vec());
+        assert_eq!(windows_to(page, demo(100)), None, "1% free: reset to the minimum");
+        // The interleaved group's end state: 99.6% used (score 9,960).
+        assert_eq!(windows_to(page, 9960), Some(2087));
+    }
+
     #[test]
     fn access_pattern_filters_regions() {
         // Pattern nr_accesses in [5, 10] and age >= 3, reading nr_accesses_bp / 10000.
