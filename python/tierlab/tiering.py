@@ -15,7 +15,9 @@ the last window), ``fast_hot_bytes_mean`` (over all windows), ``migrations``,
 ``optimum_throughput_rps`` and ``optimum_p95_us`` (the run's figures scaled by the bound's
 speedup), and ``share_of_optimum``: ``(throughput - baseline) / (bound - baseline)``, with the
 baseline point's (no tiering) throughput and bound, so every policy is measured against the
-same possible gain.
+same possible gain. A workload without requests (a replayed trace, the same work in every
+run) has no throughput; its share uses the rate ``1 / run_time_s`` instead (the bound's:
+the baseline's rate times its ``optimum_speedup``).
 """
 
 from __future__ import annotations
@@ -165,10 +167,19 @@ def add_shares(records: list[TieringRecord]) -> None:
     base = next((r for r in records if r.kind == "none"), None)
     if base is None:
         return
-    gain = base.optimum_throughput_rps - base.throughput_rps
+    gain = _rate(base) * base.optimum_speedup - _rate(base)
     for r in records:
         if gain > 0 and math.isfinite(gain):
-            r.share_of_optimum = (r.throughput_rps - base.throughput_rps) / gain
+            r.share_of_optimum = (_rate(r) - _rate(base)) / gain
+
+
+def _rate(r: TieringRecord) -> float:
+    """The rate of work the share compares: the request throughput, or for a workload
+    without requests (a replayed trace: the same work in every run) runs per second,
+    ``1 / run_time_s``."""
+    if math.isfinite(r.throughput_rps):
+        return r.throughput_rps
+    return 1.0 / r.run_time_s if r.run_time_s > 0 else math.nan
 
 
 def series(result: PointResult) -> Series:
@@ -248,11 +259,15 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(4, 1, figsize=(8, 12), sharex=True)
     for label, s in sweep.series.items():
         t = s.get("t_end_s", [])
-        (line,) = axes[0].plot(t, [v / 1e3 for v in s.get("kv.throughput", [])], label=label)
+        # A workload without request metrics (a replayed trace) has no throughput or
+        # latency series: its line is empty, it keeps its colour.
+        tput = s.get("kv.throughput", [])
+        (line,) = axes[0].plot(t if tput else [], [v / 1e3 for v in tput], label=label)
         # One colour per policy in every panel (the fast-tier panel skips policies without
         # a fast tier, so its own colour cycle would drift from the legend's).
         color = line.get_color()
-        axes[1].plot(t, s.get("kv.p95_us", []), label=label, color=color)
+        p95 = s.get("kv.p95_us", [])
+        axes[1].plot(t if p95 else [], p95, label=label, color=color)
         used = s.get("tiering.fast_used_bytes", [])
         hot = s.get("tiering.fast_hot_bytes", [])
         if used:

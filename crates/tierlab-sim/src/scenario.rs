@@ -261,7 +261,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-replay",
-        description: "a real OpenMP stencil trace replayed through DAMON, PEBS, Telescope, HeMem-, Memtis- and NUMA-tiering-like policies, DRAM = half the touched pages",
+        description: "a real OpenMP stencil trace replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier and Colloid policies, DRAM = half the touched pages",
         text: include_str!("../scenarios/tiering-replay.toml"),
     },
 ];

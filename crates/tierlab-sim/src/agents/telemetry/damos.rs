@@ -71,7 +71,14 @@
 //!   per node; here every context monitors the process's virtual address space (`vaddr`,
 //!   whose `migrate_hot`/`migrate_cold` exist since ~6.16), so a region's `nr_accesses`
 //!   mixes the pages of both nodes and the quota is charged with every byte of a region,
-//!   including pages already on the target node.
+//!   including pages already on the target node. A scheme with `source_node_only`
+//!   (`damon-mtier`'s per-node contexts) emulates the source node's `paddr` context: it
+//!   walks only the pages not on its target node, its quota test and its split at the
+//!   quota's remainder count those pages' bytes, and it is charged them. What it still
+//!   counts by whole regions: the score histogram that sets `min_score` (the kernel's
+//!   regions would hold only source-node bytes), and a region whose quota remainder is
+//!   below one page is skipped without walking it (the kernel applies the action to a
+//!   region with no source-node byte at all, which changes nothing but its age).
 //! - The quota goal tuner is the default `consist` one; `temporal` is not modelled.
 
 use serde::{Deserialize, Serialize};
@@ -1045,7 +1052,31 @@ fn apply_scheme(
     let mut inserted = 0;
     let mut sz = regions[i].size();
     let q = &s.quota;
-    if q.esz > 0 && q.charged_sz + sz > q.esz {
+    let source_only = s.source_node_only && matches!(s.cfg.action, Action::MigrateHot | Action::MigrateCold);
+    // Under a per-node context the split size is charged as source-node bytes.
+    let mut split_charge: Option<u64> = None;
+    if source_only && q.esz > 0 {
+        // The source node's `paddr` region holds only the source node's pages, so the
+        // kernel's test `charged_sz + sz > esz` and its split at
+        // `ALIGN_DOWN(esz - charged_sz, DAMON_MIN_REGION)` count source-node bytes: the
+        // region is cut after the page where its source bytes reach that size.
+        let rem = q.esz.saturating_sub(q.charged_sz);
+        let lim = rem & !(PAGE_SIZE - 1);
+        if lim == 0 {
+            // The kernel skips (sz = 0) unless the region has no source page at all, where
+            // applying would change nothing but the region's age; no walk here.
+            s.stats.nr_tried += 1;
+            return Ok(0);
+        }
+        let r = regions[i];
+        if let Some(cut) = source_cut(m, r.start, r.end, s.cfg.target_nid, lim, rem) {
+            if cut < r.end {
+                split_at(regions, i, cut - r.start);
+                inserted += 1;
+            }
+            split_charge = Some(lim);
+        }
+    } else if q.esz > 0 && q.charged_sz + sz > q.esz {
         sz = q.esz.saturating_sub(q.charged_sz) & !(PAGE_SIZE - 1);
         if sz == 0 {
             s.stats.nr_tried += 1;
@@ -1072,9 +1103,11 @@ fn apply_scheme(
     }
     let r = regions[i];
     let (applied, passed, ns, source) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
-    if s.source_node_only && matches!(s.cfg.action, Action::MigrateHot | Action::MigrateCold) {
-        // The source node's context would hold only these pages of the region.
-        sz = source;
+    if source_only {
+        // The source node's context would hold only these pages of the region (a region
+        // cut at the quota's remainder is charged that remainder, as the kernel charges
+        // the split size).
+        sz = split_charge.unwrap_or(source);
     }
     let q = &mut s.quota;
     q.total_charged_ns += ns.round() as u64;
@@ -1095,6 +1128,38 @@ fn apply_scheme(
     st.sz_applied += applied;
     st.sz_ops_filter_passed += passed;
     Ok(inserted)
+}
+
+/// Where a per-node context splits a region under a quota: walking `[start, end)`, the
+/// present pages not on `target` (the source node's memory) are counted; if they add up to
+/// more than `rem` (the quota left), the region is cut at the end of the page where they
+/// reach `lim` (`rem` aligned down to a page; a huge page may carry the count past it, as
+/// the kernel's walk migrates a folio that starts in the region whole). `None`: the
+/// region's source bytes fit in `rem`, no split. The walk stops at the first source page
+/// past the cut.
+fn source_cut(m: &MachineView, start: u64, end: u64, target: Option<u8>, lim: u64, rem: u64) -> Option<u64> {
+    let mut cum = 0u64;
+    let mut cut = None;
+    let mut va = start;
+    while va < end {
+        let Some(size) = m.page_size_of(va) else {
+            va = (va & !(PAGE_SIZE - 1)) + PAGE_SIZE;
+            continue;
+        };
+        let base = size.base(va);
+        let next = base + size.bytes();
+        if m.node_of(base) != target {
+            cum += size.bytes();
+            if cut.is_none() && cum >= lim {
+                cut = Some(next.min(end));
+            }
+            if cum > rem {
+                return cut;
+            }
+        }
+        va = next;
+    }
+    None
 }
 
 /// Walk `[start, end)` page by page through the ops filters and apply the action. Returns
@@ -1797,6 +1862,77 @@ mod tests {
             assert_eq!(st.sz_applied, 2 * MIB - 64 * 4096, "only node-0 pages move");
             assert!((0..512).all(|i| m.node_of(base + i * 4096) == Some(1)));
         }
+    }
+
+    #[test]
+    fn source_node_only_splits_at_the_quota_in_source_bytes() {
+        // Two cold 1 MiB regions, every other page already on node 1; migrate_cold to node 1
+        // under a 64 KiB quota per 100 ms window. A node-0 `paddr` context's region holds
+        // only its 128 node-0 pages, so the kernel splits it 64 KiB (16 source pages) in:
+        // here after the 16th node-0 page (VA offset 128 KiB), and exactly 64 KiB move per
+        // window. Split by the whole size (no per-node context), the cut falls at VA 64 KiB
+        // and only half of that moves.
+        for on in [false, true] {
+            let (mut m, mut mon, base) = setup(MIB, &[0, 0], 5);
+            let moved: Vec<u64> = (0..256).map(|i| base + 2 * i * 4096).collect();
+            m.migrate_pages(&moved, 1, 0).unwrap();
+            let mut s = scheme(Action::MigrateCold);
+            s.target_nid = Some(1);
+            s.max_nr_accesses = Some(0);
+            s.quota.sz = ByteSize(64 << 10);
+            s.quota.reset_interval = Duration(100_000_000);
+            let mut d = damos(vec![s], 0.0, &mon);
+            d.schemes[0].source_node_only = on;
+            apply(&mut d, &mut mon, &mut m, 0);
+            let st = &d.schemes[0].stats;
+            let want = if on { 64 << 10 } else { 32 << 10 };
+            assert_eq!(st.sz_applied, want, "source_node_only = {on}");
+            assert_eq!(d.schemes[0].quota.charged_sz, 64 << 10);
+            let cut = if on { 128 << 10 } else { 64 << 10 };
+            assert_eq!(mon.regions[0].end - base, cut, "source_node_only = {on}");
+            let on_node0 = (0..512).filter(|&i| m.node_of(base + i * 4096) == Some(0)).count();
+            assert_eq!(on_node0 as u64, 256 - want / 4096);
+            if on {
+                // The next window resumes after the cut and moves the next 16 source pages.
+                apply(&mut d, &mut mon, &mut m, 100_000_000);
+                assert_eq!(d.schemes[0].stats.sz_applied, 128 << 10);
+            }
+        }
+    }
+
+    /// Quota windows for a goal-driven quota to reach `bytes` from its initial state at a
+    /// fixed goal score (`damos_set_effective_quota`: `esz_bp = next(max(esz_bp, 10000),
+    /// score)`, `esz = esz_bp / 10000`).
+    fn windows_to(bytes: u64, score: u64) -> Option<u32> {
+        let mut bp = 0u64;
+        for n in 1..=20_000 {
+            bp = feed_loop_next_input(bp.max(10_000), score);
+            if bp / 10_000 >= bytes {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn mtier_quota_ramp_takes_the_documented_windows() {
+        // docs/placement.md, "DAMON-mtier and the length of a run": promotion's score is
+        // used_bp * 10000 / 9970, demotion's free_bp * 10000 / 50.
+        let promo = |used_bp: u64| used_bp * 10_000 / 9970;
+        let page = PAGE_SIZE;
+        let cap = 200 << 20;
+        let got: Vec<(Option<u32>, Option<u32>)> = [0, 5000, 9000, 9400, 9700, 9900, 9950]
+            .iter()
+            .map(|&u| (windows_to(page, promo(u)), windows_to(cap, promo(u))))
+            .collect();
+        let want = [(12, 28), (21, 48), (90, 207), (150, 345), (312, 717), (1177, 2710), (3977, 9146)];
+        assert_eq!(got, want.iter().map(|&(a, b)| (Some(a), Some(b))).collect::<Vec<_>>());
+        let demo = |free_bp: u64| free_bp * 10_000 / 50;
+        let got: Vec<Option<u32>> = [0, 10, 17, 25, 40].iter().map(|&f| windows_to(page, demo(f))).collect();
+        assert_eq!(got, [12, 15, 17, 21, 46].map(Some).to_vec());
+        assert_eq!(windows_to(page, demo(100)), None, "1% free: reset to the minimum");
+        // The interleaved group's end state: 99.6% used (score 9,960).
+        assert_eq!(windows_to(page, 9960), Some(2087));
     }
 
     #[test]

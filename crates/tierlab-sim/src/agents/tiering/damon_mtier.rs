@@ -15,8 +15,11 @@
 //!   a `young` filter rejecting pages found accessed.
 //! - The goals drive the effective quota through the feedback loop
 //!   (`damos_set_effective_quota`, `damon_feed_loop_next_input`): it starts at one byte and
-//!   grows by up to 2x per window while the fast node is below its goal, so the kernel's
-//!   promotion ramps up over tens of seconds.
+//!   grows by `esz x (goal - score) / goal` per window while the fast node is below its
+//!   goal (at most 2x, when the node is empty), so the kernel's promotion ramps up over
+//!   tens of seconds from an empty fast node and barely at all from a nearly full one: at
+//!   50% used the quota needs 21 windows to reach one page (4 KiB), at 90% 90 windows, at
+//!   99.5% 3,977 (`docs/placement.md`).
 //!
 //! # Differences, by design
 //! The kernel runs two physical-address (`paddr`) contexts, one per node, each with one
@@ -26,10 +29,13 @@
 //! `per_node_contexts` (default) each scheme emulates its node's `paddr` context: it walks
 //! and filters only the pages not already on its target node (the source node's memory;
 //! other pages keep their Accessed bits for the other scheme) and its quota is charged with
-//! those pages' bytes, as the kernel charges a physical region of the source node (the
-//! region is still split at the quota's remainder by its whole size, so a window may use
-//! less than its quota). Without it, the quota is charged with every byte of a region,
-//! including pages already on the target. The quota's resume point
+//! those pages' bytes, as the kernel charges a physical region of the source node; a region
+//! whose source-node bytes exceed the quota left is split where its source-node bytes
+//! reach that remainder aligned down to a page (`damos_apply_scheme` in `mm/damon/core.c`
+//! splits a `paddr` region, made only of the source node's memory, at
+//! `ALIGN_DOWN(esz - charged_sz, DAMON_MIN_REGION)`), so a window moves its whole quota.
+//! Without it, the quota is charged with every byte of a region, including pages already
+//! on the target, and a region is split by its whole size. The quota's resume point
 //! (`damos_skip_charged_region`) moves the next window past the regions charged.
 //! Migrations go through the tiering mover (`tiering.promoted_*`/`demoted_*`); the promotion
 //! rate limit defaults to 65536 MB/s so that the quota, not the mover, limits.
