@@ -229,13 +229,14 @@ impl Default for PageTables {
 
 /// Cached result of the upper part of a walk (a software memo of the simulator, not a
 /// hardware structure: the hardware's are the paging-structure caches): valid while `epoch`
-/// equals [`PageTables::epoch`]. It finds the PMD table of the last walk's 2 MiB region
-/// without reading the upper tables, and, when the walk that recorded it read and set the
+/// equals [`PageTables::epoch`]. It finds the PMD table of the last walk's 1 GiB region (the
+/// table every walk in that region reads; a random walk within 1 GiB finds it too) without
+/// reading the upper tables, and, when the walk that recorded it read and set the
 /// PGD and PUD entries (`upper_set`), lets a later walk that reads them too skip re-setting
 /// bits known to be set (the epoch moves whenever an upper bit is cleared).
 #[derive(Clone, Copy, Debug)]
 pub struct WalkMemo {
-    /// `va >> 21` of the cached PMD entry.
+    /// `va >> 30` of the cached PMD table (the PUD entry that points to it).
     pub key: u64,
     /// PMD table index.
     pub pmd: u32,
@@ -585,7 +586,7 @@ impl PageTables {
     #[inline]
     pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo, psc: &mut Psc) -> Walk {
         self.stats.walks += 1;
-        let key = va >> HUGE_SHIFT;
+        let key = va >> LEVEL_SHIFT[Level::Pud as usize];
         let upper_dirty = write && self.dirty_upper_levels;
         let ubits = if upper_dirty { A | D } else { A };
         let leaf_bits = if write { A | D } else { A };

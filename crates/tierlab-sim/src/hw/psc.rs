@@ -254,7 +254,7 @@ impl Lru {
     }
 
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
-    #[inline]
+    #[inline(always)]
     fn lookup(&mut self, tag: u64) -> bool {
         if self.sets == 0 {
             return false;
@@ -275,7 +275,7 @@ impl Lru {
     }
 
     /// Insert `tag` (not cached) as the most recent of its set, evicting the least recent.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
         let set = self.set_of(tag);
@@ -376,7 +376,7 @@ impl Psc {
     /// The first level a walk for `va` must read: [`Level::Pte`] after a PDE-cache hit,
     /// [`Level::Pmd`] after a PDPTE-cache hit, [`Level::Pud`] after a PML4-cache hit, else
     /// [`Level::Pgd`]. The deepest hit wins; a hit makes its entry the most recent.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, va: u64) -> Level {
         if !self.live {
             self.c.misses += 1;
@@ -395,7 +395,7 @@ impl Psc {
     /// The walk read the entry of `level` for `va`, present and referencing a table (never
     /// a leaf), and set its Accessed flag: cache it (PGD entry -> PML4 cache, PUD entry ->
     /// PDPTE cache, PMD entry -> PDE cache). A PTE is never cached here.
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self, va: u64, level: Level) {
         if !self.on {
             return;

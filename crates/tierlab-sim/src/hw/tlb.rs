@@ -289,14 +289,19 @@ impl SetAssoc {
         let set = self.set_of(tag);
         let base = set * self.ways;
         let tags = &self.tags[base..base + self.ways];
-        // The common associativities compare every way without branches (a tag is cached
-        // at most once in its set, so the lowest match is the only one).
-        let w = match self.ways {
-            4 => match_way::<4>(tags, tag),
-            8 => match_way::<8>(tags, tag),
-            12 => match_way::<12>(tags, tag),
-            16 => match_way::<16>(tags, tag),
-            _ => tags.iter().position(|&t| t == tag),
+        // Narrow sets (L1 arrays, where hits dominate) stop at the first match; the common
+        // wide associativities (an STLB, where a miss compares every way) compare all their
+        // ways without branches (a tag is cached at most once in its set, so the lowest match
+        // is the only one).
+        let w = if self.ways < 8 {
+            tags.iter().position(|&t| t == tag)
+        } else {
+            match self.ways {
+                8 => match_way::<8>(tags, tag),
+                12 => match_way::<12>(tags, tag),
+                16 => match_way::<16>(tags, tag),
+                _ => tags.iter().position(|&t| t == tag),
+            }
         };
         w.map(|w| (set, w))
     }
@@ -322,6 +327,20 @@ impl SetAssoc {
         let (set, w) = self.find(tag)?;
         self.touch(set, w);
         Some(self.data[set * self.ways + w])
+    }
+
+    /// [`SetAssoc::lookup`] for a narrow, hit-dominated array (the L1 dTLB on the access
+    /// path): the ways are compared in order up to the first match.
+    #[inline(always)]
+    pub fn lookup_narrow(&mut self, tag: u64) -> Option<u8> {
+        if self.sets == 0 {
+            return None;
+        }
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        let w = self.tags[base..base + self.ways].iter().position(|&t| t == tag)?;
+        self.touch(set, w);
+        Some(self.data[base + w])
     }
 
     /// Whether `tag` is cached (no recency update).
