@@ -29,7 +29,9 @@ def test_pebs_minife_writes_recordings_that_view_reads(tmp_path: Path) -> None:
         rec = out / f"samples-{tech}"
         meta = json.loads((rec / "meta.json").read_text())
         assert meta["complete"] is True and meta["source"] == "tierlab-sim"
-        v = tierlab("view", rec, "--json", "-o", tmp_path / f"view-{tech}")
+        # `tierlab view` reads it (the numbers only: `--out` drew the view from it already,
+        # with the same analysis and renderer, into view-TECH/; checked below).
+        v = tierlab("view", rec, "--json")
         assert v.returncode == 0, v.stderr
         doc = v.json()
         # Every sample the model took is in the recording (the buffers are flushed at the end)
@@ -44,6 +46,8 @@ def test_pebs_minife_writes_recordings_that_view_reads(tmp_path: Path) -> None:
             table.loc[tech, "interrupts"] + 1,
         )
         assert (out / f"view-{tech}" / "index.html").is_file()
+        drawn = json.loads((out / f"view-{tech}" / "view.json").read_text())
+        assert drawn["totals"] == doc["totals"]
 
 
 def test_pebs_minife_overhead_falls_with_larger_r_and_b() -> None:
