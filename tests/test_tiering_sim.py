@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from conftest import tierlab
 
@@ -130,3 +132,26 @@ def test_replay_sweep_writes_the_table_and_plot(tmp_path: Path) -> None:
     bound_rate = base["optimum_speedup"] / base["run_time_s"]
     want = (1 / col["run_time_s"] - 1 / base["run_time_s"]) / (bound_rate - 1 / base["run_time_s"])
     assert math.isclose(col["share_of_optimum"], want, rel_tol=1e-9)
+
+
+def test_tiering_kv_long_is_tiering_kv_with_a_small_dram_and_a_longer_run() -> None:
+    # docs/placement.md ("A long run"): nothing but DRAM's capacity, the length and the
+    # points differs from tiering-kv; its policies' settings are tiering-kv's.
+    def exported(name: str) -> dict[str, Any]:
+        res = tierlab("export", name)
+        assert res.returncode == 0, res.stderr
+        return tomllib.loads(res.stdout)
+
+    kv, long = exported("tiering-kv"), exported("tiering-kv-long")
+    assert long["machine"]["nodes"][0]["capacity"] == "1GiB"
+    assert kv["machine"]["nodes"][0]["capacity"] == "32GiB"
+    assert (long["duration"], kv["duration"]) == ("150s", "1min")
+    kv_sets = {p["label"]: p["set"] for p in kv.pop("sweep")}
+    long_sets = {p["label"]: p["set"] for p in long.pop("sweep")}
+    assert list(long_sets) == ["baseline", "NUMA-tiering", "DAMON-mtier"]
+    assert all(long_sets[k] == kv_sets[k] for k in long_sets)
+    for sc in (kv, long):
+        for k in ("name", "description", "duration"):
+            del sc[k]
+        del sc["machine"]["nodes"][0]["capacity"]
+    assert long == kv

@@ -46,6 +46,7 @@ CAPS: dict[str, str | None] = {
     "cmcp-memory": "30ms",
     "zipf-tiered": "1s",
     "tiering-kv": "3s",
+    "tiering-kv-long": "3s",
     "numa-placement": "50ms",
     "numa-sources": "50ms",
     "numa-opteron": "50ms",

@@ -240,6 +240,11 @@ pub const BUILTINS: &[Builtin] = &[
         text: include_str!("../scenarios/tiering-kv.toml"),
     },
     Builtin {
+        name: "tiering-kv-long",
+        description: "tiering-kv's 1 TB store on a 1 GiB DRAM tier starting empty, 150 simulated seconds: DAMON-mtier and NUMA tiering promote and demote",
+        text: include_str!("../scenarios/tiering-kv-long.toml"),
+    },
+    Builtin {
         name: "numa-placement",
         description: "profile-guided ccNUMA placement vs first touch and interleave on 2 and 4 nodes (serially initialized STREAM and Jacobi)",
         text: include_str!("../scenarios/numa-placement.toml"),
