@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,6 +15,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+# A shell starts background jobs (`make test &`, some CI runners) with SIGINT ignored, and an
+# ignored signal stays ignored in every program they start: the Ctrl-C tests' tierlab would
+# then never see the interrupt they send (Python installs its KeyboardInterrupt handler only
+# when SIGINT is at its default). Catching it here gives the programs the tests start the
+# default disposition back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: A short run of the built-in demo scenario (a few simulated milliseconds).
 SHORT = ["--set", 'duration="20ms"', "--set", 'window="5ms"']
