@@ -20,8 +20,7 @@
 use super::psc::Psc;
 use crate::error::{Result, SimError};
 use tierlab_core::{
-    bytes_of, pages_for, vpn, PageSize, HUGE_1G_SIZE, HUGE_MASK, HUGE_SHIFT, HUGE_SIZE, PAGES_PER_HUGE,
-    PAGE_SIZE,
+    bytes_of, pages_for, vpn, PageSize, HUGE_1G_SIZE, HUGE_MASK, HUGE_SIZE, PAGES_PER_HUGE, PAGE_SIZE,
 };
 
 /// Number of page-table levels.
