@@ -156,6 +156,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=_seconds, metavar="T", help="stop after T")
     p.add_argument("--dry-run", action="store_true", help="decide and log, move nothing")
     p.add_argument(
+        "--no-freeze",
+        dest="freeze",
+        action="store_false",
+        help="do not stop the target around each batch (SIGSTOP from reading its mappings to "
+        "the move_pages call, then SIGCONT); without it, a page the target unmaps in that "
+        "instant can be passed to move_pages",
+    )
+    p.add_argument(
         "--backend",
         default="auto",
         help="telemetry backend, as for `tierlab record` (default auto: PEBS/IBS where "
@@ -204,6 +212,7 @@ def main(args: argparse.Namespace) -> int:
         cooling_samples=args.cooling_samples,
         sample_decay_s=args.sample_decay,
         dry_run=args.dry_run,
+        freeze=args.freeze,
         duration_s=args.duration,
     )
     ropts = RecordOptions(backend=args.backend, event=args.event, period=args.period)

@@ -23,7 +23,9 @@ flight completes (``move_pages`` cannot be interrupted), so the loop stops withi
 
 from __future__ import annotations
 
+import contextlib
 import errno as _errno
+import os
 import signal
 import threading
 import time
@@ -57,6 +59,23 @@ _ABSENT = (_errno.ENOENT, _errno.EFAULT)
 _FATAL = (_errno.EPERM, _errno.ENOSYS, _errno.ENODEV, _errno.EINVAL)
 
 
+def _thread_states(tasks: Path) -> list[str]:
+    """The state letter of every thread under ``/proc/PID/task`` (empty: the process is
+    gone)."""
+    out: list[str] = []
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return out
+    for n in names:
+        try:
+            stat = (tasks / n / "stat").read_bytes()
+        except OSError:
+            continue  # the thread exited meanwhile
+        out.append(stat.rsplit(b")", 1)[1].split()[0].decode())
+    return out
+
+
 @dataclass
 class TierOptions:
     fast_node: int = 0
@@ -82,6 +101,9 @@ class TierOptions:
     #: memtis: samples between two coolings (Memtis' 2 M).
     cooling_samples: int = 2_000_000
     dry_run: bool = False
+    #: Stop the target (SIGSTOP, then SIGCONT) around each batch, from reading its mappings
+    #: to the move_pages call, so that it cannot unmap a page in between.
+    freeze: bool = True
     #: Stop after this many seconds (None: until Ctrl-C or the target exits).
     duration_s: float | None = None
 
@@ -174,6 +196,8 @@ class TierResult:
         default_factory=lambda: {"promote": {}, "demote": {}}
     )
     dropped_unmapped: int = 0
+    #: Batches skipped because the target's threads did not all stop within 0.5 s.
+    unfrozen_batches: int = 0
     #: Sampled pages forgotten because they were no longer mapped at a decision.
     forgotten: int = 0
     move_calls: int = 0
@@ -360,46 +384,89 @@ class Loop:
             i += chunk.size
             if not self.opts.dry_run and not self._wait_tokens(chunk.size * PAGE):
                 return
-            vmas = self._current_maps()
-            if vmas is None:
-                self._target_gone()
-                return
-            ok = inside(chunk, vmas)
-            t = self._now()
-            dropped = chunk[~ok]
-            if dropped.size:
-                self.res.dropped_unmapped += int(dropped.size)
-                self.promoted -= set(dropped.tolist())
-                if self.log is not None:
-                    self.log.add(
-                        t, self.step, -1, "drop", action, dropped, node, sc[~ok], "unmapped"
-                    )
-            chunk, sc = chunk[ok], sc[ok]
-            if chunk.size == 0:
+            frozen = self._freeze() if self.opts.freeze and not self.opts.dry_run else "no"
+            if frozen == "late":
+                # Some thread still ran after the wait: no batch without the guarantee.
+                self._thaw()
+                self.res.unfrozen_batches += 1
                 continue
-            batch_no = self.res.batches
-            self.res.batches += 1
-            if self.opts.dry_run:
-                outcome = ["dry-run"] * chunk.size
-                err = np.zeros(chunk.size, dtype=np.int32)
-            else:
-                got, err = self._call(chunk, node)
-                if got is None:
-                    return
-                outcome = got
-                self.tokens -= chunk.size * PAGE
-                for a, o in zip(chunk.tolist(), outcome, strict=True):
-                    if o in ("moved", "there", "placed"):
-                        if action == "promote":
-                            self.promoted.add(a)
-                        else:
-                            self.promoted.discard(a)
-            for o in outcome:
-                counts[o] = counts.get(o, 0) + 1
-            if self.log is not None:
-                self.log.add(t, self.step, batch_no, "move", action, chunk, node, sc, outcome, err)
+            try:
+                go_on = self._batch(action, chunk, sc, node, counts)
+            finally:
+                if frozen == "stopped":
+                    self._thaw()
+            if not go_on:
+                return
             if self.on_batch is not None:
                 self.on_batch(self)
+
+    def _freeze(self) -> str:
+        """Stop the target and wait until all its threads are stopped: ``stopped`` (ours to
+        continue), ``no`` (gone, or stopped by someone else: left as it is), ``late`` (some
+        thread still running after 0.5 s; continue it)."""
+        tasks = Path(f"/proc/{self.pid}/task")
+        states = _thread_states(tasks)
+        if not states or all(st in "tT" for st in states):
+            return "no"
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return "no"
+        deadline = time.monotonic() + 0.5
+        while True:
+            states = _thread_states(tasks)
+            if not states or all(st in "tTZX" for st in states):
+                return "stopped"
+            if time.monotonic() > deadline:
+                return "late"
+            time.sleep(0.0002)
+
+    def _thaw(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+
+    def _batch(
+        self, action: str, chunk: np.ndarray, sc: np.ndarray, node: int, counts: dict[str, int]
+    ) -> bool:
+        """One batch: drop what is no longer mapped, move the rest (the target is stopped
+        meanwhile when ``freeze`` is on). False: stop moving."""
+        vmas = self._current_maps()
+        if vmas is None:
+            self._target_gone()
+            return False
+        ok = inside(chunk, vmas)
+        t = self._now()
+        dropped = chunk[~ok]
+        if dropped.size:
+            self.res.dropped_unmapped += int(dropped.size)
+            self.promoted -= set(dropped.tolist())
+            if self.log is not None:
+                self.log.add(t, self.step, -1, "drop", action, dropped, node, sc[~ok], "unmapped")
+        chunk, sc = chunk[ok], sc[ok]
+        if chunk.size == 0:
+            return True
+        batch_no = self.res.batches
+        self.res.batches += 1
+        if self.opts.dry_run:
+            outcome = ["dry-run"] * chunk.size
+            err = np.zeros(chunk.size, dtype=np.int32)
+        else:
+            got, err = self._call(chunk, node)
+            if got is None:
+                return False
+            outcome = got
+            self.tokens -= chunk.size * PAGE
+            for a, o in zip(chunk.tolist(), outcome, strict=True):
+                if o in ("moved", "there", "placed"):
+                    if action == "promote":
+                        self.promoted.add(a)
+                    else:
+                        self.promoted.discard(a)
+        for o in outcome:
+            counts[o] = counts.get(o, 0) + 1
+        if self.log is not None:
+            self.log.add(t, self.step, batch_no, "move", action, chunk, node, sc, outcome, err)
+        return True
 
     def _call(self, chunk: np.ndarray, node: int) -> tuple[list[str] | None, np.ndarray]:
         before = time.monotonic()
