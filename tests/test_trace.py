@@ -69,8 +69,11 @@ def test_trace_has_exactly_lackeys_accesses(programs, valgrind, tmp_path: Path) 
     assert v["points"] == "accesses"
     assert v["totals"]["accesses"] == len(acc)
     assert v["totals"]["mappings_derived"] is False
-    assert v["totals"]["unassigned"] == 0
-    assert sum(m["samples"] for m in v["mappings"]) == len(acc)
+    # Mappings are read from /proc/PID/maps at every chunk: one living only between two
+    # readings (e.g. the loader's ld.so.cache at start-up) leaves its few accesses unassigned.
+    unassigned = v["totals"]["unassigned"]
+    assert unassigned <= len(acc) // 1000, unassigned
+    assert sum(m["samples"] for m in v["mappings"]) == len(acc) - unassigned
     names = {m["name"] for m in v["mappings"]}
     assert str(prog) in names and "[stack]" in names, names
     assert any(n.endswith(".so.6") or "libc" in n for n in names), names
