@@ -280,28 +280,35 @@ impl SetAssoc {
         }
     }
 
-    /// Set and way of `tag` (no page number equals `EMPTY`).
+    /// Set and way of `tag`, the ways compared in order up to the first match.
     #[inline(always)]
-    fn find(&self, tag: u64) -> Option<(usize, usize)> {
+    fn find_in_order(&self, tag: u64) -> Option<(usize, usize)> {
         if self.sets == 0 {
             return None;
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let tags = &self.tags[base..base + self.ways];
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+    }
+
+    /// Set and way of `tag` (no page number equals `EMPTY`).
+    #[inline(always)]
+    fn find(&self, tag: u64) -> Option<(usize, usize)> {
         // Narrow sets (L1 arrays, where hits dominate) stop at the first match; the common
         // wide associativities (an STLB, where a miss compares every way) compare all their
         // ways without branches (a tag is cached at most once in its set, so the lowest match
         // is the only one).
-        let w = if self.ways < 8 {
-            tags.iter().position(|&t| t == tag)
-        } else {
-            match self.ways {
-                8 => match_way::<8>(tags, tag),
-                12 => match_way::<12>(tags, tag),
-                16 => match_way::<16>(tags, tag),
-                _ => tags.iter().position(|&t| t == tag),
-            }
+        if self.ways < 8 || self.sets == 0 {
+            return self.find_in_order(tag);
+        }
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        let tags = &self.tags[base..base + self.ways];
+        let w = match self.ways {
+            8 => match_way::<8>(tags, tag),
+            12 => match_way::<12>(tags, tag),
+            16 => match_way::<16>(tags, tag),
+            _ => tags.iter().position(|&t| t == tag),
         };
         w.map(|w| (set, w))
     }
@@ -333,14 +340,9 @@ impl SetAssoc {
     /// path): the ways are compared in order up to the first match.
     #[inline(always)]
     pub fn lookup_narrow(&mut self, tag: u64) -> Option<u8> {
-        if self.sets == 0 {
-            return None;
-        }
-        let set = self.set_of(tag);
-        let base = set * self.ways;
-        let w = self.tags[base..base + self.ways].iter().position(|&t| t == tag)?;
+        let (set, w) = self.find_in_order(tag)?;
         self.touch(set, w);
-        Some(self.data[base + w])
+        Some(self.data[set * self.ways + w])
     }
 
     /// Whether `tag` is cached (no recency update).
