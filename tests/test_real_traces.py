@@ -7,6 +7,7 @@ numpy, from the tracer's raw per-thread files."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import shutil
 import subprocess
@@ -152,3 +153,20 @@ def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
     assert v["totals"]["touched_pages"] == want["pages"]
     assert v["totals"]["threads"] == want["threads"]
     assert v["time_unit"] == "ns"
+
+
+def test_builtin_kv_trace_is_what_its_command_records(tmp_path: Path) -> None:
+    # `builtin:kv-zipf` (tiering-replay-kv) is `tierlab trace --cc kv_zipf.c` with the
+    # arguments in its meta.json; `-lm` among the flags is linked after the objects.
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    shipped = Path(__file__).parents[1] / "crates/tierlab-sim/scenarios/traces/kv-zipf/meta.json"
+    meta = json.loads(shipped.read_text())
+    args = meta["parameters"]["target"]["argv"][1:]
+    rec = tmp_path / "kv.rec"
+    cmd = [sys.executable, "-m", "tierlab", "trace", "--cc", str(PROGRAMS / "kv_zipf.c")]
+    cmd += ["--cflags", " ".join(meta["parameters"]["cflags"]), "-o", str(rec), "--", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    got = json.loads((rec / "meta.json").read_text())
+    assert got["tables"]["accesses"] == meta["tables"]["accesses"]

@@ -34,10 +34,12 @@ POLICIES = {
     "Memtis",
     "NUMA-tiering",
     "DAMON-mtier",
+    "DAMON-mtier-temporal",
     "Colloid",
     "baseline/interleaved",
     "NUMA-tiering/interleaved",
     "DAMON-mtier/interleaved",
+    "DAMON-mtier-temporal/interleaved",
 }
 
 
@@ -82,6 +84,9 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     # The store loaded interleaved: the fast tier starts full; NUMA tiering demotes.
     assert by["baseline/interleaved"]["fast_used_bytes"] == 32 << 20
     assert by["NUMA-tiering/interleaved"]["demoted_bytes"] > 0
+    assert by["DAMON-mtier-temporal/interleaved"]["kind"] == "damon-mtier"
+    # Shares are taken against the group's own baseline.
+    assert by["baseline/interleaved"]["share_of_optimum"] == 0
     # The table and the plot.
     names = {p.name for p in out.iterdir()}
     assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names
@@ -132,6 +137,34 @@ def test_replay_sweep_writes_the_table_and_plot(tmp_path: Path) -> None:
     bound_rate = base["optimum_speedup"] / base["run_time_s"]
     want = (1 / col["run_time_s"] - 1 / base["run_time_s"]) / (bound_rate - 1 / base["run_time_s"])
     assert math.isclose(col["share_of_optimum"], want, rel_tol=1e-9)
+
+
+def test_replay_of_a_kv_trace_promotes_and_demotes(tmp_path: Path) -> None:
+    # tiering-replay-kv (docs/placement.md "A key-value trace"): a real trace, the store
+    # loaded in PMem; NUMA tiering and DAMON-mtier (temporal tuner, fixed intervals) both
+    # promote and demote; mtier.c as it is never applies its schemes on this trace (the
+    # intervals auto-tuning re-arms the apply timer every 300 ms).
+    pts = ["--points", "[bND]*", "--jobs", "2", "--no-progress"]
+    res = tierlab("run", "tiering-replay-kv", "--json", *pts, timeout=300)
+    assert res.returncode == 0, res.stderr
+    by = {r["policy"]: r for r in json.loads(res.stdout)}
+    base = by["baseline"]
+    assert base["run_fast_share"] == 0, "the store starts in PMem"
+    for p in ("NUMA-tiering", "DAMON-mtier-temporal-fixed"):
+        assert by[p]["promoted_pages"] > 0 and by[p]["demoted_pages"] > 0, (p, by[p])
+        assert by[p]["run_time_s"] < base["run_time_s"], p
+        assert 0 < by[p]["share_of_optimum"] < 1, p
+    assert by["DAMON-mtier"]["promoted_pages"] == by["DAMON-mtier"]["demoted_pages"] == 0
+    assert by["DAMON-mtier-temporal"]["migrations"] == 0
+
+
+def test_replay_node_needs_populate(tmp_path: Path) -> None:
+    sc = tmp_path / "r.toml"
+    sc.write_text('name = "r"\n[workload]\nkind = "replay"\npath = "builtin:kv-zipf"\nnode = 1\n')
+    res = tierlab("run", sc, "--json")
+    assert res.returncode != 0
+    assert "workload.node" in res.stderr and "populate" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_tiering_kv_long_is_tiering_kv_with_a_small_dram_and_a_longer_run() -> None:

@@ -161,16 +161,28 @@ def record(label: str, result: PointResult) -> TieringRecord:
 
 
 def add_shares(records: list[TieringRecord]) -> None:
-    """Set every record's ``share_of_optimum`` against the baseline point (the first record
-    without a tiering policy): the gain over its throughput as a share of the gain its
-    bound allows. Without a baseline the shares stay NaN."""
-    base = next((r for r in records if r.kind == "none"), None)
-    if base is None:
-        return
-    gain = _rate(base) * base.optimum_speedup - _rate(base)
+    """Set every record's ``share_of_optimum`` against its group's baseline: the gain over
+    the baseline's throughput as a share of the gain the baseline's bound allows. A label's
+    group is what follows its first ``/`` (``NUMA-tiering/interleaved`` is in group
+    ``interleaved``, ``NUMA-tiering`` in the unnamed one); a group's baseline is its first
+    record without a tiering policy, else the first such record of all. Without a baseline
+    the shares stay NaN."""
+    first = next((r for r in records if r.kind == "none"), None)
+    bases: dict[str, TieringRecord] = {}
     for r in records:
+        if r.kind == "none":
+            bases.setdefault(_group(r.policy), r)
+    for r in records:
+        base = bases.get(_group(r.policy), first)
+        if base is None:
+            continue
+        gain = _rate(base) * base.optimum_speedup - _rate(base)
         if gain > 0 and math.isfinite(gain):
             r.share_of_optimum = (_rate(r) - _rate(base)) / gain
+
+
+def _group(label: str) -> str:
+    return label.split("/", 1)[1] if "/" in label else ""
 
 
 def _rate(r: TieringRecord) -> float:

@@ -269,6 +269,11 @@ pub const BUILTINS: &[Builtin] = &[
         description: "a real OpenMP stencil trace replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier and Colloid policies, DRAM = half the touched pages",
         text: include_str!("../scenarios/tiering-replay.toml"),
     },
+    Builtin {
+        name: "tiering-replay-kv",
+        description: "a real key-value store trace (Zipfian gets over a hash index and a value slab) replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier and Colloid policies, the store loaded in PMem, DRAM under half the touched pages",
+        text: include_str!("../scenarios/tiering-replay-kv.toml"),
+    },
 ];
 
 /// Find a built-in by name.

@@ -91,7 +91,8 @@ def build(
     compiler: str | None = None,
 ) -> list[str]:
     """Compile ``sources`` instrumented and link them with the runtime into ``exe``; the
-    commands run, for the record."""
+    commands run, for the record. Libraries among ``cflags`` (``-lm``, ``-l m``) go after the
+    objects on the link line, where the linker looks for them."""
     if not sources:
         raise CcTraceError("no source to build")
     for s in sources:
@@ -101,19 +102,35 @@ def build(
     if shutil.which(cc) is None:
         raise CcTraceError(f"{cc}: compiler not found (Debian: apt-get install gcc g++ gfortran)")
     rt = runtime_object("gcc" if shutil.which("gcc") else cc)
+    flags, libs = _split_libs(cflags)
     commands = []
     with tempfile.TemporaryDirectory(prefix="tierlab-cc-") as tmp:
         objs = []
         for i, s in enumerate(sources):
             obj = Path(tmp) / f"{i}-{Path(s).stem}.o"
-            cmd = [cc, *cflags, *INSTRUMENT_FLAGS, "-c", str(s), "-o", str(obj)]
+            cmd = [cc, *flags, *INSTRUMENT_FLAGS, "-c", str(s), "-o", str(obj)]
             _run(cmd, f"compiling {s}")
             commands.append(shlex.join(cmd))
             objs.append(str(obj))
-        cmd = [cc, *cflags, *objs, str(rt), "-o", str(exe), "-lpthread"]
+        cmd = [cc, *flags, *objs, str(rt), "-o", str(exe), *libs, "-lpthread"]
         _run(cmd, "linking")
         commands.append(shlex.join(cmd))
     return commands
+
+
+def _split_libs(cflags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``cflags`` without the library flags (``-lNAME``, ``-l NAME``), and those flags."""
+    flags: list[str] = []
+    libs: list[str] = []
+    it = iter(cflags)
+    for f in it:
+        if f == "-l":
+            libs += [f, next(it, "")]
+        elif f.startswith("-l"):
+            libs.append(f)
+        else:
+            flags.append(f)
+    return flags, libs
 
 
 @dataclass

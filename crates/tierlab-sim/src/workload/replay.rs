@@ -176,6 +176,10 @@ pub struct ReplayParams {
     /// `touched` (default): map the touched pages; `recorded`: the recorded mappings whole.
     #[serde(default)]
     pub mappings: MapMode,
+    /// Populate the mappings on this memory node (`numactl --membind` and a pre-fault: e.g.
+    /// a store loaded in the slow tier); needs `populate = true`. Absent: the placement rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u8>,
 }
 
 fn default_repeat() -> u32 {
@@ -488,6 +492,13 @@ impl WorkloadParams for ReplayParams {
         if self.repeat == 0 {
             return Err(SimError::config(f, "workload.repeat", "must be at least 1"));
         }
+        if self.node.is_some() && !self.populate {
+            return Err(SimError::config(
+                f,
+                "workload.node",
+                "`node` places populated memory: set populate = true",
+            ));
+        }
         let (data, tids) = match ctx.replay.clone() {
             Some(d) => {
                 d.validate().map_err(|e| match e {
@@ -624,8 +635,12 @@ impl Workload for Replay {
                 None if (s | e) & (tierlab_core::HUGE_SIZE - 1) == 0 => None,
                 None => Some(PageSize::Base4K),
             };
-            let opts = MapOptions { name, page_size, populate: self.p.populate, thread: 0 };
+            let populate = self.p.populate && self.p.node.is_none();
+            let opts = MapOptions { name, page_size, populate, thread: 0 };
             mem.mmap_fixed(s, e - s, opts)?;
+            if let Some(n) = self.p.node {
+                mem.populate_on(s, e - s, n)?;
+            }
             self.mapped_bytes += e - s;
             self.mappings += 1;
         }

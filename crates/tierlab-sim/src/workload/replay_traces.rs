@@ -6,6 +6,10 @@
 //! - `omp-stencil`: `tests/programs/traced/omp_stencil.c 512 6` (2-D 5-point Jacobi on two 512 x 512
 //!   grids of doubles, six sweeps) with 4 OpenMP threads, traced by `tierlab trace --cc`
 //!   (gcc 12 -O2 -fopenmp): 8,327,396 accesses (6,242,487 loads), 1,030 touched pages.
+//! - `kv-zipf`: `tests/programs/traced/kv_zipf.c 32768 256 60000 5` (a key-value store: an
+//!   open-addressing hash index and a slab of 256-byte values in insertion order; 60,000
+//!   Zipfian requests, theta 0.99 over insertion order, 5% updates), one thread, traced by
+//!   `tierlab trace --cc` (gcc 12 -O2 -lm): 491,722 accesses (294,770 loads).
 
 use std::path::PathBuf;
 
@@ -26,16 +30,28 @@ macro_rules! trace_files {
 }
 
 /// The built-in recordings.
-pub const TRACES: &[BuiltinTrace] = &[BuiltinTrace {
-    name: "omp-stencil",
-    files: trace_files!("omp-stencil":
-        "meta.json",
-        "accesses/part-00000.parquet",
-        "mappings/part-00000.parquet",
-        "samples/part-00000.parquet",
-        "drains/part-00000.parquet",
-    ),
-}];
+pub const TRACES: &[BuiltinTrace] = &[
+    BuiltinTrace {
+        name: "omp-stencil",
+        files: trace_files!("omp-stencil":
+            "meta.json",
+            "accesses/part-00000.parquet",
+            "mappings/part-00000.parquet",
+            "samples/part-00000.parquet",
+            "drains/part-00000.parquet",
+        ),
+    },
+    BuiltinTrace {
+        name: "kv-zipf",
+        files: trace_files!("kv-zipf":
+            "meta.json",
+            "accesses/part-00000.parquet",
+            "mappings/part-00000.parquet",
+            "samples/part-00000.parquet",
+            "drains/part-00000.parquet",
+        ),
+    },
+];
 
 /// The directory holding built-in recording `name` (written on first use).
 pub fn materialize(name: &str) -> Result<PathBuf> {

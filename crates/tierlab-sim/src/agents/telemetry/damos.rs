@@ -223,6 +223,42 @@ pub struct QuotaConfig {
     /// Goals (the feedback loop tunes the effective quota to meet them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub goals: Vec<GoalConfig>,
+    /// How the goals set the effective quota (the `goal_tuner` sysfs file). Default
+    /// `consist`.
+    #[serde(default, skip_serializing_if = "GoalTuner::is_consist")]
+    pub goal_tuner: GoalTuner,
+}
+
+/// How quota goals set a scheme's effective size quota (`enum damos_quota_goal_tuner`,
+/// `mm/damon/core.c`; the `goal_tuner` file of a scheme's `quotas` directory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalTuner {
+    /// `DAMOS_QUOTA_GOAL_TUNER_CONSIST` (the default): the proportional feedback loop
+    /// `damon_feed_loop_next_input` (`damos_goal_tune_esz_bp_consist`), which looks for the
+    /// quota that keeps the goal met, growing at most 2x per window from one byte.
+    #[default]
+    Consist,
+    /// `DAMOS_QUOTA_GOAL_TUNER_TEMPORAL` (`damos_goal_tune_esz_bp_temporal`): on/off. The
+    /// whole size quota (no limit when `sz` is 0) while the score is below the goal, a zero
+    /// quota (nothing applied) once it is met.
+    Temporal,
+}
+
+impl GoalTuner {
+    /// Whether this is the default tuner.
+    pub fn is_consist(&self) -> bool {
+        *self == GoalTuner::Consist
+    }
+
+    /// The tuner of that name (`consist`, `temporal`).
+    pub fn from_name(name: &str) -> std::result::Result<Self, String> {
+        match name {
+            "consist" => Ok(Self::Consist),
+            "temporal" => Ok(Self::Temporal),
+            _ => Err(format!("unknown goal tuner `{name}` (consist, temporal)")),
+        }
+    }
 }
 
 /// The watermark metric.
@@ -478,6 +514,8 @@ struct Quota {
     min_score: u32,
     last_psi_us: Vec<u64>,
     last_score: u64,
+    /// The temporal tuner met its goal: a zero quota, nothing is applied this window.
+    closed: bool,
 }
 
 /// One scheme with its runtime state.
@@ -757,7 +795,7 @@ impl Damos {
                 if passed < s.next_apply_sis || !s.wmark_active {
                     continue;
                 }
-                if s.quota.esz > 0 && s.quota.charged_sz >= s.quota.esz {
+                if s.quota.closed || (s.quota.esz > 0 && s.quota.charged_sz >= s.quota.esz) {
                     continue;
                 }
                 match skip_charged_region(s, &mut mon.regions, cur) {
@@ -901,7 +939,12 @@ fn adjust_quota(
                     score = score.max(cur.saturating_mul(10_000) / g.target);
                 }
                 q.last_score = score;
-                q.esz_bp = feed_loop_next_input(q.esz_bp.max(10_000), score);
+                q.esz_bp = match qc.goal_tuner {
+                    GoalTuner::Consist => feed_loop_next_input(q.esz_bp.max(10_000), score),
+                    GoalTuner::Temporal if score >= 10_000 => 0,
+                    GoalTuner::Temporal if qc.sz.0 > 0 => qc.sz.0.saturating_mul(10_000),
+                    GoalTuner::Temporal => u64::MAX,
+                };
                 esz = q.esz_bp / 10_000;
             }
             if qc.ms > 0 {
@@ -916,6 +959,9 @@ fn adjust_quota(
                 esz = qc.sz.0;
             }
             q.esz = esz;
+            // A zero effective quota means "apply nothing" only when a goal set it (the
+            // kernel's zero `esz` otherwise means no quota).
+            q.closed = esz == 0 && qc.goal_tuner == GoalTuner::Temporal && !qc.goals.is_empty();
         }
     }
     // The score histogram and the minimum score.
@@ -1557,6 +1603,10 @@ fn damo_scheme(
                 damo_ns(v, 1e6).map_err(|e| ferr("quotas.reset_interval_ms", e))?.unwrap_or(u64::MAX / 2),
             );
         }
+        if let Some(v) = get(q, "goal_tuner") {
+            let name = damo_text(v).map_err(|e| ferr("quotas.goal_tuner", e))?;
+            c.quota.goal_tuner = GoalTuner::from_name(&name).map_err(|e| ferr("quotas.goal_tuner", e))?;
+        }
         if let Some(w) = get(q, "weights") {
             for (k, dst) in [
                 ("sz_permil", &mut c.quota.weight_sz),
@@ -2035,6 +2085,58 @@ mod tests {
         d.schemes[0].cfg.quota.goals[0].current = 2000;
         apply(&mut d, &mut mon, &mut m, 80 * 10_000_000);
         assert_eq!(d.schemes[0].esz(), 1);
+    }
+
+    #[test]
+    fn temporal_tuner_opens_the_whole_quota_below_the_goal_and_closes_at_it() {
+        // `damos_goal_tune_esz_bp_temporal`: score < 10000 -> esz = sz; score >= 10000 -> a
+        // zero quota under which nothing is applied.
+        let (mut m, mut mon, _) = setup(MIB, &[20, 20, 20], 0);
+        let mut s = scheme(Action::LruPrio);
+        s.quota.sz = ByteSize(MIB);
+        s.quota.reset_interval = Duration(100_000_000);
+        s.quota.weight_nr_accesses = 100;
+        s.quota.goal_tuner = GoalTuner::Temporal;
+        s.quota.goals =
+            vec![GoalConfig { metric: Metric::UserInput, target: 10_000, nid: None, current: 9999 }];
+        let mut d = damos(vec![s], 0.0, &mon);
+        apply(&mut d, &mut mon, &mut m, 0);
+        assert_eq!(d.schemes[0].esz(), MIB, "below the goal: the whole quota from the first window");
+        assert_eq!(m.os.mem.lru.active_bytes(), MIB);
+        d.schemes[0].cfg.quota.goals[0].current = 10_000;
+        apply(&mut d, &mut mon, &mut m, 100_000_000);
+        assert_eq!(d.schemes[0].esz(), 0);
+        assert_eq!(m.os.mem.lru.active_bytes(), MIB, "goal met: nothing applied");
+        d.schemes[0].cfg.quota.goals[0].current = 0;
+        apply(&mut d, &mut mon, &mut m, 200_000_000);
+        assert_eq!(d.schemes[0].esz(), MIB);
+        assert_eq!(m.os.mem.lru.active_bytes(), 2 * MIB, "below again: the whole quota again");
+        // Without a size quota, no limit below the goal.
+        let (mut m, mut mon, _) = setup(MIB, &[20, 20, 20], 0);
+        let mut s = scheme(Action::LruPrio);
+        s.quota.reset_interval = Duration(100_000_000);
+        s.quota.goal_tuner = GoalTuner::Temporal;
+        s.quota.goals = vec![GoalConfig { metric: Metric::UserInput, target: 10_000, nid: None, current: 0 }];
+        let mut d = damos(vec![s], 0.0, &mon);
+        apply(&mut d, &mut mon, &mut m, 0);
+        assert_eq!(d.schemes[0].esz(), u64::MAX / 10_000);
+        assert_eq!(m.os.mem.lru.active_bytes(), 3 * MIB);
+        // The damo spelling.
+        let c = schemes_from_damo_json(
+            r#"[{"action": "stat", "quotas": {"sz_bytes": 4096, "goal_tuner": "temporal",
+                "goals": [{"metric": "user_input", "target_value": 100, "current_value": 5}]}}]"#,
+            5_000_000,
+            100_000_000,
+        )
+        .unwrap();
+        assert_eq!(c[0].quota.goal_tuner, GoalTuner::Temporal);
+        let e = schemes_from_damo_json(
+            r#"[{"action": "stat", "quotas": {"goal_tuner": "eager"}}]"#,
+            5_000_000,
+            100_000_000,
+        )
+        .unwrap_err();
+        assert!(e.contains("quotas.goal_tuner") && e.contains("eager"), "{e}");
     }
 
     #[test]

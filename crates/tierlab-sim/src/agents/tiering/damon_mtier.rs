@@ -20,6 +20,12 @@
 //!   tens of seconds from an empty fast node and barely at all from a nearly full one: at
 //!   50% used the quota needs 21 windows to reach one page (4 KiB), at 90% 90 windows, at
 //!   99.5% 3,977 (`docs/placement.md`).
+//! - `goal_tuner = "temporal"` selects the other tuner of newer kernels (the `goal_tuner`
+//!   file of a scheme's quotas, `DAMOS_QUOTA_GOAL_TUNER_TEMPORAL`,
+//!   `damos_goal_tune_esz_bp_temporal` in `mm/damon/core.c`, 2026): the whole size quota
+//!   (200 MiB) in every window whose score is below the goal and a zero quota once it is
+//!   met, so each scheme acts from its first window and stops at its goal. mtier.c itself
+//!   sets no tuner (the default, `consist`).
 //!
 //! # Differences, by design
 //! The kernel runs two physical-address (`paddr`) contexts, one per node, each with one
@@ -44,7 +50,8 @@
 //! The monitoring attributes (`sample_interval`, `aggr_interval`, `ops_update_interval`,
 //! `min_nr_regions`, `max_nr_regions`, `auto_tune`, `tune_*`), `ns_per_check` (300 ns, as
 //! DAMON's), `apply_interval` (1 s), `quota_sz` (200 MiB), `quota_reset_interval` (1 s),
-//! `promote_goal_bp` (9970), `demote_goal_bp` (50), `young_filter` (true), `per_node_contexts`
+//! `promote_goal_bp` (9970), `demote_goal_bp` (50), `goal_tuner` (`consist`; `temporal` is the
+//! on/off tuner of newer kernels, below), `young_filter` (true), `per_node_contexts`
 //! (true: see above), `ns_per_page`
 //! (20 ns, assumption). `schemes` (or a damo file, `damo_schemes`) replace the two built-in
 //! schemes entirely.
@@ -54,8 +61,8 @@ use serde::{Deserialize, Serialize};
 use super::{Mover, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared, Tiers};
 use crate::agents::telemetry::damon::{resolve_path, DamonSampler};
 use crate::agents::telemetry::damos::{
-    schemes_from_damo_json, Action, Actor, Damos, FilterConfig, FilterKind, GoalConfig, Metric, QuotaConfig,
-    SchemeConfig,
+    schemes_from_damo_json, Action, Actor, Damos, FilterConfig, FilterKind, GoalConfig, GoalTuner, Metric,
+    QuotaConfig, SchemeConfig,
 };
 use crate::agents::telemetry::regions::{Attrs, IntervalsGoal, RegionObserver};
 use crate::agents::telemetry::Observer;
@@ -117,6 +124,11 @@ pub struct DamonMtierParams {
     /// Demotion goal: fast node free, basis points. Default 50.
     #[serde(default = "d_demote_bp")]
     pub demote_goal_bp: u64,
+    /// The quota goal tuner of both schemes (`goal_tuner`): `consist` (default, mtier.c's:
+    /// the feedback loop) or `temporal` (the whole quota while below the goal, none once it
+    /// is met; Linux's `DAMOS_QUOTA_GOAL_TUNER_TEMPORAL`).
+    #[serde(default, skip_serializing_if = "GoalTuner::is_consist")]
+    pub goal_tuner: GoalTuner,
     /// The `young` filters (promote only accessed pages, demote only the others). Default on.
     #[serde(default = "d_true")]
     pub young_filter: bool,
@@ -228,6 +240,7 @@ impl DamonMtierParams {
                 nid: Some(t.fast),
                 current: 0,
             }],
+            goal_tuner: self.goal_tuner,
         };
         if self.young_filter {
             s.filters.push(FilterConfig {
