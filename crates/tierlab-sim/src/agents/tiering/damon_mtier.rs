@@ -26,6 +26,12 @@
 //!   (200 MiB) in every window whose score is below the goal and a zero quota once it is
 //!   met, so each scheme acts from its first window and stops at its goal. mtier.c itself
 //!   sets no tuner (the default, `consist`).
+//! - The intervals auto-tuning calls `damon_set_attrs` every `tune_aggrs` aggregations
+//!   unless the adaptation is exactly 1 (even when the sampling interval is clamped at a
+//!   bound and does not change), and `damon_set_attrs` re-arms every scheme's apply time one
+//!   apply interval ahead (`damos_set_next_apply_sis`). With mtier's 1 s apply interval and
+//!   a tuning every 300 ms, a workload dense enough to keep the interval at its 5 ms floor
+//!   never reaches an apply (`tiering-replay-kv`, `docs/placement.md`); modelled as is.
 //!
 //! # Differences, by design
 //! The kernel runs two physical-address (`paddr`) contexts, one per node, each with one
