@@ -290,6 +290,12 @@ impl<'a> MachineView<'a> {
     pub fn page_size_of(&self, va: u64) -> Option<tierlab_core::PageSize> {
         self.m.os.backend.page_size_of(va)
     }
+    /// The end of a run from `va` with no present page off `node` (see
+    /// [`PageTables::skip_node_run`]); None without radix page tables or when the run must
+    /// be looked at page by page.
+    pub fn skip_node_run(&self, va: u64, end: u64, node: u8) -> Option<u64> {
+        self.m.page_tables().and_then(|pt| pt.skip_node_run(va, end, node))
+    }
     /// Whether `va` is mapped by a present entry at `level` of the radix page tables (false
     /// without them).
     pub fn is_present(&self, va: u64, level: Level) -> bool {

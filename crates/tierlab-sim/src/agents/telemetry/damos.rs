@@ -1188,6 +1188,11 @@ fn source_cut(m: &MachineView, start: u64, end: u64, target: Option<u8>, lim: u6
     let mut cut = None;
     let mut va = start;
     while va < end {
+        // Runs of the target node's pages (and absent ones) count nothing: skip them whole.
+        if let Some(next) = target.and_then(|t| m.skip_node_run(va, end, t)) {
+            va = next;
+            continue;
+        }
         let Some(size) = m.page_size_of(va) else {
             va = (va & !(PAGE_SIZE - 1)) + PAGE_SIZE;
             continue;
@@ -1252,6 +1257,14 @@ fn apply_action(
     };
     let mut room = true;
     while va < end {
+        if source_only {
+            // A run of the target node's pages (and absent ones): not in the source node's
+            // context, nothing to walk.
+            if let Some(next) = target.and_then(|t| m.skip_node_run(va, end, t)) {
+                va = next;
+                continue;
+            }
+        }
         let Some(size) = m.page_size_of(va) else {
             // Not present: the next base page.
             va = (va & !(PAGE_SIZE - 1)) + PAGE_SIZE;
