@@ -137,13 +137,13 @@ const PDE: usize = 2;
 const EMPTY: u64 = u64::MAX;
 
 /// Buckets of the lookup filter (a power of two).
-const BUCKETS: usize = 256;
+const BUCKETS: usize = 1024;
 
 /// A small set-associative array of tags with true LRU within each set, for the
 /// paging-structure caches, built for a walk's lookups to cost O(1) even for a 32-way fully
 /// associative PDE cache: each set keeps its ways in a doubly linked recency list (most
 /// recent at the head, empty ways at the tail), and a filter counts the cached tags per
-/// bucket (`tag % 256`) with a hint of the last slot filled or hit in each bucket, so that a
+/// bucket (`tag % BUCKETS`) with a hint of the last slot filled or hit in each bucket, so that a
 /// miss in an empty bucket and a hit on the hinted slot need no scan.
 #[derive(Clone, Debug)]
 struct Lru {
@@ -155,8 +155,10 @@ struct Lru {
     /// Head (most recent) and tail (least recent) way of each set.
     head: Vec<u8>,
     tail: Vec<u8>,
-    count: Vec<u8>,
-    hint: Vec<u16>,
+    /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
+    /// check) and the hint of each bucket.
+    count: Box<[u16; BUCKETS]>,
+    hint: Box<[u16; BUCKETS]>,
 }
 
 impl Lru {
@@ -170,8 +172,8 @@ impl Lru {
             next: vec![0; sets * ways],
             head: vec![0; sets],
             tail: vec![0; sets],
-            count: vec![0; if sets == 0 { 0 } else { BUCKETS }],
-            hint: vec![0; if sets == 0 { 0 } else { BUCKETS }],
+            count: Box::new([0; BUCKETS]),
+            hint: Box::new([0; BUCKETS]),
         };
         l.flush();
         l
@@ -382,14 +384,20 @@ impl Psc {
             self.c.misses += 1;
             return Level::Pgd;
         }
-        for (k, start) in [(PDE, Level::Pte), (PDPTE, Level::Pmd), (PML4, Level::Pud)] {
-            if self.caches[k].lookup(tag(va, k)) {
-                self.c.hits[k] += 1;
-                return start;
-            }
-        }
-        self.c.misses += 1;
-        Level::Pgd
+        // Unrolled: the deepest cache first.
+        let [pml4, pdpte, pde] = &mut self.caches;
+        let (k, start) = if pde.lookup(tag(va, PDE)) {
+            (PDE, Level::Pte)
+        } else if pdpte.lookup(tag(va, PDPTE)) {
+            (PDPTE, Level::Pmd)
+        } else if pml4.lookup(tag(va, PML4)) {
+            (PML4, Level::Pud)
+        } else {
+            self.c.misses += 1;
+            return Level::Pgd;
+        };
+        self.c.hits[k] += 1;
+        start
     }
 
     /// The walk read the entry of `level` for `va`, present and referencing a table (never
