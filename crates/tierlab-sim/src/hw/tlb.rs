@@ -305,7 +305,23 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        let tags = &self.tags[base..base + self.ways];
+        if let Ok(t) = <&[u64; 4]>::try_from(tags) {
+            // The usual L1 geometry, unrolled (no iterator state to maintain).
+            let w = if t[0] == tag {
+                0
+            } else if t[1] == tag {
+                1
+            } else if t[2] == tag {
+                2
+            } else if t[3] == tag {
+                3
+            } else {
+                return None;
+            };
+            return Some((set, w));
+        }
+        tags.iter().position(|&t| t == tag).map(|w| (set, w))
     }
 
     /// Set and way of `tag` (no page number equals `EMPTY`).
