@@ -183,15 +183,16 @@ fn fingerprint(tag: u64) -> u8 {
 
 /// Every byte set to 1.
 const BYTE_ONES: u128 = u128::MAX / 255;
-/// Every byte set to 0x7f.
-const BYTE_LOW7: u128 = BYTE_ONES * 0x7f;
+/// Bit 7 of every byte.
+const BYTE_HIGH: u128 = BYTE_ONES << 7;
 
-/// Bit 7 of every byte of `fps` equal to `fp`, and no other bit (exact: no carry crosses
-/// a byte).
+/// Bit 7 of every byte of `fps` equal to `fp`, and possibly of bytes above such a byte (a
+/// borrow), never of any byte when none is equal: the candidates whose full tags a lookup
+/// compares (a spurious candidate costs one compare).
 #[inline(always)]
 fn bytes_equal(fps: [u8; 16], fp: u8) -> u128 {
     let x = u128::from_le_bytes(fps) ^ (fp as u128).wrapping_mul(BYTE_ONES);
-    !(((x & BYTE_LOW7) + BYTE_LOW7) | x | BYTE_LOW7)
+    x.wrapping_sub(BYTE_ONES) & !x & BYTE_HIGH
 }
 
 /// Payload bit: the page is known dirty.
@@ -279,7 +280,7 @@ impl SetAssoc {
             stamps: if packed { Vec::new() } else { vec![0; entries] },
             tick: 0,
             fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
-            fp_ways: if (8..=16).contains(&ways) { (BYTE_ONES << 7) >> (8 * (16 - ways)) } else { 0 },
+            fp_ways: if (8..=16).contains(&ways) { BYTE_HIGH >> (8 * (16 - ways)) } else { 0 },
         }
     }
 
