@@ -872,7 +872,9 @@ mod tests {
     /// Differential test against a naive LRU (a recency-ordered list per set).
     #[test]
     fn matches_naive_lru() {
-        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (30, 10), (32, 32), (40, 20), (6, 1)] {
+        for (entries, ways) in
+            [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (30, 10), (32, 32), (40, 20), (6, 1)]
+        {
             let sets = entries / ways;
             let mut fast = SetAssoc::new(entries, ways);
             let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
