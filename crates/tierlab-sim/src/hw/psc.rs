@@ -137,26 +137,28 @@ const PDE: usize = 2;
 const EMPTY: u64 = u64::MAX;
 
 /// Buckets of the lookup filter (a power of two).
-const BUCKETS: usize = 256;
+const BUCKETS: usize = 1024;
 
 /// A small set-associative array of tags with true LRU within each set, for the
 /// paging-structure caches, built for a walk's lookups to cost O(1) even for a 32-way fully
 /// associative PDE cache: each set keeps its ways in a doubly linked recency list (most
 /// recent at the head, empty ways at the tail), and a filter counts the cached tags per
-/// bucket (`tag % 256`) with a hint of the last slot filled or hit in each bucket, so that a
+/// bucket (`tag % BUCKETS`) with a hint of the last slot filled or hit in each bucket, so that a
 /// miss in an empty bucket and a hit on the hinted slot need no scan.
 #[derive(Clone, Debug)]
 struct Lru {
     sets: usize,
     ways: usize,
     tags: Vec<u64>,
-    prev: Vec<u8>,
-    next: Vec<u8>,
+    /// Previous and next way of each slot in its set's recency list (one bounds check for
+    /// both).
+    links: Vec<[u8; 2]>,
     /// Head (most recent) and tail (least recent) way of each set.
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    count: Vec<u8>,
-    hint: Vec<u16>,
+    ends: Vec<[u8; 2]>,
+    /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
+    /// check) and the hint of each bucket.
+    count: Box<[u16; BUCKETS]>,
+    hint: Box<[u16; BUCKETS]>,
 }
 
 impl Lru {
@@ -166,12 +168,10 @@ impl Lru {
             sets,
             ways,
             tags: vec![EMPTY; sets * ways],
-            prev: vec![0; sets * ways],
-            next: vec![0; sets * ways],
-            head: vec![0; sets],
-            tail: vec![0; sets],
-            count: vec![0; if sets == 0 { 0 } else { BUCKETS }],
-            hint: vec![0; if sets == 0 { 0 } else { BUCKETS }],
+            links: vec![[0; 2]; sets * ways],
+            ends: vec![[0; 2]; sets],
+            count: Box::new([0; BUCKETS]),
+            hint: Box::new([0; BUCKETS]),
         };
         l.flush();
         l
@@ -220,16 +220,17 @@ impl Lru {
     #[inline(always)]
     fn unlink(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let (p, n) = (self.prev[base + w] as usize, self.next[base + w] as usize);
-        if self.head[set] as usize == w {
-            self.head[set] = n as u8;
+        let [p, n] = self.links[base + w].map(usize::from);
+        let e = &mut self.ends[set];
+        if e[0] as usize == w {
+            e[0] = n as u8;
         } else {
-            self.next[base + p] = n as u8;
+            self.links[base + p][1] = n as u8;
         }
-        if self.tail[set] as usize == w {
-            self.tail[set] = p as u8;
+        if e[1] as usize == w {
+            e[1] = p as u8;
         } else {
-            self.prev[base + n] = p as u8;
+            self.links[base + n][0] = p as u8;
         }
     }
 
@@ -237,20 +238,22 @@ impl Lru {
     #[inline(always)]
     fn push_front(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let h = self.head[set] as usize;
-        self.next[base + w] = h as u8;
-        self.prev[base + h] = w as u8;
-        self.head[set] = w as u8;
+        let e = &mut self.ends[set];
+        let h = e[0] as usize;
+        e[0] = w as u8;
+        self.links[base + w][1] = h as u8;
+        self.links[base + h][0] = w as u8;
     }
 
     /// Link way `w` of `set` at the tail of its recency list.
     #[inline(always)]
     fn push_back(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let t = self.tail[set] as usize;
-        self.prev[base + w] = t as u8;
-        self.next[base + t] = w as u8;
-        self.tail[set] = w as u8;
+        let e = &mut self.ends[set];
+        let t = e[1] as usize;
+        e[1] = w as u8;
+        self.links[base + w][0] = t as u8;
+        self.links[base + t][1] = w as u8;
     }
 
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
@@ -261,7 +264,7 @@ impl Lru {
         }
         let Some(i) = self.slot(tag) else { return false };
         let (set, w) = self.set_way(i);
-        if self.ways > 1 && self.head[set] as usize != w {
+        if self.ways > 1 && self.ends[set][0] as usize != w {
             self.unlink(set, w);
             self.push_front(set, w);
         }
@@ -279,7 +282,7 @@ impl Lru {
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
         let set = self.set_of(tag);
-        let w = self.tail[set] as usize;
+        let w = self.ends[set][1] as usize;
         let i = set * self.ways + w;
         let old = self.tags[i];
         if old != EMPTY {
@@ -304,7 +307,7 @@ impl Lru {
             let (set, w) = self.set_way(i);
             self.tags[i] = EMPTY;
             self.count[tag as usize & (BUCKETS - 1)] -= 1;
-            if self.ways > 1 && self.tail[set] as usize != w {
+            if self.ways > 1 && self.ends[set][1] as usize != w {
                 self.unlink(set, w);
                 self.push_back(set, w);
             }
@@ -318,11 +321,9 @@ impl Lru {
         for set in 0..self.sets {
             let base = set * self.ways;
             for w in 0..self.ways {
-                self.prev[base + w] = w.saturating_sub(1) as u8;
-                self.next[base + w] = (w + 1).min(self.ways - 1) as u8;
+                self.links[base + w] = [w.saturating_sub(1) as u8, (w + 1).min(self.ways - 1) as u8];
             }
-            self.head[set] = 0;
-            self.tail[set] = (self.ways - 1) as u8;
+            self.ends[set] = [0, (self.ways - 1) as u8];
         }
     }
 
@@ -382,14 +383,20 @@ impl Psc {
             self.c.misses += 1;
             return Level::Pgd;
         }
-        for (k, start) in [(PDE, Level::Pte), (PDPTE, Level::Pmd), (PML4, Level::Pud)] {
-            if self.caches[k].lookup(tag(va, k)) {
-                self.c.hits[k] += 1;
-                return start;
-            }
-        }
-        self.c.misses += 1;
-        Level::Pgd
+        // Unrolled: the deepest cache first.
+        let [pml4, pdpte, pde] = &mut self.caches;
+        let (k, start) = if pde.lookup(tag(va, PDE)) {
+            (PDE, Level::Pte)
+        } else if pdpte.lookup(tag(va, PDPTE)) {
+            (PDPTE, Level::Pmd)
+        } else if pml4.lookup(tag(va, PML4)) {
+            (PML4, Level::Pud)
+        } else {
+            self.c.misses += 1;
+            return Level::Pgd;
+        };
+        self.c.hits[k] += 1;
+        start
     }
 
     /// The walk read the entry of `level` for `va`, present and referencing a table (never

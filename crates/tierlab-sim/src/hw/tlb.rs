@@ -166,6 +166,33 @@ pub struct SetAssoc {
     /// Age stamps per way (when `ways` is outside `PACKED_WAYS`; else empty) and their clock.
     stamps: Vec<u64>,
     tick: u64,
+    /// Per set of 8 to 16 ways (else empty): byte `w` is the [`fingerprint`] of way `w`'s
+    /// tag, so that a lookup compares the full tags of the few ways whose fingerprint
+    /// matches (usually none on a miss) instead of every way. Only a valid way's byte is
+    /// meaningful (the full tag decides): an insert writes it, nothing else needs to.
+    fps: Vec<[u8; 16]>,
+    /// The fingerprint bytes of existing ways, bit 7 of each (ways 0 .. `ways`).
+    fp_ways: u128,
+}
+
+/// One byte of a tag's hash, kept per way by sets of 8 to 16 ways ([`SetAssoc`]).
+#[inline(always)]
+fn fingerprint(tag: u64) -> u8 {
+    (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
+}
+
+/// Every byte set to 1.
+const BYTE_ONES: u128 = u128::MAX / 255;
+/// Bit 7 of every byte.
+const BYTE_HIGH: u128 = BYTE_ONES << 7;
+
+/// Bit 7 of every byte of `fps` equal to `fp`, and possibly of bytes above such a byte (a
+/// borrow), never of any byte when none is equal: the candidates whose full tags a lookup
+/// compares (a spurious candidate costs one compare).
+#[inline(always)]
+fn bytes_equal(fps: [u8; 16], fp: u8) -> u128 {
+    let x = u128::from_le_bytes(fps) ^ (fp as u128).wrapping_mul(BYTE_ONES);
+    x.wrapping_sub(BYTE_ONES) & !x & BYTE_HIGH
 }
 
 /// Payload bit: the page is known dirty.
@@ -203,17 +230,6 @@ fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
     let below = order & ((1u64 << sh) - 1);
     let above = if sh + 4 >= 64 { 0 } else { order >> (sh + 4) };
     below | (above << sh) | (w << last)
-}
-
-/// The way of the `N`-way set `tags` holding `tag` (branchless over the ways).
-#[inline(always)]
-fn match_way<const N: usize>(tags: &[u64], tag: u64) -> Option<usize> {
-    let t: &[u64; N] = tags.try_into().expect("set of N ways");
-    let mut m = 0u32;
-    for (w, &x) in t.iter().enumerate() {
-        m |= ((x == tag) as u32) << w;
-    }
-    (m != 0).then(|| m.trailing_zeros() as usize)
 }
 
 /// The first way with the smallest stamp of an `N`-way set.
@@ -263,6 +279,8 @@ impl SetAssoc {
             },
             stamps: if packed { Vec::new() } else { vec![0; entries] },
             tick: 0,
+            fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
+            fp_ways: if (8..=16).contains(&ways) { BYTE_HIGH >> (8 * (16 - ways)) } else { 0 },
         }
     }
 
@@ -288,29 +306,50 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        let tags = &self.tags[base..base + self.ways];
+        if let Ok(t) = <&[u64; 4]>::try_from(tags) {
+            // The usual L1 geometry, unrolled (no iterator state to maintain).
+            let w = if t[0] == tag {
+                0
+            } else if t[1] == tag {
+                1
+            } else if t[2] == tag {
+                2
+            } else if t[3] == tag {
+                3
+            } else {
+                return None;
+            };
+            return Some((set, w));
+        }
+        tags.iter().position(|&t| t == tag).map(|w| (set, w))
     }
 
     /// Set and way of `tag` (no page number equals `EMPTY`).
     #[inline(always)]
     fn find(&self, tag: u64) -> Option<(usize, usize)> {
-        // Narrow sets (L1 arrays, where hits dominate) stop at the first match; the common
-        // wide associativities (an STLB, where a miss compares every way) compare all their
-        // ways without branches (a tag is cached at most once in its set, so the lowest match
-        // is the only one).
+        // Narrow sets (L1 arrays, where hits dominate) stop at the first match; sets of 8 to
+        // 16 ways (an STLB, where a miss would compare every way) compare the full tags of
+        // the ways whose fingerprint matches (a tag is cached at most once in its set, so
+        // the first full match is the only one); wider ones scan.
         if self.ways < 8 || self.sets == 0 {
             return self.find_in_order(tag);
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let tags = &self.tags[base..base + self.ways];
-        let w = match self.ways {
-            8 => match_way::<8>(tags, tag),
-            12 => match_way::<12>(tags, tag),
-            16 => match_way::<16>(tags, tag),
-            _ => tags.iter().position(|&t| t == tag),
-        };
-        w.map(|w| (set, w))
+        if let Some(&fps) = self.fps.get(set) {
+            // The ways whose fingerprint matches, in order; the full tag decides.
+            let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+            while m != 0 {
+                let w = (m.trailing_zeros() / 8) as usize;
+                if self.tags[base + w] == tag {
+                    return Some((set, w));
+                }
+                m &= m - 1;
+            }
+            return None;
+        }
+        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
     }
 
     /// Make way `w` of `set` the most recent of the set.
@@ -385,6 +424,9 @@ impl SetAssoc {
         let old = self.tags[i];
         self.tags[i] = tag;
         self.data[i] = data;
+        if let Some(f) = self.fps.get_mut(set) {
+            f[i - base] = fingerprint(tag);
+        }
         (old != EMPTY).then_some(old)
     }
 
@@ -830,7 +872,9 @@ mod tests {
     /// Differential test against a naive LRU (a recency-ordered list per set).
     #[test]
     fn matches_naive_lru() {
-        for (entries, ways) in [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (32, 32), (40, 20), (6, 1)] {
+        for (entries, ways) in
+            [(64, 4), (1536, 12), (24, 3), (8, 8), (16, 16), (30, 10), (32, 32), (40, 20), (6, 1)]
+        {
             let sets = entries / ways;
             let mut fast = SetAssoc::new(entries, ways);
             let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
@@ -870,6 +914,11 @@ mod tests {
                     for s in naive.iter_mut() {
                         s.retain(|&t| t < lo || t >= hi);
                     }
+                }
+                if (x >> 11).is_multiple_of(4001) {
+                    // A flush leaves the fingerprints of the emptied ways behind: harmless.
+                    fast.flush();
+                    naive.iter_mut().for_each(Vec::clear);
                 }
                 let occupied: usize = naive.iter().map(|s| s.len()).sum();
                 assert_eq!(fast.occupancy(), occupied);
