@@ -22,7 +22,7 @@ use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{self, Level, PageTables};
 use crate::hw::tlb::TlbConfig;
-use crate::hw::{CoreCounters, Fill, Hardware, HardwareConfig, Mmu};
+use crate::hw::{CoreCounters, Hardware, HardwareConfig, Mmu, Translated};
 use crate::stats::{Stats, StatsSource};
 use crate::truth::{GroundTruth, WindowTruth};
 use backend::{Backend, Env, MemoryBackend};
@@ -363,7 +363,7 @@ fn split<'a>(os: &'a mut Os, hw: &'a mut Hardware) -> (&'a mut Backend, Env<'a>)
 
 impl Mmu for Os {
     #[inline(always)]
-    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill> {
+    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
         let Os { backend, mem, vmas, mm_cpumask, segfaults, migration, hint, .. } = self;
         let mut env = Env { hw, mem, vmas, mm_cpumask, segfaults, migration };
         let f = backend.translate(&mut env, core, addr, write)?;

@@ -8,7 +8,7 @@
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{PageTables, Translation, WalkMemo};
-use crate::hw::{Fill, Hardware};
+use crate::hw::{Fill, Hardware, Translated};
 use crate::os::shootdown::{shootdown, Initiator, Inval};
 use crate::os::Vma;
 use crate::stats::Stats;
@@ -99,7 +99,7 @@ impl MemoryBackend for Flat {
 
     /// Walk for `addr`; on a fault allocate the page and walk again.
     #[inline]
-    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill> {
+    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
         let mut spent = 0u64;
         let level_ps = env.hw.walk_level_ps;
         for attempt in 0..2 {
@@ -123,7 +123,7 @@ impl MemoryBackend for Flat {
                 Translation::NotPresent => break,
             }
         }
-        Err(SimError::runtime(format!("page at {addr:#x} still not present after its fault")))
+        Err(Box::new(SimError::runtime(format!("page at {addr:#x} still not present after its fault"))))
     }
 
     #[inline]

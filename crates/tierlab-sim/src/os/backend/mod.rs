@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::hw::pagetable::PageTables;
-use crate::hw::{Fill, Hardware};
+use crate::hw::{Hardware, Translated};
 use crate::stats::Stats;
 use tierlab_core::PageSize;
 
@@ -58,7 +58,7 @@ pub trait MemoryBackend: Send {
     /// Registered name.
     fn name(&self) -> &'static str;
     /// A TLB miss of `core` at `addr` (see the module docs).
-    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill>;
+    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated;
     /// A store through the clean cached translation of `addr`.
     fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize);
     /// A TLB hit (only when the backend asked the hardware to report hits).
@@ -113,7 +113,7 @@ macro_rules! backends {
         impl MemoryBackend for Backend {
             fn name(&self) -> &'static str { match self { $( Self::$variant(_) => $name, )* } }
             #[inline]
-            fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill> {
+            fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
                 match self { $( Self::$variant(b) => b.translate(env, core, addr, write), )* }
             }
             #[inline]
