@@ -107,8 +107,10 @@ impl MemoryBackend for Flat {
     }
 
     /// The first walk (all a TLB miss needs unless the page is not present), without the
-    /// rest of the machine.
-    #[inline(never)]
+    /// rest of the machine. Inlined into the hardware's miss path with the walk: its state
+    /// stays in registers (callgrind, uniform 1 GiB: -39 instructions per access against a
+    /// call; before the fault path was split off, inlining the walk cost +16).
+    #[inline(always)]
     fn walk_present(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
         let level_ps = hw.walk_level_ps;
         let c = &mut hw.cores[core];
