@@ -120,7 +120,9 @@ impl MemoryBackend for Flat {
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
         let spent = w.levels as u64 * level_ps;
         let size = match w.translation {
-            Translation::Page4K { node } => return Ok(Fill { node, size: PageSize::Base4K, dirty: write, walk_ps: spent }),
+            Translation::Page4K { node } => {
+                return Ok(Fill { node, size: PageSize::Base4K, dirty: write, walk_ps: spent })
+            }
             Translation::Page2M { node } => (node, PageSize::Huge2M),
             Translation::Page1G { node } => (node, PageSize::Huge1G),
             Translation::NotPresent => return Err(spent),
@@ -131,7 +133,14 @@ impl MemoryBackend for Flat {
     /// The page was not present at the first walk (which took `spent` ps): take the page
     /// fault and walk again.
     #[inline(never)]
-    fn translate_after(&mut self, env: &mut Env, core: usize, addr: u64, write: bool, spent: u64) -> Translated {
+    fn translate_after(
+        &mut self,
+        env: &mut Env,
+        core: usize,
+        addr: u64,
+        write: bool,
+        spent: u64,
+    ) -> Translated {
         if spent == NOT_WALKED {
             return self.translate(env, core, addr, write);
         }

@@ -67,12 +67,25 @@ pub trait MemoryBackend: Send {
     /// `walk_ps`) found the page not present, [`MemoryBackend::translate_after`] completes
     /// it; `Err(NOT_WALKED)`: nothing done (the default).
     #[inline]
-    fn walk_present(&mut self, _hw: &mut Hardware, _core: usize, _addr: u64, _write: bool) -> Result<Fill, u64> {
+    fn walk_present(
+        &mut self,
+        _hw: &mut Hardware,
+        _core: usize,
+        _addr: u64,
+        _write: bool,
+    ) -> Result<Fill, u64> {
         Err(NOT_WALKED)
     }
     /// Complete a translation [`MemoryBackend::walk_present`] did not (see there); the
     /// default translates from the start.
-    fn translate_after(&mut self, env: &mut Env, core: usize, addr: u64, write: bool, _spent: u64) -> Translated {
+    fn translate_after(
+        &mut self,
+        env: &mut Env,
+        core: usize,
+        addr: u64,
+        write: bool,
+        _spent: u64,
+    ) -> Translated {
         self.translate(env, core, addr, write)
     }
     /// A store through the clean cached translation of `addr`.
