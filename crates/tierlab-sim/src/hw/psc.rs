@@ -304,8 +304,15 @@ impl Lru {
         self.count[b] += 1;
         self.hint[b] = i as u16;
         if self.ways > 1 {
-            self.unlink(set, w);
-            self.push_front(set, w);
+            // `unlink` then `push_front` of the tail way, whose set has at least two ways
+            // (the tail is not the head): the same writes without their tests.
+            let base = set * self.ways;
+            let h = self.ends[set & SLOT][0] as usize;
+            let [p, n] = self.links[(base + w) & SLOT];
+            self.links[(base + p as usize) & SLOT][1] = n;
+            self.ends[set & SLOT] = [w as u8, p];
+            self.links[(base + w) & SLOT][1] = h as u8;
+            self.links[(base + h) & SLOT][0] = w as u8;
         }
     }
 
