@@ -162,12 +162,19 @@ pub struct Fill {
     pub walk_ps: u64,
 }
 
+/// What a translation returns: the fill, or the error boxed, so that the whole value is 16
+/// bytes and comes back in two registers (an unboxed [`crate::error::SimError`] makes it
+/// large enough to be returned through memory and read back on every TLB miss).
+pub type Translated = std::result::Result<Fill, Box<crate::error::SimError>>;
+
+const _: () = assert!(std::mem::size_of::<Translated>() == 16);
+
 /// What the hardware asks of the OS layer: the narrow interface between the two.
 pub trait Mmu {
     /// A TLB miss of `core` at `addr`: walk the page tables (setting the Accessed/Dirty bits
     /// the walker sets), taking a page fault when the page is not present; return the
     /// translation to cache. An access outside every mapping is an error.
-    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill>;
+    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated;
     /// A store through the clean cached translation of `addr` (a page of `size`): set the
     /// page's Dirty bit (the hardware's assist).
     fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize);
@@ -401,7 +408,10 @@ impl Hardware {
                     c.clock_ps = c.clock_ps.saturating_add(cost);
                     c.c.background_ps += cost;
                 }
-                let f = mmu.translate(self, core, addr, write)?;
+                let f = match mmu.translate(self, core, addr, write) {
+                    Ok(f) => f,
+                    Err(e) => return Err(*e),
+                };
                 extra += f.walk_ps;
                 if self.caching {
                     let c = &mut self.cores[core];

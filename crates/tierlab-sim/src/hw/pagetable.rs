@@ -582,7 +582,7 @@ impl PageTables {
     /// (and Dirty on the leaf for a store), cache the non-leaf entries read, and on a
     /// not-present entry (a page fault) drop the cached entries of `va` (SDM 4.10.4.1).
     /// `memo` is the simulator's shortcut to the PMD table of the last walk.
-    #[inline]
+    #[inline(always)]
     pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo, psc: &mut Psc) -> Walk {
         self.stats.walks += 1;
         let key = va >> LEVEL_SHIFT[Level::Pud as usize];

@@ -136,6 +136,14 @@ const PDE: usize = 2;
 /// No tag equals this (tags are linear-address bits 47:21 at most).
 const EMPTY: u64 = u64::MAX;
 
+/// Slot and set numbers are below this mask's value plus one ([`MAX_ENTRIES`]).
+const SLOT: usize = MAX_ENTRIES - 1;
+
+/// A boxed array of [`MAX_ENTRIES`] copies of `x` (built on the heap).
+fn fixed<T: Copy + std::fmt::Debug>(x: T) -> Box<[T; MAX_ENTRIES]> {
+    vec![x; MAX_ENTRIES].into_boxed_slice().try_into().expect("MAX_ENTRIES elements")
+}
+
 /// Buckets of the lookup filter (a power of two).
 const BUCKETS: usize = 1024;
 
@@ -149,12 +157,14 @@ const BUCKETS: usize = 1024;
 struct Lru {
     sets: usize,
     ways: usize,
-    tags: Vec<u64>,
-    /// Previous and next way of each slot in its set's recency list (one bounds check for
-    /// both).
-    links: Vec<[u8; 2]>,
+    /// Tags by slot (`set * ways + way`; the first `sets * ways` are used). The arrays
+    /// indexed by slot or set have the fixed size [`MAX_ENTRIES`] and are indexed modulo
+    /// it (slots and sets are below it): the walk's accesses need no bounds checks.
+    tags: Box<[u64; MAX_ENTRIES]>,
+    /// Previous and next way of each slot in its set's recency list.
+    links: Box<[[u8; 2]; MAX_ENTRIES]>,
     /// Head (most recent) and tail (least recent) way of each set.
-    ends: Vec<[u8; 2]>,
+    ends: Box<[[u8; 2]; MAX_ENTRIES]>,
     /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
     /// check) and the hint of each bucket.
     count: Box<[u16; BUCKETS]>,
@@ -164,12 +174,13 @@ struct Lru {
 impl Lru {
     fn new(entries: usize, ways: usize) -> Self {
         let sets = if entries == 0 { 0 } else { entries / ways };
+        assert!(sets * ways <= MAX_ENTRIES, "validated PSC geometry");
         let mut l = Lru {
             sets,
             ways,
-            tags: vec![EMPTY; sets * ways],
-            links: vec![[0; 2]; sets * ways],
-            ends: vec![[0; 2]; sets],
+            tags: fixed(EMPTY),
+            links: fixed([0; 2]),
+            ends: fixed([0; 2]),
             count: Box::new([0; BUCKETS]),
             hint: Box::new([0; BUCKETS]),
         };
@@ -209,7 +220,7 @@ impl Lru {
             return None;
         }
         let h = self.hint[b] as usize;
-        if self.tags[h] == tag {
+        if self.tags[h & SLOT] == tag {
             return Some(h);
         }
         let base = self.set_of(tag) * self.ways;
@@ -220,17 +231,17 @@ impl Lru {
     #[inline(always)]
     fn unlink(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let [p, n] = self.links[base + w].map(usize::from);
-        let e = &mut self.ends[set];
+        let [p, n] = self.links[(base + w) & SLOT].map(usize::from);
+        let e = &mut self.ends[set & SLOT];
         if e[0] as usize == w {
             e[0] = n as u8;
         } else {
-            self.links[base + p][1] = n as u8;
+            self.links[(base + p) & SLOT][1] = n as u8;
         }
         if e[1] as usize == w {
             e[1] = p as u8;
         } else {
-            self.links[base + n][0] = p as u8;
+            self.links[(base + n) & SLOT][0] = p as u8;
         }
     }
 
@@ -238,22 +249,22 @@ impl Lru {
     #[inline(always)]
     fn push_front(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let e = &mut self.ends[set];
+        let e = &mut self.ends[set & SLOT];
         let h = e[0] as usize;
         e[0] = w as u8;
-        self.links[base + w][1] = h as u8;
-        self.links[base + h][0] = w as u8;
+        self.links[(base + w) & SLOT][1] = h as u8;
+        self.links[(base + h) & SLOT][0] = w as u8;
     }
 
     /// Link way `w` of `set` at the tail of its recency list.
     #[inline(always)]
     fn push_back(&mut self, set: usize, w: usize) {
         let base = set * self.ways;
-        let e = &mut self.ends[set];
+        let e = &mut self.ends[set & SLOT];
         let t = e[1] as usize;
         e[1] = w as u8;
-        self.links[base + w][0] = t as u8;
-        self.links[base + t][1] = w as u8;
+        self.links[(base + w) & SLOT][0] = t as u8;
+        self.links[(base + t) & SLOT][1] = w as u8;
     }
 
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
@@ -264,7 +275,7 @@ impl Lru {
         }
         let Some(i) = self.slot(tag) else { return false };
         let (set, w) = self.set_way(i);
-        if self.ways > 1 && self.ends[set][0] as usize != w {
+        if self.ways > 1 && self.ends[set & SLOT][0] as usize != w {
             self.unlink(set, w);
             self.push_front(set, w);
         }
@@ -282,8 +293,8 @@ impl Lru {
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
         let set = self.set_of(tag);
-        let w = self.ends[set][1] as usize;
-        let i = set * self.ways + w;
+        let w = self.ends[set & SLOT][1] as usize;
+        let i = (set * self.ways + w) & SLOT;
         let old = self.tags[i];
         if old != EMPTY {
             self.count[old as usize & (BUCKETS - 1)] -= 1;
@@ -293,8 +304,15 @@ impl Lru {
         self.count[b] += 1;
         self.hint[b] = i as u16;
         if self.ways > 1 {
-            self.unlink(set, w);
-            self.push_front(set, w);
+            // `unlink` then `push_front` of the tail way, whose set has at least two ways
+            // (the tail is not the head): the same writes without their tests.
+            let base = set * self.ways;
+            let h = self.ends[set & SLOT][0] as usize;
+            let [p, n] = self.links[(base + w) & SLOT];
+            self.links[(base + p as usize) & SLOT][1] = n;
+            self.ends[set & SLOT] = [w as u8, p];
+            self.links[(base + w) & SLOT][1] = h as u8;
+            self.links[(base + h) & SLOT][0] = w as u8;
         }
     }
 
@@ -305,7 +323,7 @@ impl Lru {
         }
         if let Some(i) = self.slot(tag) {
             let (set, w) = self.set_way(i);
-            self.tags[i] = EMPTY;
+            self.tags[i & SLOT] = EMPTY;
             self.count[tag as usize & (BUCKETS - 1)] -= 1;
             if self.ways > 1 && self.ends[set][1] as usize != w {
                 self.unlink(set, w);
@@ -316,14 +334,14 @@ impl Lru {
 
     /// Empty every set (ways in order 0, 1, ... from the head).
     fn flush(&mut self) {
-        self.tags.fill(EMPTY);
+        self.tags[..self.sets * self.ways].fill(EMPTY);
         self.count.fill(0);
         for set in 0..self.sets {
             let base = set * self.ways;
             for w in 0..self.ways {
                 self.links[base + w] = [w.saturating_sub(1) as u8, (w + 1).min(self.ways - 1) as u8];
             }
-            self.ends[set] = [0, (self.ways - 1) as u8];
+            self.ends[set & SLOT] = [0, (self.ways - 1) as u8];
         }
     }
 

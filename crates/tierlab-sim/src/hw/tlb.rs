@@ -163,6 +163,10 @@ pub struct SetAssoc {
     data: Vec<u8>,
     /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
     order: Vec<u64>,
+    /// The shift of the last rank's nibble (`4 * (ways - 1)`) and the mask of the `ways`
+    /// nibbles of a packed order (the nibbles above are always zero).
+    last_shift: u32,
+    order_mask: u64,
     /// Age stamps per way (when `ways` is outside `PACKED_WAYS`; else empty) and their clock.
     stamps: Vec<u64>,
     tick: u64,
@@ -278,6 +282,8 @@ impl SetAssoc {
                 Vec::new()
             },
             stamps: if packed { Vec::new() } else { vec![0; entries] },
+            last_shift: 4 * (ways.max(1) as u32 - 1),
+            order_mask: if ways >= 16 { u64::MAX } else { (1u64 << (4 * ways)) - 1 },
             tick: 0,
             fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
             fp_ways: if (8..=16).contains(&ways) { BYTE_HIGH >> (8 * (16 - ways)) } else { 0 },
@@ -415,10 +421,12 @@ impl SetAssoc {
             self.stamps[base + victim] = self.tick;
             base + victim
         } else {
+            // The way at the last rank moves to rank 0: every other nibble moves up one rank
+            // (`move_to_front(o, ways - 1)`, nothing being above the last rank).
             let o = self.order[set];
-            let last = (self.ways - 1) as u32;
-            let w = ((o >> (4 * last)) & 0xf) as usize;
-            self.order[set] = move_to_front(o, last);
+            let w = ((o >> self.last_shift) & 0xf) as usize;
+            debug_assert_eq!(o & !self.order_mask, 0);
+            self.order[set] = ((o << 4) & self.order_mask) | w as u64;
             base + w
         };
         let old = self.tags[i];

@@ -22,7 +22,7 @@ use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{self, Level, PageTables};
 use crate::hw::tlb::TlbConfig;
-use crate::hw::{CoreCounters, Fill, Hardware, HardwareConfig, Mmu};
+use crate::hw::{CoreCounters, Hardware, HardwareConfig, Mmu, Translated};
 use crate::stats::{Stats, StatsSource};
 use crate::truth::{GroundTruth, WindowTruth};
 use backend::{Backend, Env, MemoryBackend};
@@ -363,13 +363,18 @@ fn split<'a>(os: &'a mut Os, hw: &'a mut Hardware) -> (&'a mut Backend, Env<'a>)
 
 impl Mmu for Os {
     #[inline(always)]
-    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill> {
-        let Os { backend, mem, vmas, mm_cpumask, segfaults, migration, hint, .. } = self;
-        let mut env = Env { hw, mem, vmas, mm_cpumask, segfaults, migration };
-        let f = backend.translate(&mut env, core, addr, write)?;
-        if let Some(h) = hint.as_deref_mut() {
+    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
+        let f = match self.backend.walk_present(hw, core, addr, write) {
+            Ok(f) => f,
+            Err(spent) => {
+                let Os { backend, mem, vmas, mm_cpumask, segfaults, migration, .. } = self;
+                let mut env = Env { hw: &mut *hw, mem, vmas, mm_cpumask, segfaults, migration };
+                backend.translate_after(&mut env, core, addr, write, spent)?
+            }
+        };
+        if let Some(h) = self.hint.as_deref_mut() {
             // A NUMA hint fault when the walk reached a page protected by a scanner.
-            let c = &mut env.hw.cores[core];
+            let c = &mut hw.cores[core];
             let t = h.on_walk(core, addr, c.clock_ps);
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.fault_ps += t;

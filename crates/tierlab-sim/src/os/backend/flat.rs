@@ -8,13 +8,13 @@
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{PageTables, Translation, WalkMemo};
-use crate::hw::{Fill, Hardware};
+use crate::hw::{Fill, Hardware, Translated};
 use crate::os::shootdown::{shootdown, Initiator, Inval};
 use crate::os::Vma;
 use crate::stats::Stats;
 use tierlab_core::{PageSize, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
-use super::{Env, MemoryBackend};
+use super::{Env, MemoryBackend, NOT_WALKED};
 use crate::os::Migrated;
 
 /// The flat backend's state.
@@ -99,31 +99,69 @@ impl MemoryBackend for Flat {
 
     /// Walk for `addr`; on a fault allocate the page and walk again.
     #[inline]
-    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill> {
-        let mut spent = 0u64;
-        let level_ps = env.hw.walk_level_ps;
-        for attempt in 0..2 {
-            let c = &mut env.hw.cores[core];
-            let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
-            c.c.walks += 1;
-            c.c.walk_levels += w.levels as u64;
-            c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
-            spent += w.levels as u64 * level_ps;
-            match w.translation {
-                Translation::Page4K { node } => {
-                    return Ok(Fill { node, size: PageSize::Base4K, dirty: write, walk_ps: spent })
-                }
-                Translation::Page2M { node } => {
-                    return Ok(Fill { node, size: PageSize::Huge2M, dirty: write, walk_ps: spent })
-                }
-                Translation::Page1G { node } => {
-                    return Ok(Fill { node, size: PageSize::Huge1G, dirty: write, walk_ps: spent })
-                }
-                Translation::NotPresent if attempt == 0 => self.fault(env, core, addr)?,
-                Translation::NotPresent => break,
-            }
+    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
+        match self.walk_present(env.hw, core, addr, write) {
+            Ok(f) => Ok(f),
+            Err(spent) => self.translate_after(env, core, addr, write, spent),
         }
-        Err(SimError::runtime(format!("page at {addr:#x} still not present after its fault")))
+    }
+
+    /// The first walk (all a TLB miss needs unless the page is not present), without the
+    /// rest of the machine. Inlined into the hardware's miss path with the walk: its state
+    /// stays in registers (callgrind, uniform 1 GiB: -39 instructions per access against a
+    /// call; before the fault path was split off, inlining the walk cost +16).
+    #[inline(always)]
+    fn walk_present(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
+        let level_ps = hw.walk_level_ps;
+        let c = &mut hw.cores[core];
+        let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
+        c.c.walks += 1;
+        c.c.walk_levels += w.levels as u64;
+        c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
+        let spent = w.levels as u64 * level_ps;
+        let size = match w.translation {
+            Translation::Page4K { node } => {
+                return Ok(Fill { node, size: PageSize::Base4K, dirty: write, walk_ps: spent })
+            }
+            Translation::Page2M { node } => (node, PageSize::Huge2M),
+            Translation::Page1G { node } => (node, PageSize::Huge1G),
+            Translation::NotPresent => return Err(spent),
+        };
+        Ok(Fill { node: size.0, size: size.1, dirty: write, walk_ps: spent })
+    }
+
+    /// The page was not present at the first walk (which took `spent` ps): take the page
+    /// fault and walk again.
+    #[inline(never)]
+    fn translate_after(
+        &mut self,
+        env: &mut Env,
+        core: usize,
+        addr: u64,
+        write: bool,
+        spent: u64,
+    ) -> Translated {
+        if spent == NOT_WALKED {
+            return self.translate(env, core, addr, write);
+        }
+        self.fault(env, core, addr)?;
+        let c = &mut env.hw.cores[core];
+        let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
+        c.c.walks += 1;
+        c.c.walk_levels += w.levels as u64;
+        c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
+        let spent = spent + w.levels as u64 * env.hw.walk_level_ps;
+        let (node, size) = match w.translation {
+            Translation::Page4K { node } => (node, PageSize::Base4K),
+            Translation::Page2M { node } => (node, PageSize::Huge2M),
+            Translation::Page1G { node } => (node, PageSize::Huge1G),
+            Translation::NotPresent => {
+                return Err(Box::new(SimError::runtime(format!(
+                    "page at {addr:#x} still not present after its fault"
+                ))))
+            }
+        };
+        Ok(Fill { node, size, dirty: write, walk_ps: spent })
     }
 
     #[inline]

@@ -53,7 +53,7 @@ use super::{Env, MemoryBackend};
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::Level;
-use crate::hw::{Fill, Hardware};
+use crate::hw::{Fill, Hardware, Translated};
 use crate::os::replacement::{Frames, PageId, PolicyBuildCtx, PolicyConfig, Replacement};
 use crate::os::shootdown::{shootdown, Initiator as ShootdownInitiator, Inval};
 use crate::os::{Migrated, Vma};
@@ -781,13 +781,13 @@ impl MemoryBackend for Hier {
 
     /// A TLB miss: walk this core's page table, faulting the page in (or copying another
     /// core's PTE) when needed, set the Accessed (and Dirty) bit of the 4 KiB entry.
-    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill> {
+    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
         let h = &mut self.s;
         let Some((id, sub)) = h.id_of(core, addr) else {
             *env.segfaults += 1;
-            return Err(SimError::runtime(format!(
+            return Err(Box::new(SimError::runtime(format!(
                 "core {core} accessed {addr:#x}, which is outside every mapping (segmentation fault)"
-            )));
+            ))));
         };
         let i = id as usize;
         // The walk through this core's (conceptual, always present above the leaf) page

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::hw::pagetable::PageTables;
-use crate::hw::{Fill, Hardware};
+use crate::hw::{Fill, Hardware, Translated};
 use crate::stats::Stats;
 use tierlab_core::PageSize;
 
@@ -36,6 +36,9 @@ use super::{Migrated, MigrationCounters, Vma};
 
 pub mod flat;
 pub mod hier;
+
+/// [`MemoryBackend::walk_present`]: no walk was done.
+pub const NOT_WALKED: u64 = u64::MAX;
 
 /// What a backend may use of the rest of the machine.
 pub struct Env<'a> {
@@ -58,7 +61,33 @@ pub trait MemoryBackend: Send {
     /// Registered name.
     fn name(&self) -> &'static str;
     /// A TLB miss of `core` at `addr` (see the module docs).
-    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill>;
+    fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated;
+    /// The fast part of [`MemoryBackend::translate`] that needs only the hardware: the first
+    /// walk when the backend has one. `Ok`: the translation; `Err(walk_ps)`: the walk (of
+    /// `walk_ps`) found the page not present, [`MemoryBackend::translate_after`] completes
+    /// it; `Err(NOT_WALKED)`: nothing done (the default).
+    #[inline]
+    fn walk_present(
+        &mut self,
+        _hw: &mut Hardware,
+        _core: usize,
+        _addr: u64,
+        _write: bool,
+    ) -> Result<Fill, u64> {
+        Err(NOT_WALKED)
+    }
+    /// Complete a translation [`MemoryBackend::walk_present`] did not (see there); the
+    /// default translates from the start.
+    fn translate_after(
+        &mut self,
+        env: &mut Env,
+        core: usize,
+        addr: u64,
+        write: bool,
+        _spent: u64,
+    ) -> Translated {
+        self.translate(env, core, addr, write)
+    }
     /// A store through the clean cached translation of `addr`.
     fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize);
     /// A TLB hit (only when the backend asked the hardware to report hits).
@@ -113,8 +142,15 @@ macro_rules! backends {
         impl MemoryBackend for Backend {
             fn name(&self) -> &'static str { match self { $( Self::$variant(_) => $name, )* } }
             #[inline]
-            fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Result<Fill> {
+            fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
                 match self { $( Self::$variant(b) => b.translate(env, core, addr, write), )* }
+            }
+            #[inline]
+            fn walk_present(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
+                match self { $( Self::$variant(b) => b.walk_present(hw, core, addr, write), )* }
+            }
+            fn translate_after(&mut self, env: &mut Env, core: usize, addr: u64, write: bool, spent: u64) -> Translated {
+                match self { $( Self::$variant(b) => b.translate_after(env, core, addr, write, spent), )* }
             }
             #[inline]
             fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize) {
