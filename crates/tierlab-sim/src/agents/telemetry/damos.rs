@@ -514,8 +514,6 @@ struct Quota {
     min_score: u32,
     last_psi_us: Vec<u64>,
     last_score: u64,
-    /// The temporal tuner met its goal: a zero quota, nothing is applied this window.
-    closed: bool,
 }
 
 /// One scheme with its runtime state.
@@ -573,6 +571,14 @@ impl Scheme {
     /// Whether the watermarks keep the scheme active.
     pub fn active(&self) -> bool {
         self.wmark_active
+    }
+
+    /// The temporal tuner met its goal: a zero effective quota, nothing is applied this
+    /// window. (A zero `esz` means "apply nothing" only when a goal set it; the kernel's zero
+    /// `esz` otherwise means no quota.)
+    fn quota_closed(&self) -> bool {
+        let qc = &self.cfg.quota;
+        self.quota.esz == 0 && qc.goal_tuner == GoalTuner::Temporal && !qc.goals.is_empty()
     }
 
     fn has_quota(&self) -> bool {
@@ -795,7 +801,7 @@ impl Damos {
                 if passed < s.next_apply_sis || !s.wmark_active {
                     continue;
                 }
-                if s.quota.closed || (s.quota.esz > 0 && s.quota.charged_sz >= s.quota.esz) {
+                if s.quota_closed() || (s.quota.esz > 0 && s.quota.charged_sz >= s.quota.esz) {
                     continue;
                 }
                 match skip_charged_region(s, &mut mon.regions, cur) {
@@ -959,9 +965,6 @@ fn adjust_quota(
                 esz = qc.sz.0;
             }
             q.esz = esz;
-            // A zero effective quota means "apply nothing" only when a goal set it (the
-            // kernel's zero `esz` otherwise means no quota).
-            q.closed = esz == 0 && qc.goal_tuner == GoalTuner::Temporal && !qc.goals.is_empty();
         }
     }
     // The score histogram and the minimum score.
