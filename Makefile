@@ -84,11 +84,13 @@ rust-tools:
 # resolves the dependencies' features as for maturin's build of the extension, and the
 # libraries `install` compiled are reused as they are (with `--exclude tierlab-py` the
 # engine's crates get other hashes and are compiled a second time); only the test harnesses
-# are compiled here.
+# are compiled here. Clippy runs with the release profile too: the build scripts' outputs (zstd's C
+# library) and the proc-macro crates (serde_derive, pyo3's macros, syn) that `install` built
+# are reused, only the check pass over the libraries is new (41 s -> 23 s in a fresh clone).
 test: install rust-tools
 	cargo test --workspace --profile release --tests
 	cargo test --workspace --profile release --doc
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --release --all-targets -- -D warnings
 	cargo fmt --all --check
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests

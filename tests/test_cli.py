@@ -44,6 +44,22 @@ def test_run_json_is_the_only_stdout() -> None:
     assert stats["machine"]["accesses"] > 0
 
 
+def test_startup_and_run_json_import_no_table_library() -> None:
+    """Every command's parser and a `run --json` load neither pandas nor numpy (they cost
+    ~0.35 s of every invocation's start): the tables are made where they are needed."""
+    code = (
+        "import sys\n"
+        "from tierlab.cli.main import main\n"
+        "main(['run', 'demo', '--set', 'duration=\"5ms\"', '--set', 'window=\"5ms\"', '--json'])\n"
+        "sys.stderr.write(' '.join(m for m in ('pandas', 'numpy', 'pyarrow', 'matplotlib')"
+        " if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["machine"]["accesses"] > 0
+    assert proc.stderr == "", f"loaded at start-up: {proc.stderr}"
+
+
 def test_run_out_writes_readable_files(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = tierlab("run", "demo", *SHORT, "--out", out, "--json")

@@ -15,10 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
+# numpy and pandas are imported where a table is made, not here: every `tierlab` command
+# imports this module, and most (`run --json`, the recorders, every input error) make none.
 if TYPE_CHECKING:
+    import pandas as pd
+
     from tierlab._native import Heatmap, MappingInfo, RunOutput, StatsTree, StatValue
 
 ProgressFn = Callable[[int, int, int], None]
@@ -97,6 +98,8 @@ class Result:
     the same keyed by dotted names, ``timeseries`` one row per window, ``heatmap`` accesses
     per (window, address bin) as returned by the engine (see :meth:`heatmap_frame`),
     ``scenario`` the fully expanded scenario TOML (runs again to the same numbers).
+
+    ``timeseries`` is made from the engine's columns when first read (``timeseries_columns``).
     """
 
     name: str
@@ -106,7 +109,7 @@ class Result:
     wall_seconds: float
     stats: StatsTree
     stats_flat: dict[str, StatValue]
-    timeseries: pd.DataFrame
+    timeseries_columns: Mapping[str, Any]
     heatmap: Heatmap
     mappings: list[MappingInfo]
     summary: list[tuple[str, str]]
@@ -117,14 +120,24 @@ class Result:
     error: str | None = None
     #: what the native ``run`` returned
     raw: RunOutput | None = field(default=None, repr=False)
+    _timeseries: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def timeseries(self) -> pd.DataFrame:
+        """One row per window (a pandas table, made on first use)."""
+        if self._timeseries is None:
+            import pandas as pd
+
+            self._timeseries = pd.DataFrame(dict(self.timeseries_columns))
+        return self._timeseries
 
     @classmethod
     def from_native(cls, raw: RunOutput, progress: tuple[int, int, int] | None = None) -> Result:
-        ts = pd.DataFrame(raw.get("timeseries") or {})
+        ts = raw.get("timeseries") or {}
         done: int | None = progress[0] if progress else None
         total: int | None = progress[1] if progress else None
-        if "t_end_s" in ts and len(ts):
-            end_ns = round(float(ts["t_end_s"].max()) * 1e9)
+        if len(ts.get("t_end_s") or ()):
+            end_ns = round(float(max(ts["t_end_s"])) * 1e9)
             done = end_ns if done is None else max(done, end_ns)
         return cls(
             name=raw.get("name", ""),
@@ -134,7 +147,7 @@ class Result:
             wall_seconds=float(raw.get("wall_seconds", 0.0)),
             stats=raw.get("stats") or {},
             stats_flat=raw.get("stats_flat") or {},
-            timeseries=ts,
+            timeseries_columns=ts,
             heatmap=raw.get("heatmap") or _empty_heatmap(),
             mappings=list(raw.get("mappings") or []),
             summary=[(str(a), str(b)) for a, b in raw.get("summary") or []],
@@ -151,6 +164,8 @@ class Result:
 
     def stats_table(self) -> pd.DataFrame:
         """``stats_flat`` as a two-column table (``name``, ``value``)."""
+        import pandas as pd
+
         return pd.DataFrame(
             {"name": list(self.stats_flat), "value": [str(v) for v in self.stats_flat.values()]}
         )
@@ -169,6 +184,9 @@ def _empty_heatmap() -> Heatmap:
 
 def heatmap_frame(heatmap: Heatmap) -> pd.DataFrame:
     """Long form of a native heatmap dict (see :meth:`Result.heatmap_frame`)."""
+    import numpy as np
+    import pandas as pd
+
     columns = ["window", "t_start_s", "t_end_s", "bin", "bin_start", "bin_bytes", "mapping"]
     counts = heatmap.get("counts") or []
     starts = list(heatmap.get("bin_start") or [])

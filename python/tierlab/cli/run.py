@@ -6,10 +6,8 @@ import argparse
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from tierlab.api import Result, run_native
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -19,10 +17,9 @@ from tierlab.cli.common import (
     stdout_console,
 )
 from tierlab.cli.sweeps import add_sweep_args, run_sweep_command
-from tierlab.progress import progress_bar
-from tierlab.reporters import write_all
-from tierlab.reporters.stats_json import stats_json
-from tierlab.reporters.summary import SummaryReporter
+
+if TYPE_CHECKING:
+    from tierlab.api import Result
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +64,14 @@ def main(args: argparse.Namespace) -> int:
     name, points = scenario_points(args.scenario, args.overrides)
     if points:
         return run_sweep_command(args, kinds.for_sweep(name))
+    from rich.console import Console
+
+    from tierlab.api import run_native
+    from tierlab.progress import progress_bar
+    from tierlab.reporters import write_all
+    from tierlab.reporters.stats_json import stats_json
+    from tierlab.reporters.summary import SummaryReporter
+
     err = Console(stderr=True)
     show_progress = not args.no_progress and sys.stderr.isatty()
     with progress_bar(err) if show_progress else nullcontext() as bar:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -37,6 +36,8 @@ class SummaryReporter(Reporter):
         console.print(summary_table(result))
 
     def write(self, result: Result, out_dir: Path) -> list[Path]:
+        import pandas as pd
+
         path = out_dir / "summary.csv"
         frame = pd.DataFrame(result.summary, columns=["stat", "value"])
         with atomic_output(path) as tmp:
