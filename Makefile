@@ -16,7 +16,7 @@ RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*
 
 .PHONY: install demo test bench rust-tools system-tools clean
 
-install: $(BUILD_STAMP) system-tools
+install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
 
 # The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): when
 # `python3 -m venv` fails and we are root, install it and try again.
@@ -41,13 +41,25 @@ $(DEPS_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements.txt
 	touch $@
 
+# The environment maturin gives cargo when it builds the extension: pyo3's build script runs
+# again (and pyo3 and the extension are compiled again) whenever it changes, so every cargo
+# command of this file runs with it and they all share one build in target/.
+PY_SIGNATURE = $$($(BIN)/python -c 'import sys; print("cpython-%d.%d-64bit" % sys.version_info[:2])')
+PYO3_ENV = VIRTUAL_ENV="$(abspath $(VENV))" PYO3_PYTHON="$(abspath $(BIN))/python" \
+  PYTHON_SYS_EXECUTABLE="$(abspath $(BIN))/python" PYO3_ENVIRONMENT_SIGNATURE="$(PY_SIGNATURE)"
+
 # The native extension, built in release mode and installed (editable: the Python sources in
-# python/ are used in place, so editing them needs no rebuild).
-$(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
+# python/ are used in place, so editing them needs no rebuild). The crates are compiled while
+# pip downloads the Python dependencies (the network, not the CPU, is what pip waits for);
+# maturin then finds them built and only links and installs the extension. Should that
+# compile fail, maturin's build shows the error.
+$(BUILD_STAMP): $(RUST_INPUTS) pyproject.toml | $(BIN)/python
 	@command -v cargo >/dev/null 2>&1 || { \
 	  echo "make: cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
-	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(BIN)):$$PATH" \
-	  $(BIN)/maturin develop --release --quiet
+	@$(PYO3_ENV) cargo build --release --quiet -p tierlab-py >$(VENV)/prebuild.log 2>&1 & cargo=$$!; \
+	  $(MAKE) --no-print-directory $(DEPS_STAMP) || { kill $$cargo 2>/dev/null; exit 1; }; \
+	  wait $$cargo || echo "make: compiling the crates failed (maturin shows why)"
+	$(PYO3_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --quiet
 	touch $@
 
 # Debian packages the live-recording tools and their tests use: valgrind (`tierlab trace`), a
@@ -88,9 +100,9 @@ rust-tools:
 # library) and the proc-macro crates (serde_derive, pyo3's macros, syn) that `install` built
 # are reused, only the check pass over the libraries is new (41 s -> 23 s in a fresh clone).
 test: install rust-tools
-	cargo test --workspace --profile release --tests
-	cargo test --workspace --profile release --doc
-	cargo clippy --workspace --release --all-targets -- -D warnings
+	$(PYO3_ENV) cargo test --workspace --profile release --tests
+	$(PYO3_ENV) cargo test --workspace --profile release --doc
+	$(PYO3_ENV) cargo clippy --workspace --release --all-targets -- -D warnings
 	cargo fmt --all --check
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests
