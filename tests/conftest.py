@@ -61,6 +61,44 @@ def assert_user_error(res: Completed, code: int = 2) -> str:
     return res.stderr
 
 
+#: The longest test files first (worker-seconds of one run, largest first): pytest-xdist hands
+#: out whole files (`--dist loadfile`) in collection order, so a long file collected last
+#: would leave the other worker idle at the end. test_reproduce makes the smoke report that
+#: test_sweep_ray and test_browser then find made. Files not listed follow, in name order.
+LONGEST_FIRST = (
+    "test_record",
+    "test_policies",
+    "test_reproduce",
+    "test_hostile",
+    "test_cli",
+    "test_trace_import",
+    "test_import",
+    "test_view",
+    "test_sweep_ray",
+    "test_fuzz",
+    "test_telemetry_cli",
+    "test_tiering_sim",
+    "test_engine_inputs",
+    "test_place",
+    "test_sweep",
+    "test_real_traces",
+    "test_placement_sim",
+    "test_browser",
+    "test_sim_pebs",
+    "test_replay_commands",
+    "test_trace",
+    "test_tune",
+    "test_pebs_scale",
+    "test_tier",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # A stable sort: each file's tests keep their order and stay together.
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
