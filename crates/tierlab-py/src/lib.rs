@@ -9,6 +9,7 @@
 // pyo3 0.22's #[pyfunction] expansion converts PyErr into itself; clippy flags the generated code.
 #![allow(clippy::useless_conversion)]
 
+mod hugealloc;
 mod live;
 mod plan;
 mod schema;
@@ -28,6 +29,9 @@ use tierlab_sim::stats::StatValue;
 use tierlab_sim::workload::replay::ReplayData;
 use tierlab_sim::workload::WorkloadConfig;
 use tierlab_sim::SimError;
+
+#[global_allocator]
+static ALLOC: hugealloc::HugePageAdvice = hugealloc::HugePageAdvice;
 
 create_exception!(
     _native,
