@@ -133,6 +133,10 @@ impl TlbConfig {
 
 const EMPTY: u64 = u64::MAX;
 
+/// Unused slots after the last set's in [`SetAssoc`]'s tags and payloads, so that slot
+/// `set * ways + w` is in range for any set and any nibble `w` (see the field `tags`).
+const SLACK: usize = 16;
+
 /// Associativities that keep a packed recency order ([`SetAssoc`]); outside this range,
 /// age stamps.
 const PACKED_WAYS: std::ops::RangeInclusive<usize> = 5..=16;
@@ -159,6 +163,14 @@ pub struct SetAssoc {
     mask: usize,
     /// `sets` is a power of two (1 included): the set is `tag & mask`.
     pow2: bool,
+    /// Tags and payloads by slot (`set * ways + way`), followed by [`SLACK`] unused slots.
+    ///
+    /// The access path indexes these vectors, `order` and `stamps` without bounds checks
+    /// (`get_unchecked`); every such index is proven in range where it is computed, from
+    /// these invariants, set in [`SetAssoc::new`] (the vectors are never resized):
+    /// `tags` and `data` have `sets * ways + SLACK` elements, `stamps` `sets * ways` (when
+    /// used), `order` `sets` (when used); a set number comes from [`SetAssoc::set_of`]
+    /// (below `sets`), a way number is below `ways` or is a nibble (below 16 = `SLACK`).
     tags: Vec<u64>,
     data: Vec<u8>,
     /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
@@ -273,8 +285,8 @@ impl SetAssoc {
             ways,
             mask,
             pow2,
-            tags: vec![EMPTY; entries],
-            data: vec![0; entries],
+            tags: vec![EMPTY; entries + SLACK],
+            data: vec![0; entries + SLACK],
             // Way w at rank w: any order of empty ways will do.
             order: if packed {
                 vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
@@ -295,6 +307,7 @@ impl SetAssoc {
         self.sets == 0
     }
 
+    /// The set of `tag`, below `sets` (which must not be 0).
     #[inline]
     fn set_of(&self, tag: u64) -> usize {
         if self.pow2 {
@@ -312,7 +325,8 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let tags = &self.tags[base..base + self.ways];
+        // SAFETY: `set < sets`, so `base + ways <= sets * ways`, within `tags`.
+        let tags = unsafe { self.tags.get_unchecked(base..base + self.ways) };
         if let Ok(t) = <&[u64; 4]>::try_from(tags) {
             // The usual L1 geometry, unrolled (no iterator state to maintain).
             let w = if t[0] == tag {
@@ -348,7 +362,9 @@ impl SetAssoc {
             let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
             while m != 0 {
                 let w = (m.trailing_zeros() / 8) as usize;
-                if self.tags[base + w] == tag {
+                // SAFETY: `set < sets` and `w < ways` (`fp_ways` has bits of the first
+                // `ways` bytes only): the slot is within `tags`.
+                if unsafe { *self.tags.get_unchecked(base + w) } == tag {
                     return Some((set, w));
                 }
                 m &= m - 1;
@@ -358,17 +374,22 @@ impl SetAssoc {
         self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
     }
 
-    /// Make way `w` of `set` the most recent of the set.
+    /// Make way `w` of `set` the most recent of the set (`set` and `w` as [`SetAssoc::find`]
+    /// returns them: `set < sets`, `w < ways`).
     #[inline]
     fn touch(&mut self, set: usize, w: usize) {
+        debug_assert!(set < self.sets && w < self.ways);
         if self.order.is_empty() {
             self.tick += 1;
-            self.stamps[set * self.ways + w] = self.tick;
+            // SAFETY: the caller's `set` and `w` come from `find` (`set < sets`, `w < ways`);
+            // `stamps` has `sets * ways` elements when `order` is empty.
+            unsafe { *self.stamps.get_unchecked_mut(set * self.ways + w) = self.tick };
         } else {
-            let o = self.order[set];
-            let r = rank_of(o, w);
+            // SAFETY: `set < sets` (from `find`); `order` has `sets` elements when not empty.
+            let o = unsafe { self.order.get_unchecked_mut(set) };
+            let r = rank_of(*o, w);
             if r != 0 {
-                self.order[set] = move_to_front(o, r);
+                *o = move_to_front(*o, r);
             }
         }
     }
@@ -378,7 +399,8 @@ impl SetAssoc {
     pub fn lookup(&mut self, tag: u64) -> Option<u8> {
         let (set, w) = self.find(tag)?;
         self.touch(set, w);
-        Some(self.data[set * self.ways + w])
+        // SAFETY: `set < sets` and `w < ways` (from `find`): the slot is within `data`.
+        Some(unsafe { *self.data.get_unchecked(set * self.ways + w) })
     }
 
     /// [`SetAssoc::lookup`] for a narrow, hit-dominated array (the L1 dTLB on the access
@@ -387,7 +409,8 @@ impl SetAssoc {
     pub fn lookup_narrow(&mut self, tag: u64) -> Option<u8> {
         let (set, w) = self.find_in_order(tag)?;
         self.touch(set, w);
-        Some(self.data[set * self.ways + w])
+        // SAFETY: `set < sets` and `w < ways` (from `find_in_order`): within `data`.
+        Some(unsafe { *self.data.get_unchecked(set * self.ways + w) })
     }
 
     /// Whether `tag` is cached (no recency update).
@@ -411,30 +434,37 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let i = if self.order.is_empty() {
-            let stamps = &self.stamps[base..base + self.ways];
+        let w = if self.order.is_empty() {
+            // SAFETY: `set < sets`, so `base + ways <= sets * ways`, the length of `stamps`
+            // when `order` is empty.
+            let stamps = unsafe { self.stamps.get_unchecked_mut(base..base + self.ways) };
             let victim = match self.ways {
                 4 => oldest_way::<4>(stamps),
                 _ => oldest_way_any(stamps),
             };
             self.tick += 1;
-            self.stamps[base + victim] = self.tick;
-            base + victim
+            stamps[victim] = self.tick;
+            victim
         } else {
             // The way at the last rank moves to rank 0: every other nibble moves up one rank
             // (`move_to_front(o, ways - 1)`, nothing being above the last rank).
-            let o = self.order[set];
-            let w = ((o >> self.last_shift) & 0xf) as usize;
-            debug_assert_eq!(o & !self.order_mask, 0);
-            self.order[set] = ((o << 4) & self.order_mask) | w as u64;
-            base + w
+            // SAFETY: `set < sets`, the length of `order` when not empty.
+            let o = unsafe { self.order.get_unchecked_mut(set) };
+            let w = ((*o >> self.last_shift) & 0xf) as usize;
+            debug_assert_eq!(*o & !self.order_mask, 0);
+            *o = ((*o << 4) & self.order_mask) | w as u64;
+            if let Some(f) = self.fps.get_mut(set) {
+                f[w] = fingerprint(tag);
+            }
+            w
         };
-        let old = self.tags[i];
-        self.tags[i] = tag;
-        self.data[i] = data;
-        if let Some(f) = self.fps.get_mut(set) {
-            f[i - base] = fingerprint(tag);
-        }
+        debug_assert!(w < self.ways);
+        let i = base + w;
+        // SAFETY: `set < sets` and `w` is below `ways` (a victim of the stamps) or is a
+        // nibble (below `SLACK`): `i < sets * ways + SLACK`, the length of `tags` and `data`.
+        let old = unsafe { std::mem::replace(self.tags.get_unchecked_mut(i), tag) };
+        // SAFETY: as above.
+        unsafe { *self.data.get_unchecked_mut(i) = data };
         (old != EMPTY).then_some(old)
     }
 
@@ -503,7 +533,7 @@ impl SetAssoc {
         n
     }
 
-    /// Number of valid entries.
+    /// Number of valid entries (the slack slots are always empty).
     pub fn occupancy(&self) -> usize {
         self.tags.iter().filter(|&&t| t != EMPTY).count()
     }
