@@ -187,8 +187,8 @@ pub struct SetAssoc {
     /// matches (usually none on a miss) instead of every way. Only a valid way's byte is
     /// meaningful (the full tag decides): an insert writes it, nothing else needs to.
     fps: Vec<[u8; 16]>,
-    /// The fingerprint bytes of existing ways, bit 7 of each (ways 0 .. `ways`).
-    fp_ways: u128,
+    /// The existing ways' bits of a [`bytes_equal`] mask (bits 0 .. `ways`).
+    fp_ways: u32,
 }
 
 /// One byte of a tag's hash, kept per way by sets of 8 to 16 ways ([`SetAssoc`]).
@@ -197,18 +197,31 @@ fn fingerprint(tag: u64) -> u8 {
     (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
-/// Every byte set to 1.
-const BYTE_ONES: u128 = u128::MAX / 255;
-/// Bit 7 of every byte.
-const BYTE_HIGH: u128 = BYTE_ONES << 7;
-
-/// Bit 7 of every byte of `fps` equal to `fp`, and possibly of bytes above such a byte (a
-/// borrow), never of any byte when none is equal: the candidates whose full tags a lookup
-/// compares (a spurious candidate costs one compare).
+/// Bit `i` set for every byte `i` of `fps` equal to `fp`: the candidates whose full tags a
+/// lookup compares. On x86-64, one SSE2 byte compare and a move of its byte mask (the
+/// baseline of the architecture); elsewhere a loop over the bytes.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
-fn bytes_equal(fps: [u8; 16], fp: u8) -> u128 {
-    let x = u128::from_le_bytes(fps) ^ (fp as u128).wrapping_mul(BYTE_ONES);
-    x.wrapping_sub(BYTE_ONES) & !x & BYTE_HIGH
+fn bytes_equal(fps: [u8; 16], fp: u8) -> u32 {
+    use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    // SAFETY: SSE2 is enabled at compile time (this function exists only then; it is part
+    // of the x86-64 baseline); the load reads the 16 bytes of `fps` (unaligned: no
+    // alignment needed).
+    unsafe {
+        let v = _mm_loadu_si128(fps.as_ptr().cast::<__m128i>());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(fp as i8))) as u32
+    }
+}
+
+/// See the x86-64 version.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn bytes_equal(fps: [u8; 16], fp: u8) -> u32 {
+    let mut m = 0u32;
+    for (i, &b) in fps.iter().enumerate() {
+        m |= ((b == fp) as u32) << i;
+    }
+    m
 }
 
 /// Payload bit: the page is known dirty.
@@ -298,7 +311,7 @@ impl SetAssoc {
             order_mask: if ways >= 16 { u64::MAX } else { (1u64 << (4 * ways)) - 1 },
             tick: 0,
             fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
-            fp_ways: if (8..=16).contains(&ways) { BYTE_HIGH >> (8 * (16 - ways)) } else { 0 },
+            fp_ways: if (8..=16).contains(&ways) { (1u32 << ways) - 1 } else { 0 },
         }
     }
 
@@ -361,9 +374,9 @@ impl SetAssoc {
             // The ways whose fingerprint matches, in order; the full tag decides.
             let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
             while m != 0 {
-                let w = (m.trailing_zeros() / 8) as usize;
-                // SAFETY: `set < sets` and `w < ways` (`fp_ways` has bits of the first
-                // `ways` bytes only): the slot is within `tags`.
+                let w = m.trailing_zeros() as usize;
+                // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits
+                // only): the slot is within `tags`.
                 if unsafe { *self.tags.get_unchecked(base + w) } == tag {
                     return Some((set, w));
                 }
