@@ -399,9 +399,7 @@ impl Psc {
     /// PDPTE cache, PMD entry -> PDE cache). A PTE is never cached here.
     #[inline(always)]
     pub fn fill(&mut self, va: u64, level: Level) {
-        if !self.on {
-            return;
-        }
+        // Without caches (`on` false) every array has no sets: the test below returns.
         let k = match level {
             Level::Pgd => PML4,
             Level::Pud => PDPTE,

@@ -263,8 +263,7 @@ fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
 
 /// The first way with the smallest stamp of an `N`-way set.
 #[inline(always)]
-fn oldest_way<const N: usize>(stamps: &[u64]) -> usize {
-    let s: &[u64; N] = stamps.try_into().expect("set of N ways");
+fn oldest_way<const N: usize>(s: &[u64; N]) -> usize {
     let mut victim = 0;
     for w in 1..N {
         if s[w] < s[victim] {
@@ -451,13 +450,17 @@ impl SetAssoc {
             // SAFETY: `set < sets`, so `base + ways <= sets * ways`, the length of `stamps`
             // when `order` is empty.
             let stamps = unsafe { self.stamps.get_unchecked_mut(base..base + self.ways) };
-            let victim = match self.ways {
-                4 => oldest_way::<4>(stamps),
-                _ => oldest_way_any(stamps),
-            };
             self.tick += 1;
-            stamps[victim] = self.tick;
-            victim
+            if let Ok(s) = <&mut [u64; 4]>::try_from(&mut *stamps) {
+                // The usual L1 geometry: the victim's stamp is written without a bounds check.
+                let victim = oldest_way::<4>(s);
+                s[victim] = self.tick;
+                victim
+            } else {
+                let victim = oldest_way_any(stamps);
+                stamps[victim] = self.tick;
+                victim
+            }
         } else {
             // The way at the last rank moves to rank 0: every other nibble moves up one rank
             // (`move_to_front(o, ways - 1)`, nothing being above the last rank).
