@@ -46,12 +46,10 @@ pub struct CoreCounters {
     pub l2_tlb_hits: u64,
     /// Accesses that missed every TLB (each needs a walk).
     pub tlb_misses: u64,
-    /// Page walks (TLB misses plus re-walks after faults).
-    pub walks: u64,
-    /// Page-table levels read by walks.
-    pub walk_levels: u64,
     /// Walks by the number of levels they read (index 1..=4; paging-structure caches make
-    /// walks shorter, faults end them early).
+    /// walks shorter, faults end them early). The number of walks and of levels read are
+    /// derived from it ([`CoreCounters::walks`], [`CoreCounters::walk_levels`]): a walk
+    /// updates one counter.
     pub walks_by_levels: [u64; 5],
     /// Page faults taken (pages allocated).
     pub page_faults: u64,
@@ -73,6 +71,18 @@ pub struct CoreCounters {
     pub tlb_maint_ps: u64,
     /// Background work charged to this core (scanners, interrupts), ps.
     pub background_ps: u64,
+}
+
+impl CoreCounters {
+    /// Page walks (TLB misses plus re-walks after faults).
+    pub fn walks(&self) -> u64 {
+        self.walks_by_levels.iter().sum()
+    }
+
+    /// Page-table levels read by walks.
+    pub fn walk_levels(&self) -> u64 {
+        self.walks_by_levels.iter().enumerate().map(|(n, &w)| n as u64 * w).sum()
+    }
 }
 
 /// One core.
