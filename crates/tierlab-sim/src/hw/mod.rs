@@ -403,10 +403,12 @@ impl Hardware {
     ) -> Result<()> {
         let mut extra = 0u64;
         let c = &mut self.cores[core];
-        let hit = if !self.caching {
-            TlbHit::Miss
-        } else if L1_4K_MISSED {
+        let hit = if L1_4K_MISSED {
+            // The caller's inline L1 probe runs only when `fast_l1`, which implies `caching`.
+            debug_assert!(self.caching);
             c.tlb.lookup_after_l1_4k_miss(addr)
+        } else if !self.caching {
+            TlbHit::Miss
         } else {
             c.tlb.lookup(addr)
         };

@@ -364,26 +364,26 @@ impl SetAssoc {
         // 16 ways (an STLB, where a miss would compare every way) compare the full tags of
         // the ways whose fingerprint matches (a tag is cached at most once in its set, so
         // the first full match is the only one); wider ones scan.
-        if self.ways < 8 || self.sets == 0 {
+        // Fingerprints exist exactly for arrays with sets of 8 to 16 ways (none without sets).
+        if self.fps.is_empty() {
             return self.find_in_order(tag);
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        if let Some(&fps) = self.fps.get(set) {
-            // The ways whose fingerprint matches, in order; the full tag decides.
-            let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
-            while m != 0 {
-                let w = m.trailing_zeros() as usize;
-                // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits
-                // only): the slot is within `tags`.
-                if unsafe { *self.tags.get_unchecked(base + w) } == tag {
-                    return Some((set, w));
-                }
-                m &= m - 1;
+        // SAFETY: `set < sets`, the length of `fps` when not empty.
+        let fps = unsafe { *self.fps.get_unchecked(set) };
+        // The ways whose fingerprint matches, in order; the full tag decides.
+        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only):
+            // the slot is within `tags`.
+            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
+                return Some((set, w));
             }
-            return None;
+            m &= m - 1;
         }
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        None
     }
 
     /// Make way `w` of `set` the most recent of the set (`set` and `w` as [`SetAssoc::find`]
