@@ -46,12 +46,10 @@ pub struct CoreCounters {
     pub l2_tlb_hits: u64,
     /// Accesses that missed every TLB (each needs a walk).
     pub tlb_misses: u64,
-    /// Page walks (TLB misses plus re-walks after faults).
-    pub walks: u64,
-    /// Page-table levels read by walks.
-    pub walk_levels: u64,
     /// Walks by the number of levels they read (index 1..=4; paging-structure caches make
-    /// walks shorter, faults end them early).
+    /// walks shorter, faults end them early). The number of walks and of levels read are
+    /// derived from it ([`CoreCounters::walks`], [`CoreCounters::walk_levels`]): a walk
+    /// updates one counter.
     pub walks_by_levels: [u64; 5],
     /// Page faults taken (pages allocated).
     pub page_faults: u64,
@@ -75,6 +73,18 @@ pub struct CoreCounters {
     pub background_ps: u64,
 }
 
+impl CoreCounters {
+    /// Page walks (TLB misses plus re-walks after faults).
+    pub fn walks(&self) -> u64 {
+        self.walks_by_levels.iter().sum()
+    }
+
+    /// Page-table levels read by walks.
+    pub fn walk_levels(&self) -> u64 {
+        self.walks_by_levels.iter().enumerate().map(|(n, &w)| n as u64 * w).sum()
+    }
+}
+
 /// One core.
 #[derive(Clone, Debug)]
 pub struct Core {
@@ -93,8 +103,10 @@ pub struct Core {
     last_mask: u64,
     last_node: u8,
     last_dirty: bool,
-    /// Precomputed access cost to each node, ps.
-    cost_to: Vec<u64>,
+    /// Precomputed access cost to each node, ps (nodes are fewer than [`COST_SLOTS`]; the
+    /// rest is 0). A fixed-size array indexed with the node masked by [`tlb::NODE`] (the
+    /// identity for every node): the access path needs no bounds check.
+    cost_to: [u64; COST_SLOTS],
     /// The memory node this core belongs to.
     pub node: u8,
     /// PEBS: events left until the next record, and the event mask (bit 0 loads, bit 1
@@ -118,7 +130,7 @@ impl Core {
     /// the same-page fast path, with whether its cached translation is dirty.
     #[inline(always)]
     fn complete(&mut self, addr: u64, node: u8, size: PageSize, dirty: bool, extra: u64, remember: bool) {
-        let t = self.cost_to[node as usize] + extra;
+        let t = self.cost_to[(node & tlb::NODE) as usize] + extra;
         self.clock_ps = self.clock_ps.saturating_add(t);
         self.c.access_ps += t;
         self.node_accesses[node as usize] += 1;
@@ -141,6 +153,10 @@ impl Core {
         self.cost_to[node as usize]
     }
 }
+
+/// Slots of a core's per-node cost table: every node number (below `os::MAX_NODES`, 64)
+/// masked by [`tlb::NODE`].
+const COST_SLOTS: usize = tlb::NODE as usize + 1;
 
 /// The time of one access to memory of latency `mem_ns` under the cost model (CPU time, the
 /// cache-hit share, the memory latency of the rest), ps.
@@ -239,7 +255,10 @@ impl Hardware {
             .map(|i| {
                 let node = h.core_node[i];
                 let nodes = h.latency_ns.len();
-                let cost_to = (0..nodes).map(|n| access_ps(c, h.latency_ns[node as usize][n])).collect();
+                let mut cost_to = [0; COST_SLOTS];
+                for (t, &l) in cost_to.iter_mut().zip(&h.latency_ns[node as usize][..nodes]) {
+                    *t = access_ps(c, l);
+                }
                 Core {
                     clock_ps: 0,
                     tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
@@ -283,8 +302,8 @@ impl Hardware {
         let cost = &self.cost;
         for c in &mut self.cores {
             let row = &latency_ns[c.node as usize];
-            for (n, t) in c.cost_to.iter_mut().enumerate() {
-                *t = access_ps(cost, row[n]);
+            for (t, &l) in c.cost_to.iter_mut().zip(row) {
+                *t = access_ps(cost, l);
             }
         }
     }
@@ -347,7 +366,7 @@ impl Hardware {
         // most recent entry of its L1 set, so a lookup would hit without changing state.
         if (a.addr & c.last_mask) == c.last_base && (!write || c.last_dirty) {
             c.c.l1_tlb_hits += 1;
-            let t = c.cost_to[c.last_node as usize];
+            let t = c.cost_to[(c.last_node & tlb::NODE) as usize];
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.access_ps += t;
             c.node_accesses[c.last_node as usize] += 1;
@@ -384,10 +403,12 @@ impl Hardware {
     ) -> Result<()> {
         let mut extra = 0u64;
         let c = &mut self.cores[core];
-        let hit = if !self.caching {
-            TlbHit::Miss
-        } else if L1_4K_MISSED {
+        let hit = if L1_4K_MISSED {
+            // The caller's inline L1 probe runs only when `fast_l1`, which implies `caching`.
+            debug_assert!(self.caching);
             c.tlb.lookup_after_l1_4k_miss(addr)
+        } else if !self.caching {
+            TlbHit::Miss
         } else {
             c.tlb.lookup(addr)
         };

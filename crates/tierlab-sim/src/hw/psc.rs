@@ -149,10 +149,12 @@ const BUCKETS: usize = 1024;
 
 /// A small set-associative array of tags with true LRU within each set, for the
 /// paging-structure caches, built for a walk's lookups to cost O(1) even for a 32-way fully
-/// associative PDE cache: each set keeps its ways in a doubly linked recency list (most
-/// recent at the head, empty ways at the tail), and a filter counts the cached tags per
-/// bucket (`tag % BUCKETS`) with a hint of the last slot filled or hit in each bucket, so that a
-/// miss in an empty bucket and a hit on the hinted slot need no scan.
+/// associative PDE cache: each set keeps its ways in a circular doubly linked recency list
+/// (most recent at the head, empty ways at the tail, the tail being the head's predecessor),
+/// and a filter counts the cached tags per bucket (`tag % BUCKETS`) with a hint of the last
+/// slot filled or hit in each bucket, so that a miss in an empty bucket and a hit on the
+/// hinted slot need no scan. The list being circular, an insert (the tail way becomes the
+/// most recent) only moves the head back one way, and so does a hit on the tail way.
 #[derive(Clone, Debug)]
 struct Lru {
     sets: usize,
@@ -161,10 +163,10 @@ struct Lru {
     /// indexed by slot or set have the fixed size [`MAX_ENTRIES`] and are indexed modulo
     /// it (slots and sets are below it): the walk's accesses need no bounds checks.
     tags: Box<[u64; MAX_ENTRIES]>,
-    /// Previous and next way of each slot in its set's recency list.
+    /// Previous and next way of each slot in its set's circular recency list.
     links: Box<[[u8; 2]; MAX_ENTRIES]>,
-    /// Head (most recent) and tail (least recent) way of each set.
-    ends: Box<[[u8; 2]; MAX_ENTRIES]>,
+    /// Head (most recent) way of each set; its predecessor is the tail (least recent).
+    heads: Box<[u8; MAX_ENTRIES]>,
     /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
     /// check) and the hint of each bucket.
     count: Box<[u16; BUCKETS]>,
@@ -180,7 +182,7 @@ impl Lru {
             ways,
             tags: fixed(EMPTY),
             links: fixed([0; 2]),
-            ends: fixed([0; 2]),
+            heads: fixed(0),
             count: Box::new([0; BUCKETS]),
             hint: Box::new([0; BUCKETS]),
         };
@@ -212,7 +214,8 @@ impl Lru {
         }
     }
 
-    /// Slot (index into `tags`) holding `tag`, if cached (sets must exist).
+    /// Slot (index into `tags`) holding `tag`, if cached (an array without sets caches
+    /// nothing: every bucket count is 0).
     #[inline(always)]
     fn slot(&self, tag: u64) -> Option<usize> {
         let b = tag as usize & (BUCKETS - 1);
@@ -227,57 +230,33 @@ impl Lru {
         self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
     }
 
-    /// Unlink way `w` of `set` from its recency list.
+    /// Move way `w` of `set`, neither its head nor its tail, to just before the head (the
+    /// tail position): unlinked from its place, linked between the tail and the head.
     #[inline(always)]
-    fn unlink(&mut self, set: usize, w: usize) {
+    fn move_before_head(&mut self, set: usize, w: usize, h: usize) {
         let base = set * self.ways;
-        let [p, n] = self.links[(base + w) & SLOT].map(usize::from);
-        let e = &mut self.ends[set & SLOT];
-        if e[0] as usize == w {
-            e[0] = n as u8;
-        } else {
-            self.links[(base + p) & SLOT][1] = n as u8;
-        }
-        if e[1] as usize == w {
-            e[1] = p as u8;
-        } else {
-            self.links[(base + n) & SLOT][0] = p as u8;
-        }
-    }
-
-    /// Link way `w` of `set` at the head of its recency list.
-    #[inline(always)]
-    fn push_front(&mut self, set: usize, w: usize) {
-        let base = set * self.ways;
-        let e = &mut self.ends[set & SLOT];
-        let h = e[0] as usize;
-        e[0] = w as u8;
-        self.links[(base + w) & SLOT][1] = h as u8;
+        let [p, n] = self.links[(base + w) & SLOT];
+        self.links[(base + p as usize) & SLOT][1] = n;
+        self.links[(base + n as usize) & SLOT][0] = p;
+        let t = self.links[(base + h) & SLOT][0];
+        self.links[(base + w) & SLOT] = [t, h as u8];
+        self.links[(base + t as usize) & SLOT][1] = w as u8;
         self.links[(base + h) & SLOT][0] = w as u8;
-    }
-
-    /// Link way `w` of `set` at the tail of its recency list.
-    #[inline(always)]
-    fn push_back(&mut self, set: usize, w: usize) {
-        let base = set * self.ways;
-        let e = &mut self.ends[set & SLOT];
-        let t = e[1] as usize;
-        e[1] = w as u8;
-        self.links[(base + w) & SLOT][0] = t as u8;
-        self.links[(base + t) & SLOT][1] = w as u8;
     }
 
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
     #[inline(always)]
     fn lookup(&mut self, tag: u64) -> bool {
-        if self.sets == 0 {
-            return false;
-        }
         let Some(i) = self.slot(tag) else { return false };
         let (set, w) = self.set_way(i);
-        if self.ways > 1 && self.ends[set & SLOT][0] as usize != w {
-            self.unlink(set, w);
-            self.push_front(set, w);
+        let h = self.heads[set & SLOT] as usize;
+        if h != w {
+            // The tail becomes the head by moving the head back one way; another way is
+            // first moved to the tail position.
+            if self.links[(set * self.ways + h) & SLOT][0] as usize != w {
+                self.move_before_head(set, w, h);
+            }
+            self.heads[set & SLOT] = w as u8;
         }
         self.hint[tag as usize & (BUCKETS - 1)] = i as u16;
         true
@@ -288,13 +267,17 @@ impl Lru {
         self.sets != 0 && self.slot(tag).is_some()
     }
 
-    /// Insert `tag` (not cached) as the most recent of its set, evicting the least recent.
+    /// Insert `tag` (not cached) as the most recent of its set, evicting the least recent
+    /// (the tail, which becomes the head: the head moves back one way).
     #[inline(always)]
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
         let set = self.set_of(tag);
-        let w = self.ends[set & SLOT][1] as usize;
-        let i = (set * self.ways + w) & SLOT;
+        let base = set * self.ways;
+        let h = self.heads[set & SLOT] as usize;
+        let w = self.links[(base + h) & SLOT][0];
+        self.heads[set & SLOT] = w;
+        let i = (base + w as usize) & SLOT;
         let old = self.tags[i];
         if old != EMPTY {
             self.count[old as usize & (BUCKETS - 1)] -= 1;
@@ -303,17 +286,6 @@ impl Lru {
         let b = tag as usize & (BUCKETS - 1);
         self.count[b] += 1;
         self.hint[b] = i as u16;
-        if self.ways > 1 {
-            // `unlink` then `push_front` of the tail way, whose set has at least two ways
-            // (the tail is not the head): the same writes without their tests.
-            let base = set * self.ways;
-            let h = self.ends[set & SLOT][0] as usize;
-            let [p, n] = self.links[(base + w) & SLOT];
-            self.links[(base + p as usize) & SLOT][1] = n;
-            self.ends[set & SLOT] = [w as u8, p];
-            self.links[(base + w) & SLOT][1] = h as u8;
-            self.links[(base + h) & SLOT][0] = w as u8;
-        }
     }
 
     /// Drop `tag` if cached (its way becomes the least recent, empty).
@@ -325,9 +297,12 @@ impl Lru {
             let (set, w) = self.set_way(i);
             self.tags[i & SLOT] = EMPTY;
             self.count[tag as usize & (BUCKETS - 1)] -= 1;
-            if self.ways > 1 && self.ends[set][1] as usize != w {
-                self.unlink(set, w);
-                self.push_back(set, w);
+            let h = self.heads[set & SLOT] as usize;
+            if h == w {
+                // The head becomes the tail: the next way becomes the head.
+                self.heads[set & SLOT] = self.links[i & SLOT][1];
+            } else if self.links[(set * self.ways + h) & SLOT][0] as usize != w {
+                self.move_before_head(set, w, h);
             }
         }
     }
@@ -339,9 +314,11 @@ impl Lru {
         for set in 0..self.sets {
             let base = set * self.ways;
             for w in 0..self.ways {
-                self.links[base + w] = [w.saturating_sub(1) as u8, (w + 1).min(self.ways - 1) as u8];
+                let prev = (w + self.ways - 1) % self.ways;
+                let next = (w + 1) % self.ways;
+                self.links[base + w] = [prev as u8, next as u8];
             }
-            self.ends[set & SLOT] = [0, (self.ways - 1) as u8];
+            self.heads[set & SLOT] = 0;
         }
     }
 
@@ -422,9 +399,7 @@ impl Psc {
     /// PDPTE cache, PMD entry -> PDE cache). A PTE is never cached here.
     #[inline(always)]
     pub fn fill(&mut self, va: u64, level: Level) {
-        if !self.on {
-            return;
-        }
+        // Without caches (`on` false) every array has no sets: the test below returns.
         let k = match level {
             Level::Pgd => PML4,
             Level::Pud => PDPTE,
@@ -583,6 +558,52 @@ mod tests {
         assert_eq!(p.walk_present(0x80_0000_0000, Level::Pud), (Level::Pgd, 2));
         assert!(!p.holds(0x80_0000_0000, Level::Pud));
         assert_eq!(p.walk_present(0x80_4000_0000, Level::Pud), (Level::Pud, 1));
+    }
+
+    /// Differential test of one array against a naive LRU (a recency-ordered list per set):
+    /// hits anywhere in the order, inserts, invalidations and flushes, in set-associative
+    /// and fully associative geometries.
+    #[test]
+    fn lru_matches_naive_lru() {
+        for (entries, ways) in [(32, 32), (8, 1), (12, 3), (16, 4), (8, 2), (6, 6)] {
+            let sets = entries / ways;
+            let mut fast = Lru::new(entries, ways);
+            let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
+            let mut rng = crate::rng::Rng::new(11);
+            let universe = entries as u64 * 3;
+            for step in 0..20_000 {
+                let tag = rng.below(universe);
+                let set = &mut naive[(tag % sets as u64) as usize];
+                match rng.below(20) {
+                    0 => {
+                        fast.flush();
+                        naive.iter_mut().for_each(Vec::clear);
+                    }
+                    1..=3 => {
+                        fast.invalidate(tag);
+                        set.retain(|&t| t != tag);
+                    }
+                    _ => {
+                        let hit = fast.lookup(tag);
+                        let pos = set.iter().position(|&t| t == tag);
+                        assert_eq!(hit, pos.is_some(), "{entries}/{ways} step {step}: lookup {tag}");
+                        if let Some(p) = pos {
+                            set.remove(p);
+                        } else {
+                            fast.insert(tag);
+                            set.truncate(ways - 1);
+                        }
+                        set.insert(0, tag);
+                    }
+                }
+                if step % 64 == 0 {
+                    for t in 0..universe {
+                        let want = naive[(t % sets as u64) as usize].contains(&t);
+                        assert_eq!(fast.contains(t), want, "{entries}/{ways} step {step}: tag {t}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

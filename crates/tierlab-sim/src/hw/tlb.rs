@@ -133,6 +133,10 @@ impl TlbConfig {
 
 const EMPTY: u64 = u64::MAX;
 
+/// Unused slots after the last set's in [`SetAssoc`]'s tags and payloads, so that slot
+/// `set * ways + w` is in range for any set and any nibble `w` (see the field `tags`).
+const SLACK: usize = 16;
+
 /// Associativities that keep a packed recency order ([`SetAssoc`]); outside this range,
 /// age stamps.
 const PACKED_WAYS: std::ops::RangeInclusive<usize> = 5..=16;
@@ -159,6 +163,14 @@ pub struct SetAssoc {
     mask: usize,
     /// `sets` is a power of two (1 included): the set is `tag & mask`.
     pow2: bool,
+    /// Tags and payloads by slot (`set * ways + way`), followed by [`SLACK`] unused slots.
+    ///
+    /// The access path indexes these vectors, `order` and `stamps` without bounds checks
+    /// (`get_unchecked`); every such index is proven in range where it is computed, from
+    /// these invariants, set in [`SetAssoc::new`] (the vectors are never resized):
+    /// `tags` and `data` have `sets * ways + SLACK` elements, `stamps` `sets * ways` (when
+    /// used), `order` `sets` (when used); a set number comes from [`SetAssoc::set_of`]
+    /// (below `sets`), a way number is below `ways` or is a nibble (below 16 = `SLACK`).
     tags: Vec<u64>,
     data: Vec<u8>,
     /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
@@ -175,8 +187,8 @@ pub struct SetAssoc {
     /// matches (usually none on a miss) instead of every way. Only a valid way's byte is
     /// meaningful (the full tag decides): an insert writes it, nothing else needs to.
     fps: Vec<[u8; 16]>,
-    /// The fingerprint bytes of existing ways, bit 7 of each (ways 0 .. `ways`).
-    fp_ways: u128,
+    /// The existing ways' bits of a [`bytes_equal`] mask (bits 0 .. `ways`).
+    fp_ways: u32,
 }
 
 /// One byte of a tag's hash, kept per way by sets of 8 to 16 ways ([`SetAssoc`]).
@@ -185,18 +197,31 @@ fn fingerprint(tag: u64) -> u8 {
     (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
-/// Every byte set to 1.
-const BYTE_ONES: u128 = u128::MAX / 255;
-/// Bit 7 of every byte.
-const BYTE_HIGH: u128 = BYTE_ONES << 7;
-
-/// Bit 7 of every byte of `fps` equal to `fp`, and possibly of bytes above such a byte (a
-/// borrow), never of any byte when none is equal: the candidates whose full tags a lookup
-/// compares (a spurious candidate costs one compare).
+/// Bit `i` set for every byte `i` of `fps` equal to `fp`: the candidates whose full tags a
+/// lookup compares. On x86-64, one SSE2 byte compare and a move of its byte mask (the
+/// baseline of the architecture); elsewhere a loop over the bytes.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
-fn bytes_equal(fps: [u8; 16], fp: u8) -> u128 {
-    let x = u128::from_le_bytes(fps) ^ (fp as u128).wrapping_mul(BYTE_ONES);
-    x.wrapping_sub(BYTE_ONES) & !x & BYTE_HIGH
+fn bytes_equal(fps: [u8; 16], fp: u8) -> u32 {
+    use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    // SAFETY: SSE2 is enabled at compile time (this function exists only then; it is part
+    // of the x86-64 baseline); the load reads the 16 bytes of `fps` (unaligned: no
+    // alignment needed).
+    unsafe {
+        let v = _mm_loadu_si128(fps.as_ptr().cast::<__m128i>());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(fp as i8))) as u32
+    }
+}
+
+/// See the x86-64 version.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn bytes_equal(fps: [u8; 16], fp: u8) -> u32 {
+    let mut m = 0u32;
+    for (i, &b) in fps.iter().enumerate() {
+        m |= ((b == fp) as u32) << i;
+    }
+    m
 }
 
 /// Payload bit: the page is known dirty.
@@ -238,8 +263,7 @@ fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
 
 /// The first way with the smallest stamp of an `N`-way set.
 #[inline(always)]
-fn oldest_way<const N: usize>(stamps: &[u64]) -> usize {
-    let s: &[u64; N] = stamps.try_into().expect("set of N ways");
+fn oldest_way<const N: usize>(s: &[u64; N]) -> usize {
     let mut victim = 0;
     for w in 1..N {
         if s[w] < s[victim] {
@@ -273,8 +297,8 @@ impl SetAssoc {
             ways,
             mask,
             pow2,
-            tags: vec![EMPTY; entries],
-            data: vec![0; entries],
+            tags: vec![EMPTY; entries + SLACK],
+            data: vec![0; entries + SLACK],
             // Way w at rank w: any order of empty ways will do.
             order: if packed {
                 vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
@@ -286,7 +310,7 @@ impl SetAssoc {
             order_mask: if ways >= 16 { u64::MAX } else { (1u64 << (4 * ways)) - 1 },
             tick: 0,
             fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
-            fp_ways: if (8..=16).contains(&ways) { BYTE_HIGH >> (8 * (16 - ways)) } else { 0 },
+            fp_ways: if (8..=16).contains(&ways) { (1u32 << ways) - 1 } else { 0 },
         }
     }
 
@@ -295,6 +319,7 @@ impl SetAssoc {
         self.sets == 0
     }
 
+    /// The set of `tag`, below `sets` (which must not be 0).
     #[inline]
     fn set_of(&self, tag: u64) -> usize {
         if self.pow2 {
@@ -312,7 +337,8 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let tags = &self.tags[base..base + self.ways];
+        // SAFETY: `set < sets`, so `base + ways <= sets * ways`, within `tags`.
+        let tags = unsafe { self.tags.get_unchecked(base..base + self.ways) };
         if let Ok(t) = <&[u64; 4]>::try_from(tags) {
             // The usual L1 geometry, unrolled (no iterator state to maintain).
             let w = if t[0] == tag {
@@ -338,37 +364,44 @@ impl SetAssoc {
         // 16 ways (an STLB, where a miss would compare every way) compare the full tags of
         // the ways whose fingerprint matches (a tag is cached at most once in its set, so
         // the first full match is the only one); wider ones scan.
-        if self.ways < 8 || self.sets == 0 {
+        // Fingerprints exist exactly for arrays with sets of 8 to 16 ways (none without sets).
+        if self.fps.is_empty() {
             return self.find_in_order(tag);
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        if let Some(&fps) = self.fps.get(set) {
-            // The ways whose fingerprint matches, in order; the full tag decides.
-            let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
-            while m != 0 {
-                let w = (m.trailing_zeros() / 8) as usize;
-                if self.tags[base + w] == tag {
-                    return Some((set, w));
-                }
-                m &= m - 1;
+        // SAFETY: `set < sets`, the length of `fps` when not empty.
+        let fps = unsafe { *self.fps.get_unchecked(set) };
+        // The ways whose fingerprint matches, in order; the full tag decides.
+        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only):
+            // the slot is within `tags`.
+            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
+                return Some((set, w));
             }
-            return None;
+            m &= m - 1;
         }
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| (set, w))
+        None
     }
 
-    /// Make way `w` of `set` the most recent of the set.
+    /// Make way `w` of `set` the most recent of the set (`set` and `w` as [`SetAssoc::find`]
+    /// returns them: `set < sets`, `w < ways`).
     #[inline]
     fn touch(&mut self, set: usize, w: usize) {
+        debug_assert!(set < self.sets && w < self.ways);
         if self.order.is_empty() {
             self.tick += 1;
-            self.stamps[set * self.ways + w] = self.tick;
+            // SAFETY: the caller's `set` and `w` come from `find` (`set < sets`, `w < ways`);
+            // `stamps` has `sets * ways` elements when `order` is empty.
+            unsafe { *self.stamps.get_unchecked_mut(set * self.ways + w) = self.tick };
         } else {
-            let o = self.order[set];
-            let r = rank_of(o, w);
+            // SAFETY: `set < sets` (from `find`); `order` has `sets` elements when not empty.
+            let o = unsafe { self.order.get_unchecked_mut(set) };
+            let r = rank_of(*o, w);
             if r != 0 {
-                self.order[set] = move_to_front(o, r);
+                *o = move_to_front(*o, r);
             }
         }
     }
@@ -378,7 +411,8 @@ impl SetAssoc {
     pub fn lookup(&mut self, tag: u64) -> Option<u8> {
         let (set, w) = self.find(tag)?;
         self.touch(set, w);
-        Some(self.data[set * self.ways + w])
+        // SAFETY: `set < sets` and `w < ways` (from `find`): the slot is within `data`.
+        Some(unsafe { *self.data.get_unchecked(set * self.ways + w) })
     }
 
     /// [`SetAssoc::lookup`] for a narrow, hit-dominated array (the L1 dTLB on the access
@@ -387,7 +421,8 @@ impl SetAssoc {
     pub fn lookup_narrow(&mut self, tag: u64) -> Option<u8> {
         let (set, w) = self.find_in_order(tag)?;
         self.touch(set, w);
-        Some(self.data[set * self.ways + w])
+        // SAFETY: `set < sets` and `w < ways` (from `find_in_order`): within `data`.
+        Some(unsafe { *self.data.get_unchecked(set * self.ways + w) })
     }
 
     /// Whether `tag` is cached (no recency update).
@@ -411,30 +446,41 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let i = if self.order.is_empty() {
-            let stamps = &self.stamps[base..base + self.ways];
-            let victim = match self.ways {
-                4 => oldest_way::<4>(stamps),
-                _ => oldest_way_any(stamps),
-            };
+        let w = if self.order.is_empty() {
+            // SAFETY: `set < sets`, so `base + ways <= sets * ways`, the length of `stamps`
+            // when `order` is empty.
+            let stamps = unsafe { self.stamps.get_unchecked_mut(base..base + self.ways) };
             self.tick += 1;
-            self.stamps[base + victim] = self.tick;
-            base + victim
+            if let Ok(s) = <&mut [u64; 4]>::try_from(&mut *stamps) {
+                // The usual L1 geometry: the victim's stamp is written without a bounds check.
+                let victim = oldest_way::<4>(s);
+                s[victim] = self.tick;
+                victim
+            } else {
+                let victim = oldest_way_any(stamps);
+                stamps[victim] = self.tick;
+                victim
+            }
         } else {
             // The way at the last rank moves to rank 0: every other nibble moves up one rank
             // (`move_to_front(o, ways - 1)`, nothing being above the last rank).
-            let o = self.order[set];
-            let w = ((o >> self.last_shift) & 0xf) as usize;
-            debug_assert_eq!(o & !self.order_mask, 0);
-            self.order[set] = ((o << 4) & self.order_mask) | w as u64;
-            base + w
+            // SAFETY: `set < sets`, the length of `order` when not empty.
+            let o = unsafe { self.order.get_unchecked_mut(set) };
+            let w = ((*o >> self.last_shift) & 0xf) as usize;
+            debug_assert_eq!(*o & !self.order_mask, 0);
+            *o = ((*o << 4) & self.order_mask) | w as u64;
+            if let Some(f) = self.fps.get_mut(set) {
+                f[w] = fingerprint(tag);
+            }
+            w
         };
-        let old = self.tags[i];
-        self.tags[i] = tag;
-        self.data[i] = data;
-        if let Some(f) = self.fps.get_mut(set) {
-            f[i - base] = fingerprint(tag);
-        }
+        debug_assert!(w < self.ways);
+        let i = base + w;
+        // SAFETY: `set < sets` and `w` is below `ways` (a victim of the stamps) or is a
+        // nibble (below `SLACK`): `i < sets * ways + SLACK`, the length of `tags` and `data`.
+        let old = unsafe { std::mem::replace(self.tags.get_unchecked_mut(i), tag) };
+        // SAFETY: as above.
+        unsafe { *self.data.get_unchecked_mut(i) = data };
         (old != EMPTY).then_some(old)
     }
 
@@ -503,7 +549,7 @@ impl SetAssoc {
         n
     }
 
-    /// Number of valid entries.
+    /// Number of valid entries (the slack slots are always empty).
     pub fn occupancy(&self) -> usize {
         self.tags.iter().filter(|&&t| t != EMPTY).count()
     }

@@ -801,8 +801,8 @@ impl StatsSource for Machine {
         out.set("machine.tlb.local_flushes", sum(&|c| c.local_flushes));
         out.set("machine.tlb.remote_invalidations", sum(&|c| c.remote_invalidations));
         out.set("machine.tlb.shootdowns_sent", sum(&|c| c.shootdowns_sent));
-        out.set("machine.walks", sum(&|c| c.walks));
-        out.set("machine.walk_levels", sum(&|c| c.walk_levels));
+        out.set("machine.walks", sum(&|c| c.walks()));
+        out.set("machine.walk_levels", sum(&|c| c.walk_levels()));
         for n in 1..=4 {
             out.set(format!("machine.walk.levels_{n}"), sum(&|c| c.walks_by_levels[n]));
         }
@@ -889,7 +889,7 @@ mod tests {
         assert_eq!(c.page_faults, 1);
         assert_eq!(c.tlb_misses, 1);
         assert_eq!(c.l1_tlb_hits, 1);
-        assert_eq!(c.walks, 2, "one walk that faults, one after");
+        assert_eq!(c.walks(), 2, "one walk that faults, one after");
     }
 
     #[test]

@@ -115,8 +115,7 @@ impl MemoryBackend for Flat {
         let level_ps = hw.walk_level_ps;
         let c = &mut hw.cores[core];
         let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
-        c.c.walks += 1;
-        c.c.walk_levels += w.levels as u64;
+        // A walk reads 1 to 4 levels (the clamp only spares a bounds check).
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
         let spent = w.levels as u64 * level_ps;
         let size = match w.translation {
@@ -147,8 +146,7 @@ impl MemoryBackend for Flat {
         self.fault(env, core, addr)?;
         let c = &mut env.hw.cores[core];
         let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
-        c.c.walks += 1;
-        c.c.walk_levels += w.levels as u64;
+        // A walk reads 1 to 4 levels (the clamp only spares a bounds check).
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
         let spent = spent + w.levels as u64 * env.hw.walk_level_ps;
         let (node, size) = match w.translation {

@@ -796,8 +796,6 @@ impl MemoryBackend for Hier {
         let level_ps = env.hw.walk_level_ps;
         let walk = |c: &mut crate::hw::Core| {
             let (_, levels) = c.psc.walk_present(addr, leaf);
-            c.c.walks += 1;
-            c.c.walk_levels += levels as u64;
             c.c.walks_by_levels[levels as usize] += 1;
             levels as u64 * level_ps
         };
