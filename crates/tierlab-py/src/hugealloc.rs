@@ -16,7 +16,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 /// Blocks of at least this many bytes are advised (smaller ones would not cover a huge page).
 const ADVISE_MIN: usize = 4 << 20;
 /// The huge page size the advice is aligned to (x86-64 and most arm64 kernels).
-const HUGE: usize = 2 << 20;
+const HUGE: usize = tierlab_core::HUGE_SIZE as usize;
 
 /// [`System`] plus `madvise(MADV_HUGEPAGE)` on the whole huge pages of large blocks.
 pub struct HugePageAdvice;
