@@ -60,6 +60,39 @@ def test_startup_and_run_json_import_no_table_library() -> None:
     assert proc.stderr == "", f"loaded at start-up: {proc.stderr}"
 
 
+def test_view_and_import_errors_import_no_table_library(tmp_path: Path) -> None:
+    """The error paths of `view` (no such recording, not a recording) and `import` (no such
+    input, an output that is not a recording) report their one-line error without loading
+    pandas, numpy or pyarrow: recording.py and the importers load them where a table is read
+    or written."""
+    not_rec = tmp_path / "not-a-recording"
+    not_rec.mkdir()
+    (not_rec / "x").write_text("x")
+    code = (
+        "import sys\n"
+        "from tierlab.cli.main import main\n"
+        f"missing, not_rec = {str(tmp_path / 'missing')!r}, {str(not_rec)!r}\n"
+        "codes = [main(a) for a in (['view', missing], ['view', not_rec],\n"
+        "    ['import', 'perf-script', missing, '-o', sys.argv[1]],\n"
+        "    ['import', 'damo', missing, '-o', not_rec, '--force'])]\n"
+        "print(codes)\n"
+        "print(' '.join(m for m in ('pandas', 'numpy', 'pyarrow', 'matplotlib')"
+        " if m in sys.modules))\n"
+    )
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    codes, loaded = proc.stdout.split("\n")[:2]
+    assert codes == "[2, 2, 2, 2]", proc.stderr
+    errors = proc.stderr.splitlines()
+    assert len(errors) == 4 and all(e.startswith("tierlab: error: ") for e in errors), errors
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+    assert loaded == "", f"loaded on an error path: {loaded}"
+
+
 def test_run_out_writes_readable_files(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = tierlab("run", "demo", *SHORT, "--out", out, "--json")

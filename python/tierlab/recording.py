@@ -28,17 +28,22 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from tierlab import outdir, safeio
 from tierlab.api import native
+
+# numpy, pandas and pyarrow are imported where a table is read or written, not with the
+# module: opening a recording's meta.json, checking an output path and the commands' error
+# paths (`tierlab view MISSING`, `tierlab import ... -o EXISTING`) stay free of their ~0.5 s
+# import.
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 # The format is declared once, in tierlab-core (`crates/tierlab-core/src/schema.rs`): its
 # tables, columns, types, codes and meta.json fields come from there through the binding.
@@ -48,11 +53,29 @@ FORMAT_NAME: str = _SPEC["format"]
 FORMAT_VERSION: int = _SPEC["version"]
 META_FILE: str = _SPEC["meta_file"]
 
-#: Column schemas of every table (the core tables, then the optional ones), in column order.
-SCHEMAS: dict[str, pa.Schema] = {
-    t["name"]: pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in t["columns"]])
-    for t in _SPEC["tables"]
-}
+
+@cache
+def _schemas() -> dict[str, pa.Schema]:
+    import pyarrow as pa
+
+    return {
+        t["name"]: pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in t["columns"]])
+        for t in _SPEC["tables"]
+    }
+
+
+if TYPE_CHECKING:
+    #: Column schemas of every table (the core tables, then the optional ones), in column
+    #: order (made on first use, by the module's ``__getattr__``: it needs pyarrow).
+    SCHEMAS: dict[str, pa.Schema]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMAS":
+        return _schemas()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: The core tables: every recording has them (possibly empty).
 TABLES: tuple[str, ...] = tuple(t["name"] for t in _SPEC["tables"] if not t["optional"])
 #: Optional tables: present only in recordings whose source produces them (``regions``:
@@ -110,7 +133,12 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
     """Convert what a caller appends (a DataFrame, a mapping of columns, a pyarrow Table, or
     keyword columns) into a table of exactly the format's schema."""
-    schema = SCHEMAS[table]
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = _schemas()[table]
     if data is not None and columns:
         raise TypeError(f"append_{table}: pass either a table or keyword columns, not both")
     if data is None:
@@ -170,6 +198,8 @@ def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
 
 def _as_unsigned(values: np.ndarray) -> np.ndarray:
     """Integers (or integral floats, as ``np.zeros`` gives) checked to be non-negative."""
+    import numpy as np
+
     if values.dtype.kind == "f":
         if not np.isfinite(values).all() or (values != np.floor(values)).any():
             raise ValueError("values must be integers")
@@ -272,6 +302,8 @@ class RecordingWriter:
 
     # -- writing ---------------------------------------------------------------------------
     def _write_part(self, table: str, data: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
         (self._dir / table).mkdir(exist_ok=True)
         final = self._dir / table / _part_name(self._parts[table])
         # Hidden name: pyarrow/pandas skip dot-files and the `*.parquet` glob does not match.
@@ -284,6 +316,8 @@ class RecordingWriter:
         self._meta["tables"][table] = self._meta["tables"].get(table, 0) + data.num_rows
 
     def _flush_table(self, table: str) -> None:
+        import pyarrow as pa
+
         if not self._buffers[table]:
             return
         data = pa.concat_tables(self._buffers[table])
@@ -310,7 +344,7 @@ class RecordingWriter:
         for table in ALL_TABLES:
             self._flush_table(table)
             if self._parts[table] == 0 and table in TABLES:
-                self._write_part(table, SCHEMAS[table].empty_table())
+                self._write_part(table, _schemas()[table].empty_table())
         self._meta["complete"] = True
         self._write_meta()
         self._closed = True
@@ -459,12 +493,17 @@ def check_meta(meta: Any, where: Path | str) -> dict[str, Any]:
 
 def _first(mask: pa.ChunkedArray | pa.Array) -> int:
     """Index of the first true value of a boolean array."""
+    import pyarrow.compute as pc
+
     return int(pc.index(mask, True).as_py())
 
 
 def _value_problem(table: str, t: pa.Table) -> str | None:
     """The first value of ``t`` (a table of the format's schema) the format does not allow,
     described with its column and row; ``None`` when every value is valid."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for name in t.column_names:
         col = t.column(name)
         if col.null_count:
@@ -529,7 +568,7 @@ class Recording:
         """The Parquet parts of ``table``, in order. Checks their names: parts are
         ``part-NNNNN.parquet`` numbered from 0 without gaps; files starting with ``.`` are
         ignored; anything else in the table's directory is an error."""
-        if table not in SCHEMAS:
+        if table not in ALL_TABLES:
             raise KeyError(f"unknown table {table!r} (tables: {', '.join(ALL_TABLES)})")
         d = self.path / table
         if not os.path.lexists(d):
@@ -568,7 +607,11 @@ class Recording:
         return [numbered[i] for i in order]
 
     def _read_part(self, table: str, part: Path, index: int) -> pa.Table:
-        schema = SCHEMAS[table]
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        schema = _schemas()[table]
         where = str(part)
         fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
         try:
@@ -628,7 +671,10 @@ class Recording:
         """A part's footer, checked without decoding its data: a regular file, a readable
         Parquet footer whose row groups have the schema's columns, and the table's columns
         with types the format converts."""
-        schema = SCHEMAS[table]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = _schemas()[table]
         where = str(part)
         fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
         try:
@@ -666,6 +712,9 @@ class Recording:
         """Check ``columns`` of ``table`` part by part and batch by batch (memory bounded by
         a batch, not the table): no nulls, and the values the format allows (``kind`` 0/1).
         For readers that stream a large table themselves."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         for index, part in enumerate(self.parts(table)):
             self._footer(table, part)
             fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
@@ -676,7 +725,7 @@ class Recording:
                         batch_size=1 << 20, columns=list(columns)
                     ):
                         t = pa.Table.from_batches([batch]).cast(
-                            pa.schema([SCHEMAS[table].field(c) for c in columns])
+                            pa.schema([_schemas()[table].field(c) for c in columns])
                         )
                         problem = _value_problem(table, _with_all_columns(table, t))
                         if problem is not None:
@@ -698,7 +747,9 @@ class Recording:
         values (no nulls, ``kind`` 0/1, ``event`` map/unmap, mappings inside the 64-bit
         address space, regions that end after they start); an error names the part, the
         column and the row."""
-        schema = SCHEMAS[table]
+        import pyarrow as pa
+
+        schema = _schemas()[table]
         pieces = [self._read_part(table, part, i) for i, part in enumerate(self.parts(table))]
         if not pieces:
             return schema.empty_table()
@@ -734,7 +785,10 @@ class Recording:
 def _with_all_columns(table: str, t: pa.Table) -> pa.Table:
     """``t`` (some columns of ``table``) with the others filled with valid zeros, for
     :func:`_value_problem`."""
-    schema = SCHEMAS[table]
+    import numpy as np
+    import pyarrow as pa
+
+    schema = _schemas()[table]
     cols = []
     for fld in schema:
         if fld.name in t.column_names:
@@ -787,6 +841,8 @@ def _hint(path: Path) -> str:
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    import pyarrow as pa
+
     if pa.types.is_dictionary(src):
         src = src.value_type
     if src == dst:
@@ -822,6 +878,9 @@ def to_replay(rec: Recording | str | os.PathLike[str]) -> dict[str, Any]:
     """The ``replay`` argument of the native ``run`` for a recording: accesses in time order
     (stable, so equal times keep their recorded order) as little-endian byte arrays, and the
     ranges ever mapped."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     if not isinstance(rec, Recording):
         rec = Recording.open(rec)
     acc = rec.table("accesses")

@@ -142,11 +142,14 @@ def error_exit_code(exc: BaseException) -> int | None:
     from tierlab.outdir import OutputError
     from tierlab.recording import RecordingError
     from tierlab.sweep.point import PointError
-    from tierlab.telemetry import TelemetryError
 
     if isinstance(exc, PointError):
         return EXIT_USAGE if exc.kind == "scenario" else EXIT_SIMULATION
-    if isinstance(exc, RecordingError | TelemetryError | OutputError | OSError | ImportError):
+    if isinstance(exc, RecordingError | OutputError | OSError | ImportError):
+        return EXIT_USAGE
+    # tierlab.telemetry imports pandas: a TelemetryError can only come from it once loaded.
+    telemetry = sys.modules.get("tierlab.telemetry")
+    if telemetry is not None and isinstance(exc, telemetry.TelemetryError):
         return EXIT_USAGE
     return None
 

@@ -110,9 +110,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab.recording import Recording
+
+    rec = Recording.open(args.recording)  # a missing or malformed recording fails here, light
+
     from tierlab.view.analysis import ViewOptions, analyze
 
-    rec = Recording.open(args.recording)
     opts = ViewOptions(
         group=args.group,
         x=args.x,
