@@ -31,10 +31,12 @@ $(BIN)/python:
 	    echo "make: cannot create $(VENV): install python3-venv (or set PYTHON=...)" >&2; \
 	    rm -rf $(VENV); exit 1; }; \
 	fi
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Build backend, runtime and test dependencies, all read from pyproject.toml.
+# Build backend, runtime and test dependencies, all read from pyproject.toml. pip is upgraded
+# here, not when the environment is made: the crates' background build (below) starts as soon
+# as the environment exists, and the upgrade's download runs beside it.
 $(DEPS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
 	  p = d["project"]; print("\n".join(d["build-system"]["requires"] + p["dependencies"] \
 	  + p["optional-dependencies"]["test"]))' > $(VENV)/requirements.txt
