@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +54,34 @@ def tierlab(
         env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
     return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
+#: Warnings a `python -m tierlab` process does not show (Python's default filters).
+_HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+def cli(*args: str | os.PathLike[str]) -> Completed:
+    """Run ``tierlab ARGS`` in this process: ``tierlab.cli.main.main``, what ``python -m
+    tierlab`` runs, with its stdout, stderr (warnings included, as a process shows them) and
+    exit code captured. For the error paths of commands that also have subprocess tests: the
+    same message and exit code, without a process's start-up (0.2-0.6 s each)."""
+    from tierlab.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's errors and --help
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    for w in caught:
+        if not issubclass(w.category, _HIDDEN_WARNINGS):
+            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+    return Completed(code, out.getvalue(), err.getvalue())
 
 
 def assert_user_error(res: Completed, code: int = 2) -> str:

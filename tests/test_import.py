@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, assert_user_error, tierlab
+from conftest import REPO, assert_user_error, cli, tierlab
 from tierlab.live.imports import parse_perf_script_line
 from tierlab.recording import Recording
 
@@ -90,12 +90,10 @@ def test_perf_script_errors_name_file_and_line(tmp_path: Path) -> None:
     assert "perf-script-bad.txt:2: field `addr`: 'zz3a00001040' is not hexadecimal" in err
     bad = tmp_path / "x.txt"
     bad.write_text("hello\n")
-    err = assert_user_error(tierlab("import", "perf-script", bad, "-o", tmp_path / "r2"))
+    err = assert_user_error(cli("import", "perf-script", bad, "-o", tmp_path / "r2"))
     assert "x.txt:1: not `perf script` output: expected 'COMM PID/TID [CPU] SECONDS" in err
     assert "hello" not in err
-    err = assert_user_error(
-        tierlab("import", "perf-script", tmp_path / "nope", "-o", tmp_path / "r3")
-    )
+    err = assert_user_error(cli("import", "perf-script", tmp_path / "nope", "-o", tmp_path / "r3"))
     assert "nope: no such file" in err
 
 
@@ -133,19 +131,17 @@ def test_mckernel_truncated_and_bad(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "word 12: batch of 5 addresses holds only 2 (file cut short); kept them" in res.stderr
     assert len(Recording.open(tmp_path / "r").samples()) == 3
-    err = assert_user_error(
-        tierlab("import", "mckernel", FIX / "mckernel-bad.9", "-o", tmp_path / "b")
-    )
+    err = assert_user_error(cli("import", "mckernel", FIX / "mckernel-bad.9", "-o", tmp_path / "b"))
     assert "mckernel-bad.9: expected the mmap and munmap sections" in err
     odd = tmp_path / "odd.1"
     odd.write_bytes(b"\x00" * 12)
-    err = assert_user_error(tierlab("import", "mckernel", odd, "-o", tmp_path / "c"))
+    err = assert_user_error(cli("import", "mckernel", odd, "-o", tmp_path / "c"))
     assert "12 bytes is not a whole number of u64 words" in err
     sep = (0xFFFF_FFFF_FFFF_FFFF).to_bytes(8, "little")
     word = (5).to_bytes(8, "little")
     wrong = tmp_path / "wrong.1"
     wrong.write_bytes(sep + sep + word)
-    err = assert_user_error(tierlab("import", "mckernel", wrong, "-o", tmp_path / "d"))
+    err = assert_user_error(cli("import", "mckernel", wrong, "-o", tmp_path / "d"))
     assert "word 2: expected the batch separator 0xffffffffffffffff, got 0x5" in err
 
 
@@ -175,18 +171,18 @@ def test_damo_binary_and_errors(tmp_path: Path) -> None:
     assert g["target"].tolist() == [42, 42, 42]
     assert g["time_ns"].tolist() == [0, 0, 100_000_000]
     assert g["nr_accesses"].tolist() == [3, 0, 7]
-    err = assert_user_error(tierlab("import", "damo", FIX / "damo-bad.json", "-o", tmp_path / "b"))
+    err = assert_user_error(cli("import", "damo", FIX / "damo-bad.json", "-o", tmp_path / "b"))
     assert "record 0: snapshots[0]: regions[0]: field `nr_accesses.samples`" in err
     cut = tmp_path / "cut.bin"
     cut.write_bytes((FIX / "damo-record-v2.bin").read_bytes()[:-3])
-    err = assert_user_error(tierlab("import", "damo", cut, "-o", tmp_path / "c"))
+    err = assert_user_error(cli("import", "damo", cut, "-o", tmp_path / "c"))
     assert "file ends inside a region" in err
 
 
 def test_import_refuses_to_overwrite(tmp_path: Path) -> None:
     rec = tmp_path / "r"
     assert tierlab("import", "damo", FIX / "damo-record.json", "-o", rec).returncode == 0
-    err = assert_user_error(tierlab("import", "damo", FIX / "damo-record.json", "-o", rec))
+    err = assert_user_error(cli("import", "damo", FIX / "damo-record.json", "-o", rec))
     assert "already exists" in err
     assert tierlab("import", "damo", FIX / "damo-record.json", "-o", rec, "--force").returncode == 0
 

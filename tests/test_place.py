@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, assert_user_error, tierlab
+from conftest import REPO, assert_user_error, cli, tierlab
 from tierlab.place import PlaceError
 from tierlab.place.apply import ApplyOptions, apply_plan, check_mappings
 from tierlab.place.numa import (
@@ -523,9 +523,9 @@ def test_plan_command_errors(tmp_path: Path) -> None:
         tmp_path / "rec", [(0, "map", 0x10000000, 65536, "[anon]")], [(1, 7, 0x10000000, 0)]
     )
     out = tmp_path / "plan.json"
-    err = assert_user_error(tierlab("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-3"))
+    err = assert_user_error(cli("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-3"))
     assert "CPU(s) 7 took samples but are on no node" in err
-    err = assert_user_error(tierlab("place", "plan", rec, "-o", out, "--cpu-nodes", "zero"))
+    err = assert_user_error(cli("place", "plan", rec, "-o", out, "--cpu-nodes", "zero"))
     assert "--cpu-nodes 'zero': expected NODE=CPULIST" in err
     assert not out.exists()
     with pytest.raises(PlaceError, match="needs --fast-node N and --fast-capacity BYTES"):
@@ -533,7 +533,7 @@ def test_plan_command_errors(tmp_path: Path) -> None:
     with pytest.raises(PlaceError, match="every sample has weight 0"):
         make_plan(Recording.open(rec), PlanOptions(by="weight", cpu_nodes={0: [7]}))
     assert tierlab("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-7").returncode == 0
-    err = assert_user_error(tierlab("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-7"))
+    err = assert_user_error(cli("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-7"))
     assert "already exists" in err
 
 

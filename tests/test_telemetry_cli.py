@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import assert_user_error, tierlab
+from conftest import assert_user_error, cli, tierlab
 
 KEYS = {
     "time_to_precision_0_9",
@@ -50,7 +50,7 @@ def test_footprints_json_and_outputs(tmp_path: Path) -> None:
 
 
 def test_unknown_technique_and_scenario_without_telemetry() -> None:
-    err = assert_user_error(tierlab("telemetry", "telescope-5tb", "--techniques", "NOPE"))
+    err = assert_user_error(cli("telemetry", "telescope-5tb", "--techniques", "NOPE"))
     assert "NOPE" in err and "TS-FLX" in err
-    err = assert_user_error(tierlab("telemetry", "demo"))
+    err = assert_user_error(cli("telemetry", "demo"))
     assert "no [[telemetry]]" in err

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, assert_user_error, tierlab
+from conftest import REPO, assert_user_error, cli, tierlab
 from tierlab.recording import Recording
 
 FIX = REPO / "tests" / "fixtures" / "traces"
@@ -77,7 +77,7 @@ def test_oracle_general_and_lackey_imports(tmp_path: Path) -> None:
     ],
 )
 def test_bad_records_are_one_line_errors(tmp_path: Path, fmt: str, path: str, expect: str) -> None:
-    err = assert_user_error(tierlab("import", fmt, FIX / path, "-o", tmp_path / "r"))
+    err = assert_user_error(cli("import", fmt, FIX / path, "-o", tmp_path / "r"))
     assert expect in err, err
     assert len(err.strip().splitlines()) == 1
 
@@ -85,7 +85,7 @@ def test_bad_records_are_one_line_errors(tmp_path: Path, fmt: str, path: str, ex
 def test_csv_times_must_not_decrease_per_thread(tmp_path: Path) -> None:
     f = tmp_path / "t.csv"
     f.write_text("1,10,0x1000,L\n2,0,0x1000,L\n1,5,0x1000,L\n")
-    err = assert_user_error(tierlab("import", "csv", f, "-o", tmp_path / "r"))
+    err = assert_user_error(cli("import", "csv", f, "-o", tmp_path / "r"))
     assert "record 3: field `time`: 5 is before the previous access of thread 1" in err
 
 
@@ -101,7 +101,7 @@ def test_csv_without_accesses_is_an_error(tmp_path: Path, text: str, expect: str
     """Not a silent import of 0 accesses: one line naming the file, exit 2."""
     f = tmp_path / "t.csv"
     f.write_text(text)
-    err = assert_user_error(tierlab("import", "csv", f, "-o", tmp_path / "r"))
+    err = assert_user_error(cli("import", "csv", f, "-o", tmp_path / "r"))
     assert f"{f}: " in err and "no accesses found" in err and expect in err, err
     assert len(err.strip().splitlines()) == 1
 
@@ -129,7 +129,7 @@ def test_raw_time_file_is_bounded_by_its_trace(tmp_path: Path) -> None:
     with pytest.raises(_native.TraceFormatError, match="record 1: field `time`: truncated"):
         _native.import_trace("raw", [str(d / "t7.bin")], str(tmp_path / "r1"))
     checkpoints(2 + 1 + 1024 + 1)
-    err = assert_user_error(tierlab("import", "raw", d / "t7.bin", "-o", tmp_path / "r2"))
+    err = assert_user_error(cli("import", "raw", d / "t7.bin", "-o", tmp_path / "r2"))
     assert (
         f"{d / 't7.time'}: 16448 bytes, more than the time checkpoints of the 2 records of "
         "t7.bin can take (16432 bytes: 16 each, their record indices increasing); "

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import assert_user_error, tierlab
+from conftest import assert_user_error, cli, tierlab
 from tierlab.recording import RecordingWriter
 from tierlab.view import history
 
@@ -173,9 +173,9 @@ def test_empty_and_missing_recordings(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     v = tierlab("view", rec, "--json").json()
     assert v["mappings"] == [] and v["totals"]["samples"] == 0
-    err = assert_user_error(tierlab("view", tmp_path / "nope"))
+    err = assert_user_error(cli("view", tmp_path / "nope"))
     assert "no such recording" in err
-    err = assert_user_error(tierlab("view", rec, "--group", "0"))
+    err = assert_user_error(cli("view", rec, "--group", "0"))
     assert "--group" in err
 
 
