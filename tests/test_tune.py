@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, tierlab
+from conftest import assert_user_error, cli, tierlab
 from tierlab.tune import Param, TuneError
 
 KV = [
@@ -111,7 +111,7 @@ def test_bayes_search(tmp_path: Path) -> None:
 
 
 def test_tune_errors() -> None:
-    res = tierlab("tune", "tiering-kv", "--param", "x=1:2", "--objective", "y")
+    res = cli("tune", "tiering-kv", "--param", "x=1:2", "--objective", "y")
     assert "choose one with --points (baseline, DAMON-MOD" in assert_user_error(res)
     res = tierlab(
         "tune",
@@ -126,7 +126,7 @@ def test_tune_errors() -> None:
         "workload.keys=10000000",
     )
     assert "close: workload.kv.throughput" in assert_user_error(res)
-    res = tierlab("tune", *KV, "--param", "tiering.no_such_key=1:2")
+    res = cli("tune", *KV, "--param", "tiering.no_such_key=1:2")
     assert "no_such_key" in assert_user_error(res)
-    res = tierlab("tune", *KV, "--param", "tiering.interval=5:1")
+    res = cli("tune", *KV, "--param", "tiering.interval=5:1")
     assert "ends below its start" in assert_user_error(res)
