@@ -203,3 +203,245 @@ pub fn read_meta(dir: &std::path::Path) -> Result<serde_json::Value> {
 pub fn time_unit(meta: &serde_json::Value) -> TimeUnit {
     meta.get("time_unit").and_then(|v| v.as_str()).and_then(TimeUnit::parse).unwrap_or(TimeUnit::Ns)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("tierlab-core-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn chunk(tid: u32, n: u64, base: u64) -> AccessChunk {
+        AccessChunk {
+            time: (0..n).collect(),
+            tid: vec![tid; n as usize],
+            addr: (0..n).map(|i| base + i * 64).collect(),
+            kind: (0..n).map(|i| (i % 3 == 0) as u8).collect(),
+            size: vec![8; n as usize],
+        }
+    }
+
+    #[test]
+    fn write_then_read_by_thread() {
+        let d = tmpdir("rw");
+        let opts = WriterOptions { part_rows: 2500, with_size: true, ..Default::default() };
+        let mut w = RecordingWriter::create(&d, "test", opts).unwrap();
+        w.meta_mut().insert("time_unit".into(), serde_json::json!("accesses"));
+        for round in 0..3u64 {
+            for tid in [7u32, 3, 9] {
+                w.write_accesses(&chunk(tid, 1000, 0x1000_0000 * u64::from(tid) + round * 64_000)).unwrap();
+            }
+        }
+        w.write_mappings(&[MappingRow {
+            time_ns: 0,
+            map: true,
+            start: 0x1000,
+            length: 4096,
+            name: "x".into(),
+        }])
+        .unwrap();
+        w.close().unwrap();
+        assert_eq!(read_mappings(&d).unwrap()[0].name, "x");
+        let meta = read_meta(&d).unwrap();
+        assert_eq!(meta["tables"]["accesses"], 9000);
+        assert_eq!(meta["complete"], true);
+        assert_eq!(time_unit(&meta), TimeUnit::Accesses);
+        let t = AccessTable::open(&d).unwrap();
+        assert_eq!(t.rows(), 9000);
+        assert!(t.thread_blocked() && t.has_size());
+        assert_eq!(t.parts.len(), 3);
+        assert_eq!(t.tids().unwrap(), vec![3, 7, 9]);
+        let mut cur = t.cursor(Columns::ALL, Some(vec![3]));
+        let mut c = AccessChunk::default();
+        let mut all = AccessChunk::default();
+        while cur.next_chunk(&mut c, 700).unwrap() {
+            assert!(c.len() <= 700);
+            all.addr.extend(&c.addr);
+            all.tid.extend(&c.tid);
+            all.kind.extend(&c.kind);
+            all.size.extend(&c.size);
+        }
+        assert_eq!(all.addr.len(), 3000);
+        assert!(all.tid.iter().all(|&t| t == 3));
+        assert_eq!(all.addr[1000], 0x3000_0000 + 64_000);
+        assert_eq!(all.kind.iter().filter(|&&k| k == 1).count(), 3 * 334);
+        assert!(all.size.iter().all(|&s| s == 8));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn mixed_row_groups_are_filtered() {
+        let d = tmpdir("mixed");
+        let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();
+        let mut c = chunk(1, 100, 0);
+        for i in 0..100 {
+            c.tid[i] = (i % 4) as u32;
+        }
+        w.write_accesses(&c).unwrap();
+        w.close().unwrap();
+        let t = AccessTable::open(&d).unwrap();
+        assert!(!t.thread_blocked() && !t.has_size());
+        assert_eq!(t.tids().unwrap(), vec![0, 1, 2, 3]);
+        let mut cur = t.cursor(
+            Columns { time: true, tid: false, addr: true, kind: false, size: false },
+            Some(vec![1, 2]),
+        );
+        let mut out = AccessChunk::default();
+        assert!(cur.next_chunk(&mut out, 1000).unwrap());
+        assert_eq!(out.addr.len(), 50);
+        assert_eq!(out.time[..3], [1, 2, 5]);
+        assert!(!cur.next_chunk(&mut out, 1000).unwrap());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn parts_names_special_files_and_overwrite_are_checked() {
+        let d = tmpdir("parts");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 10, 0)).unwrap();
+        w.close().unwrap();
+        let acc = d.join("accesses");
+        std::fs::copy(acc.join("part-00000.parquet"), acc.join("part-00002.parquet")).unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("part-00001.parquet: missing") && e.contains("part-00002.parquet"), "{e}");
+        std::fs::remove_file(acc.join("part-00002.parquet")).unwrap();
+        std::fs::write(acc.join(".part-00001.parquet.tmp"), b"a dead writer's").unwrap();
+        assert_eq!(AccessTable::open(&d).unwrap().rows(), 10);
+        std::fs::write(acc.join("notes.parquet"), b"x").unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("notes.parquet: unexpected in table `accesses`"), "{e}");
+        std::fs::remove_file(acc.join("notes.parquet")).unwrap();
+        std::fs::remove_file(acc.join("part-00000.parquet")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", acc.join("part-00000.parquet")).unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("is a character device, not a Parquet part; refusing to read it"), "{e}");
+        std::fs::remove_dir_all(&acc).unwrap();
+        std::fs::write(&acc, b"not a directory").unwrap();
+        let e = AccessTable::open(&d).unwrap_err().to_string();
+        assert!(e.contains("expected the directory of table `accesses`"), "{e}");
+        // The writer replaces a recording, never anything else.
+        let other = tmpdir("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("thesis.tex"), b"years of work").unwrap();
+        let opts = WriterOptions { overwrite: true, ..Default::default() };
+        let e = RecordingWriter::create(&other, "t", opts.clone()).err().unwrap().to_string();
+        assert!(e.contains("is not a tierlab recording"), "{e}");
+        assert!(other.join("thesis.tex").exists());
+        RecordingWriter::create(&d, "t", opts).unwrap().close().unwrap();
+        assert_eq!(AccessTable::open(&d).unwrap().rows(), 0);
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+
+    #[test]
+    fn pages_larger_than_the_limit_are_refused() {
+        let d = tmpdir("pagecap");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 1000, 0x7f00_0000_0000)).unwrap();
+        w.close().unwrap();
+        let mut t = AccessTable::open(&d).unwrap();
+        assert_eq!(t.max_page_bytes, pages::MAX_PAGE_BYTES);
+        let mut out = AccessChunk::default();
+        assert!(t.cursor(Columns::ALL, None).next_chunk(&mut out, 4000).unwrap());
+        // A highly compressible column (delta-encoded times) over a small limit.
+        t.max_page_bytes = 16;
+        let e = t.cursor(Columns::ALL, None).next_chunk(&mut out, 4000).unwrap_err().to_string();
+        assert!(
+            e.contains("part-00000.parquet: field `time_ns`: row group 0: page at byte 4 declares")
+                && e.ends_with(
+                    "bytes uncompressed, more than a page may have (16); refusing to decompress it"
+                ),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Zigzag varint of the Thrift compact protocol.
+    fn varint(v: i64) -> Vec<u8> {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return out;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    #[test]
+    fn a_page_header_claiming_a_gigabyte_is_refused() {
+        use parquet::file::reader::FileReader;
+        let d = tmpdir("pagebomb");
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 100, 0x7f00_0000_0000)).unwrap();
+        w.write_mappings(&[MappingRow {
+            time_ns: 0,
+            map: true,
+            start: 0x1000,
+            length: 4096,
+            name: "x".into(),
+        }])
+        .unwrap();
+        w.close().unwrap();
+        // The first page header of the part's last column chunk (`kind`, written last:
+        // nothing after it but the footer, whose offsets stay right) now says 1 GiB
+        // uncompressed: fields 1 (type) and 2 (uncompressed_page_size), both i32.
+        for (table, last) in [("accesses", "kind"), ("mappings", "name")] {
+            let part = d.join(table).join("part-00000.parquet");
+            let data = std::fs::read(&part).unwrap();
+            let r = parquet::file::serialized_reader::SerializedFileReader::new(
+                std::fs::File::open(&part).unwrap(),
+            )
+            .unwrap();
+            let rg = r.metadata().row_group(0);
+            let col = rg.columns().iter().max_by_key(|c| c.byte_range().0).unwrap();
+            assert_eq!(col.column_path().string(), last);
+            let at = col.byte_range().0 as usize;
+            assert_eq!(data[at], 0x15, "field 1, i32");
+            let type_end = at + 1 + data[at + 1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+            assert_eq!(data[type_end], 0x15, "field 2, i32");
+            let size_end =
+                type_end + 1 + data[type_end + 1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+            let mut crafted = data[..type_end + 1].to_vec();
+            crafted.extend(varint(1 << 30));
+            crafted.extend(&data[size_end..]);
+            std::fs::write(&part, crafted).unwrap();
+            let want = format!(
+                "{table}/part-00000.parquet: field `{last}`: row group 0: page at byte {at} declares 1073741824 \
+                 bytes uncompressed, more than a page may have (268435456); refusing to decompress it"
+            );
+            let e = if table == "accesses" {
+                let t = AccessTable::open(&d).unwrap();
+                t.cursor(Columns::ALL, None).next_chunk(&mut AccessChunk::default(), 100).unwrap_err()
+            } else {
+                read_mappings(&d).unwrap_err()
+            };
+            assert!(e.to_string().ends_with(&want), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        let d = tmpdir("err");
+        assert!(read_meta(&d).unwrap_err().to_string().contains("directory not found"));
+        std::fs::create_dir_all(&d).unwrap();
+        assert!(read_meta(&d).unwrap_err().to_string().contains("meta.json: missing"));
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions { overwrite: true, ..Default::default() })
+            .unwrap();
+        let mut c = chunk(1, 10, 0);
+        c.kind[4] = 2;
+        w.write_accesses(&c).unwrap();
+        w.close().unwrap();
+        let t = AccessTable::open(&d).unwrap();
+        let mut cur = t.cursor(Columns::ALL, None);
+        let e = cur.next_chunk(&mut AccessChunk::default(), 100).unwrap_err().to_string();
+        assert!(e.contains("part-00000.parquet: record 4: field `kind`"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
