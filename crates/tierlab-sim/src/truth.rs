@@ -23,21 +23,62 @@ fn hash(k: u64) -> usize {
     (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize
 }
 
+/// Hint the processor to fetch the cache line at `p` (a hint: any address is allowed).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch instruction never faults and changes no state the program sees,
+    // whatever the address; SSE is part of the x86_64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Chunks ahead of the one being added whose counters [`GroundTruth::apply_pending`]
+/// prefetches (their map slots twice as far ahead).
+const PREFETCH_CHUNKS: u64 = 4;
+
 /// Slots of the per-core coalescing cache in front of the map.
 pub const COALESCE_SLOTS: usize = 64;
 
 /// A small direct-mapped cache of (page, pending count) in front of [`CountMap`]: pages a
 /// core touches over and over (STREAM's three arrays in turn, a stencil's planes) are
 /// counted here and reach the map only when evicted or when the window closes.
+///
+/// A workload that rarely returns to a page soon (uniform random over gigabytes) only pays
+/// for the cache: each access evicts another. So the cache watches itself: over a probe of
+/// [`COALESCE_PROBE`] accesses, if fewer than one in eight hit, the next
+/// [`COALESCE_BYPASS`] accesses go straight to the ground truth, then it probes again.
+/// Counts are sums, so the totals are the same either way.
 #[derive(Clone, Debug)]
 pub struct Coalescer {
     keys: [u64; COALESCE_SLOTS],
     vals: [u32; COALESCE_SLOTS],
+    /// Accesses left in the current probe (coalescing) or bypass phase.
+    left: u32,
+    /// Misses in the current probe.
+    misses: u32,
+    /// In a bypass phase.
+    bypass: bool,
 }
+
+/// Accesses of one probe of the [`Coalescer`]'s hit rate.
+pub const COALESCE_PROBE: u32 = 1 << 12;
+/// Accesses that bypass the [`Coalescer`] after a probe with a hit rate under 1/8.
+pub const COALESCE_BYPASS: u32 = 1 << 18;
 
 impl Default for Coalescer {
     fn default() -> Self {
-        Coalescer { keys: [EMPTY; COALESCE_SLOTS], vals: [0; COALESCE_SLOTS] }
+        Coalescer {
+            keys: [EMPTY; COALESCE_SLOTS],
+            vals: [0; COALESCE_SLOTS],
+            left: COALESCE_PROBE,
+            misses: 0,
+            bypass: false,
+        }
     }
 }
 
@@ -45,6 +86,14 @@ impl Coalescer {
     /// Count one access to `vpn`, spilling an evicted entry into `gt`.
     #[inline]
     pub fn count(&mut self, vpn: u64, gt: &mut GroundTruth) {
+        self.left -= 1;
+        if self.left == 0 {
+            self.next_phase();
+        }
+        if self.bypass {
+            gt.count(vpn, 1);
+            return;
+        }
         let slot = (vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
         if self.keys[slot] == vpn {
             self.vals[slot] += 1;
@@ -53,12 +102,28 @@ impl Coalescer {
                 self.vals[slot] = 0;
             }
         } else {
+            self.misses += 1;
             if self.keys[slot] != EMPTY && self.vals[slot] > 0 {
                 gt.count(self.keys[slot], self.vals[slot]);
             }
             self.keys[slot] = vpn;
             self.vals[slot] = 1;
         }
+    }
+
+    /// End of a probe or of a bypass: decide the next phase.
+    #[cold]
+    #[inline(never)]
+    fn next_phase(&mut self) {
+        // A probe with fewer than one hit in eight: bypass. After a bypass: probe.
+        self.bypass = !self.bypass && self.misses as u64 * 8 > COALESCE_PROBE as u64 * 7;
+        self.left = if self.bypass { COALESCE_BYPASS } else { COALESCE_PROBE };
+        self.misses = 0;
+    }
+
+    /// Whether accesses currently bypass the cache (for tests).
+    pub fn bypassing(&self) -> bool {
+        self.bypass
     }
 
     /// Spill everything into `gt`.
@@ -140,6 +205,22 @@ impl CountMap {
                 return v;
             }
             i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Hint the processor to fetch the home slot of `key` into the cache.
+    #[inline(always)]
+    fn prefetch(&self, key: u64) {
+        prefetch(self.slots.as_ptr().wrapping_add(hash(key) & self.mask));
+    }
+
+    /// The chunk index of `key` when it sits in its home slot flagged [`TOUCHED`] (the
+    /// ground truth's fast case).
+    #[inline(always)]
+    fn touched_in_home(&self, key: u64) -> Option<usize> {
+        match self.slots.get(hash(key) & self.mask) {
+            Some(&(k, v)) if k == key && v & TOUCHED != 0 => Some((v & !TOUCHED) as usize),
+            _ => None,
         }
     }
 
@@ -369,9 +450,24 @@ impl GroundTruth {
                 for &x in bucket {
                     dense[((x >> COUNT_BITS) - base) as usize] += x & ((1 << COUNT_BITS) - 1);
                 }
-                for (i, d) in dense.iter_mut().enumerate() {
-                    if *d != 0 {
-                        self.add_now(base + i as u64, (*d).min(u32::MAX as u64) as u32);
+                // `base` and `range` are multiples of CHUNK (lo is aligned to 2^14 pages):
+                // the sums go to the counters a chunk at a time, one map lookup each. The
+                // map's slots are hashed, so each chunk's lookup and counters would be a
+                // cache miss: they are prefetched some chunks ahead (the slot further, the
+                // counters, found through the then cached slot, nearer).
+                let key0 = base / CHUNK as u64;
+                for (j, sums) in dense.chunks_exact_mut(CHUNK).enumerate() {
+                    let key = key0 + j as u64;
+                    self.map.prefetch(key + 2 * PREFETCH_CHUNKS);
+                    if let Some(i) = self.map.touched_in_home(key + PREFETCH_CHUNKS) {
+                        prefetch(self.chunks.as_ptr().wrapping_add(i));
+                    }
+                    if sums.iter().fold(0, |a, &d| a | d) == 0 {
+                        continue;
+                    }
+                    let chunk = self.chunk_of(key);
+                    for (c, d) in chunk.iter_mut().zip(sums.iter_mut()) {
+                        *c = c.saturating_add((*d).min(u32::MAX as u64) as u32);
                         *d = 0;
                     }
                 }
@@ -406,12 +502,29 @@ impl GroundTruth {
         self.add_now_slow(vpn, n);
     }
 
+    /// The counters of chunk `key` (pages `key * CHUNK ..`), made and marked touched in
+    /// this window if need be, for a caller that adds to them.
+    #[inline]
+    fn chunk_of(&mut self, key: u64) -> &mut [u32; CHUNK] {
+        let i = match self.map.touched_in_home(key) {
+            Some(i) => i,
+            None => self.touch_chunk(key),
+        };
+        &mut self.chunks[i]
+    }
+
     /// [`GroundTruth::add_now`] for a chunk not yet counted in this window or not in its
     /// home slot: find or make the chunk, mark it touched, count.
     #[cold]
     #[inline(never)]
     fn add_now_slow(&mut self, vpn: u64, n: u32) {
-        let key = vpn / CHUNK as u64;
+        let idx = self.touch_chunk(vpn / CHUNK as u64);
+        let c = &mut self.chunks[idx][(vpn % CHUNK as u64) as usize];
+        *c = c.saturating_add(n);
+    }
+
+    /// Find or make chunk `key` and mark it touched in this window; its index.
+    fn touch_chunk(&mut self, key: u64) -> usize {
         let chunks = &mut self.chunks;
         let keys = &mut self.keys;
         let free = &mut self.free;
@@ -428,8 +541,6 @@ impl GroundTruth {
             }
         });
         let idx = (v & !TOUCHED) as usize;
-        let c = &mut self.chunks[idx][(vpn % CHUNK as u64) as usize];
-        *c = c.saturating_add(n);
         if v & TOUCHED == 0 {
             self.map.or_value(key, TOUCHED);
             self.touched_list.push(idx as u32);
@@ -437,6 +548,7 @@ impl GroundTruth {
                 self.buffered = true;
             }
         }
+        idx
     }
 
     /// Always buffer and sort (normally chosen by working-set size); for tests.
@@ -609,6 +721,40 @@ mod tests {
             e.sort_unstable();
             assert_eq!(a, e, "{spread}: same multiset");
         }
+    }
+
+    /// A random stream over many pages turns the coalescing cache off, a few hot pages turn
+    /// it back on, and the counts stay exact through both switches.
+    #[test]
+    fn coalescer_bypass_is_adaptive_and_exact() {
+        let mut g = GroundTruth::default();
+        let mut c = Coalescer::default();
+        let mut r: HashMap<u64, u32> = HashMap::new();
+        let mut x = 11u64;
+        let mut bypassed = 0u32;
+        for i in 0..(COALESCE_BYPASS + 4 * COALESCE_PROBE) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 30) % 1_000_000;
+            c.count(k, &mut g);
+            *r.entry(k).or_insert(0) += 1;
+            bypassed += c.bypassing() as u32;
+            if i == 2 * COALESCE_PROBE {
+                assert!(c.bypassing(), "random pages: the cache is bypassed after one probe");
+            }
+        }
+        assert!(bypassed > COALESCE_BYPASS / 2);
+        // Four hot pages: after the bypass ends, the probe keeps coalescing.
+        for i in 0..(COALESCE_BYPASS + 4 * COALESCE_PROBE) {
+            let k = 2_000_000 + (i % 4) as u64;
+            c.count(k, &mut g);
+            *r.entry(k).or_insert(0) += 1;
+        }
+        assert!(!c.bypassing(), "hot pages: the cache is used again");
+        c.flush(&mut g);
+        let w = g.close(0, 0, 1);
+        let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
+        expect.sort_unstable();
+        assert_eq!(w.pages, expect);
     }
 
     #[test]
