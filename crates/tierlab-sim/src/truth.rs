@@ -66,7 +66,7 @@ pub struct Coalescer {
 }
 
 /// Accesses of one probe of the [`Coalescer`]'s hit rate.
-pub const COALESCE_PROBE: u32 = 1 << 12;
+pub const COALESCE_PROBE: u32 = 4096; // not a page size
 /// Accesses that bypass the [`Coalescer`] after a probe with a hit rate under 1/8.
 pub const COALESCE_BYPASS: u32 = 1 << 18;
 
