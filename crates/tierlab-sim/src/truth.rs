@@ -23,20 +23,6 @@ fn hash(k: u64) -> usize {
     (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize
 }
 
-/// Hint the processor to fetch the cache line at `p` (a hint: any address is allowed).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch instruction never faults and changes no state the program sees,
-    // whatever the address; SSE is part of the x86_64 baseline.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Chunks ahead of the one being added whose counters [`GroundTruth::apply_pending`]
 /// prefetches (their map slots twice as far ahead).
 const PREFETCH_CHUNKS: u64 = 4;
@@ -44,40 +30,39 @@ const PREFETCH_CHUNKS: u64 = 4;
 /// Slots of the per-core coalescing cache in front of the map.
 pub const COALESCE_SLOTS: usize = 64;
 
+/// Spills of a [`Coalescer`] held back before they reach the ground truth (a power of two).
+const SPILL_DELAY: usize = 8;
+
 /// A small direct-mapped cache of (page, pending count) in front of [`CountMap`]: pages a
 /// core touches over and over (STREAM's three arrays in turn, a stencil's planes) are
 /// counted here and reach the map only when evicted or when the window closes.
 ///
-/// A workload that rarely returns to a page soon (uniform random over gigabytes) only pays
-/// for the cache: each access evicts another. So the cache watches itself: over a probe of
-/// [`COALESCE_PROBE`] accesses, if fewer than one in eight hit, the next
-/// [`COALESCE_BYPASS`] accesses go straight to the ground truth, then it probes again.
-/// Counts are sums, so the totals are the same either way.
+/// Counting a page whose counter is not in the host's caches waits for memory twice (the
+/// map slot, then the counter): on a random working set of a gigabyte that was most of the
+/// engine's time. So the counters are prefetched ahead of their use: a page entering the
+/// coalescer prefetches its map slot (it is spilled tens of accesses later, usually), and an
+/// evicted entry prefetches its counter and waits [`SPILL_DELAY`] spills in a small ring
+/// before it is added. Counts are sums: when they are added changes nothing as long as
+/// every one is added before the window closes ([`Coalescer::flush`] empties the ring).
 #[derive(Clone, Debug)]
 pub struct Coalescer {
     keys: [u64; COALESCE_SLOTS],
     vals: [u32; COALESCE_SLOTS],
-    /// Accesses left in the current probe (coalescing) or bypass phase.
-    left: u32,
-    /// Misses in the current probe.
-    misses: u32,
-    /// In a bypass phase.
-    bypass: bool,
+    /// Evicted entries on their way to the ground truth (a page or a located counter, as
+    /// [`GroundTruth::locate`] returns them; [`EMPTY`]: none), and the next slot to use.
+    ring_keys: [u64; SPILL_DELAY],
+    ring_vals: [u32; SPILL_DELAY],
+    ring_pos: usize,
 }
-
-/// Accesses of one probe of the [`Coalescer`]'s hit rate.
-pub const COALESCE_PROBE: u32 = 4096; // not a page size
-/// Accesses that bypass the [`Coalescer`] after a probe with a hit rate under 1/8.
-pub const COALESCE_BYPASS: u32 = 1 << 18;
 
 impl Default for Coalescer {
     fn default() -> Self {
         Coalescer {
             keys: [EMPTY; COALESCE_SLOTS],
             vals: [0; COALESCE_SLOTS],
-            left: COALESCE_PROBE,
-            misses: 0,
-            bypass: false,
+            ring_keys: [EMPTY; SPILL_DELAY],
+            ring_vals: [0; SPILL_DELAY],
+            ring_pos: 0,
         }
     }
 }
@@ -86,14 +71,6 @@ impl Coalescer {
     /// Count one access to `vpn`, spilling an evicted entry into `gt`.
     #[inline]
     pub fn count(&mut self, vpn: u64, gt: &mut GroundTruth) {
-        self.left -= 1;
-        if self.left == 0 {
-            self.next_phase();
-        }
-        if self.bypass {
-            gt.count(vpn, 1);
-            return;
-        }
         let slot = (vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
         if self.keys[slot] == vpn {
             self.vals[slot] += 1;
@@ -102,32 +79,39 @@ impl Coalescer {
                 self.vals[slot] = 0;
             }
         } else {
-            self.misses += 1;
             if self.keys[slot] != EMPTY && self.vals[slot] > 0 {
-                gt.count(self.keys[slot], self.vals[slot]);
+                self.spill(self.keys[slot], self.vals[slot], gt);
             }
             self.keys[slot] = vpn;
             self.vals[slot] = 1;
+            gt.prefetch_slot(vpn);
         }
     }
 
-    /// End of a probe or of a bypass: decide the next phase.
-    #[cold]
-    #[inline(never)]
-    fn next_phase(&mut self) {
-        // A probe with fewer than one hit in eight: bypass. After a bypass: probe.
-        self.bypass = !self.bypass && self.misses as u64 * 8 > COALESCE_PROBE as u64 * 7;
-        self.left = if self.bypass { COALESCE_BYPASS } else { COALESCE_PROBE };
-        self.misses = 0;
-    }
-
-    /// Whether accesses currently bypass the cache (for tests).
-    pub fn bypassing(&self) -> bool {
-        self.bypass
+    /// Hand `n` accesses to `vpn` to `gt`, [`SPILL_DELAY`] spills later: its counter is
+    /// located (when its chunk sits in its home slot) and prefetched now.
+    #[inline(always)]
+    fn spill(&mut self, vpn: u64, n: u32, gt: &mut GroundTruth) {
+        let r = gt.locate(vpn);
+        let i = self.ring_pos % SPILL_DELAY;
+        self.ring_pos = (i + 1) % SPILL_DELAY;
+        let (k, v) = (self.ring_keys[i], self.ring_vals[i]);
+        self.ring_keys[i] = r;
+        self.ring_vals[i] = n;
+        if k != EMPTY {
+            gt.count_located(k, v);
+        }
     }
 
     /// Spill everything into `gt`.
     pub fn flush(&mut self, gt: &mut GroundTruth) {
+        for i in 0..SPILL_DELAY {
+            if self.ring_keys[i] != EMPTY {
+                gt.count_located(self.ring_keys[i], self.ring_vals[i]);
+            }
+            self.ring_keys[i] = EMPTY;
+            self.ring_vals[i] = 0;
+        }
         for i in 0..COALESCE_SLOTS {
             if self.keys[i] != EMPTY && self.vals[i] > 0 {
                 gt.count(self.keys[i], self.vals[i]);
@@ -136,6 +120,21 @@ impl Coalescer {
             self.vals[i] = 0;
         }
     }
+}
+
+/// Ask the host to bring the cache line at `p` closer (a hint: no effect on results, no
+/// fault whatever the address).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch reads nothing the program sees and cannot fault (SSE, part of
+        // the x86-64 baseline); `p` points into a live allocation anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 impl Default for CountMap {
@@ -305,6 +304,9 @@ impl WindowTruth {
 
 /// Pages per counter chunk.
 const CHUNK: usize = 64;
+
+/// Flag of a located counter ([`GroundTruth::locate`]; page numbers are below 2^52).
+const LOCATED: u64 = 1 << 62;
 
 /// The ground-truth recorder of the current window.
 ///
@@ -482,6 +484,55 @@ impl GroundTruth {
         self.scratch = parted;
         self.ends = ends;
         self.dense = dense;
+    }
+
+    /// Prefetch the map slot where a chunk of `vpn` is looked up first (when counting
+    /// directly; a buffered access is not looked up).
+    #[inline(always)]
+    pub fn prefetch_slot(&self, vpn: u64) {
+        if !self.buffered {
+            let key = vpn / CHUNK as u64;
+            prefetch(self.map.slots.as_ptr().wrapping_add(hash(key) & self.map.mask));
+        }
+    }
+
+    /// Where the counter of `vpn` is, prefetched: [`LOCATED`] with the counter's chunk
+    /// index times [`CHUNK`] plus its place in the chunk when the chunk, counted in this
+    /// window, sits in its home slot of the map (as [`GroundTruth::add_now`] finds it);
+    /// else `vpn` itself. For [`GroundTruth::count_located`] before the window closes
+    /// (chunks are recycled only when it does).
+    #[inline(always)]
+    pub fn locate(&self, vpn: u64) -> u64 {
+        if self.buffered {
+            return vpn;
+        }
+        let key = vpn / CHUNK as u64;
+        if let Some(&(k, v)) = self.map.slots.get(hash(key) & self.map.mask) {
+            if k == key && v & TOUCHED != 0 {
+                let idx = (v & !TOUCHED) as usize;
+                if let Some(chunk) = self.chunks.get(idx) {
+                    let j = (vpn % CHUNK as u64) as usize;
+                    prefetch(&chunk[j]);
+                    return LOCATED | (idx * CHUNK + j) as u64;
+                }
+            }
+        }
+        vpn
+    }
+
+    /// Count `n` accesses to what [`GroundTruth::locate`] returned (in this window).
+    #[inline(always)]
+    pub fn count_located(&mut self, r: u64, n: u32) {
+        if r & LOCATED != 0 {
+            let i = (r & !LOCATED) as usize;
+            if let Some(chunk) = self.chunks.get_mut(i / CHUNK) {
+                self.total_accesses += n as u64;
+                let c = &mut chunk[i % CHUNK];
+                *c = c.saturating_add(n);
+                return;
+            }
+        }
+        self.count(r, n);
     }
 
     /// Add `n` to the counter of page `vpn`. The common case, a chunk already counted in
@@ -723,57 +774,31 @@ mod tests {
         }
     }
 
-    /// A random stream over many pages turns the coalescing cache off, a few hot pages turn
-    /// it back on, and the counts stay exact through both switches.
-    #[test]
-    fn coalescer_bypass_is_adaptive_and_exact() {
-        let mut g = GroundTruth::default();
-        let mut c = Coalescer::default();
-        let mut r: HashMap<u64, u32> = HashMap::new();
-        let mut x = 11u64;
-        let mut bypassed = 0u32;
-        for i in 0..(COALESCE_BYPASS + 4 * COALESCE_PROBE) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let k = (x >> 30) % 1_000_000;
-            c.count(k, &mut g);
-            *r.entry(k).or_insert(0) += 1;
-            bypassed += c.bypassing() as u32;
-            if i == 2 * COALESCE_PROBE {
-                assert!(c.bypassing(), "random pages: the cache is bypassed after one probe");
-            }
-        }
-        assert!(bypassed > COALESCE_BYPASS / 2);
-        // Four hot pages: after the bypass ends, the probe keeps coalescing.
-        for i in 0..(COALESCE_BYPASS + 4 * COALESCE_PROBE) {
-            let k = 2_000_000 + (i % 4) as u64;
-            c.count(k, &mut g);
-            *r.entry(k).or_insert(0) += 1;
-        }
-        assert!(!c.bypassing(), "hot pages: the cache is used again");
-        c.flush(&mut g);
-        let w = g.close(0, 0, 1);
-        let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
-        expect.sort_unstable();
-        assert_eq!(w.pages, expect);
-    }
-
     #[test]
     fn coalescer_is_exact() {
-        let mut g = GroundTruth::default();
-        let mut c = Coalescer::default();
-        let mut r = HashMap::new();
-        let mut x = 5u64;
-        for _ in 0..200_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let k = (x >> 40) % 300;
-            c.count(k, &mut g);
-            *r.entry(k).or_insert(0u32) += 1;
-        }
-        c.flush(&mut g);
-        let w = g.close(0, 0, 1);
-        assert_eq!(w.pages.len(), r.len());
-        for (k, v) in w.pages {
-            assert_eq!(r[&k], v);
+        // Direct and buffered counting, a few chunks and many (the delayed spills of the
+        // coalescer are located counters or pages), over windows: every count arrives.
+        for (buffered, range) in [(false, 300u64), (true, 300), (false, 1 << 20), (true, 1 << 20)] {
+            let mut g = GroundTruth::default();
+            g.set_buffered(buffered);
+            let mut c = Coalescer::default();
+            let mut x = 5u64;
+            for w in 0..3 {
+                let mut r = HashMap::new();
+                for _ in 0..100_000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let k = (x >> 40) % range;
+                    c.count(k, &mut g);
+                    *r.entry(k).or_insert(0u32) += 1;
+                }
+                c.flush(&mut g);
+                let win = g.close(w, 0, 1);
+                g.set_buffered(buffered);
+                let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
+                expect.sort_unstable();
+                assert_eq!(win.pages, expect, "buffered {buffered}, range {range}, window {w}");
+            }
+            assert_eq!(g.total_accesses, 300_000);
         }
     }
 }

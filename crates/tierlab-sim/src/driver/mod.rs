@@ -249,7 +249,7 @@ fn sum_counters(m: &Machine) -> Snapshot {
         s.c.l2_tlb_hits += k.l2_tlb_hits;
         s.c.page_faults += k.page_faults;
         s.c.remote_invalidations += k.remote_invalidations;
-        for (i, v) in c.node_accesses.iter().enumerate() {
+        for (i, v) in c.node_accesses().iter().enumerate() {
             s.node_acc[i] += v;
         }
     }
