@@ -97,7 +97,7 @@ impl LoadedLatencyAgent {
             .map(|c| CoreSnap {
                 accesses: c.c.accesses,
                 writes: c.c.writes,
-                node_accesses: c.node_accesses.clone(),
+                node_accesses: c.node_accesses().to_vec(),
             })
             .collect()
     }

@@ -138,9 +138,15 @@ impl Heatmap {
 
     fn add_window(&mut self, w: &WindowTruth) {
         let mut row = vec![0u64; self.bin_start.len()];
+        // The pages are sorted and so are the bins: `i`, the number of bins starting at or
+        // below the page, only grows (a merge of the two lists, not a search per page).
+        debug_assert!(self.bin_start.is_sorted() && w.pages.is_sorted_by_key(|p| p.0));
+        let mut i = 0;
         for &(vpn, n) in &w.pages {
             let addr = page_addr(vpn);
-            let i = self.bin_start.partition_point(|&s| s <= addr);
+            while i < self.bin_start.len() && self.bin_start[i] <= addr {
+                i += 1;
+            }
             if i > 0 && addr < self.bin_start[i - 1] + self.bin_bytes[i - 1] {
                 row[i - 1] += n as u64;
             }
@@ -243,7 +249,7 @@ fn sum_counters(m: &Machine) -> Snapshot {
         s.c.l2_tlb_hits += k.l2_tlb_hits;
         s.c.page_faults += k.page_faults;
         s.c.remote_invalidations += k.remote_invalidations;
-        for (i, v) in c.node_accesses.iter().enumerate() {
+        for (i, v) in c.node_accesses().iter().enumerate() {
             s.node_acc[i] += v;
         }
     }
@@ -987,6 +993,40 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
             .run(&mut |_| Control::Continue)
             .unwrap()
+    }
+
+    /// The heatmap's merge of sorted pages and bins gives what a search per page gives,
+    /// with gaps between bins, pages before the first and after the last bin.
+    #[test]
+    fn heatmap_merge_matches_search_per_page() {
+        let mut h = Heatmap::default();
+        for (start, bytes) in [(1u64 << 20, 3 * PAGE_SIZE), (2 << 20, 5 * PAGE_SIZE), (9 << 20, PAGE_SIZE)] {
+            for k in 0..4 {
+                h.bin_start.push(start + k * bytes);
+                h.bin_bytes.push(bytes);
+                h.bin_mapping.push(String::new());
+            }
+        }
+        let mut x = 7u64;
+        let mut pages: Vec<(u64, u32)> = (0..3000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (tierlab_core::vpn((x >> 40) % (12 << 20)), (x & 7) as u32 + 1)
+            })
+            .collect();
+        pages.sort_unstable();
+        pages.dedup_by_key(|p| p.0);
+        let mut expect = vec![0u64; h.bin_start.len()];
+        for &(vpn, n) in &pages {
+            let addr = page_addr(vpn);
+            let i = h.bin_start.partition_point(|&s| s <= addr);
+            if i > 0 && addr < h.bin_start[i - 1] + h.bin_bytes[i - 1] {
+                expect[i - 1] += n as u64;
+            }
+        }
+        assert!(expect.iter().filter(|&&c| c > 0).count() > 6, "{expect:?}");
+        h.add_window(&WindowTruth { index: 0, start_ns: 0, end_ns: 1, pages });
+        assert_eq!(h.counts, vec![expect]);
     }
 
     const TWO_TIERS: &str = r#"

@@ -96,8 +96,11 @@ pub struct Core {
     pub psc: psc::Psc,
     /// Counters.
     pub c: CoreCounters,
-    /// Accesses per memory node.
-    pub node_accesses: Vec<u64>,
+    /// Accesses per memory node ([`Core::node_accesses`]): a fixed-size array indexed with
+    /// the node masked by [`tlb::NODE`] (the identity for every node, as for `cost_to`), so
+    /// the access path needs no bounds check; the first `nodes` entries are used.
+    node_acc: [u64; COST_SLOTS],
+    nodes: usize,
     /// Fast path: the page of the last access (base address), its mask, node and dirtiness.
     last_base: u64,
     last_mask: u64,
@@ -133,7 +136,7 @@ impl Core {
         let t = self.cost_to[(node & tlb::NODE) as usize] + extra;
         self.clock_ps = self.clock_ps.saturating_add(t);
         self.c.access_ps += t;
-        self.node_accesses[node as usize] += 1;
+        self.node_acc[(node & tlb::NODE) as usize] += 1;
         if remember {
             self.last_mask = !(size.bytes() - 1);
             self.last_base = addr & self.last_mask;
@@ -146,6 +149,11 @@ impl Core {
     #[inline]
     pub fn forget_last(&mut self) {
         self.last_base = u64::MAX;
+    }
+
+    /// Accesses per memory node (one entry per node of the machine).
+    pub fn node_accesses(&self) -> &[u64] {
+        &self.node_acc[..self.nodes]
     }
 
     /// Access cost to memory node `node` in ps (CPU, cache share, the node's latency).
@@ -264,7 +272,8 @@ impl Hardware {
                     tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
                     psc: psc::Psc::new(h.psc),
                     c: CoreCounters::default(),
-                    node_accesses: vec![0; nodes],
+                    node_acc: [0; COST_SLOTS],
+                    nodes,
                     last_base: u64::MAX,
                     last_mask: 0,
                     last_node: 0,
@@ -369,7 +378,7 @@ impl Hardware {
             let t = c.cost_to[(c.last_node & tlb::NODE) as usize];
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.access_ps += t;
-            c.node_accesses[c.last_node as usize] += 1;
+            c.node_acc[(c.last_node & tlb::NODE) as usize] += 1;
             return Ok(());
         }
         // Second fast path: a hit in the L1 4 KiB dTLB that needs no Dirty assist (exactly

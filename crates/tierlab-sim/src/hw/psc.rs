@@ -171,6 +171,10 @@ struct Lru {
     /// check) and the hint of each bucket.
     count: Box<[u16; BUCKETS]>,
     hint: Box<[u16; BUCKETS]>,
+    /// A tag at the head (most recent) of its set, or [`EMPTY`]: the last tag looked up
+    /// with a hit or inserted. A lookup of it hits without changing anything (a walk in
+    /// the same gigabyte as the previous one hits the PDPTE cache's most recent entry).
+    mru: u64,
 }
 
 impl Lru {
@@ -185,6 +189,7 @@ impl Lru {
             heads: fixed(0),
             count: Box::new([0; BUCKETS]),
             hint: Box::new([0; BUCKETS]),
+            mru: EMPTY,
         };
         l.flush();
         l
@@ -247,6 +252,9 @@ impl Lru {
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
     #[inline(always)]
     fn lookup(&mut self, tag: u64) -> bool {
+        if tag == self.mru {
+            return true;
+        }
         let Some(i) = self.slot(tag) else { return false };
         let (set, w) = self.set_way(i);
         let h = self.heads[set & SLOT] as usize;
@@ -259,6 +267,7 @@ impl Lru {
             self.heads[set & SLOT] = w as u8;
         }
         self.hint[tag as usize & (BUCKETS - 1)] = i as u16;
+        self.mru = tag;
         true
     }
 
@@ -286,6 +295,7 @@ impl Lru {
         let b = tag as usize & (BUCKETS - 1);
         self.count[b] += 1;
         self.hint[b] = i as u16;
+        self.mru = tag;
     }
 
     /// Drop `tag` if cached (its way becomes the least recent, empty).
@@ -294,6 +304,9 @@ impl Lru {
             return;
         }
         if let Some(i) = self.slot(tag) {
+            if tag == self.mru {
+                self.mru = EMPTY;
+            }
             let (set, w) = self.set_way(i);
             self.tags[i & SLOT] = EMPTY;
             self.count[tag as usize & (BUCKETS - 1)] -= 1;
@@ -309,6 +322,7 @@ impl Lru {
 
     /// Empty every set (ways in order 0, 1, ... from the head).
     fn flush(&mut self) {
+        self.mru = EMPTY;
         self.tags[..self.sets * self.ways].fill(EMPTY);
         self.count.fill(0);
         for set in 0..self.sets {

@@ -757,9 +757,20 @@ impl CoreTlb {
         TlbHit::Miss
     }
 
-    /// Fill after a walk.
+    /// Fill after a walk (a 4 KiB page inline, the other sizes out of line).
     #[inline(always)]
     pub fn fill(&mut self, va: u64, size: PageSize, data: u8) {
+        if size == PageSize::Base4K {
+            self.l1_4k.insert(va >> PAGE_SHIFT, data);
+            self.l2.insert(va >> PAGE_SHIFT, data);
+        } else {
+            self.fill_other(va, size, data);
+        }
+    }
+
+    /// [`CoreTlb::fill`] of a page other than 4 KiB.
+    #[inline(never)]
+    fn fill_other(&mut self, va: u64, size: PageSize, data: u8) {
         match size {
             PageSize::Base4K => {
                 self.l1_4k.insert(va >> PAGE_SHIFT, data);

@@ -857,7 +857,7 @@ impl StatsSource for Machine {
         }
         for (i, n) in self.os.mem.nodes.iter().enumerate() {
             let p = format!("node.{}", n.cfg.name);
-            let acc: u64 = cores.iter().map(|c| c.node_accesses[i]).sum();
+            let acc: u64 = cores.iter().map(|c| c.node_accesses()[i]).sum();
             out.set(format!("{p}.accesses"), acc);
             out.set(format!("{p}.resident_bytes"), tierlab_core::bytes_of(n.used_pages));
             out.set(format!("{p}.capacity_bytes"), tierlab_core::bytes_of(n.capacity_pages));

@@ -43,9 +43,9 @@ fn migrate_page_moves_and_charges() {
     assert!(!m.hw.cores[1].tlb.caches(a), "the other core's entry was shot down");
     assert_eq!((m.os.migration.moves, m.os.migration.promotions, m.os.migration.bytes), (1, 1, 4096));
     // The next access sees the fast node's latency.
-    let before = m.hw.cores[1].node_accesses[0];
+    let before = m.hw.cores[1].node_accesses()[0];
     m.access(1, Access::read(a + 8)).unwrap();
-    assert_eq!(m.hw.cores[1].node_accesses[0], before + 1);
+    assert_eq!(m.hw.cores[1].node_accesses()[0], before + 1);
     // Same node: nothing to do.
     assert_eq!(m.migrate_page(a, 0, 0).unwrap(), 0.0);
     // Errors: not mapped, no such node.

@@ -263,8 +263,8 @@ pub fn report(kind: &str, p: &dyn PlacementPolicy, m: &MachineView, threads: usi
     let (mut local, mut total) = (0u64, 0u64);
     for (i, c) in cores.iter().enumerate() {
         let home = m.core_node(i) as usize;
-        local += c.node_accesses.get(home).copied().unwrap_or(0);
-        total += c.node_accesses.iter().sum::<u64>();
+        local += c.node_accesses().get(home).copied().unwrap_or(0);
+        total += c.node_accesses().iter().sum::<u64>();
     }
     out.set("placement.local_access_fraction", if total > 0 { local as f64 / total as f64 } else { 0.0 });
     for n in m.nodes() {

@@ -207,7 +207,7 @@ impl Colloid {
     fn measure(&mut self, ctx: &TieringCtx) {
         let hw = ctx.machine.hw();
         let k = ctx.machine.nodes().len();
-        let now: Vec<u64> = (0..k).map(|n| hw.cores.iter().map(|c| c.node_accesses[n]).sum()).collect();
+        let now: Vec<u64> = (0..k).map(|n| hw.cores.iter().map(|c| c.node_accesses()[n]).sum()).collect();
         if self.last_ins.is_empty() {
             self.last_ins = vec![0; k];
         }
