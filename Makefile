@@ -14,7 +14,7 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test test-rust test-lint test-py bench rust-tools system-tools clean
+.PHONY: install demo test test-rust test-lint bench rust-tools system-tools clean
 
 install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
 
@@ -101,15 +101,11 @@ rust-tools:
 # are compiled here. Clippy runs with the release profile too: the build scripts' outputs
 # (zstd's C library) and the proc-macro crates (serde_derive, pyo3's macros, syn) that
 # `install` built are reused, only the check pass over the libraries is new (41 s -> 19 s in
-# a fresh clone). The Rust checks, the Python linters (one core, ~20 s) and pytest run under
-# make's job server with two slots, each one's output shown when it ends: the Rust checks
-# and the linters first; when the linters end, pytest takes their slot, so cargo (which takes
-# its share of the slots) compiles on one core beside pytest's two workers instead of
-# leaving a core idle while the engine's test harness, one crate, compiles.
+# a fresh clone). The Rust checks and the Python linters (one core, ~20 s) run side by side
+# under make's job server (cargo takes its share of the two slots), each one's output shown
+# when it ends; pytest then has both cores.
 test: install rust-tools
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-rust test-lint test-py
-
-test-py: install
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-rust test-lint
 	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
 
 test-rust: install rust-tools
