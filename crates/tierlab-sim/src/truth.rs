@@ -80,7 +80,13 @@ impl Coalescer {
             }
         } else {
             if self.keys[slot] != EMPTY && self.vals[slot] > 0 {
-                self.spill(self.keys[slot], self.vals[slot], gt);
+                if gt.buffered {
+                    // Buffered counts are applied in page order later: no counter to
+                    // locate or prefetch now, the entry goes straight to the buffer.
+                    gt.push_pending(self.keys[slot], self.vals[slot]);
+                } else {
+                    self.spill(self.keys[slot], self.vals[slot], gt);
+                }
             }
             self.keys[slot] = vpn;
             self.vals[slot] = 1;
@@ -411,6 +417,18 @@ impl GroundTruth {
             return;
         }
         self.count_buffered(vpn, n);
+    }
+
+    /// Buffer `n` accesses to `vpn` (a buffered window's common case inline: a count that
+    /// fits one entry and a buffer with room; the rest is [`GroundTruth::count_buffered`]).
+    #[inline(always)]
+    fn push_pending(&mut self, vpn: u64, n: u32) {
+        if n < (1 << COUNT_BITS) && self.pending.len() + 1 < PENDING_MAX {
+            self.pending.push((vpn << COUNT_BITS) | n as u64);
+            self.total_accesses += n as u64;
+        } else {
+            self.count_buffered(vpn, n);
+        }
     }
 
     /// [`GroundTruth::count`] of a large working set: buffer the access.
