@@ -509,8 +509,7 @@ impl GroundTruth {
     #[inline(always)]
     pub fn prefetch_slot(&self, vpn: u64) {
         if !self.buffered {
-            let key = vpn / CHUNK as u64;
-            prefetch(self.map.slots.as_ptr().wrapping_add(hash(key) & self.map.mask));
+            self.map.prefetch(vpn / CHUNK as u64);
         }
     }
 
@@ -518,21 +517,15 @@ impl GroundTruth {
     /// index times [`CHUNK`] plus its place in the chunk when the chunk, counted in this
     /// window, sits in its home slot of the map (as [`GroundTruth::add_now`] finds it);
     /// else `vpn` itself. For [`GroundTruth::count_located`] before the window closes
-    /// (chunks are recycled only when it does).
+    /// (chunks are recycled only when it does); the coalescer uses it for windows counted
+    /// directly (a buffered one has nothing to prefetch).
     #[inline(always)]
     pub fn locate(&self, vpn: u64) -> u64 {
-        if self.buffered {
-            return vpn;
-        }
-        let key = vpn / CHUNK as u64;
-        if let Some(&(k, v)) = self.map.slots.get(hash(key) & self.map.mask) {
-            if k == key && v & TOUCHED != 0 {
-                let idx = (v & !TOUCHED) as usize;
-                if let Some(chunk) = self.chunks.get(idx) {
-                    let j = (vpn % CHUNK as u64) as usize;
-                    prefetch(&chunk[j]);
-                    return LOCATED | (idx * CHUNK + j) as u64;
-                }
+        if let Some(idx) = self.map.touched_in_home(vpn / CHUNK as u64) {
+            if let Some(chunk) = self.chunks.get(idx) {
+                let j = (vpn % CHUNK as u64) as usize;
+                prefetch(&chunk[j]);
+                return LOCATED | (idx * CHUNK + j) as u64;
             }
         }
         vpn
@@ -558,14 +551,11 @@ impl GroundTruth {
     /// [`GroundTruth::add_now_slow`].
     #[inline(always)]
     fn add_now(&mut self, vpn: u64, n: u32) {
-        let key = vpn / CHUNK as u64;
-        if let Some(&(k, v)) = self.map.slots.get(hash(key) & self.map.mask) {
-            if k == key && v & TOUCHED != 0 {
-                if let Some(chunk) = self.chunks.get_mut((v & !TOUCHED) as usize) {
-                    let c = &mut chunk[(vpn % CHUNK as u64) as usize];
-                    *c = c.saturating_add(n);
-                    return;
-                }
+        if let Some(idx) = self.map.touched_in_home(vpn / CHUNK as u64) {
+            if let Some(chunk) = self.chunks.get_mut(idx) {
+                let c = &mut chunk[(vpn % CHUNK as u64) as usize];
+                *c = c.saturating_add(n);
+                return;
             }
         }
         self.add_now_slow(vpn, n);
