@@ -14,7 +14,7 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test test-rust test-lint bench rust-tools system-tools clean
+.PHONY: install demo test test-rust test-rust-build test-rust-run test-clippy test-lint bench rust-tools system-tools clean
 
 install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
 
@@ -34,13 +34,16 @@ $(BIN)/python:
 
 # Build backend, runtime and test dependencies, all read from pyproject.toml. pip is upgraded
 # here, not when the environment is made: the crates' background build (below) starts as soon
-# as the environment exists, and the upgrade's download runs beside it.
+# as the environment exists, and the upgrade's download runs beside it. `--no-compile`: pip
+# does not byte-compile every module it installs (ray, pandas, matplotlib...: 21 of the 36
+# CPU-s of this install on the 2-core VM, taken from the crates' build beside it); Python
+# compiles a module the first time it is imported and keeps the .pyc, so only what runs pays.
 $(DEPS_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --no-compile --upgrade pip
 	$(BIN)/python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
 	  p = d["project"]; print("\n".join(d["build-system"]["requires"] + p["dependencies"] \
 	  + p["optional-dependencies"]["test"]))' > $(VENV)/requirements.txt
-	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements.txt
+	$(BIN)/python -m pip install --quiet --no-compile -r $(VENV)/requirements.txt
 	touch $@
 
 # The environment maturin gives cargo when it builds the extension: pyo3's build script runs
@@ -103,16 +106,25 @@ rust-tools:
 # `install` built are reused, only the check pass over the libraries is new (41 s -> 19 s in
 # a fresh clone). The Rust checks and the Python linters (one core, ~20 s) run side by side
 # under make's job server (cargo takes its share of the two slots), each one's output shown
-# when it ends; pytest then has both cores.
+# when it ends; pytest then has both cores. Once the test harnesses are compiled, running
+# them and clippy's check go side by side too: cargo holds the build directory's lock while
+# it compiles, not while the tests run, and the tests' last minutes use one core.
 test: install rust-tools
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-rust test-lint
 	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
 
-test-rust: install rust-tools
-	$(PYO3_ENV) cargo test --workspace --profile release --tests
-	$(PYO3_ENV) cargo test --workspace --profile release --doc
-	$(PYO3_ENV) cargo clippy --workspace --release --all-targets -- -D warnings
+test-rust: test-rust-run test-clippy
 	cargo fmt --all --check
+
+test-rust-build: install rust-tools
+	$(PYO3_ENV) cargo test --workspace --profile release --tests --no-run
+	$(PYO3_ENV) cargo test --workspace --profile release --doc
+
+test-rust-run: test-rust-build
+	$(PYO3_ENV) cargo test --workspace --profile release --tests
+
+test-clippy: test-rust-build
+	$(PYO3_ENV) cargo clippy --workspace --release --all-targets -- -D warnings
 
 test-lint: install
 	$(BIN)/ruff check python tests

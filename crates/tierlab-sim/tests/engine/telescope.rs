@@ -28,21 +28,30 @@ fn stat(r: &RunResult, key: &str) -> f64 {
     r.stats.get(key).unwrap_or_else(|| panic!("no stat {key}")).as_f64()
 }
 
+/// Telescope finds the needle within seconds and keeps it (one test per variant, so the two
+/// 12-second runs go to two test threads).
+fn finds_the_needle_within_seconds(tech: &str) {
+    let r = run(tech, 12);
+    let p = column(&r, tech, "precision");
+    let rc = column(&r, tech, "recall");
+    let both = p.iter().zip(&rc).position(|(p, r)| *p >= 0.9 && *r >= 0.9);
+    let t = both.unwrap_or_else(|| panic!("{tech}: never >= 0.9/0.9: {p:?} {rc:?}"));
+    assert!(t < 8, "{tech}: first window with both >= 0.9 is {t}");
+    // Once converged it stays (the needle does not move before 50 s).
+    assert!(p[t..].iter().all(|&x| x > 0.8) && rc[t..].iter().all(|&x| x > 0.8), "{tech}: {p:?} {rc:?}");
+    // About the paper's CPU cost: well under 1% of one core for 5 TiB.
+    let cpu = stat(&r, &format!("telemetry.{tech}.cpu_seconds")) / 12.0;
+    assert!(cpu < 0.01, "{tech}: {cpu} of a core");
+}
+
 #[test]
-fn telescope_bounded_and_flex_find_the_needle_within_seconds() {
-    for tech in ["TS-BND", "TS-FLX"] {
-        let r = run(tech, 12);
-        let p = column(&r, tech, "precision");
-        let rc = column(&r, tech, "recall");
-        let both = p.iter().zip(&rc).position(|(p, r)| *p >= 0.9 && *r >= 0.9);
-        let t = both.unwrap_or_else(|| panic!("{tech}: never >= 0.9/0.9: {p:?} {rc:?}"));
-        assert!(t < 8, "{tech}: first window with both >= 0.9 is {t}");
-        // Once converged it stays (the needle does not move before 50 s).
-        assert!(p[t..].iter().all(|&x| x > 0.8) && rc[t..].iter().all(|&x| x > 0.8), "{tech}: {p:?} {rc:?}");
-        // About the paper's CPU cost: well under 1% of one core for 5 TiB.
-        let cpu = stat(&r, &format!("telemetry.{tech}.cpu_seconds")) / 12.0;
-        assert!(cpu < 0.01, "{tech}: {cpu} of a core");
-    }
+fn telescope_bounded_finds_the_needle_within_seconds() {
+    finds_the_needle_within_seconds("TS-BND");
+}
+
+#[test]
+fn telescope_flex_finds_the_needle_within_seconds() {
+    finds_the_needle_within_seconds("TS-FLX");
 }
 
 #[test]
@@ -76,8 +85,10 @@ fn pebs_cpu_grows_with_the_sampling_frequency() {
 
 #[test]
 fn same_seed_same_results() {
-    let a = run("TS-FLX", 4);
-    let b = run("TS-FLX", 4);
+    // Two simulated seconds: two scored windows and ten aggregation intervals of Telescope's
+    // region tree, each of which the seed must reproduce exactly.
+    let a = run("TS-FLX", 2);
+    let b = run("TS-FLX", 2);
     assert_eq!(a.stats, b.stats);
     assert_eq!(a.timeseries.columns, b.timeseries.columns);
 }
