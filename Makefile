@@ -34,16 +34,16 @@ $(BIN)/python:
 
 # Build backend, runtime and test dependencies, all read from pyproject.toml. pip is upgraded
 # here, not when the environment is made: the crates' background build (below) starts as soon
-# as the environment exists, and the upgrade's download runs beside it. `--no-compile`: pip
-# does not byte-compile every module it installs (ray, pandas, matplotlib...: 21 of the 36
-# CPU-s of this install on the 2-core VM, taken from the crates' build beside it); Python
-# compiles a module the first time it is imported and keeps the .pyc, so only what runs pays.
+# as the environment exists, and the upgrade's download runs beside it. pip byte-compiles
+# what it installs (21 of this install's 36 CPU-s): with `--no-compile` an environment with
+# PYTHONDONTWRITEBYTECODE set (the development VM sets it) would compile every imported module again in
+# every process the tests start.
 $(DEPS_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --no-compile --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
 	  p = d["project"]; print("\n".join(d["build-system"]["requires"] + p["dependencies"] \
 	  + p["optional-dependencies"]["test"]))' > $(VENV)/requirements.txt
-	$(BIN)/python -m pip install --quiet --no-compile -r $(VENV)/requirements.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/requirements.txt
 	touch $@
 
 # The environment maturin gives cargo when it builds the extension: pyo3's build script runs
@@ -108,9 +108,15 @@ rust-tools:
 # under make's job server (cargo takes its share of the two slots), each one's output shown
 # when it ends; pytest then has both cores. Once the test harnesses are compiled, running
 # them and clippy's check go side by side too: cargo holds the build directory's lock while
-# it compiles, not while the tests run, and the tests' last minutes use one core.
+# it compiles, not while the tests run, and the last of the tests use one core.
+#
+# The package's own modules are byte-compiled first: the tests start ~300 `python -m tierlab`
+# processes, and where PYTHONDONTWRITEBYTECODE is set (the development VM sets it) Python
+# writes no .pyc of its own, so each process would compile the tierlab modules it imports
+# from source again (~50 ms of CPU for `tierlab view`).
 test: install rust-tools
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-rust test-lint
+	$(BIN)/python -m compileall -q python/tierlab
 	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
 
 test-rust: test-rust-run test-clippy
