@@ -484,6 +484,84 @@ impl SetAssoc {
         (old != EMPTY).then_some(old)
     }
 
+    /// The usual L1 dTLB geometry: 4 ways (age stamps) and a power-of-two number of sets
+    /// (at least one). The specialised paths of [`CoreTlb`] use it.
+    fn is_4way_pow2(&self) -> bool {
+        self.ways == 4 && self.pow2 && self.sets > 0 && self.order.is_empty()
+    }
+
+    /// The usual STLB geometry: 8 to 16 ways (a packed order and fingerprints) and a
+    /// power-of-two number of sets (at least one).
+    fn is_fp_pow2(&self) -> bool {
+        (8..=16).contains(&self.ways) && self.pow2 && self.sets > 0 && !self.fps.is_empty()
+    }
+
+    /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_4way_pow2`] (the evicted tag
+    /// is not returned): no test of the geometry.
+    #[inline(always)]
+    fn insert_4way_pow2(&mut self, tag: u64, data: u8) {
+        debug_assert!(self.is_4way_pow2());
+        let base = ((tag as usize) & self.mask) * 4;
+        // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`, `sets` a power of
+        // two) and `ways` is 4, so `base + 4 <= sets * ways`, the length of `stamps` (the
+        // array keeps stamps: `order` is empty).
+        let s = unsafe { &mut *self.stamps.as_mut_ptr().add(base).cast::<[u64; 4]>() };
+        self.tick += 1;
+        let i = base + oldest_way::<4>(s);
+        // SAFETY: `i < sets * ways`, within `stamps`, `tags` and `data`.
+        unsafe {
+            *self.stamps.get_unchecked_mut(i) = self.tick;
+            *self.tags.get_unchecked_mut(i) = tag;
+            *self.data.get_unchecked_mut(i) = data;
+        }
+    }
+
+    /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_fp_pow2`] (the evicted tag is
+    /// not returned): no test of the geometry.
+    #[inline(always)]
+    fn insert_fp_pow2(&mut self, tag: u64, data: u8) {
+        debug_assert!(self.is_fp_pow2());
+        let set = (tag as usize) & self.mask;
+        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `order` and of `fps` (both
+        // exist for 8 to 16 ways).
+        let o = unsafe { self.order.get_unchecked_mut(set) };
+        let w = ((*o >> self.last_shift) & 0xf) as usize;
+        debug_assert_eq!(*o & !self.order_mask, 0);
+        *o = ((*o << 4) & self.order_mask) | w as u64;
+        // SAFETY: as above; `w` is a nibble, below 16.
+        unsafe { self.fps.get_unchecked_mut(set)[w & 0xf] = fingerprint(tag) };
+        let i = set * self.ways + w;
+        // SAFETY: `set < sets` and `w < 16 = SLACK`: `i < sets * ways + SLACK`, the length
+        // of `tags` and `data`.
+        unsafe {
+            *self.tags.get_unchecked_mut(i) = tag;
+            *self.data.get_unchecked_mut(i) = data;
+        }
+    }
+
+    /// [`SetAssoc::lookup`] for an array with [`SetAssoc::is_fp_pow2`]: no test of the
+    /// geometry.
+    #[inline(always)]
+    fn lookup_fp_pow2(&mut self, tag: u64) -> Option<u8> {
+        debug_assert!(self.is_fp_pow2());
+        let set = (tag as usize) & self.mask;
+        let base = set * self.ways;
+        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `fps`.
+        let fps = unsafe { *self.fps.get_unchecked(set) };
+        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only).
+            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
+                self.touch(set, w);
+                // SAFETY: as above, within `data`.
+                return Some(unsafe { *self.data.get_unchecked(base + w) });
+            }
+            m &= m - 1;
+        }
+        None
+    }
+
     /// Empty way `w` of `set`: it becomes the first to be refilled.
     #[inline]
     fn clear_way(&mut self, set: usize, w: usize) {
@@ -630,6 +708,10 @@ pub struct CoreTlb {
     /// entries of the whole 1 GiB).
     g1_pieces: bool,
     one_gig: OneGig,
+    /// The L1 4 KiB array has the usual geometry ([`SetAssoc::is_4way_pow2`]) and the L2
+    /// the usual STLB one ([`SetAssoc::is_fp_pow2`]): a 4 KiB miss and fill take the
+    /// specialised paths (the arrays are never replaced after construction).
+    fast_4k: bool,
     /// The arrays of the rarer page sizes (out of line: the 4 KiB path does not touch them).
     pub rare: Box<RareArrays>,
 }
@@ -667,10 +749,13 @@ impl CoreTlb {
             OneGig::Separate => (c.l1_1g_entries, c.l2_1g_entries),
             _ => (c.l1_1g_entries, 0),
         };
+        let l1_4k = SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways);
+        let l2 = SetAssoc::new(c.l2_entries, c.l2_ways);
         CoreTlb {
-            l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
+            fast_4k: l1_4k.is_4way_pow2() && l2.is_fp_pow2(),
+            l1_4k,
             l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
-            l2: SetAssoc::new(c.l2_entries, c.l2_ways),
+            l2,
             rare: Box::new(RareArrays {
                 l1_64k: SetAssoc::new(entries, ways.max(1)),
                 l1_1g: SetAssoc::new(g1_l1, c.l1_1g_ways.max(1)),
@@ -719,12 +804,19 @@ impl CoreTlb {
                 }
             }
         }
-        if self.l2.is_disabled() {
-            return TlbHit::Miss;
-        }
-        if let Some(d) = self.l2.lookup(va >> PAGE_SHIFT) {
-            self.l1_4k.insert(va >> PAGE_SHIFT, d);
-            return TlbHit::L2 { data: d, size: PageSize::Base4K };
+        if self.fast_4k {
+            if let Some(d) = self.l2.lookup_fp_pow2(va >> PAGE_SHIFT) {
+                self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Base4K };
+            }
+        } else {
+            if self.l2.is_disabled() {
+                return TlbHit::Miss;
+            }
+            if let Some(d) = self.l2.lookup(va >> PAGE_SHIFT) {
+                self.l1_4k.insert(va >> PAGE_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Base4K };
+            }
         }
         if cached != 0 {
             return self.lookup_l2_other(va, cached);
@@ -761,8 +853,13 @@ impl CoreTlb {
     #[inline(always)]
     pub fn fill(&mut self, va: u64, size: PageSize, data: u8) {
         if size == PageSize::Base4K {
-            self.l1_4k.insert(va >> PAGE_SHIFT, data);
-            self.l2.insert(va >> PAGE_SHIFT, data);
+            if self.fast_4k {
+                self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, data);
+                self.l2.insert_fp_pow2(va >> PAGE_SHIFT, data);
+            } else {
+                self.l1_4k.insert(va >> PAGE_SHIFT, data);
+                self.l2.insert(va >> PAGE_SHIFT, data);
+            }
         } else {
             self.fill_other(va, size, data);
         }
