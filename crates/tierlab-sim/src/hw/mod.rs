@@ -389,7 +389,7 @@ impl Hardware {
         // path's lookup hits the same entry again, already the most recent of its set, so
         // LRU order does not change.
         if c.fast_l1 {
-            let Some(d) = c.tlb.l1_4k.lookup_narrow(a.addr >> tierlab_core::PAGE_SHIFT) else {
+            let Some(d) = c.tlb.lookup_l1_4k(a.addr) else {
                 return self.access_slow::<M, true>(core, a.addr, write, mmu);
             };
             let dirty = d & tlb::DIRTY != 0;

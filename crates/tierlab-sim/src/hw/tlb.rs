@@ -516,6 +516,34 @@ impl SetAssoc {
         }
     }
 
+    /// [`SetAssoc::lookup_narrow`] for an array with [`SetAssoc::is_4way_pow2`]: no test of
+    /// the geometry.
+    #[inline(always)]
+    fn lookup_4way_pow2(&mut self, tag: u64) -> Option<u8> {
+        debug_assert!(self.is_4way_pow2());
+        let base = ((tag as usize) & self.mask) * 4;
+        // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`) and `ways` is 4:
+        // `base + 4 <= sets * ways`, within `tags`.
+        let t = unsafe { &*self.tags.as_ptr().add(base).cast::<[u64; 4]>() };
+        let w = if t[0] == tag {
+            0
+        } else if t[1] == tag {
+            1
+        } else if t[2] == tag {
+            2
+        } else if t[3] == tag {
+            3
+        } else {
+            return None;
+        };
+        self.tick += 1;
+        // SAFETY: `base + w < sets * ways`, within `stamps` (the array keeps stamps) and `data`.
+        unsafe {
+            *self.stamps.get_unchecked_mut(base + w) = self.tick;
+            Some(*self.data.get_unchecked(base + w))
+        }
+    }
+
     /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_fp_pow2`] (the evicted tag is
     /// not returned): no test of the geometry.
     #[inline(always)]
@@ -769,10 +797,21 @@ impl CoreTlb {
         }
     }
 
+    /// Look `va` up in the L1 4 KiB array only (the ways compared in order up to the first
+    /// match; a hit becomes the most recent of its set).
+    #[inline(always)]
+    pub fn lookup_l1_4k(&mut self, va: u64) -> Option<u8> {
+        if self.fast_4k {
+            self.l1_4k.lookup_4way_pow2(va >> PAGE_SHIFT)
+        } else {
+            self.l1_4k.lookup_narrow(va >> PAGE_SHIFT)
+        }
+    }
+
     /// Look `va` up in L1 (every size), then L2.
     #[inline(always)]
     pub fn lookup(&mut self, va: u64) -> TlbHit {
-        if let Some(d) = self.l1_4k.lookup(va >> PAGE_SHIFT) {
+        if let Some(d) = self.lookup_l1_4k(va) {
             return TlbHit::L1 { data: d, size: PageSize::Base4K };
         }
         self.lookup_after_l1_4k_miss(va)
