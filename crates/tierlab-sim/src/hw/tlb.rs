@@ -1078,6 +1078,11 @@ mod tests {
         {
             let sets = entries / ways;
             let mut fast = SetAssoc::new(entries, ways);
+            // The specialised lookup and insert of the usual L1 and STLB geometries, on a
+            // copy fed the same lookups and inserts (no invalidations: they have none).
+            let mut spec = SetAssoc::new(entries, ways);
+            let (l1_like, l2_like) = (spec.is_4way_pow2(), spec.is_fp_pow2());
+            let mut spec_naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
             let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
             let mut x = 99u64;
             for _ in 0..50_000 {
@@ -1098,6 +1103,20 @@ mod tests {
                     fast.insert(tag, 0);
                 }
                 assert_eq!(hit_fast, hit_naive, "{entries}/{ways} tag {tag}");
+                if l1_like || l2_like {
+                    let set = &mut spec_naive[(tag % sets as u64) as usize];
+                    let want = set.iter().position(|&t| t == tag).map(|p| set.remove(p));
+                    set.insert(0, tag);
+                    set.truncate(ways);
+                    let data = (tag % 251) as u8;
+                    let got = if l1_like { spec.lookup_4way_pow2(tag) } else { spec.lookup_fp_pow2(tag) };
+                    assert_eq!(got.is_some(), want.is_some(), "specialised {entries}/{ways} tag {tag}");
+                    match got {
+                        Some(d) => assert_eq!(d, data, "specialised {entries}/{ways} payload of {tag}"),
+                        None if l1_like => spec.insert_4way_pow2(tag, data),
+                        None => spec.insert_fp_pow2(tag, data),
+                    }
+                }
                 if (x >> 7).is_multiple_of(97) {
                     let victim = (x >> 13) % (entries as u64 * 3);
                     fast.invalidate(victim);
@@ -1125,6 +1144,17 @@ mod tests {
                 assert_eq!(fast.occupancy(), occupied);
             }
         }
+    }
+
+    #[test]
+    fn usual_geometries_take_the_specialised_4k_paths() {
+        assert!(CoreTlb::new(&TlbConfig::default()).fast_4k);
+        let small = TlbConfig { l1_4k_entries: 8, l1_4k_ways: 2, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&small).fast_4k);
+        let odd_sets = TlbConfig { l2_entries: 1200, l2_ways: 12, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&odd_sets).fast_4k);
+        let no_l2 = TlbConfig { l2_entries: 0, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&no_l2).fast_4k);
     }
 
     #[test]
