@@ -209,8 +209,9 @@ pub trait Mmu {
 
 /// The hardware of a machine.
 pub struct Hardware {
-    /// Cores.
-    pub cores: Vec<Core>,
+    /// Cores. A boxed slice: their number is fixed when the hardware is built (the access
+    /// path relies on it: a core index checked once stays in range).
+    pub cores: Box<[Core]>,
     /// The PEBS hardware, when a driver enabled it.
     pub pebs: Option<pebs::PebsHw>,
     /// TLB-miss sampling (a PMU event a profiler enabled), when on.
@@ -288,7 +289,8 @@ impl Hardware {
                     truth: Box::default(),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
         Hardware {
             cores,
             pebs: None,
@@ -387,7 +389,7 @@ impl Hardware {
         // path's lookup hits the same entry again, already the most recent of its set, so
         // LRU order does not change.
         if c.fast_l1 {
-            let Some(d) = c.tlb.l1_4k.lookup_narrow(a.addr >> tierlab_core::PAGE_SHIFT) else {
+            let Some(d) = c.tlb.lookup_l1_4k(a.addr) else {
                 return self.access_slow::<M, true>(core, a.addr, write, mmu);
             };
             let dirty = d & tlb::DIRTY != 0;
@@ -444,7 +446,9 @@ impl Hardware {
                 };
                 extra += f.walk_ps;
                 if self.caching {
-                    let c = &mut self.cores[core];
+                    // SAFETY: `core` was checked against the cores at the top (`self.cores[core]`)
+                    // and their number never changes (a boxed slice, never reassigned).
+                    let c = unsafe { self.cores.get_unchecked_mut(core) };
                     c.tlb.fill(addr, f.size, f.node | if f.dirty { tlb::DIRTY } else { 0 });
                 }
                 (f.node, f.size, f.dirty, false)
@@ -463,7 +467,8 @@ impl Hardware {
             mmu.on_hit(core, addr);
         }
         let caching = self.caching;
-        self.cores[core].complete(addr, node, size, dirty, extra, caching);
+        // SAFETY: as for the fill above (`core` checked at the top, the cores fixed).
+        unsafe { self.cores.get_unchecked_mut(core) }.complete(addr, node, size, dirty, extra, caching);
         Ok(())
     }
 

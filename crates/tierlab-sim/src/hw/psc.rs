@@ -231,15 +231,15 @@ impl Lru {
         if self.tags[h & SLOT] == tag {
             return Some(h);
         }
-        let base = self.set_of(tag) * self.ways;
+        let base = if self.sets == 1 { 0 } else { self.set_of(tag) * self.ways };
         self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
     }
 
-    /// Move way `w` of `set`, neither its head nor its tail, to just before the head (the
-    /// tail position): unlinked from its place, linked between the tail and the head.
+    /// Move way `w` of the set whose first slot is `base`, neither its head nor its tail,
+    /// to just before the head `h` (the tail position): unlinked from its place, linked
+    /// between the tail and the head.
     #[inline(always)]
-    fn move_before_head(&mut self, set: usize, w: usize, h: usize) {
-        let base = set * self.ways;
+    fn move_before_head(&mut self, base: usize, w: usize, h: usize) {
         let [p, n] = self.links[(base + w) & SLOT];
         self.links[(base + p as usize) & SLOT][1] = n;
         self.links[(base + n as usize) & SLOT][0] = p;
@@ -256,13 +256,19 @@ impl Lru {
             return true;
         }
         let Some(i) = self.slot(tag) else { return false };
-        let (set, w) = self.set_way(i);
+        // A fully associative array (the default geometry) has one set: no division.
+        let (set, w, base) = if self.sets == 1 {
+            (0, i, 0)
+        } else {
+            let (set, w) = self.set_way(i);
+            (set, w, set * self.ways)
+        };
         let h = self.heads[set & SLOT] as usize;
         if h != w {
             // The tail becomes the head by moving the head back one way; another way is
             // first moved to the tail position.
-            if self.links[(set * self.ways + h) & SLOT][0] as usize != w {
-                self.move_before_head(set, w, h);
+            if self.links[(base + h) & SLOT][0] as usize != w {
+                self.move_before_head(base, w, h);
             }
             self.heads[set & SLOT] = w as u8;
         }
@@ -281,12 +287,29 @@ impl Lru {
     #[inline(always)]
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
-        let set = self.set_of(tag);
-        let base = set * self.ways;
-        let h = self.heads[set & SLOT] as usize;
-        let w = self.links[(base + h) & SLOT][0];
-        self.heads[set & SLOT] = w;
-        let i = (base + w as usize) & SLOT;
+        let i = if self.sets == 1 {
+            // Fully associative (the default geometry): set 0, slots are ways; a way is a
+            // `u8`, below `MAX_ENTRIES`, so the fixed-size arrays need no mask.
+            let h = self.heads[0];
+            let w = self.links[h as usize][0];
+            self.heads[0] = w;
+            w as usize
+        } else {
+            let set = self.set_of(tag);
+            let base = set * self.ways;
+            let h = self.heads[set & SLOT] as usize;
+            let w = self.links[(base + h) & SLOT][0];
+            self.heads[set & SLOT] = w;
+            (base + w as usize) & SLOT
+        };
+        self.replace(i, tag);
+    }
+
+    /// The end of an insert: slot `i` (below [`MAX_ENTRIES`]), now the head of its set,
+    /// gets `tag` (the filter and the hint follow).
+    #[inline(always)]
+    fn replace(&mut self, i: usize, tag: u64) {
+        let i = i & SLOT;
         let old = self.tags[i];
         if old != EMPTY {
             self.count[old as usize & (BUCKETS - 1)] -= 1;
@@ -315,7 +338,7 @@ impl Lru {
                 // The head becomes the tail: the next way becomes the head.
                 self.heads[set & SLOT] = self.links[i & SLOT][1];
             } else if self.links[(set * self.ways + h) & SLOT][0] as usize != w {
-                self.move_before_head(set, w, h);
+                self.move_before_head(set * self.ways, w, h);
             }
         }
     }

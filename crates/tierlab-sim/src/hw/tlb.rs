@@ -484,6 +484,112 @@ impl SetAssoc {
         (old != EMPTY).then_some(old)
     }
 
+    /// The usual L1 dTLB geometry: 4 ways (age stamps) and a power-of-two number of sets
+    /// (at least one). The specialised paths of [`CoreTlb`] use it.
+    fn is_4way_pow2(&self) -> bool {
+        self.ways == 4 && self.pow2 && self.sets > 0 && self.order.is_empty()
+    }
+
+    /// The usual STLB geometry: 8 to 16 ways (a packed order and fingerprints) and a
+    /// power-of-two number of sets (at least one).
+    fn is_fp_pow2(&self) -> bool {
+        (8..=16).contains(&self.ways) && self.pow2 && self.sets > 0 && !self.fps.is_empty()
+    }
+
+    /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_4way_pow2`] (the evicted tag
+    /// is not returned): no test of the geometry.
+    #[inline(always)]
+    fn insert_4way_pow2(&mut self, tag: u64, data: u8) {
+        debug_assert!(self.is_4way_pow2());
+        let base = ((tag as usize) & self.mask) * 4;
+        // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`, `sets` a power of
+        // two) and `ways` is 4, so `base + 4 <= sets * ways`, the length of `stamps` (the
+        // array keeps stamps: `order` is empty).
+        let s = unsafe { &mut *self.stamps.as_mut_ptr().add(base).cast::<[u64; 4]>() };
+        self.tick += 1;
+        let i = base + oldest_way::<4>(s);
+        // SAFETY: `i < sets * ways`, within `stamps`, `tags` and `data`.
+        unsafe {
+            *self.stamps.get_unchecked_mut(i) = self.tick;
+            *self.tags.get_unchecked_mut(i) = tag;
+            *self.data.get_unchecked_mut(i) = data;
+        }
+    }
+
+    /// [`SetAssoc::lookup_narrow`] for an array with [`SetAssoc::is_4way_pow2`]: no test of
+    /// the geometry.
+    #[inline(always)]
+    fn lookup_4way_pow2(&mut self, tag: u64) -> Option<u8> {
+        debug_assert!(self.is_4way_pow2());
+        let base = ((tag as usize) & self.mask) * 4;
+        // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`) and `ways` is 4:
+        // `base + 4 <= sets * ways`, within `tags`.
+        let t = unsafe { &*self.tags.as_ptr().add(base).cast::<[u64; 4]>() };
+        let w = if t[0] == tag {
+            0
+        } else if t[1] == tag {
+            1
+        } else if t[2] == tag {
+            2
+        } else if t[3] == tag {
+            3
+        } else {
+            return None;
+        };
+        self.tick += 1;
+        // SAFETY: `base + w < sets * ways`, within `stamps` (the array keeps stamps) and `data`.
+        unsafe {
+            *self.stamps.get_unchecked_mut(base + w) = self.tick;
+            Some(*self.data.get_unchecked(base + w))
+        }
+    }
+
+    /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_fp_pow2`] (the evicted tag is
+    /// not returned): no test of the geometry.
+    #[inline(always)]
+    fn insert_fp_pow2(&mut self, tag: u64, data: u8) {
+        debug_assert!(self.is_fp_pow2());
+        let set = (tag as usize) & self.mask;
+        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `order` and of `fps` (both
+        // exist for 8 to 16 ways).
+        let o = unsafe { self.order.get_unchecked_mut(set) };
+        let w = ((*o >> self.last_shift) & 0xf) as usize;
+        debug_assert_eq!(*o & !self.order_mask, 0);
+        *o = ((*o << 4) & self.order_mask) | w as u64;
+        // SAFETY: as above; `w` is a nibble, below 16.
+        unsafe { self.fps.get_unchecked_mut(set)[w & 0xf] = fingerprint(tag) };
+        let i = set * self.ways + w;
+        // SAFETY: `set < sets` and `w < 16 = SLACK`: `i < sets * ways + SLACK`, the length
+        // of `tags` and `data`.
+        unsafe {
+            *self.tags.get_unchecked_mut(i) = tag;
+            *self.data.get_unchecked_mut(i) = data;
+        }
+    }
+
+    /// [`SetAssoc::lookup`] for an array with [`SetAssoc::is_fp_pow2`]: no test of the
+    /// geometry.
+    #[inline(always)]
+    fn lookup_fp_pow2(&mut self, tag: u64) -> Option<u8> {
+        debug_assert!(self.is_fp_pow2());
+        let set = (tag as usize) & self.mask;
+        let base = set * self.ways;
+        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `fps`.
+        let fps = unsafe { *self.fps.get_unchecked(set) };
+        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only).
+            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
+                self.touch(set, w);
+                // SAFETY: as above, within `data`.
+                return Some(unsafe { *self.data.get_unchecked(base + w) });
+            }
+            m &= m - 1;
+        }
+        None
+    }
+
     /// Empty way `w` of `set`: it becomes the first to be refilled.
     #[inline]
     fn clear_way(&mut self, set: usize, w: usize) {
@@ -630,6 +736,10 @@ pub struct CoreTlb {
     /// entries of the whole 1 GiB).
     g1_pieces: bool,
     one_gig: OneGig,
+    /// The L1 4 KiB array has the usual geometry ([`SetAssoc::is_4way_pow2`]) and the L2
+    /// the usual STLB one ([`SetAssoc::is_fp_pow2`]): a 4 KiB miss and fill take the
+    /// specialised paths (the arrays are never replaced after construction).
+    fast_4k: bool,
     /// The arrays of the rarer page sizes (out of line: the 4 KiB path does not touch them).
     pub rare: Box<RareArrays>,
 }
@@ -667,10 +777,13 @@ impl CoreTlb {
             OneGig::Separate => (c.l1_1g_entries, c.l2_1g_entries),
             _ => (c.l1_1g_entries, 0),
         };
+        let l1_4k = SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways);
+        let l2 = SetAssoc::new(c.l2_entries, c.l2_ways);
         CoreTlb {
-            l1_4k: SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways),
+            fast_4k: l1_4k.is_4way_pow2() && l2.is_fp_pow2(),
+            l1_4k,
             l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
-            l2: SetAssoc::new(c.l2_entries, c.l2_ways),
+            l2,
             rare: Box::new(RareArrays {
                 l1_64k: SetAssoc::new(entries, ways.max(1)),
                 l1_1g: SetAssoc::new(g1_l1, c.l1_1g_ways.max(1)),
@@ -684,10 +797,21 @@ impl CoreTlb {
         }
     }
 
+    /// Look `va` up in the L1 4 KiB array only (the ways compared in order up to the first
+    /// match; a hit becomes the most recent of its set).
+    #[inline(always)]
+    pub fn lookup_l1_4k(&mut self, va: u64) -> Option<u8> {
+        if self.fast_4k {
+            self.l1_4k.lookup_4way_pow2(va >> PAGE_SHIFT)
+        } else {
+            self.l1_4k.lookup_narrow(va >> PAGE_SHIFT)
+        }
+    }
+
     /// Look `va` up in L1 (every size), then L2.
     #[inline(always)]
     pub fn lookup(&mut self, va: u64) -> TlbHit {
-        if let Some(d) = self.l1_4k.lookup(va >> PAGE_SHIFT) {
+        if let Some(d) = self.lookup_l1_4k(va) {
             return TlbHit::L1 { data: d, size: PageSize::Base4K };
         }
         self.lookup_after_l1_4k_miss(va)
@@ -719,12 +843,19 @@ impl CoreTlb {
                 }
             }
         }
-        if self.l2.is_disabled() {
-            return TlbHit::Miss;
-        }
-        if let Some(d) = self.l2.lookup(va >> PAGE_SHIFT) {
-            self.l1_4k.insert(va >> PAGE_SHIFT, d);
-            return TlbHit::L2 { data: d, size: PageSize::Base4K };
+        if self.fast_4k {
+            if let Some(d) = self.l2.lookup_fp_pow2(va >> PAGE_SHIFT) {
+                self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Base4K };
+            }
+        } else {
+            if self.l2.is_disabled() {
+                return TlbHit::Miss;
+            }
+            if let Some(d) = self.l2.lookup(va >> PAGE_SHIFT) {
+                self.l1_4k.insert(va >> PAGE_SHIFT, d);
+                return TlbHit::L2 { data: d, size: PageSize::Base4K };
+            }
         }
         if cached != 0 {
             return self.lookup_l2_other(va, cached);
@@ -761,8 +892,13 @@ impl CoreTlb {
     #[inline(always)]
     pub fn fill(&mut self, va: u64, size: PageSize, data: u8) {
         if size == PageSize::Base4K {
-            self.l1_4k.insert(va >> PAGE_SHIFT, data);
-            self.l2.insert(va >> PAGE_SHIFT, data);
+            if self.fast_4k {
+                self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, data);
+                self.l2.insert_fp_pow2(va >> PAGE_SHIFT, data);
+            } else {
+                self.l1_4k.insert(va >> PAGE_SHIFT, data);
+                self.l2.insert(va >> PAGE_SHIFT, data);
+            }
         } else {
             self.fill_other(va, size, data);
         }
@@ -942,6 +1078,11 @@ mod tests {
         {
             let sets = entries / ways;
             let mut fast = SetAssoc::new(entries, ways);
+            // The specialised lookup and insert of the usual L1 and STLB geometries, on a
+            // copy fed the same lookups and inserts (no invalidations: they have none).
+            let mut spec = SetAssoc::new(entries, ways);
+            let (l1_like, l2_like) = (spec.is_4way_pow2(), spec.is_fp_pow2());
+            let mut spec_naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
             let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets];
             let mut x = 99u64;
             for _ in 0..50_000 {
@@ -962,6 +1103,20 @@ mod tests {
                     fast.insert(tag, 0);
                 }
                 assert_eq!(hit_fast, hit_naive, "{entries}/{ways} tag {tag}");
+                if l1_like || l2_like {
+                    let set = &mut spec_naive[(tag % sets as u64) as usize];
+                    let want = set.iter().position(|&t| t == tag).map(|p| set.remove(p));
+                    set.insert(0, tag);
+                    set.truncate(ways);
+                    let data = (tag % 251) as u8;
+                    let got = if l1_like { spec.lookup_4way_pow2(tag) } else { spec.lookup_fp_pow2(tag) };
+                    assert_eq!(got.is_some(), want.is_some(), "specialised {entries}/{ways} tag {tag}");
+                    match got {
+                        Some(d) => assert_eq!(d, data, "specialised {entries}/{ways} payload of {tag}"),
+                        None if l1_like => spec.insert_4way_pow2(tag, data),
+                        None => spec.insert_fp_pow2(tag, data),
+                    }
+                }
                 if (x >> 7).is_multiple_of(97) {
                     let victim = (x >> 13) % (entries as u64 * 3);
                     fast.invalidate(victim);
@@ -989,6 +1144,17 @@ mod tests {
                 assert_eq!(fast.occupancy(), occupied);
             }
         }
+    }
+
+    #[test]
+    fn usual_geometries_take_the_specialised_4k_paths() {
+        assert!(CoreTlb::new(&TlbConfig::default()).fast_4k);
+        let small = TlbConfig { l1_4k_entries: 8, l1_4k_ways: 2, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&small).fast_4k);
+        let odd_sets = TlbConfig { l2_entries: 1200, l2_ways: 12, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&odd_sets).fast_4k);
+        let no_l2 = TlbConfig { l2_entries: 0, ..TlbConfig::default() };
+        assert!(!CoreTlb::new(&no_l2).fast_4k);
     }
 
     #[test]

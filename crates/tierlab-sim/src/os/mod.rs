@@ -1018,27 +1018,41 @@ mod tests {
 
     /// Differential test of the whole access path (both fast paths and the slow path)
     /// against the naive reference, on a random mix of reads and writes over more pages than
-    /// the TLBs hold, checked after every access.
+    /// the TLBs hold, checked after every access. Two geometries: one the general code
+    /// handles (2-way L1, 4-way L2), and one of the shape the specialised 4 KiB paths take
+    /// (4-way L1 and 8-way L2 with power-of-two sets, as the default geometry).
     #[test]
     fn access_path_matches_naive_tlbs() {
+        for (l1_entries, l1_ways, l2_entries, l2_ways, pages) in [(8, 2, 16, 4, 64), (16, 4, 64, 8, 256)] {
+            access_path_matches_naive_tlbs_with(l1_entries, l1_ways, l2_entries, l2_ways, pages);
+        }
+    }
+
+    fn access_path_matches_naive_tlbs_with(
+        l1_entries: usize,
+        l1_ways: usize,
+        l2_entries: usize,
+        l2_ways: usize,
+        pages: u64,
+    ) {
         let tlb = crate::hw::tlb::TlbConfig {
-            l1_4k_entries: 8,
-            l1_4k_ways: 2,
+            l1_4k_entries: l1_entries,
+            l1_4k_ways: l1_ways,
             l1_2m_entries: 4,
             l1_2m_ways: 2,
-            l2_entries: 16,
-            l2_ways: 4,
+            l2_entries,
+            l2_ways,
             ..crate::hw::tlb::TlbConfig::default()
         };
         let cfg = MachineConfig { cores: 1, tlb: tlb.clone(), ..MachineConfig::default() };
         let mut m = Machine::new(&cfg);
         m.os.mm_cpumask = vec![true];
-        let base = m.mmap(64 << 12, MapOptions::named("x")).unwrap();
+        let base = m.mmap(pages << 12, MapOptions::named("x")).unwrap();
         let mut naive = NaiveTlbs {
-            l1: vec![Vec::new(); 4],
-            l2: vec![Vec::new(); 4],
-            l1_ways: 2,
-            l2_ways: 4,
+            l1: vec![Vec::new(); l1_entries / l1_ways],
+            l2: vec![Vec::new(); l2_entries / l2_ways],
+            l1_ways,
+            l2_ways,
             hits1: 0,
             hits2: 0,
             misses: 0,
@@ -1046,12 +1060,12 @@ mod tests {
         };
         let mut rng = crate::rng::Rng::new(7);
         for i in 0..200_000u64 {
-            // Mostly a small hot set (hits), sometimes any of 64 pages (L2 hits, misses),
-            // runs on one page (the same-page fast path), a third of them stores.
+            // Mostly a small hot set (hits), sometimes any page (L2 hits, misses), runs on
+            // one page (the same-page fast path), a third of them stores.
             let page = match rng.below(10) {
                 0..=5 => rng.below(6),
-                6..=7 => rng.below(64),
-                _ => (base >> 12) % 64,
+                6..=7 => rng.below(pages),
+                _ => (base >> 12) % pages,
             };
             let addr = base + page * 4096 + rng.below(4096);
             let write = rng.below(3) == 0;
@@ -1061,7 +1075,7 @@ mod tests {
             let c = &m.hw.cores[0].c;
             let got = (c.l1_tlb_hits, c.l2_tlb_hits, c.tlb_misses, c.dirty_assists);
             let want = (naive.hits1, naive.hits2, naive.misses, naive.assists);
-            assert_eq!(got, want, "after access {i} ({a:?})");
+            assert_eq!(got, want, "{l1_entries}/{l1_ways}, {l2_entries}/{l2_ways}: after access {i} ({a:?})");
             if write {
                 assert!(
                     m.page_tables_mut().unwrap().test_dirty(addr, Level::Pte),
