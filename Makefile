@@ -14,7 +14,7 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test test-rust test-rust-build test-rust-run test-clippy test-lint bench rust-tools system-tools clean
+.PHONY: install demo test test-rust test-lint bench rust-tools system-tools clean
 
 install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
 
@@ -35,9 +35,9 @@ $(BIN)/python:
 # Build backend, runtime and test dependencies, all read from pyproject.toml. pip is upgraded
 # here, not when the environment is made: the crates' background build (below) starts as soon
 # as the environment exists, and the upgrade's download runs beside it. pip byte-compiles
-# what it installs (21 of this install's 36 CPU-s): with `--no-compile` an environment with
-# PYTHONDONTWRITEBYTECODE set (the development VM sets it) would compile every imported module again in
-# every process the tests start.
+# what it installs (21 of this install's 36 CPU-s), and must: with `--no-compile`, where
+# PYTHONDONTWRITEBYTECODE is set (the development VM sets it), every process the tests start
+# would compile every module it imports from source.
 $(DEPS_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
@@ -106,9 +106,9 @@ rust-tools:
 # `install` built are reused, only the check pass over the libraries is new (41 s -> 19 s in
 # a fresh clone). The Rust checks and the Python linters (one core, ~20 s) run side by side
 # under make's job server (cargo takes its share of the two slots), each one's output shown
-# when it ends; pytest then has both cores. Once the test harnesses are compiled, running
-# them and clippy's check go side by side too: cargo holds the build directory's lock while
-# it compiles, not while the tests run, and the last of the tests use one core.
+# when it ends; pytest then has both cores. (Running the Rust tests and clippy side by side
+# once the harnesses are built, which cargo's lock allows, was slower: 149 s against 128 s
+# for this phase, 50 more s of CPU, the two contending for the VM's cores.)
 #
 # The package's own modules are byte-compiled first: the tests start ~300 `python -m tierlab`
 # processes, and where PYTHONDONTWRITEBYTECODE is set (the development VM sets it) Python
@@ -119,18 +119,11 @@ test: install rust-tools
 	$(BIN)/python -m compileall -q python/tierlab
 	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
 
-test-rust: test-rust-run test-clippy
-	cargo fmt --all --check
-
-test-rust-build: install rust-tools
-	$(PYO3_ENV) cargo test --workspace --profile release --tests --no-run
-	$(PYO3_ENV) cargo test --workspace --profile release --doc
-
-test-rust-run: test-rust-build
+test-rust: install rust-tools
 	$(PYO3_ENV) cargo test --workspace --profile release --tests
-
-test-clippy: test-rust-build
+	$(PYO3_ENV) cargo test --workspace --profile release --doc
 	$(PYO3_ENV) cargo clippy --workspace --release --all-targets -- -D warnings
+	cargo fmt --all --check
 
 test-lint: install
 	$(BIN)/ruff check python tests
