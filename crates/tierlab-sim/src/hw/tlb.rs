@@ -285,6 +285,23 @@ fn oldest_way_any(stamps: &[u64]) -> usize {
     victim
 }
 
+/// The way of a 4-way set holding `tag`, compared one way after the other (no iterator
+/// state to maintain).
+#[inline(always)]
+fn way_of4(t: &[u64; 4], tag: u64) -> Option<usize> {
+    if t[0] == tag {
+        Some(0)
+    } else if t[1] == tag {
+        Some(1)
+    } else if t[2] == tag {
+        Some(2)
+    } else if t[3] == tag {
+        Some(3)
+    } else {
+        None
+    }
+}
+
 impl SetAssoc {
     /// An empty array of `entries` entries with `ways` ways.
     pub fn new(entries: usize, ways: usize) -> Self {
@@ -341,20 +358,31 @@ impl SetAssoc {
         let tags = unsafe { self.tags.get_unchecked(base..base + self.ways) };
         if let Ok(t) = <&[u64; 4]>::try_from(tags) {
             // The usual L1 geometry, unrolled (no iterator state to maintain).
-            let w = if t[0] == tag {
-                0
-            } else if t[1] == tag {
-                1
-            } else if t[2] == tag {
-                2
-            } else if t[3] == tag {
-                3
-            } else {
-                return None;
-            };
-            return Some((set, w));
+            return way_of4(t, tag).map(|w| (set, w));
         }
         tags.iter().position(|&t| t == tag).map(|w| (set, w))
+    }
+
+    /// The way of set `set` (below `sets`) of an array with fingerprints holding `tag`: the
+    /// ways whose fingerprint matches, in order, their full tag deciding (a tag is cached at
+    /// most once in its set, so the first full match is the only one).
+    #[inline(always)]
+    fn way_by_fingerprint(&self, set: usize, tag: u64) -> Option<usize> {
+        debug_assert!(set < self.sets && !self.fps.is_empty());
+        let base = set * self.ways;
+        // SAFETY: `set < sets`, the length of `fps` (an array with fingerprints).
+        let fps = unsafe { *self.fps.get_unchecked(set) };
+        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only):
+            // the slot is within `tags`.
+            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
+                return Some(w);
+            }
+            m &= m - 1;
+        }
+        None
     }
 
     /// Set and way of `tag` (no page number equals `EMPTY`).
@@ -369,21 +397,7 @@ impl SetAssoc {
             return self.find_in_order(tag);
         }
         let set = self.set_of(tag);
-        let base = set * self.ways;
-        // SAFETY: `set < sets`, the length of `fps` when not empty.
-        let fps = unsafe { *self.fps.get_unchecked(set) };
-        // The ways whose fingerprint matches, in order; the full tag decides.
-        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
-        while m != 0 {
-            let w = m.trailing_zeros() as usize;
-            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only):
-            // the slot is within `tags`.
-            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
-                return Some((set, w));
-            }
-            m &= m - 1;
-        }
-        None
+        self.way_by_fingerprint(set, tag).map(|w| (set, w))
     }
 
     /// Make way `w` of `set` the most recent of the set (`set` and `w` as [`SetAssoc::find`]
@@ -525,17 +539,7 @@ impl SetAssoc {
         // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`) and `ways` is 4:
         // `base + 4 <= sets * ways`, within `tags`.
         let t = unsafe { &*self.tags.as_ptr().add(base).cast::<[u64; 4]>() };
-        let w = if t[0] == tag {
-            0
-        } else if t[1] == tag {
-            1
-        } else if t[2] == tag {
-            2
-        } else if t[3] == tag {
-            3
-        } else {
-            return None;
-        };
+        let w = way_of4(t, tag)?;
         self.tick += 1;
         // SAFETY: `base + w < sets * ways`, within `stamps` (the array keeps stamps) and `data`.
         unsafe {
@@ -573,21 +577,10 @@ impl SetAssoc {
     fn lookup_fp_pow2(&mut self, tag: u64) -> Option<u8> {
         debug_assert!(self.is_fp_pow2());
         let set = (tag as usize) & self.mask;
-        let base = set * self.ways;
-        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `fps`.
-        let fps = unsafe { *self.fps.get_unchecked(set) };
-        let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
-        while m != 0 {
-            let w = m.trailing_zeros() as usize;
-            // SAFETY: `set < sets` and `w < ways` (`fp_ways` has the first `ways` bits only).
-            if unsafe { *self.tags.get_unchecked(base + w) } == tag {
-                self.touch(set, w);
-                // SAFETY: as above, within `data`.
-                return Some(unsafe { *self.data.get_unchecked(base + w) });
-            }
-            m &= m - 1;
-        }
-        None
+        let w = self.way_by_fingerprint(set, tag)?;
+        self.touch(set, w);
+        // SAFETY: `set < sets` and `w < ways`: the slot is within `data`.
+        Some(unsafe { *self.data.get_unchecked(set * self.ways + w) })
     }
 
     /// Empty way `w` of `set`: it becomes the first to be refilled.
