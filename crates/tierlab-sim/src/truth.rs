@@ -83,7 +83,7 @@ impl Coalescer {
                 if gt.buffered {
                     // Buffered counts are applied in page order later: no counter to
                     // locate or prefetch now, the entry goes straight to the buffer.
-                    gt.push_pending(self.keys[slot], self.vals[slot]);
+                    gt.count(self.keys[slot], self.vals[slot]);
                 } else {
                     self.spill(self.keys[slot], self.vals[slot], gt);
                 }
@@ -416,11 +416,12 @@ impl GroundTruth {
             self.add_now(vpn, n);
             return;
         }
-        self.count_buffered(vpn, n);
+        self.push_pending(vpn, n);
     }
 
-    /// Buffer `n` accesses to `vpn` (a buffered window's common case inline: a count that
-    /// fits one entry and a buffer with room; the rest is [`GroundTruth::count_buffered`]).
+    /// Buffer `n` accesses to `vpn`, [`GroundTruth::count`] of a buffered window (its common
+    /// case inline: a count that fits one entry and a buffer with room; the rest is
+    /// [`GroundTruth::count_buffered`]).
     #[inline(always)]
     fn push_pending(&mut self, vpn: u64, n: u32) {
         if n < (1 << COUNT_BITS) && self.pending.len() + 1 < PENDING_MAX {
@@ -431,7 +432,8 @@ impl GroundTruth {
         }
     }
 
-    /// [`GroundTruth::count`] of a large working set: buffer the access.
+    /// [`GroundTruth::push_pending`] of a count too large for one entry or into a full
+    /// buffer (which it then applies).
     #[inline(never)]
     fn count_buffered(&mut self, vpn: u64, mut n: u32) {
         const MAXC: u32 = (1 << COUNT_BITS) - 1;

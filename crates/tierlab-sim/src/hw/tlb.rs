@@ -901,10 +901,7 @@ impl CoreTlb {
     #[inline(never)]
     fn fill_other(&mut self, va: u64, size: PageSize, data: u8) {
         match size {
-            PageSize::Base4K => {
-                self.l1_4k.insert(va >> PAGE_SHIFT, data);
-                self.l2.insert(va >> PAGE_SHIFT, data);
-            }
+            PageSize::Base4K => unreachable!("CoreTlb::fill inserts 4 KiB pages itself"),
             PageSize::Huge2M => {
                 self.cached |= HUGE_CACHED;
                 self.l1_2m.insert(va >> HUGE_SHIFT, data);
