@@ -343,6 +343,10 @@ pub struct GroundTruth {
     buffered: bool,
     /// Accesses counted over the whole run.
     pub total_accesses: u64,
+    /// The page list of a window the driver is done with ([`GroundTruth::recycle`]), reused
+    /// by the next [`GroundTruth::close`]: a hot set of gigabytes lists millions of pages per
+    /// window, and a new list each time would be new memory the host must map and zero.
+    spare_pages: Vec<(u64, u32)>,
 }
 
 /// Live chunks above which accesses are buffered and sorted (16 Ki chunks = 1 Mi pages,
@@ -612,6 +616,14 @@ impl GroundTruth {
         idx
     }
 
+    /// Give back a closed window's page list once nothing reads it any more: the next
+    /// [`GroundTruth::close`] fills the same allocation.
+    pub fn recycle(&mut self, w: WindowTruth) {
+        if w.pages.capacity() > self.spare_pages.capacity() {
+            self.spare_pages = w.pages;
+        }
+    }
+
     /// Always buffer and sort (normally chosen by working-set size); for tests.
     pub fn set_buffered(&mut self, on: bool) {
         self.buffered = on;
@@ -628,7 +640,9 @@ impl GroundTruth {
         let mut order: Vec<(u64, u32)> =
             self.touched_list.iter().map(|&i| (self.keys[i as usize], i)).collect();
         order.sort_unstable();
-        let mut pages = Vec::with_capacity(order.len() * 8);
+        let mut pages = std::mem::take(&mut self.spare_pages);
+        pages.clear();
+        pages.reserve(order.len() * 8);
         for &(key, i) in &order {
             let c = &mut self.chunks[i as usize];
             for (j, v) in c.iter_mut().enumerate() {
@@ -709,6 +723,7 @@ mod tests {
         assert_eq!(w.pages, vec![(3, 1), (9, 3)]);
         assert_eq!(w.accesses(), 4);
         assert_eq!(w.hot_pages(2).collect::<Vec<_>>(), vec![9]);
+        g.recycle(w);
         assert_eq!(g.close(1, 1000, 2000).pages, vec![]);
         assert_eq!(g.total_accesses, 4);
     }
@@ -747,6 +762,10 @@ mod tests {
             let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
             expect.sort_unstable();
             assert_eq!(win.pages, expect, "window {w}");
+            // As the driver does: the list comes back and the next window refills it.
+            if w % 2 == 0 {
+                g.recycle(win);
+            }
         }
         if spread == 1 {
             assert!(g.chunk_count() <= 20_000 / 64 + 2);

@@ -642,6 +642,7 @@ impl Run {
         self.timeseries.push_row(row);
         self.prev = now;
         self.windows += 1;
+        self.machine.recycle_window(w);
         Ok(())
     }
 

@@ -473,6 +473,12 @@ impl Machine {
         self.truth.close(index, start_ns, end_ns)
     }
 
+    /// Hand back a window [`Machine::close_window`] returned, once nothing reads it (its
+    /// page list is reused by the next window).
+    pub fn recycle_window(&mut self, w: WindowTruth) {
+        self.truth.recycle(w);
+    }
+
     /// Accesses ground truth counted so far.
     pub fn ground_truth_accesses(&self) -> u64 {
         self.truth.total_accesses

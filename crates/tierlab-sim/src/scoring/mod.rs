@@ -147,6 +147,9 @@ pub struct Scorer {
     cfg: ScoringConfig,
     tracks: Vec<Track>,
     truth: Vec<u64>,
+    /// The declared ranges `truth` was made from ([`TruthRule::Declared`]; sorted): a
+    /// window declaring the same ranges keeps the list as it is.
+    declared: Option<Vec<(u64, u64)>>,
 }
 
 impl Scorer {
@@ -156,6 +159,7 @@ impl Scorer {
             cfg: cfg.clone(),
             tracks: labels.into_iter().map(|label| Track { label, ..Default::default() }).collect(),
             truth: Vec::new(),
+            declared: None,
         }
     }
 
@@ -172,19 +176,27 @@ impl Scorer {
         w: &WindowTruth,
         declared: impl FnOnce() -> Vec<(u64, u64)>,
     ) -> (String, f64) {
-        self.truth = match self.cfg.truth {
-            TruthRule::Accessed => w.hot_pages(self.cfg.truth_threshold).collect(),
+        // The list of the previous window is refilled in place (millions of pages for a hot
+        // set of gigabytes: a new list each window would be new memory to map and zero), or
+        // kept when the declared ranges have not moved.
+        match self.cfg.truth {
+            TruthRule::Accessed => {
+                self.truth.clear();
+                self.truth.extend(w.hot_pages(self.cfg.truth_threshold));
+            }
             TruthRule::Declared => {
                 let mut ranges = declared();
                 ranges.sort_unstable();
-                let mut pages = Vec::new();
-                for (s, l) in ranges {
-                    pages.extend(tierlab_core::vpn(s)..tierlab_core::pages_for(s + l));
+                if self.declared.as_ref() != Some(&ranges) {
+                    self.truth.clear();
+                    for &(s, l) in &ranges {
+                        self.truth.extend(tierlab_core::vpn(s)..tierlab_core::pages_for(s + l));
+                    }
+                    self.truth.dedup();
+                    self.declared = Some(ranges);
                 }
-                pages.dedup();
-                pages
             }
-        };
+        }
         ("truth_bytes".to_string(), tierlab_core::bytes_of(self.truth.len() as u64) as f64)
     }
 
@@ -274,5 +286,33 @@ mod tests {
         assert_eq!(s.precision(), 0.0);
         assert_eq!(s.recall(), 0.0);
         assert!(score(&HotReport::Pages(vec![1]), &[]).recall().is_nan());
+    }
+
+    /// The truly hot set of each window, whether its list is refilled (ranges moved, or the
+    /// accessed rule) or kept (the same declared ranges as the previous window).
+    #[test]
+    fn truth_is_recomputed_only_when_it_can_change() {
+        let p = tierlab_core::PAGE_SIZE;
+        let cfg = ScoringConfig { truth: TruthRule::Declared, ..Default::default() };
+        let mut s = Scorer::new(&cfg, vec!["t".into()]);
+        let w = WindowTruth::default();
+        assert_eq!(s.begin_window(&w, || vec![(10 * p, 2 * p)]).1, (2 * p) as f64);
+        assert_eq!(s.truth, vec![10, 11]);
+        assert_eq!(s.begin_window(&w, || vec![(10 * p, 2 * p)]).1, (2 * p) as f64);
+        assert_eq!(s.truth, vec![10, 11]);
+        // Unsorted ranges, a shorter list than before.
+        assert_eq!(s.begin_window(&w, || vec![(40 * p, p), (3 * p, p / 2)]).1, (2 * p) as f64);
+        assert_eq!(s.truth, vec![3, 40]);
+        assert_eq!(s.begin_window(&w, Vec::new).1, 0.0);
+        assert!(s.truth.is_empty());
+
+        let cfg = ScoringConfig { truth: TruthRule::Accessed, truth_threshold: 2, ..Default::default() };
+        let mut s = Scorer::new(&cfg, vec!["t".into()]);
+        let w1 = WindowTruth { pages: vec![(1, 5), (2, 1), (7, 2)], ..Default::default() };
+        s.begin_window(&w1, || unreachable!());
+        assert_eq!(s.truth, vec![1, 7]);
+        let w2 = WindowTruth { pages: vec![(4, 9)], ..Default::default() };
+        s.begin_window(&w2, || unreachable!());
+        assert_eq!(s.truth, vec![4]);
     }
 }
