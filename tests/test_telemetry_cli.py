@@ -54,3 +54,18 @@ def test_unknown_technique_and_scenario_without_telemetry() -> None:
     assert "NOPE" in err and "TS-FLX" in err
     err = assert_user_error(cli("telemetry", "demo"))
     assert "no [[telemetry]]" in err
+
+
+def test_baseline_runs_count_no_ground_truth() -> None:
+    """The baseline of each point only times the application (`report.ground_truth = false`:
+    the engine's test `a_run_without_ground_truth_simulates_the_same` shows that this changes
+    nothing simulated); the techniques' runs count ground truth to be scored."""
+    from tierlab.telemetry import NO_TRUTH, TelemetryKind
+
+    plan = TelemetryKind(["TS-FLX"]).plan("telescope-footprints", ['duration="1s"'], only="1GB")
+    base = [p for p in plan.points if p.techniques == ()]
+    techs = [p for p in plan.points if p.techniques]
+    assert len(base) == 1 and len(techs) == 1
+    assert base[0].overrides[-1] == NO_TRUTH and 'duration="1s"' in base[0].overrides
+    assert NO_TRUTH not in techs[0].overrides
+    assert base[0].overrides[:-1] == techs[0].overrides

@@ -114,6 +114,18 @@ pub struct ReportConfig {
     /// What the sweep points are called in reports and JSON (`footprints`, `cores`, ...).
     #[serde(default = "d_sweep_name")]
     pub sweep_name: String,
+    /// Count every access of the workload per page and window (exact ground truth; default
+    /// true). `false` counts nothing per page: the run then has no heatmap, no
+    /// `pages_touched`/`bytes_touched` columns, no optimum bound, no `tiering.fast_hot_bytes`
+    /// and no `run.ground_truth_accesses`, and its telemetry can be scored only by the
+    /// declared rule. Nothing simulated depends on it (agents never see ground truth): for
+    /// runs that only time the application, such as `tierlab telemetry`'s baseline runs.
+    #[serde(default = "d_true")]
+    pub ground_truth: bool,
+}
+
+fn d_true() -> bool {
+    true
 }
 
 fn d_sweep_name() -> String {
@@ -122,7 +134,7 @@ fn d_sweep_name() -> String {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        ReportConfig { heatmap_bins: d_bins(), sweep_name: d_sweep_name() }
+        ReportConfig { heatmap_bins: d_bins(), sweep_name: d_sweep_name(), ground_truth: true }
     }
 }
 

@@ -256,6 +256,31 @@ fn sum_counters(m: &Machine) -> Snapshot {
     s
 }
 
+/// Execute core `t`'s accesses `buf[*pos..]` until its clock reaches `target_ps` (true) or
+/// the batch ends (false), counting them in the ground truth when `TRUTH`.
+#[inline(always)]
+fn drain<const TRUTH: bool>(
+    m: &mut Machine,
+    t: usize,
+    buf: &[Access],
+    pos: &mut usize,
+    target_ps: u64,
+) -> Result<bool> {
+    let mut i = *pos;
+    let r = (|| {
+        while i < buf.len() {
+            if m.hw.cores[t].clock_ps >= target_ps {
+                return Ok(true);
+            }
+            m.access_with::<TRUTH>(t, buf[i])?;
+            i += 1;
+        }
+        Ok::<bool, SimError>(m.hw.cores[t].clock_ps >= target_ps)
+    })();
+    *pos = i;
+    r
+}
+
 /// One stage, built and ready to run.
 pub struct Run {
     /// The scenario of this stage.
@@ -277,6 +302,8 @@ pub struct Run {
     scorer: Scorer,
     optimum: Option<Optimum>,
     prev_overhead: u64,
+    /// Ground truth counted (`report.ground_truth`).
+    truth: bool,
 }
 
 /// The fast and slow node of a run on a tiered machine (the tiering policy's, else the
@@ -432,7 +459,18 @@ impl Run {
         if scenario.duration.is_none() && end_ns > 0 {
             scenario.duration = Some(crate::units::Duration(end_ns));
         }
-        let heatmap = Heatmap::layout(&machine, scenario.report.heatmap_bins);
+        let truth = scenario.report.ground_truth;
+        if !truth && scorer.active() && scenario.scoring.truth == TruthRule::Accessed {
+            return Err(SimError::config(
+                &ctx.scenario_file,
+                "report.ground_truth",
+                "false leaves nothing to score the [[telemetry]] techniques with under scoring.truth = \"accessed\": keep it true, or score by the declared hot set (scoring.truth = \"declared\")"
+                    .to_string(),
+            ));
+        }
+        // Without ground truth there is nothing to bin: no heatmap.
+        let heatmap =
+            if truth { Heatmap::layout(&machine, scenario.report.heatmap_bins) } else { Heatmap::default() };
         let mappings = machine
             .os
             .vmas
@@ -447,6 +485,7 @@ impl Run {
         let prev = sum_counters(&machine);
         run_agents(&mut slots, &mut machine, Hook::Start)?;
         let optimum = tier_pair(&scenario)
+            .filter(|_| truth)
             .map(|(f, s)| Optimum::new(f, s, machine.os.mem.nodes[f as usize].capacity_pages));
         let prev_overhead = app_overhead_ps(&machine, threads);
         Ok(Run {
@@ -469,6 +508,7 @@ impl Run {
             scorer,
             optimum,
             prev_overhead,
+            truth,
         })
     }
 
@@ -531,20 +571,11 @@ impl Run {
                 }
             }
             let b = &mut self.batches[t];
-            let buf = &b.buf;
-            let mut pos = b.pos;
-            let m = &mut self.machine;
-            let r = (|| {
-                while pos < buf.len() {
-                    if m.hw.cores[t].clock_ps >= target_ps {
-                        return Ok(true);
-                    }
-                    m.access(t, buf[pos])?;
-                    pos += 1;
-                }
-                Ok::<bool, SimError>(m.hw.cores[t].clock_ps >= target_ps)
-            })();
-            b.pos = pos;
+            let r = if self.truth {
+                drain::<true>(&mut self.machine, t, &b.buf, &mut b.pos, target_ps)
+            } else {
+                drain::<false>(&mut self.machine, t, &b.buf, &mut b.pos, target_ps)
+            };
             if r? {
                 return Ok(());
             }
@@ -558,7 +589,9 @@ impl Run {
     fn close_window(&mut self, start_ps: u64, end_ps: u64) -> Result<()> {
         let (start_ns, end_ns) = (start_ps / 1000, end_ps / 1000);
         let w = self.machine.close_window(self.windows, start_ns, end_ns);
-        self.heatmap.add_window(&w);
+        if self.truth {
+            self.heatmap.add_window(&w);
+        }
         let mut score_cols = Vec::new();
         if self.scorer.active() {
             let workload = &self.workload;
@@ -597,8 +630,12 @@ impl Run {
                 d(now.c.accesses - now.c.writes, self.prev.c.accesses - self.prev.c.writes),
             ),
             ("writes".to_string(), d(now.c.writes, self.prev.c.writes)),
-            ("pages_touched".to_string(), w.pages.len() as f64),
-            ("bytes_touched".to_string(), tierlab_core::bytes_of(w.pages.len() as u64) as f64),
+        ];
+        if self.truth {
+            row.push(("pages_touched".to_string(), w.pages.len() as f64));
+            row.push(("bytes_touched".to_string(), tierlab_core::bytes_of(w.pages.len() as u64) as f64));
+        }
+        row.extend([
             ("tlb_misses".to_string(), d(now.c.tlb_misses, self.prev.c.tlb_misses)),
             ("l2_tlb_hits".to_string(), d(now.c.l2_tlb_hits, self.prev.c.l2_tlb_hits)),
             ("page_faults".to_string(), d(now.c.page_faults, self.prev.c.page_faults)),
@@ -606,7 +643,7 @@ impl Run {
                 "remote_invalidations".to_string(),
                 d(now.c.remote_invalidations, self.prev.c.remote_invalidations),
             ),
-        ];
+        ]);
         let secs = (end_ps - start_ps) as f64 / 1e12;
         let acc = d(now.c.accesses, self.prev.c.accesses);
         row.push(("accesses_per_ms".to_string(), if secs > 0.0 { acc / (secs * 1e3) } else { 0.0 }));
@@ -633,7 +670,7 @@ impl Run {
         for s in &mut self.agents {
             let info = Info { view: &view, cpu_ps: s.cpu_ps, threads };
             row.extend(s.agent.window_columns(&info));
-            if let Some(fast) = s.agent.fast_node() {
+            if let Some(fast) = s.agent.fast_node().filter(|_| self.truth) {
                 let hot = self.scorer.hot_bytes_where(&w, |va| view.node_of(va) == Some(fast));
                 row.push(("tiering.fast_hot_bytes".to_string(), hot));
             }
@@ -781,7 +818,9 @@ impl Run {
         stats.set("run.scenario", self.scenario.name.as_str());
         stats.set("run.interrupted", interrupted as u64);
         stats.set("run.threads", self.threads);
-        stats.set("run.ground_truth_accesses", self.machine.ground_truth_accesses());
+        if self.truth {
+            stats.set("run.ground_truth_accesses", self.machine.ground_truth_accesses());
+        }
         self.scorer.report_stats(&mut stats);
         let app_s =
             (0..self.threads).map(|t| self.machine.hw.cores[t].clock_ps).max().unwrap_or(0) as f64 / 1e12;

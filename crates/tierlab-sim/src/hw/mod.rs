@@ -347,10 +347,10 @@ impl Hardware {
         self.cores.iter().map(|c| c.clock_ps).max().unwrap_or(0)
     }
 
-    /// Execute one access of `core`, counting it in the ground truth `gt`; `mmu` resolves
-    /// TLB misses. The hot path of the simulator.
+    /// Execute one access of `core`, counting it in the ground truth `gt` when `TRUTH`;
+    /// `mmu` resolves TLB misses. The hot path of the simulator.
     #[inline(always)]
-    pub fn access<M: Mmu>(
+    pub fn access<M: Mmu, const TRUTH: bool>(
         &mut self,
         core: usize,
         a: Access,
@@ -359,7 +359,9 @@ impl Hardware {
     ) -> Result<()> {
         let write = a.is_write();
         let c = &mut self.cores[core];
-        c.truth.count(tierlab_core::vpn(a.addr), gt);
+        if TRUTH {
+            c.truth.count(tierlab_core::vpn(a.addr), gt);
+        }
         c.c.accesses += 1;
         c.c.writes += write as u64;
         // The cache model (its state follows every access) and PEBS event counting:

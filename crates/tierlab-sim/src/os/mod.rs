@@ -460,10 +460,18 @@ impl Machine {
         self.hw.now_ps() / 1000
     }
 
-    /// Execute one access of `core`. The hot path of the simulator.
+    /// Execute one access of `core`, counted in the ground truth. The hot path of the
+    /// simulator.
     #[inline(always)]
     pub fn access(&mut self, core: usize, a: Access) -> Result<()> {
-        self.hw.access(core, a, &mut self.os, &mut self.truth)
+        self.access_with::<true>(core, a)
+    }
+
+    /// [`Machine::access`], counted in the ground truth only when `TRUTH` (a run without
+    /// ground truth, `report.ground_truth = false`).
+    #[inline(always)]
+    pub fn access_with<const TRUTH: bool>(&mut self, core: usize, a: Access) -> Result<()> {
+        self.hw.access::<_, TRUTH>(core, a, &mut self.os, &mut self.truth)
     }
 
     /// Close the ground-truth window `[start_ns, end_ns)` numbered `index` and return its

@@ -388,3 +388,62 @@ fn colloid_moves_toward_the_lower_loaded_latency_and_stops_when_balanced() {
     assert_eq!(f(&flat, "tiering.promoted_pages") + f(&flat, "tiering.demoted_pages"), 0.0);
     assert_eq!(f(&flat, "tiering.colloid.delta_p"), 0.0);
 }
+
+/// `report.ground_truth = false` counts nothing per page and changes nothing simulated: a
+/// tiering run on Telescope (scored by the declared hot set) publishes the same statistics
+/// and time series without the ones ground truth makes, and no heatmap.
+#[test]
+fn a_run_without_ground_truth_simulates_the_same() {
+    let text = tierlab_sim::scenario::builtin("telescope-5tb").unwrap().text;
+    let ov = [
+        r#"telemetry=[{name = "ts", kind = "telescope", variant = "flex", sample_interval = "5ms", aggr_interval = "200ms"}]"#,
+        r#"tiering={kind = "hottest-first", telemetry = "ts"}"#,
+        // Half the heap in CXL, so the policy has hot pages to promote.
+        r#"placement={kind = "interleave"}"#,
+        "workload.heap_size=\"64GiB\"",
+        "workload.hot_size=\"1GiB\"",
+        "duration=\"3s\"",
+    ];
+    let on = run(text, &ov);
+    let off = run(text, &[&ov[..], &["report.ground_truth=false"]].concat());
+    let made_by_truth = |k: &str| {
+        k == "run.ground_truth_accesses" || k.starts_with("optimum.") || k.ends_with("fast_hot_bytes")
+    };
+    assert!(f(&on, "tiering.promoted_bytes") > 0.0, "the tiering policy acts");
+    assert!(
+        on.stats.get("optimum.fast_share").is_some() && on.stats.get("run.ground_truth_accesses").is_some()
+    );
+    assert!(on.timeseries.column("tiering.fast_hot_bytes").is_some());
+    assert!(on.timeseries.column("pages_touched").is_some());
+    for (k, v) in on.stats.iter() {
+        if made_by_truth(k) {
+            assert!(off.stats.get(k).is_none(), "{k} without ground truth");
+        } else {
+            assert_eq!(off.stats.get(k), Some(v), "{k}");
+        }
+    }
+    assert_eq!(off.stats.len(), on.stats.iter().filter(|(k, _)| !made_by_truth(k)).count());
+    let truth_cols = ["pages_touched", "bytes_touched", "tiering.fast_hot_bytes"];
+    for (name, col) in on.timeseries.names.iter().zip(&on.timeseries.columns) {
+        if truth_cols.contains(&name.as_str()) || name.starts_with("optimum") {
+            assert!(off.timeseries.column(name).is_none(), "{name}");
+        } else {
+            assert_eq!(off.timeseries.column(name), Some(&col[..]), "{name}");
+        }
+    }
+    assert!(!on.heatmap.counts.is_empty() && off.heatmap.counts.is_empty());
+}
+
+/// Without ground truth, techniques scored by the accessed rule have nothing to be scored
+/// with: a configuration error naming the field, before anything runs.
+#[test]
+fn no_ground_truth_refuses_accessed_scoring() {
+    let s = src(KV);
+    let ov: Vec<String> = [DAMON, "report.ground_truth=false"].iter().map(|o| o.to_string()).collect();
+    let sc = load(&s, &ov, None).unwrap();
+    let e = Simulation::new(sc, &s, None).err().expect("refused").to_string();
+    assert!(e.contains("report.ground_truth") && e.contains("declared"), "{e}");
+    // Without telemetry it runs.
+    let r = run(KV, &["report.ground_truth=false", "duration=\"500ms\""]);
+    assert!(f(&r, "workload.kv.requests") > 0.0);
+}
