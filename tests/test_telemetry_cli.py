@@ -69,3 +69,28 @@ def test_baseline_runs_count_no_ground_truth() -> None:
     assert base[0].overrides[-1] == NO_TRUTH and 'duration="1s"' in base[0].overrides
     assert NO_TRUTH not in techs[0].overrides
     assert base[0].overrides[:-1] == techs[0].overrides
+
+
+def test_a_run_without_ground_truth(tmp_path: Path) -> None:
+    """`report.ground_truth = false` from the command line: the outputs say that nothing was
+    counted (no touched-page columns, a heatmap that says why it is empty), and a scenario
+    whose techniques are scored by the accessed rule is refused naming the field."""
+    out = tmp_path / "run"
+    res = cli(
+        "run",
+        "demo",
+        "--set",
+        "report.ground_truth=false",
+        "--set",
+        'duration="30ms"',
+        "--out",
+        out,
+    )
+    assert res.returncode == 0, res.stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["machine"]["accesses"] > 0 and "ground_truth_accesses" not in stats["run"]
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    assert "accesses" in ts.columns and "pages_touched" not in ts.columns
+    assert "no ground truth counted" in (out / "heatmap.svg").read_text()
+    err = assert_user_error(cli("run", "pebs-minife", "--set", "report.ground_truth=false"))
+    assert "report.ground_truth" in err and "declared" in err

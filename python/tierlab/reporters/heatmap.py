@@ -36,8 +36,13 @@ def _runs(names: list[str]) -> list[tuple[int, int, str]]:
     return runs
 
 
-def heatmap_figure(heatmap: Heatmap, title: str = "") -> Figure:
-    """A matplotlib figure of a native heatmap dict (Agg backend, no display needed)."""
+#: What an empty heatmap says when the run counted no ground truth.
+NO_TRUTH_NOTE = "no ground truth counted (report.ground_truth = false)"
+
+
+def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no accesses") -> Figure:
+    """A matplotlib figure of a native heatmap dict (Agg backend, no display needed);
+    ``empty_note`` is written on it when there is nothing to show."""
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
@@ -53,7 +58,7 @@ def heatmap_figure(heatmap: Heatmap, title: str = "") -> Figure:
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("address bins (by mapping)")
     if counts.size == 0 or counts.max() <= 0 or not starts:
-        ax.text(0.5, 0.5, "no accesses", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, empty_note, ha="center", va="center", transform=ax.transAxes)
         return fig
 
     counts = counts.reshape(len(t0), len(starts))
@@ -96,7 +101,9 @@ class HeatmapReporter(Reporter):
         title = f"{result.name} (seed {result.seed}): accesses by address over time"
         if result.interrupted:
             title += " [interrupted]"
-        fig = heatmap_figure(result.heatmap, title)
+        # A run without ground truth (`report.ground_truth = false`) has no counts to bin.
+        counted = "run.ground_truth_accesses" in result.stats_flat
+        fig = heatmap_figure(result.heatmap, title, "no accesses" if counted else NO_TRUTH_NOTE)
         written = [table]
         for ext, dpi in (("png", 120), ("svg", None)):
             path = out_dir / f"heatmap.{ext}"
