@@ -302,8 +302,6 @@ pub struct Run {
     scorer: Scorer,
     optimum: Option<Optimum>,
     prev_overhead: u64,
-    /// Ground truth counted (`report.ground_truth`).
-    truth: bool,
 }
 
 /// The fast and slow node of a run on a tiered machine (the tiering policy's, else the
@@ -508,8 +506,12 @@ impl Run {
             scorer,
             optimum,
             prev_overhead,
-            truth,
         })
+    }
+
+    /// Whether the run counts ground truth (`report.ground_truth`).
+    fn counts_truth(&self) -> bool {
+        self.scenario.report.ground_truth
     }
 
     fn next_event(&self) -> Ps {
@@ -571,7 +573,7 @@ impl Run {
                 }
             }
             let b = &mut self.batches[t];
-            let r = if self.truth {
+            let r = if self.scenario.report.ground_truth {
                 drain::<true>(&mut self.machine, t, &b.buf, &mut b.pos, target_ps)
             } else {
                 drain::<false>(&mut self.machine, t, &b.buf, &mut b.pos, target_ps)
@@ -589,7 +591,7 @@ impl Run {
     fn close_window(&mut self, start_ps: u64, end_ps: u64) -> Result<()> {
         let (start_ns, end_ns) = (start_ps / 1000, end_ps / 1000);
         let w = self.machine.close_window(self.windows, start_ns, end_ns);
-        if self.truth {
+        if self.counts_truth() {
             self.heatmap.add_window(&w);
         }
         let mut score_cols = Vec::new();
@@ -631,7 +633,7 @@ impl Run {
             ),
             ("writes".to_string(), d(now.c.writes, self.prev.c.writes)),
         ];
-        if self.truth {
+        if self.counts_truth() {
             row.push(("pages_touched".to_string(), w.pages.len() as f64));
             row.push(("bytes_touched".to_string(), tierlab_core::bytes_of(w.pages.len() as u64) as f64));
         }
@@ -666,11 +668,12 @@ impl Run {
             row.extend(Optimum::window_columns(b, r, a));
         }
         let threads = self.threads;
+        let truth = self.counts_truth();
         let view = MachineView::new(&mut self.machine);
         for s in &mut self.agents {
             let info = Info { view: &view, cpu_ps: s.cpu_ps, threads };
             row.extend(s.agent.window_columns(&info));
-            if let Some(fast) = s.agent.fast_node().filter(|_| self.truth) {
+            if let Some(fast) = s.agent.fast_node().filter(|_| truth) {
                 let hot = self.scorer.hot_bytes_where(&w, |va| view.node_of(va) == Some(fast));
                 row.push(("tiering.fast_hot_bytes".to_string(), hot));
             }
@@ -818,7 +821,7 @@ impl Run {
         stats.set("run.scenario", self.scenario.name.as_str());
         stats.set("run.interrupted", interrupted as u64);
         stats.set("run.threads", self.threads);
-        if self.truth {
+        if self.counts_truth() {
             stats.set("run.ground_truth_accesses", self.machine.ground_truth_accesses());
         }
         self.scorer.report_stats(&mut stats);
