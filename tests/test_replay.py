@@ -65,3 +65,27 @@ def test_replay_of_bad_recording_is_a_clean_error(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr
     assert "meta.json" in res.stderr
+
+
+def test_replay_of_a_sampled_recording_says_it_holds_samples_only(tmp_path: Path) -> None:
+    # A perf-script import holds samples, no accesses: replaying it ran 0 accesses and
+    # reported success.
+    fixture = Path(__file__).parent / "fixtures" / "perf-script-mem-loads.txt"
+    res = tierlab("import", "perf-script", fixture, "-o", tmp_path / "rec")
+    assert res.returncode == 0, res.stderr
+    res = tierlab("run", replay_scenario(tmp_path))
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "no accesses" in res.stderr and "samples" in res.stderr, res.stderr
+
+
+def test_a_stage_override_of_a_zero_duration_is_refused(tmp_path: Path) -> None:
+    # `set = ["duration=\"0s\""]` in a stage skipped the file's checks and ran forever.
+    path = tmp_path / "st.toml"
+    path.write_text(
+        'name = "t"\nduration = "20ms"\n[workload]\nkind = "uniform"\nfootprint = "16MiB"\n'
+        '[[stages]]\nname = "a"\nset = [\'duration="0s"\']\n'
+    )
+    res = tierlab("run", path, "--no-progress", timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "stages[0].set" in res.stderr and "duration" in res.stderr, res.stderr

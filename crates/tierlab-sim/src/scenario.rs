@@ -438,6 +438,23 @@ pub fn build_ctx(sc: &Scenario, src: &Source) -> BuildCtx {
     }
 }
 
+/// Check the scenario of stage `index` (the scenario with the stage's `set` overrides) as a
+/// scenario file is checked: a value a file may not hold (a zero duration, no cores) is
+/// refused in a stage's overrides too, the error naming the stage's `set` and the field.
+pub(crate) fn validate_stage(sc: &Scenario, file: &str, index: usize) -> Result<()> {
+    let src = Source { text: String::new(), file: file.to_string(), base_dir: ".".into() };
+    validate(sc, &src).map_err(|e| match e {
+        SimError::Config { at, msg } => SimError::Config {
+            at: Location { file: file.to_string(), line: None, field: Some(format!("stages[{index}].set")) },
+            msg: match at.field {
+                Some(f) if !f.is_empty() => format!("{f}: {msg}"),
+                _ => msg,
+            },
+        },
+        other => other,
+    })
+}
+
 fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     let err = |field: &str, msg: String| SimError::Config {
         at: Location {
@@ -460,6 +477,17 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     if let Some(d) = sc.duration {
         if d.0 == 0 {
             return Err(err("duration", "must be > 0".into()));
+        }
+    }
+    if let crate::workload::WorkloadConfig::Replay(r) = &sc.workload {
+        if let Some(n) = r.node.filter(|&n| n as usize >= sc.machine.nodes.len()) {
+            return Err(err(
+                "workload.node",
+                format!(
+                    "node {n} does not exist: the machine has {} node(s), numbered from 0",
+                    sc.machine.nodes.len()
+                ),
+            ));
         }
     }
     if sc.report.heatmap_bins == 0 || sc.report.heatmap_bins > 100_000 {
@@ -633,24 +661,63 @@ pub fn apply_override(table: &mut toml::Table, o: &str) -> Result<()> {
 
 /// Turn a toml error into a located config error.
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> SimError {
-    let msg = e.message().trim().to_string();
+    let mut msg = e.message().trim().to_string();
     let mut line = e.span().map(|s| line_of_offset(text, s.start));
     let mut field = e.span().and_then(|s| field_at(text, s.start));
-    // serde's internally tagged enums lose spans: the error points at the table. Find the
-    // offending key inside it.
-    if let Some(name) = backticked_after(&msg, "unknown field `") {
-        if let Some(span) = e.span() {
-            if let Some((l, f)) = find_key_in_span(text, span.clone(), &name) {
+    // serde's internally tagged enums (`[workload]`, `[[telemetry]]`, ...) lose spans: the
+    // error points at the table, the key is named at the end of the message (`in `key``) or
+    // not at all (an unknown variant: the key holding that value). Find it inside the table.
+    let in_key = msg.rsplit_once("\nin `").and_then(|(head, tail)| {
+        tail.strip_suffix('`').filter(|k| !k.contains('`')).map(|k| (head.trim().to_string(), k.to_string()))
+    });
+    let located =
+        |pred: &dyn Fn(&str, &str) -> bool| e.span().and_then(|span| find_in_span(text, span, pred));
+    if let Some((head, key)) = in_key {
+        msg = head;
+        match located(&|k, _| k == key) {
+            Some((l, f)) => {
                 line = Some(l);
                 field = Some(f);
+            }
+            None => field = Some(field.map_or(key.clone(), |t| format!("{t}.{key}"))),
+        }
+    } else if let Some(name) = backticked_after(&msg, "unknown field `") {
+        if let Some((l, f)) = located(&|k, _| k == name) {
+            line = Some(l);
+            field = Some(f);
+        } else if let Some(f) = &field {
+            // An unknown table (`[a.b.c]`, `a.b.c = 1` from --set): the path up to it.
+            let parts: Vec<&str> = f.split('.').collect();
+            if let Some(i) = parts.iter().position(|p| *p == name) {
+                field = Some(parts[..=i].join("."));
             }
         }
         if field.is_none() {
             field = Some(name);
         }
+    } else if let Some(value) = backticked_after(&msg, "unknown variant `") {
+        let quoted = |v: &str| {
+            let v = v.trim();
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                == Some(value.as_str())
+        };
+        if let Some((l, f)) = located(&|_, v| quoted(v)) {
+            line = Some(l);
+            field = Some(f);
+        }
     } else if let Some(name) = backticked_after(&msg, "missing field `") {
-        let table = field.clone().unwrap_or_default();
+        // A field missing at the top level: the error spans the whole document.
+        let top = e.span().is_none_or(|s| s.start == 0 && s.end >= text.trim_end().len());
+        let table = if top { String::new() } else { field.clone().unwrap_or_default() };
         field = Some(if table.is_empty() { name } else { format!("{table}.{name}") });
+        if top {
+            line = None;
+        }
+    }
+    if let Some(i) = msg.find("expected internally tagged enum ") {
+        msg = format!("{}expected a table with a `kind`", &msg[..i]);
     }
     SimError::Config { at: Location { file: file.to_string(), line, field }, msg }
 }
@@ -694,7 +761,13 @@ fn field_at(text: &str, off: usize) -> Option<String> {
     }
 }
 
-fn find_key_in_span(text: &str, span: std::ops::Range<usize>, key: &str) -> Option<(usize, String)> {
+/// The first `key = value` line of the table starting at `span` for which `pred(key, value)`
+/// holds: its line and dotted field.
+fn find_in_span(
+    text: &str,
+    span: std::ops::Range<usize>,
+    pred: &dyn Fn(&str, &str) -> bool,
+) -> Option<(usize, String)> {
     // Search from the table's start to the next table header.
     let start_line = line_of_offset(text, span.start);
     let mut table = String::new();
@@ -710,8 +783,9 @@ fn find_key_in_span(text: &str, span: std::ops::Range<usize>, key: &str) -> Opti
         if i + 1 < start_line {
             continue;
         }
-        if let Some((k, _)) = t.split_once('=') {
-            if k.trim() == key || k.trim().trim_matches('"') == key {
+        if let Some((k, v)) = t.split_once('=') {
+            let key = k.trim().trim_matches('"');
+            if pred(key, v) {
                 let f = if table.is_empty() { key.to_string() } else { format!("{table}.{key}") };
                 return Some((i + 1, f));
             }
@@ -1031,5 +1105,55 @@ mod tests {
             "[workload]\nkind = \"uniform\"\n[[stages]]\nname = \"a\"\nset = ['machine.cpu=\"zen4\"']\n";
         let e = load(&src(text), &[], None).unwrap_err().to_string();
         assert!(e.contains("stages[0].set") && e.contains("machine.cpu"), "{e}");
+    }
+
+    #[test]
+    fn errors_inside_a_kind_table_name_the_key_and_its_line() {
+        let e = |text: &str, over: &[&str]| {
+            let over: Vec<String> = over.iter().map(|s| s.to_string()).collect();
+            load(&src(text), &over, None).unwrap_err().to_string()
+        };
+        // A bad size in [workload]: the key's line and dotted field, the message on one line.
+        let m = e("name = \"t\"\n[workload]\nkind = \"uniform\"\n\nfootprint = \"16XB\"\n", &[]);
+        assert!(m.contains(":5:") && m.contains("workload.footprint") && !m.contains('\n'), "{m}");
+        // An unknown variant: the key holding it.
+        let m = e("[workload]\nkind = \"replay\"\npath = \"x\"\nmappings = \"bogus\"\n", &[]);
+        assert!(m.contains(":4:") && m.contains("workload.mappings"), "{m}");
+        // A missing top-level table is named alone (not after the first key of the file).
+        let m = e("name = \"t\"\n", &[]);
+        assert!(m.contains("field `workload`") && !m.contains("name.workload"), "{m}");
+        // --set of a whole table to a number; an unknown nested key.
+        let ok = "[workload]\nkind = \"uniform\"\n";
+        let m = e(ok, &["workload=3"]);
+        assert!(m.contains("expected a table with a `kind`"), "{m}");
+        let m = e(ok, &["a.b.c.d.e=1"]);
+        assert!(m.contains("field `a`:"), "{m}");
+        let m = e("[workload]\nkind = \"replay\"\npath = \"r\"\npopulate = true\nnode = 5\n", &[]);
+        assert!(m.contains(":5:") && m.contains("workload.node") && m.contains("does not exist"), "{m}");
+        let m = e(ok, &["workload.footprint=\"-5MiB\""]);
+        assert!(m.contains("workload.footprint") && m.contains("negative"), "{m}");
+    }
+
+    #[test]
+    fn a_stage_override_is_checked_as_a_scenario_file() {
+        // A zero duration in a stage's overrides ran forever; a file may not hold it, and
+        // neither may a stage: the error names the stage's `set` and the field.
+        for (set, field) in [
+            ("duration=\"0s\"", "duration"),
+            ("window=\"0s\"", "window"),
+            ("machine.cores=0", "machine.cores"),
+        ] {
+            let text = format!(
+                "duration = \"20ms\"\n[workload]\nkind = \"uniform\"\nfootprint = \"16MiB\"\n\
+                 [[stages]]\nname = \"a\"\n[[stages]]\nname = \"b\"\nset = ['{set}']\n"
+            );
+            let sc = load(&src(&text), &[], None).expect("the file itself is valid");
+            let e = crate::driver::stages::plan(&sc, "s.toml").unwrap_err().to_string();
+            assert!(e.contains("stages[1].set") && e.contains(field), "{set}: {e}");
+        }
+        let text = "duration = \"20ms\"\n[workload]\nkind = \"uniform\"\nfootprint = \"16MiB\"\n\
+                    [[stages]]\nname = \"a\"\nset = ['duration=\"1ms\"']\n";
+        let sc = load(&src(text), &[], None).unwrap();
+        assert!(crate::driver::stages::plan(&sc, "s.toml").is_ok());
     }
 }

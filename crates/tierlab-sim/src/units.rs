@@ -44,6 +44,20 @@ fn check_duration(ns: u64) -> Result<u64, String> {
     }
 }
 
+/// The message for a value whose unit part `unit` is not one of `units`: a minus sign and an
+/// exponent are named as such (they would otherwise read as parts of an unknown unit).
+fn bad_unit(what: &str, unit: &str, s: &str, units: &str) -> String {
+    let t = s.trim();
+    if t.starts_with('-') {
+        let noun = if what == "time" { "duration" } else { what };
+        format!("`{t}` is negative: a {noun} is a number of 0 or more followed by a unit ({units})")
+    } else if unit.starts_with(['e', 'E']) && unit.len() > 1 && t.len() > unit.len() {
+        format!("`{t}`: exponent notation is not accepted; write the number's digits ({what} units: {units})")
+    } else {
+        format!("unknown {what} unit `{unit}` in `{s}` (use {units})")
+    }
+}
+
 fn parse_size_unbounded(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.is_empty() {
@@ -63,7 +77,7 @@ fn parse_size_unbounded(s: &str) -> Result<u64, String> {
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
-        _ => return Err(format!("unknown size unit `{unit}` in `{s}` (use K, M, G, T, KiB.., or KB..)")),
+        _ => return Err(bad_unit("size", unit, s, "K, M, G, T, KiB.., or KB..")),
     };
     if num.is_empty() {
         return Err(format!("`{s}` has no number"));
@@ -156,7 +170,7 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         "ms" => 1e6,
         "s" | "" => 1e9,
         "min" => 60e9,
-        u => return Err(format!("unknown time unit `{u}` in `{s}` (use ns, us, ms, s, min)")),
+        u => return Err(bad_unit("time", u, s, "ns, us, ms, s, min")),
     };
     let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration"))?;
     if !(v.is_finite() && v >= 0.0) {
@@ -266,5 +280,19 @@ mod tests {
         assert_eq!(format_duration(5_000_000), "5ms");
         assert_eq!(format_duration(60_000_000_000), "1min");
         assert_eq!(format_duration(1_500_000_000), "1500ms");
+    }
+
+    #[test]
+    fn a_minus_sign_or_an_exponent_is_named() {
+        let e = parse_duration("-1s").unwrap_err();
+        assert!(e.contains("negative") && e.contains("-1s"), "{e}");
+        let e = parse_size("-16MiB").unwrap_err();
+        assert!(e.contains("negative"), "{e}");
+        let e = parse_size("1e3MiB").unwrap_err();
+        assert!(e.contains("exponent"), "{e}");
+        let e = parse_duration("2e3ms").unwrap_err();
+        assert!(e.contains("exponent"), "{e}");
+        // Units that merely start with an `e` stay unknown units.
+        assert!(parse_size("12XB").unwrap_err().contains("unknown size unit `XB`"));
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::error::{Location, Result, SimError};
 pub use crate::scenario::StageConfig;
-use crate::scenario::{apply_override, Scenario};
+use crate::scenario::{apply_override, validate_stage, Scenario};
 
 /// A planned stage.
 #[derive(Clone, Debug)]
@@ -67,8 +67,10 @@ fn with_overrides(sc: &Scenario, set: &[String], file: &str, index: usize) -> Re
         apply_override(&mut table, o)?;
     }
     let text = toml::to_string(&table).expect("table serializes");
-    toml::from_str(&text).map_err(|e| SimError::Config {
+    let stage: Scenario = toml::from_str(&text).map_err(|e| SimError::Config {
         at: Location { file: file.to_string(), line: None, field: Some(format!("stages[{index}].set")) },
         msg: e.message().trim().to_string(),
-    })
+    })?;
+    validate_stage(&stage, file, index)?;
+    Ok(stage)
 }

@@ -76,6 +76,24 @@ fn rec_err(e: RecordingError) -> SimError {
     SimError::Input { at: Location { file, line: None, field: e.field }, msg: e.msg }
 }
 
+/// The error for a recording without accesses (a sampled one holds samples only).
+fn no_accesses(dir: &std::path::Path, meta: &serde_json::Value) -> SimError {
+    let samples = meta["tables"]["samples"].as_u64().unwrap_or(0);
+    let msg = if samples > 0 {
+        format!(
+            "the recording holds no accesses, only {samples} samples (a sampled recording: `tierlab \
+             record`, perf script, damo); replay needs every access: record with `tierlab trace`, or import \
+             a full trace (`tierlab import csv|raw|lackey|oracle-general`)"
+        )
+    } else {
+        "the recording holds no accesses: there is nothing to replay".to_string()
+    };
+    SimError::Input {
+        at: Location { file: dir.display().to_string(), line: None, field: Some("accesses".into()) },
+        msg,
+    }
+}
+
 impl ReplayData {
     /// Number of accesses.
     pub fn len(&self) -> usize {
@@ -501,6 +519,12 @@ impl WorkloadParams for ReplayParams {
         }
         let (data, tids) = match ctx.replay.clone() {
             Some(d) => {
+                if d.is_empty() {
+                    return Err(SimError::Input {
+                        at: Location { file: self.path.clone(), line: None, field: Some("accesses".into()) },
+                        msg: "the recording holds no accesses: there is nothing to replay".into(),
+                    });
+                }
                 d.validate().map_err(|e| match e {
                     SimError::Input { mut at, msg } => {
                         at.file = self.path.clone();
@@ -524,6 +548,9 @@ impl WorkloadParams for ReplayParams {
                 }
                 let meta = rec::read_meta(&dir).map_err(rec_err)?;
                 let table = AccessTable::open(&dir).map_err(rec_err)?;
+                if table.rows() == 0 {
+                    return Err(no_accesses(&dir, &meta));
+                }
                 let tids = table.tids().map_err(rec_err)?;
                 (Data::Files { table: Arc::new(table), unit: rec::time_unit(&meta), dir }, tids)
             }
@@ -750,6 +777,17 @@ mod tests {
         d.kind[0] = 2;
         let e = params("path = \"rec\"").build(&ctx(d)).err().unwrap();
         assert!(e.to_string().starts_with("rec"), "{e}");
+    }
+
+    #[test]
+    fn a_recording_without_accesses_is_refused() {
+        let mut d = sample();
+        d.addr.clear();
+        d.tid.clear();
+        d.kind.clear();
+        let e = params("path = \"rec\"").build(&ctx(d)).err().unwrap();
+        assert_eq!(e.kind(), "input");
+        assert!(e.to_string().contains("no accesses"), "{e}");
     }
 
     #[test]
