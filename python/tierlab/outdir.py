@@ -140,8 +140,11 @@ def install(staged: Path, dest: Path) -> None:
         os.rename(staged, dest)
         return
     if is_empty_dir(dest):
-        os.rmdir(dest)
-        os.rename(staged, dest)
+        # Filled in place: the directory stays the same one (it may be a shell's working
+        # directory, `--out .`); it was empty, so nothing is replaced.
+        for child in staged.iterdir():
+            os.rename(child, dest / child.name)
+        os.rmdir(staged)
         return
     if _exchange(staged, dest):
         shutil.rmtree(staged, ignore_errors=True)  # `staged` now holds the old content
@@ -158,8 +161,14 @@ def replacing(dest: Path, kinds: tuple[str, ...], error: type[Exception]) -> Ite
     """Write a directory atomically: yields a staging directory to fill; on success it
     replaces ``dest`` (which must be absent, empty, or one of ``kinds``); on failure or
     interruption it is deleted and ``dest`` is untouched."""
+    # An absolute path: `.` and `..` have a name and a parent outside themselves, so the
+    # staging directory is made beside the destination, never inside it.
+    dest = Path(os.path.abspath(dest))
     check_replaceable(dest, kinds, error)
-    staged = staging_dir(dest)
+    try:
+        staged = staging_dir(dest)
+    except OSError as e:
+        raise error(f"{dest}: cannot create the output directory: {e.strerror or e}") from None
     try:
         yield staged
         check_replaceable(dest, kinds, error)  # still replaceable (nothing raced in)?

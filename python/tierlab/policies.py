@@ -296,16 +296,57 @@ _LEFT = ("label", "kernel", "policy", "page_tables", "page_size")
 
 
 def render_records(rows: Sequence[dict[str, StatValue]], console: Console, title: str) -> None:
-    """Records as a table of the :data:`TABLE_COLUMNS` some record has."""
+    """Records as a table of the :data:`TABLE_COLUMNS` some record has; records of runs
+    outside the hierarchical mode (only a label of those columns) as the table of every stat
+    they hold (:func:`render_plain_records`). The title is a line of its own (a table's title
+    would wrap at the table's width)."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left", box=None)
+    console.print(Text(title), soft_wrap=True)
     cols = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
+    if rows and cols == ["label"]:
+        render_plain_records(rows, console)
+        return
+    table = Table(box=None)
     for c in cols:
         table.add_column(c, justify="left" if c in _LEFT else "right")
     for r in rows:
         table.add_row(*(fmt_cell(r.get(c)) for c in cols))
     console.print(table)
+
+
+def render_plain_records(rows: Sequence[dict[str, StatValue]], console: Console) -> None:
+    """Records of plain runs (label, workload, every machine-wide and workload stat): one row
+    per stat, one column per point; points that do not fit the console's width beside each
+    other go to further tables, each with the stat names again."""
+    from rich.table import Table
+
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update((k, None) for k in r if k != "label")
+    cells = [[fmt_cell(r.get(k)) for k in keys] for r in rows]
+    labels = [fmt_cell(r.get("label")) for r in rows]
+    stat_width = max([len("stat")] + [len(k) for k in keys])
+    widths = [max([len(lb)] + [len(c) for c in cs]) for lb, cs in zip(labels, cells, strict=True)]
+    groups: list[list[int]] = []
+    used = console.width  # each column takes its width and one space either side
+    for i, w in enumerate(widths):
+        if not groups or used + w + 2 > console.width:
+            groups.append([])
+            used = stat_width + 2
+        groups[-1].append(i)
+        used += w + 2
+    for n, group in enumerate(groups):
+        if n:
+            console.print()
+        table = Table(box=None)
+        table.add_column("stat", justify="left", no_wrap=True)
+        for i in group:
+            table.add_column(labels[i], justify="right", no_wrap=True)
+        for j, k in enumerate(keys):
+            table.add_row(k, *(cells[i][j] for i in group))
+        console.print(table)
 
 
 def fmt_cell(v: object) -> str:

@@ -288,6 +288,10 @@ def run_search(
     names = [p.name for p in params]
     if len(set(names)) != len(names):
         raise TuneError("a parameter is given twice")
+    if trials < 1:
+        raise TuneError(f"--trials {trials}: expected a positive number of trials")
+    if grid_points < 1:
+        raise TuneError(f"--grid-points {grid_points}: expected a positive number of values")
     label, own, user = base_point(scenario, point, user_set, seed)
     base = (*own, *user)
     search = Search(

@@ -102,13 +102,18 @@ def dry_run(args: argparse.Namespace) -> int:
     from tierlab.reproduce import load
     from tierlab.reproduce.runner import plan_figure
 
+    papers = [load(name) for name in _papers(args.paper)]
+    chosen = [
+        (paper, [s for s in paper.figures if fnmatch.fnmatchcase(s.id, args.figures or "*")])
+        for paper in papers
+    ]
+    if not any(specs for _, specs in chosen):
+        # As the run itself refuses it.
+        args.parser.error(f"--figures {args.figures!r} matches no figure")
     total = 0
     bad = 0
-    for name in _papers(args.paper):
-        paper = load(name)
-        for spec in paper.figures:
-            if args.figures and not fnmatch.fnmatchcase(spec.id, args.figures):
-                continue
+    for paper, specs in chosen:
+        for spec in specs:
             _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
             note = spec.profile(args.profile).note
             print(

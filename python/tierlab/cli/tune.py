@@ -14,6 +14,7 @@ from tierlab.cli.common import (
     EXIT_USAGE,
     add_scenario_args,
     check_overrides,
+    int_in,
     print_error,
     stdout_console,
 )
@@ -73,10 +74,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="grid",
         help="grid: every combination (default); bayes: Optuna's TPE sampler, --trials trials",
     )
-    p.add_argument("--trials", type=int, default=20, metavar="N", help="bayes: trials (20)")
+    p.add_argument(
+        "--trials",
+        type=int_in(1, 1_000_000, "a number of trials"),
+        default=20,
+        metavar="N",
+        help="bayes: trials (20)",
+    )
     p.add_argument(
         "--grid-points",
-        type=int,
+        type=int_in(1, 1_000_000, "a number of values"),
         default=5,
         metavar="K",
         help="grid: values of a continuous range without a step (5)",
@@ -97,7 +104,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the search as JSON")
     p.add_argument(
-        "--jobs", type=int, default=None, metavar="N", help=f"trials at a time ({DEFAULT_JOBS})"
+        "--jobs",
+        type=int_in(1, 1_000_000, "a number of trials at a time"),
+        default=None,
+        metavar="N",
+        help=f"trials at a time ({DEFAULT_JOBS})",
     )
     p.add_argument(
         "--executor",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         metavar="DIR",
-        help="output directory (default: REC.view); replaced as a whole if it holds an "
-        "earlier view, refused if it holds anything else",
+        help="output directory (default: REC.view, beside the recording); replaced as a "
+        "whole if it holds an earlier view, refused if it holds anything else",
     )
     p.add_argument(
         "--json",
@@ -112,6 +113,14 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.recording import Recording
 
     rec = Recording.open(args.recording)  # a missing or malformed recording fails here, light
+    out = args.out
+    if out is None and not args.json:
+        out = default_out(args.recording)
+    if out is not None:
+        # Refused before the analysis, not after it.
+        from tierlab import outdir
+
+        outdir.check_replaceable(out, ("view",), outdir.OutputError)
 
     from tierlab.view.analysis import ViewOptions, analyze
 
@@ -125,9 +134,6 @@ def main(args: argparse.Namespace) -> int:
         top_symbols=args.top_symbols,
     )
     view = analyze(rec, opts)
-    out = args.out
-    if out is None and not args.json:
-        out = args.recording.with_name(args.recording.name + ".view")
     if out is not None:
         from tierlab.view.render import write
 
@@ -179,6 +185,15 @@ def main(args: argparse.Namespace) -> int:
         print(tier_log.describe(tier))
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
+
+
+def default_out(recording: Path) -> Path:
+    """``REC.view`` beside the recording; ``.`` or ``..`` (a recording named by where it is
+    from inside) is made absolute first, so the view lands beside the recording, not inside
+    it."""
+    if recording.name in ("", ".", ".."):
+        recording = Path(os.path.abspath(recording))
+    return recording.with_name(recording.name + ".view")
 
 
 def _print_symbols(view: View) -> None:

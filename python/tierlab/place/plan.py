@@ -600,7 +600,7 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
         live = np.flatnonzero(seg_t1 == np.uint64(_INF))
         live = live[np.lexsort((seg_lo[live], seg_mid[live]))]
         for k in live.tolist():
-            lo, hi, mid = int(seg_lo[k]), int(seg_hi[k]), int(seg_mid[k])
+            lo, hi, mid = int(seg_lo[k]), history.segment_end(int(seg_hi[k])), int(seg_mid[k])
             last = plan_maps[-1] if plan_maps else None
             if last is not None and last.end == lo and piece_owner[-1] == mid:
                 last.length = hi - last.start

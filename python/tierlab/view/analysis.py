@@ -19,6 +19,9 @@ from tierlab.view import datasrc, history, pagesize
 from tierlab.view.history import PAGE, Mapping
 from tierlab.view.symbols import SymbolRow
 
+#: The largest address (a uint64).
+TOP = (1 << 64) - 1
+
 #: Mappings smaller than this are "small" (the McKernel driver's filter; kept and shown).
 SMALL_MAPPING = 4 << 20
 
@@ -189,7 +192,9 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
         group, _rows = _rows_for(m.pages, opts)
         groups.append(group)
         specs.append((m.start // PAGE * PAGE, m.pages, group))
-        segments.extend((a, b, t0, t1, i) for a, b, t0, t1 in m.segments)
+        # The native aggregator takes uint64 ends: a region holding the top page (ending at
+        # 2^64) is passed ending one byte short (an access at 2^64 - 1 itself is unassigned).
+        segments.extend((a, min(b, TOP), t0, t1, i) for a, b, t0, t1 in m.segments)
     try:
         aggs, unassigned = _native.aggregate_accesses(
             str(rec.path), segments, specs, lo, width, cols
@@ -376,7 +381,9 @@ def _region_mapping_view(
     rows = max(1, -(-pages // group))
     cols = max(1, len(snaps))
     counts = np.zeros((rows, cols), dtype=np.int64)
-    bounds = [m.start, m.end]
+    # Region boundaries as offsets from the mapping's start: addresses above 2^63 do not fit
+    # an int64.
+    bounds = [0, m.length]
     for start, end, nr, key in zip(
         regs["start"].tolist(),
         regs["end"].tolist(),
@@ -387,12 +394,13 @@ def _region_mapping_view(
         r0 = (start - m.start) // PAGE // group
         r1 = max(r0 + 1, -(-((end - m.start) // PAGE) // group))
         counts[r0:r1, snaps[key]] = np.maximum(counts[r0:r1, snaps[key]], nr)
-        bounds += [start, end]
+        bounds += [start - m.start, end - m.start]
     # Accesses per page summed over snapshots, piecewise constant between region boundaries.
-    edges = np.unique(np.clip(np.asarray(bounds, dtype=np.int64), m.start, m.end))
+    edges = np.unique(np.clip(np.asarray(bounds, dtype=np.int64), 0, m.length))
     total = np.zeros(max(0, edges.size - 1), dtype=np.int64)
-    lo = np.searchsorted(edges, regs["start"].to_numpy(dtype=np.int64))
-    hi = np.searchsorted(edges, regs["end"].to_numpy(dtype=np.int64))
+    base = np.uint64(m.start)
+    lo = np.searchsorted(edges, (regs["start"].to_numpy(dtype=np.uint64) - base).astype(np.int64))
+    hi = np.searchsorted(edges, (regs["end"].to_numpy(dtype=np.uint64) - base).astype(np.int64))
     diff = np.zeros(edges.size, dtype=np.int64)
     np.add.at(diff, lo, regs["nr_accesses"].to_numpy(dtype=np.int64))
     np.add.at(diff, hi, -regs["nr_accesses"].to_numpy(dtype=np.int64))

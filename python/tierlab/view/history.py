@@ -33,6 +33,9 @@ PAGE = 4096
 #: Largest hole between touched pages inside one derived region.
 GAP_BYTES = 1 << 20
 _INF = np.iinfo(np.uint64).max
+#: The end of the address space: a region holding the top page ends here, one past what a
+#: uint64 holds (tables of segments store it as ``_INF`` and take it as inclusive).
+ADDR_END = 1 << 64
 #: The name of anonymous memory (recordings spell it ``[anon]``, or leave it empty).
 ANON_NAMES = ("", "[anon]", "//anon")
 
@@ -162,7 +165,7 @@ def build(mappings: pd.DataFrame) -> list[Mapping]:
     ):
         if length == 0:
             continue
-        lo, hi = int(start), min(int(start) + int(length), int(_INF))
+        lo, hi = int(start), min(int(start) + int(length), ADDR_END)
         t = int(t)
         if kind == "map":
             if grow(lo, hi, t, str(name)):
@@ -200,6 +203,9 @@ def from_runs(runs: list[tuple[int, int]]) -> list[Mapping]:
     holes under ``GAP_BYTES``)."""
     out = []
     for i, (lo, hi) in enumerate(runs):
+        # A run holding the top page ends at 2^64, which the native survey (uint64) reports
+        # wrapped to 0.
+        hi = int(hi) if int(hi) > int(lo) else ADDR_END
         m = Mapping(i, int(lo), int(hi) - int(lo), f"region {i} (from the data)", 0, derived=True)
         m.segments.append((int(lo), int(hi), 0, int(_INF)))
         out.append(m)
@@ -207,8 +213,11 @@ def from_runs(runs: list[tuple[int, int]]) -> list[Mapping]:
 
 
 def segment_table(maps: list[Mapping]) -> tuple[np.ndarray, ...]:
-    """Every segment as columns ``lo, hi, t0, t1, mapping id`` (uint64 / int64)."""
-    rows = [(lo, hi, t0, t1, m.id) for m in maps for lo, hi, t0, t1 in m.segments]
+    """Every segment as columns ``lo, hi, t0, t1, mapping id`` (uint64 / int64). A segment
+    ending at the end of the address space (2^64) has ``hi`` = 2^64 - 1 (``_INF``), to be taken
+    as inclusive (:func:`segment_end`)."""
+    top = int(_INF)
+    rows = [(lo, min(hi, top), t0, t1, m.id) for m in maps for lo, hi, t0, t1 in m.segments]
     if not rows:
         z = np.zeros(0, dtype=np.uint64)
         return z, z, z, z, np.zeros(0, dtype=np.int64)
@@ -221,6 +230,12 @@ def segment_table(maps: list[Mapping]) -> tuple[np.ndarray, ...]:
         np.asarray(t1, dtype=u),
         np.asarray(mid, dtype=np.int64),
     )
+
+
+def segment_end(hi: int) -> int:
+    """The end of a segment from the ``hi`` column of :func:`segment_table` (2^64 for the
+    segment holding the top page)."""
+    return ADDR_END if hi == int(_INF) else hi
 
 
 def assign_segments(
@@ -238,7 +253,12 @@ def assign_segments(
     order = np.argsort(addr, kind="stable")
     sorted_addr = addr[order]
     i0 = np.searchsorted(sorted_addr, lo, side="left")
-    i1 = np.searchsorted(sorted_addr, hi, side="left")
+    # A segment ending at 2^64 (stored as 2^64 - 1) holds the address 2^64 - 1 too.
+    i1 = np.where(
+        hi == _INF,
+        np.searchsorted(sorted_addr, hi, side="right"),
+        np.searchsorted(sorted_addr, hi, side="left"),
+    )
     # Segments in the order of their mapping ids, so the earliest mapping wins ties as before.
     for k in np.lexsort((np.arange(lo.size), mid)):
         a, b = int(i0[k]), int(i1[k])

@@ -109,12 +109,21 @@ def touched_bytes(
     a = addr.astype(np.uint64)
     z = sizes.astype(np.uint64)
     units = np.unique(np.stack([a // z * z, z]), axis=1)  # distinct (page start, size)
+    n_units, n_huge = int(units.shape[1]), int((units[1] > np.uint64(base)).sum())
+    if hi <= lo:
+        return 0, n_units, n_huge
+    # Inclusive last bytes: a range or a page may end at 2^64 (the top page), one past uint64.
     starts = np.maximum(units[0], np.uint64(lo))
-    ends = units[0] + np.minimum(units[1], np.uint64(hi) - np.minimum(units[0], np.uint64(hi)))
+    lasts = np.minimum(units[0] + (units[1] - np.uint64(1)), np.uint64(hi - 1))
+    inside = lasts >= starts
+    starts, lasts = starts[inside], lasts[inside]
     order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    prev = np.concatenate([starts[:1], reach[:-1]])
-    m = np.maximum(starts, prev)
-    covered = int(np.where(ends > m, ends - m, np.uint64(0)).sum(dtype=np.uint64))
-    return int(covered), int(units.shape[1]), int((units[1] > np.uint64(base)).sum())
+    starts, lasts = starts[order], lasts[order]
+    reach = np.maximum.accumulate(lasts)
+    prev = reach[:-1]  # the last byte covered before each page but the first
+    new = np.ones(starts.size, dtype=bool)
+    new[1:] = lasts[1:] > prev
+    first = starts.copy()
+    first[1:] = np.where(new[1:], np.maximum(starts[1:], np.minimum(prev, lasts[1:]) + 1), 0)
+    covered = int(np.where(new, lasts - first + np.uint64(1), np.uint64(0)).sum(dtype=np.uint64))
+    return covered, n_units, n_huge
