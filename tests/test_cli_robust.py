@@ -353,10 +353,13 @@ def test_damon_regions_near_the_top_are_viewed(tmp_path: Path) -> None:
     assert top["mappings"][0]["start"] == low["mappings"][0]["start"] + shift
 
 
+SMALL_RUN = 'name = "t"\nduration = "5ms"\n[workload]\nkind = "uniform"\nfootprint = "4MiB"\n'
+
+
 def test_run_out_dot_fills_an_empty_working_directory(tmp_path: Path) -> None:
     # `--out .` in an empty directory was refused: the staging directory was made inside it.
     sc = tmp_path / "s.toml"
-    sc.write_text('name = "t"\nduration = "5ms"\n[workload]\nkind = "uniform"\nfootprint = "4MiB"\n')
+    sc.write_text(SMALL_RUN)
     out = tmp_path / "out"
     out.mkdir()
     for _ in range(2):  # an empty directory, then the run directory it became
@@ -368,7 +371,7 @@ def test_run_out_dot_fills_an_empty_working_directory(tmp_path: Path) -> None:
 
 def test_run_out_where_nothing_can_be_made_names_the_directory(tmp_path: Path) -> None:
     sc = tmp_path / "s.toml"
-    sc.write_text('name = "t"\nduration = "5ms"\n[workload]\nkind = "uniform"\nfootprint = "4MiB"\n')
+    sc.write_text(SMALL_RUN)
     (tmp_path / "f").write_text("a file")
     res = tierlab("run", sc, "--out", tmp_path / "f" / "sub", "--no-progress")
     assert res.returncode != 0
