@@ -563,6 +563,18 @@ impl WorkloadParams for ReplayParams {
                 n
             }
         });
+        if threads > tids.len().max(1) {
+            return Err(SimError::config(
+                f,
+                "workload.threads",
+                format!(
+                    "{threads} simulated threads but the recording has {} thread(s): each simulated thread \
+                     replays one or more recorded threads, so at most {}",
+                    tids.len(),
+                    tids.len()
+                ),
+            ));
+        }
         check_threads("replay", threads, ctx)?;
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); threads];
         for (i, &t) in tids.iter().enumerate() {
@@ -788,6 +800,14 @@ mod tests {
         let e = params("path = \"rec\"").build(&ctx(d)).err().unwrap();
         assert_eq!(e.kind(), "input");
         assert!(e.to_string().contains("no accesses"), "{e}");
+    }
+
+    #[test]
+    fn more_threads_than_recorded_ones_are_refused() {
+        // sample() has three recorded threads: a fourth simulated one would idle.
+        let e = params("path = \"rec\"\nthreads = 4").build(&ctx(sample())).err().unwrap();
+        assert!(e.to_string().contains("workload.threads") && e.to_string().contains("3 thread(s)"), "{e}");
+        assert!(params("path = \"rec\"\nthreads = 3").build(&ctx(sample())).is_ok());
     }
 
     #[test]
