@@ -463,6 +463,8 @@ def check_meta(meta: Any, where: Path | str) -> dict[str, Any]:
     machine = meta.get("machine") or {}
     page = machine.get("page_size")
     if page is not None and (not _is_count(page) or page < 1 or page & (page - 1)):
+        if _is_count(page):  # 0, 3000: the number is said not to be one
+            raise fail("machine.page_size", f"{page} is not a power of two (bytes per page)")
         raise fail("machine.page_size", f"expected a power of two, got {_kind(page)}")
     acc = meta.get("accounting") or {}
     for key in _ACCOUNTING_COUNTS:

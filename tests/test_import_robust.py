@@ -1,0 +1,38 @@
+"""Robustness of `tierlab import` and `tierlab trace` against damaged or unusual input: every
+bad input is refused with a message naming the file, line and field (never a traceback, a
+silent default or a silently dropped row), and a failed command leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import REPO, assert_user_error, cli
+from tierlab.recording import Recording, RecordingWriter
+
+FIX = REPO / "tests" / "fixtures"
+BOM = b"\xef\xbb\xbf"
+
+
+def _write(path: Path, data: bytes | str) -> Path:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def _accesses(rec: Path) -> list[tuple[int, int, int, int]]:
+    a = Recording.open(rec).accesses()
+    return list(zip(a["tid"], a["time_ns"], a["addr"], a["kind"], strict=True))
+
+
+# -- the recording format -------------------------------------------------------------------
+
+
+def test_meta_page_size_zero_is_not_a_power_of_two(tmp_path: Path) -> None:
+    rec = tmp_path / "r"
+    with RecordingWriter(rec, machine={"page_size": 4096}):
+        pass
+    meta = json.loads((rec / "meta.json").read_text())
+    meta["machine"]["page_size"] = 0
+    (rec / "meta.json").write_text(json.dumps(meta))
+    err = assert_user_error(cli("view", rec))
+    assert "field `machine.page_size`: 0 is not a power of two" in err, err
