@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, assert_user_error, cli
-from tierlab.recording import Recording, RecordingWriter
+from tierlab.recording import Recording, RecordingError, RecordingWriter
 
 FIX = REPO / "tests" / "fixtures"
 BOM = b"\xef\xbb\xbf"
@@ -25,6 +27,23 @@ def _accesses(rec: Path) -> list[tuple[int, int, int, int]]:
 
 
 # -- the recording format -------------------------------------------------------------------
+
+
+def test_mapping_may_end_at_the_end_of_the_address_space(tmp_path: Path) -> None:
+    rec = tmp_path / "r"
+    with RecordingWriter(rec) as w:
+        w.append_mappings(
+            time_ns=[0], event=["map"], start=[2**64 - 4096], length=[4096], name=["[top]"]
+        )
+    assert Recording.open(rec).mappings()["length"].tolist() == [4096]
+    with (
+        pytest.raises(RecordingError, match="ends past the end of the address space"),
+        RecordingWriter(tmp_path / "r2") as w,
+    ):
+        w.append_mappings(
+            time_ns=[0], event=["map"], start=[2**64 - 4096], length=[4097], name=["x"]
+        )
+    # The engine's reader agrees: a Rust unit test (recording::tests, in tierlab-core).
 
 
 def test_meta_page_size_zero_is_not_a_power_of_two(tmp_path: Path) -> None:

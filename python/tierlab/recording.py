@@ -523,10 +523,14 @@ def _value_problem(table: str, t: pa.Table) -> str | None:
             row = _first(pc.invert(ok))
             value = str(t.column("event")[row].as_py())
             return f"column `event`: {_kind(value)} at row {row} is not an event ('map' or 'unmap')"
-        start = t.column("start")
-        # start + length must not pass 2^64 (the address space ends there).
+        start, length = t.column("start"), t.column("length")
+        # start + length must not pass 2^64 (the address space ends there; a mapping may end
+        # at 2^64 exactly): length - 1 <= 2^64 - 1 - start, both sides within 64 bits.
         room = pc.subtract(pa.scalar(_U64 - 1, pa.uint64()), start)
-        bad = pc.greater(t.column("length"), room)
+        bad = pc.and_(
+            pc.greater(length, room),
+            pc.greater(pc.subtract(length, pa.scalar(1, pa.uint64())), room),
+        )
         if pc.any(bad).as_py():
             row = _first(bad)
             return (
