@@ -5,6 +5,7 @@ silent default or a silently dropped row), and a failed command leaves nothing b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,32 @@ def _write(path: Path, data: bytes | str) -> Path:
 def _accesses(rec: Path) -> list[tuple[int, int, int, int]]:
     a = Recording.open(rec).accesses()
     return list(zip(a["tid"], a["time_ns"], a["addr"], a["kind"], strict=True))
+
+
+# -- a failed import leaves nothing ---------------------------------------------------------
+
+
+def test_failed_import_removes_the_directory_it_created(tmp_path: Path) -> None:
+    trunc = _write(tmp_path / "trunc.csv", "1,10,0x1000,L\n1,20,0x10")
+    out = tmp_path / "r3"
+    err = assert_user_error(cli("import", "csv", trunc, "-o", out))
+    assert "trunc.csv: record 2" in err, err
+    assert not os.path.lexists(out)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_user_error(cli("import", "csv", trunc, "-o", empty))
+    assert empty.is_dir() and not list(empty.iterdir())
+    bad = _write(tmp_path / "bad.txt", "not perf script\n")
+    assert_user_error(cli("import", "perf-script", bad, "-o", out))
+    assert not os.path.lexists(out)
+    # The corrected rerun is not blocked.
+    _write(trunc, "1,10,0x1000,L\n1,20,0x1008,S\n")
+    res = cli("import", "csv", trunc, "-o", out)
+    assert res.returncode == 0, res.stderr
+    # A recording --force was to replace stays as it was.
+    _write(trunc, "1,10,0x1000,L\n1,5,0x1000,L\n")
+    assert_user_error(cli("import", "csv", trunc, "-o", out, "--force"))
+    assert len(_accesses(out)) == 2
 
 
 # -- the recording format -------------------------------------------------------------------
