@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,36 @@ def _write(path: Path, data: bytes | str) -> Path:
 def _accesses(rec: Path) -> list[tuple[int, int, int, int]]:
     a = Recording.open(rec).accesses()
     return list(zip(a["tid"], a["time_ns"], a["addr"], a["kind"], strict=True))
+
+
+# -- tierlab trace --------------------------------------------------------------------------
+
+
+def _fake_valgrind(tmp_path: Path, said: str, status: int) -> Path:
+    exe = _write(tmp_path / "valgrind", f"#!/bin/sh\necho '{said}' >&2\nexit {status}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
+def test_trace_fails_when_valgrind_never_starts_lackey(tmp_path: Path) -> None:
+    """Valgrind that could not run the program (its launcher's `Permission denied`, status
+    126) or that is not Valgrind at all: an error quoting what it said, no recording."""
+    target = _write(tmp_path / "a.c", "int main(void) { return 0; }\n")
+    exe = _fake_valgrind(tmp_path, "valgrind: ./a.c: Permission denied", 126)
+    out = tmp_path / "tr11"
+    res = cli("trace", "-o", out, "--valgrind", exe, "--", target)
+    err = assert_user_error(res)
+    assert "did not run lackey" in err and "exit status 126" in err, err
+    assert "valgrind: ./a.c: Permission denied" in err, err
+    assert not os.path.lexists(out)
+    res = cli("trace", "-o", out, "--valgrind", "/bin/false", "--", target)
+    err = assert_user_error(res)
+    assert "exit status 1" in err and "it said: nothing" in err, err
+    assert not os.path.lexists(out)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_user_error(cli("trace", "-o", empty, "--valgrind", "/bin/false", "--", target))
+    assert empty.is_dir() and not list(empty.iterdir())  # given empty, left empty
 
 
 # -- a failed import leaves nothing ---------------------------------------------------------
