@@ -84,6 +84,23 @@ def test_failed_import_removes_the_directory_it_created(tmp_path: Path) -> None:
     assert len(_accesses(out)) == 2
 
 
+# -- raw ------------------------------------------------------------------------------------
+
+
+def test_raw_size_file_must_match_its_trace(tmp_path: Path) -> None:
+    import numpy as np
+
+    np.array([0x1000, 0x2000 | 1 << 63], "<u8").tofile(tmp_path / "t7.bin")
+    for sizes, what in ((b"\x08\x08\x08", "more"), (b"\x08", "fewer")):
+        _write(tmp_path / "t7.size", sizes)
+        err = assert_user_error(cli("import", "raw", tmp_path / "t7.bin", "-o", tmp_path / "r"))
+        assert "t7.size" in err and "t7.bin" in err and what in err, err
+        assert not os.path.lexists(tmp_path / "r")
+    _write(tmp_path / "t7.size", b"\x08\x04")
+    res = cli("import", "raw", tmp_path / "t7.bin", "-o", tmp_path / "r")
+    assert res.returncode == 0, res.stderr
+
+
 # -- the recording format -------------------------------------------------------------------
 
 

@@ -173,6 +173,23 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
         let size_path = path.with_extension("size");
         let mut sf =
             if size_path.is_file() { Some(super::open_regular(&size_path, "size file")?) } else { None };
+        if let Some(sf) = sf.as_ref() {
+            // One byte per record: a size file of another length belongs to another trace
+            // (or to a cut one), longer as much as shorter.
+            let sizes = sf.metadata().map_err(|e| io(&size_path, e))?.len();
+            if sizes != records {
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                return Err(io(
+                    &size_path,
+                    format!(
+                        "{sizes} byte{}: {} sizes than the {records} records of {name} (one byte per \
+                         record); refusing both",
+                        if sizes == 1 { "" } else { "s" },
+                        if sizes > records { "more" } else { "fewer" },
+                    ),
+                ));
+            }
+        }
         let mut clock = Clock {
             cps: if timed {
                 read_checkpoints(&path.with_extension("time"), path, records)?
