@@ -84,6 +84,56 @@ def test_failed_import_removes_the_directory_it_created(tmp_path: Path) -> None:
     assert len(_accesses(out)) == 2
 
 
+# -- CSV ------------------------------------------------------------------------------------
+
+
+def test_csv_several_files_keep_each_threads_time_order(tmp_path: Path) -> None:
+    ma = _write(tmp_path / "ma.csv", "1,10,0x1000,L\n1,20,0x2000,L\n")
+    mb = _write(tmp_path / "mb.csv", "1,5,0x3000,S\n1,6,0x4000,S\n")
+    err = assert_user_error(cli("import", "csv", ma, mb, "-o", tmp_path / "mm1"))
+    assert "mb.csv: record 1: field `time`" in err and "ma.csv" in err, err
+    err = assert_user_error(cli("import", "csv", ma, ma, "-o", tmp_path / "mm2"))
+    assert "ma.csv: given twice" in err, err
+    assert not os.path.lexists(tmp_path / "mm1") and not os.path.lexists(tmp_path / "mm2")
+    # Files that go on where the others stopped: one thread of 4 accesses, counted once.
+    mc = _write(tmp_path / "mc.csv", "1,20,0x3000,S\n2,1,0x4000,S\n")
+    res = cli("import", "csv", ma, mc, "-o", tmp_path / "mm3")
+    assert res.returncode == 0, res.stderr
+    assert "of 2 thread(s)" in res.stdout, res.stdout
+    assert [t for t, *_ in _accesses(tmp_path / "mm3")].count(1) == 3
+    res = cli(
+        "import", "csv", ma, _write(tmp_path / "md.csv", "1,30,0x5000,S\n"), "-o", tmp_path / "mm4"
+    )
+    assert "of 1 thread(s)" in res.stdout, res.stdout
+
+
+def test_csv_bom_and_header_detection(tmp_path: Path) -> None:
+    """A UTF-8 BOM is not part of the first field; line 1 is a header only when it cannot be
+    a data row (no field of it is a number)."""
+    f = _write(tmp_path / "bom.csv", BOM + b"1,10,0x1000,L\n1,20,0x2000,S\n")
+    res = cli("import", "csv", f, "-o", tmp_path / "r1")
+    assert res.returncode == 0, res.stderr
+    assert _accesses(tmp_path / "r1") == [(1, 10, 0x1000, 0), (1, 20, 0x2000, 1)]
+    f = _write(tmp_path / "bomh.csv", BOM + b"tid,time,addr,kind\n1,10,0x1000,L\n")
+    res = cli("import", "csv", f, "-o", tmp_path / "r2")
+    assert res.returncode == 0, res.stderr
+    assert _accesses(tmp_path / "r2") == [(1, 10, 0x1000, 0)]
+    # A damaged first data row is an error, not a header skipped in silence.
+    f = _write(tmp_path / "bad1.csv", "1x,10,0x1000,L\n1,20,0x2000,S\n")
+    err = assert_user_error(cli("import", "csv", f, "-o", tmp_path / "r3"))
+    assert "bad1.csv: record 1: field `tid`" in err, err
+
+
+def test_csv_invalid_utf8(tmp_path: Path) -> None:
+    f = _write(tmp_path / "c.csv", b"# caf\xe9 comment\n1,10,0x1000,L\n")
+    res = cli("import", "csv", f, "-o", tmp_path / "r1")
+    assert res.returncode == 0, res.stderr
+    assert len(_accesses(tmp_path / "r1")) == 1
+    f = _write(tmp_path / "d.csv", b"1,10,0x1000,L\n1,20,0x2000,\xff\n")
+    err = assert_user_error(cli("import", "csv", f, "-o", tmp_path / "r2"))
+    assert "d.csv: record 2" in err and "UTF-8" in err, err
+
+
 # -- raw ------------------------------------------------------------------------------------
 
 

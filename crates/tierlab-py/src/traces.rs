@@ -152,15 +152,7 @@ pub fn import_trace(
                 (c, if timed { TimeUnit::Ns } else { TimeUnit::Accesses }, None)
             }
             "csv" => {
-                let mut total = ImportCounts::default();
-                for f in &files {
-                    let c = import::import_csv(f, &import::CsvOptions { sep }, &mut w, with_size)?;
-                    total.accesses += c.accesses;
-                    total.loads += c.loads;
-                    total.stores += c.stores;
-                    total.threads += c.threads;
-                    total.skipped_lines += c.skipped_lines;
-                }
+                let total = import::import_csv_files(&files, &import::CsvOptions { sep }, &mut w, with_size)?;
                 let unit = meta
                     .get("time_unit")
                     .and_then(|u| u.as_str())
