@@ -134,6 +134,35 @@ def test_csv_invalid_utf8(tmp_path: Path) -> None:
     assert "d.csv: record 2" in err and "UTF-8" in err, err
 
 
+# -- perf script: a last line cut short -----------------------------------------------------
+
+
+def test_perf_script_last_line_without_newline(tmp_path: Path) -> None:
+    """perf script ends every line with a newline: a last line without one may have been cut
+    short. Cut in the middle of the instruction pointer it still parses (with a wrong ip):
+    left out, with a warning; cut inside the weight it does not: refused."""
+    text = (FIX / "perf-script-mem-loads.txt").read_bytes().rstrip(b"\n")
+    last = text.splitlines()[-1]
+    head = text[: len(text) - len(last)]
+    cut = _write(tmp_path / "cut.txt", head + last[: -len(b"01300 matvec_std")])
+    res = cli("import", "perf-script", cut, "-o", tmp_path / "r1")
+    assert res.returncode == 0, res.stderr
+    assert "warning: " in res.stderr and "cut.txt:7" in res.stderr, res.stderr
+    assert "no final newline" in res.stderr and "left out" in res.stderr, res.stderr
+    s = Recording.open(tmp_path / "r1").samples()
+    assert s["weight"].tolist() == [43, 57, 312]
+    cut = _write(tmp_path / "cut2.txt", head + last[: last.index(b" 35 ") + 2])
+    err = assert_user_error(cli("import", "perf-script", cut, "-o", tmp_path / "r2"))
+    assert "cut2.txt:7" in err and "no final newline" in err, err
+    assert not os.path.lexists(tmp_path / "r2")
+    # With its final newline the same text imports every line, without a warning.
+    res = cli(
+        "import", "perf-script", _write(tmp_path / "ok.txt", text + b"\n"), "-o", tmp_path / "r3"
+    )
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+    assert len(Recording.open(tmp_path / "r3").samples()) == 4
+
+
 # -- raw ------------------------------------------------------------------------------------
 
 
