@@ -134,6 +134,25 @@ def test_csv_invalid_utf8(tmp_path: Path) -> None:
     assert "d.csv: record 2" in err and "UTF-8" in err, err
 
 
+# -- lackey, perf script, damo: a BOM ---------------------------------------------------------
+
+
+def test_bom_in_lackey_perf_script_and_damo(tmp_path: Path) -> None:
+    log = _write(tmp_path / "l.log", BOM + (FIX / "traces" / "lackey.log").read_bytes())
+    res = cli("import", "lackey", log, "-o", tmp_path / "l")
+    assert res.returncode == 0, res.stderr
+    want = _accesses(tmp_path / "l")
+    res = cli("import", "lackey", FIX / "traces" / "lackey.log", "-o", tmp_path / "l0")
+    assert want == _accesses(tmp_path / "l0")
+    perf = _write(tmp_path / "p.txt", BOM + (FIX / "perf-script-mem-loads.txt").read_bytes())
+    res = cli("import", "perf-script", perf, "-o", tmp_path / "p")
+    assert res.returncode == 0, res.stderr
+    assert len(Recording.open(tmp_path / "p").samples()) == 4
+    damo = _write(tmp_path / "d.json", BOM + (FIX / "damo-record.json").read_bytes())
+    res = cli("import", "damo", damo, "-o", tmp_path / "d")
+    assert res.returncode == 0, res.stderr
+
+
 # -- perf script: a last line cut short -----------------------------------------------------
 
 

@@ -429,6 +429,8 @@ def import_perf_script(
         with safeio.open_text(path, ImportError_, "perf script text file") as text:
             try:
                 for lineno, line in enumerate(text, 1):
+                    if lineno == 1:
+                        line = line.removeprefix("\ufeff")  # a UTF-8 byte order mark
                     if not line.endswith("\n") and line.strip():
                         unended.append((line, f"{path}:{lineno}"))
                         continue
@@ -841,6 +843,7 @@ def import_damo(files: Sequence[Path], out: Path, *, overwrite: bool = False) ->
         text = raw
         if raw[:1] == b"\x78":  # zlib's first byte (deflate, 32 KiB window); JSON never starts so
             text = safeio.decompress_zlib(raw, path, ImportError_)
+        text = text.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark before JSON
         if text.lstrip()[:1] in (b"[", b"{"):
             data = safeio.loads_json(text, path, ImportError_)
             rows.extend(_damo_json(path, data))
