@@ -134,6 +134,36 @@ def test_csv_invalid_utf8(tmp_path: Path) -> None:
     assert "d.csv: record 2" in err and "UTF-8" in err, err
 
 
+@pytest.mark.parametrize(
+    ("sep", "ok"),
+    [
+        (";", True),
+        ("\\t", True),
+        ("\t", True),
+        (" ", True),
+        ("ab", False),
+        ("é", False),
+        ("", False),
+    ],
+)
+def test_csv_separator_is_one_ascii_character(sep: str, ok: bool, tmp_path: Path) -> None:
+    s = {"\\t": "\t"}.get(sep, sep if sep.isascii() and len(sep) == 1 else ",")
+    f = _write(tmp_path / "s.csv", s.join(["1", "10", "0x1000", "L"]) + "\n")
+    res = cli("import", "csv", f, "--sep", sep, "-o", tmp_path / "r")
+    if ok:
+        assert res.returncode == 0, res.stderr
+        assert _accesses(tmp_path / "r") == [(1, 10, 0x1000, 0)]
+    else:  # argparse's usage error
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert "--sep" in res.stderr and "one ASCII character" in res.stderr, res.stderr
+        assert not os.path.lexists(tmp_path / "r")
+        from tierlab import _native  # the extension's own check, for API callers
+
+        with pytest.raises(ValueError, match="one ASCII character"):
+            _native.import_trace("csv", [str(f)], str(tmp_path / "r"), sep=sep)
+        assert not os.path.lexists(tmp_path / "r")
+
+
 # -- lackey, perf script, damo: a BOM ---------------------------------------------------------
 
 

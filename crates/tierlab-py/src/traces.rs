@@ -132,7 +132,14 @@ pub fn import_trace(
         .map(|(t, ev, start, length, name)| MappingRow { time_ns: t, map: ev == "map", start, length, name })
         .collect();
     let fmt = format.to_string();
-    let sep = sep.as_bytes().first().copied().unwrap_or(b',');
+    let sep = match sep.as_bytes() {
+        [b] if b.is_ascii() => *b,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "sep {sep:?}: the field separator must be one ASCII character"
+            )))
+        }
+    };
     let res = py.allow_threads(move || -> Result<(ImportCounts, TimeUnit, Option<u64>), RecordingError> {
         let with_size =
             with_size || (fmt == "raw" && files.iter().all(|f| f.with_extension("size").is_file()));

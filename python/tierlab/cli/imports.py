@@ -28,6 +28,18 @@ def _rate(text: str) -> float:
     return v
 
 
+def _sep(text: str) -> str:
+    """A field separator: one ASCII character (a typed ``\\t`` is a tab)."""
+    if text == "\\t":
+        return "\t"
+    if len(text) != 1 or not text.isascii():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the field separator must be one ASCII character (' ' = any "
+            "whitespace, \\t = a tab)"
+        )
+    return text
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
@@ -62,7 +74,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="ns",
         help="csv: what the time column counts (default ns)",
     )
-    p.add_argument("--sep", default=",", help="csv: field separator (' ' = any whitespace)")
+    p.add_argument(
+        "--sep",
+        type=_sep,
+        default=",",
+        help="csv: field separator, one ASCII character (' ' = any whitespace, \\t = a tab)",
+    )
     p.add_argument(
         "--object-bytes",
         type=int,
