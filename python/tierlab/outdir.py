@@ -178,6 +178,22 @@ def replacing(dest: Path, kinds: tuple[str, ...], error: type[Exception]) -> Ite
         raise
 
 
+def take_back(path: Path, created: bool) -> None:
+    """Remove what a failed command wrote at ``path``: the directory when the command created
+    it (``created``), else the entries of the directory, which was empty before (the callers
+    write in place only into an absent or empty directory). A symlink is never followed."""
+    if path.is_symlink() or not path.is_dir():
+        return
+    if created:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for entry in path.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 __all__ = [
     "KINDS",
     "OutputError",
@@ -186,4 +202,5 @@ __all__ = [
     "is_empty_dir",
     "kind_of",
     "replacing",
+    "take_back",
 ]

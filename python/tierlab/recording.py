@@ -463,6 +463,8 @@ def check_meta(meta: Any, where: Path | str) -> dict[str, Any]:
     machine = meta.get("machine") or {}
     page = machine.get("page_size")
     if page is not None and (not _is_count(page) or page < 1 or page & (page - 1)):
+        if _is_count(page):  # 0, 3000: the number is said not to be one
+            raise fail("machine.page_size", f"{page} is not a power of two (bytes per page)")
         raise fail("machine.page_size", f"expected a power of two, got {_kind(page)}")
     acc = meta.get("accounting") or {}
     for key in _ACCOUNTING_COUNTS:
@@ -521,10 +523,14 @@ def _value_problem(table: str, t: pa.Table) -> str | None:
             row = _first(pc.invert(ok))
             value = str(t.column("event")[row].as_py())
             return f"column `event`: {_kind(value)} at row {row} is not an event ('map' or 'unmap')"
-        start = t.column("start")
-        # start + length must not pass 2^64 (the address space ends there).
+        start, length = t.column("start"), t.column("length")
+        # start + length must not pass 2^64 (the address space ends there; a mapping may end
+        # at 2^64 exactly): length - 1 <= 2^64 - 1 - start, both sides within 64 bits.
         room = pc.subtract(pa.scalar(_U64 - 1, pa.uint64()), start)
-        bad = pc.greater(t.column("length"), room)
+        bad = pc.and_(
+            pc.greater(length, room),
+            pc.greater(pc.subtract(length, pa.scalar(1, pa.uint64())), room),
+        )
         if pc.any(bad).as_py():
             row = _first(bad)
             return (

@@ -101,6 +101,8 @@ impl Parser {
     fn line(&mut self, raw: &[u8], out: &mut Accesses) -> Result<(), LackeyError> {
         self.line += 1;
         let l = raw.strip_suffix(b"\r").unwrap_or(raw);
+        // A UTF-8 byte order mark before the first line (a log saved by an editor).
+        let l = if self.line == 1 { l.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(l) } else { l };
         if l.is_empty() {
             return Ok(());
         }
@@ -237,6 +239,24 @@ mod tests {
         assert!(a.is_empty());
         p.finish(&mut a).unwrap();
         assert_eq!(a.addr, vec![0x10]);
+    }
+
+    #[test]
+    fn byte_order_mark_before_the_first_line() {
+        let mut with = Accesses::default();
+        let mut p = Parser::new();
+        p.feed(b"\xEF\xBB\xBF", &mut with).unwrap();
+        p.feed(TRACE.as_bytes(), &mut with).unwrap();
+        p.finish(&mut with).unwrap();
+        let mut without = Accesses::default();
+        let mut q = Parser::new();
+        q.feed(TRACE.as_bytes(), &mut without).unwrap();
+        q.finish(&mut without).unwrap();
+        assert_eq!(with, without);
+        assert_eq!(p.messages, q.messages);
+        // Only at the start: further on it is not a trace line.
+        let e = Parser::new().feed(b"I  0400,3\n\xEF\xBB\xBF L 10,8\n", &mut with).unwrap_err();
+        assert_eq!(e.line, 2);
     }
 
     #[test]

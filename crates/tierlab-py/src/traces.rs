@@ -132,7 +132,14 @@ pub fn import_trace(
         .map(|(t, ev, start, length, name)| MappingRow { time_ns: t, map: ev == "map", start, length, name })
         .collect();
     let fmt = format.to_string();
-    let sep = sep.as_bytes().first().copied().unwrap_or(b',');
+    let sep = match sep.as_bytes() {
+        [b] if b.is_ascii() => *b,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "sep {sep:?}: the field separator must be one ASCII character"
+            )))
+        }
+    };
     let res = py.allow_threads(move || -> Result<(ImportCounts, TimeUnit, Option<u64>), RecordingError> {
         let with_size =
             with_size || (fmt == "raw" && files.iter().all(|f| f.with_extension("size").is_file()));
@@ -152,15 +159,7 @@ pub fn import_trace(
                 (c, if timed { TimeUnit::Ns } else { TimeUnit::Accesses }, None)
             }
             "csv" => {
-                let mut total = ImportCounts::default();
-                for f in &files {
-                    let c = import::import_csv(f, &import::CsvOptions { sep }, &mut w, with_size)?;
-                    total.accesses += c.accesses;
-                    total.loads += c.loads;
-                    total.stores += c.stores;
-                    total.threads += c.threads;
-                    total.skipped_lines += c.skipped_lines;
-                }
+                let total = import::import_csv_files(&files, &import::CsvOptions { sep }, &mut w, with_size)?;
                 let unit = meta
                     .get("time_unit")
                     .and_then(|u| u.as_str())

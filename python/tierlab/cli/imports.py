@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,18 @@ def _rate(text: str) -> float:
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive finite number")
     return v
+
+
+def _sep(text: str) -> str:
+    """A field separator: one ASCII character (a typed ``\\t`` is a tab)."""
+    if text == "\\t":
+        return "\t"
+    if len(text) != 1 or not text.isascii():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the field separator must be one ASCII character (' ' = any "
+            "whitespace, \\t = a tab)"
+        )
+    return text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +74,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="ns",
         help="csv: what the time column counts (default ns)",
     )
-    p.add_argument("--sep", default=",", help="csv: field separator (' ' = any whitespace)")
+    p.add_argument(
+        "--sep",
+        type=_sep,
+        default=",",
+        help="csv: field separator, one ASCII character (' ' = any whitespace, \\t = a tab)",
+    )
     p.add_argument(
         "--object-bytes",
         type=int,
@@ -74,7 +92,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab import safeio
-    from tierlab.live import imports
     from tierlab.recording import RecordingError, check_overwritable
 
     out: Path = args.out
@@ -84,6 +101,31 @@ def main(args: argparse.Namespace) -> int:
     replacing = check_overwritable(out, args.force)
     for f in args.files:  # every reader refuses FIFOs and devices; the native ones too
         safeio.check_regular(f, RecordingError, "file")
+    # A failed import takes back what it wrote at OUT (a directory it made, or what it put
+    # into an empty one), so the corrected command can run; it never touches anything else.
+    created = not os.path.lexists(out)
+    try:
+        code = _import(args, out, replacing)
+    except BaseException:
+        _take_back(out, created, replacing)
+        raise
+    if code != EXIT_OK:
+        _take_back(out, created, replacing)
+    return code
+
+
+def _take_back(out: Path, created: bool, replacing: bool) -> None:
+    """Remove what a failed import wrote at ``out`` (a recording it was to replace, with
+    ``--force``, is left as it was: the new one was written beside it)."""
+    from tierlab import outdir
+
+    if not replacing:
+        outdir.take_back(out, created)
+
+
+def _import(args: argparse.Namespace, out: Path, replacing: bool) -> int:
+    from tierlab.live import imports
+
     if args.format in TRACE_FORMATS:
         return _import_trace(args, out, replacing)
     try:

@@ -354,7 +354,32 @@ class _PerfScriptParser:
         for where, _, s in pend:
             self._add(s, layout, where)
 
-    def _add(self, s: _Sample, layout: _EventLayout, where: str) -> None:
+    def check_last(self, line: str, where: str) -> None:
+        """Raise :class:`ImportError_` unless ``line`` parses completely as a sample (in its
+        event's layout) or a side-band line; it is not added. Call after :meth:`finish`."""
+        if not line.strip() or line.lstrip().startswith("#"):
+            return
+        m = _HEAD.match(line)
+        try:
+            if not m:
+                raise ValueError("expected 'COMM PID/TID [CPU] SECONDS.FRACTION: ...'")
+            if m.group("rest").startswith("PERF_RECORD_"):
+                return
+            s = _split_sample(m)
+        except ValueError as e:
+            raise ImportError_(f"{where}: {e}") from None
+        layout = self.layouts.get(s.event)
+        if layout is None:
+            tail = _tail_candidate(s.tail)
+            if tail is None:
+                raise ImportError_(f"{where}: cannot tell the weight and ip apart")
+            layout = _EventLayout(
+                tail, s.cpu is not None, s.period is not None, s.data_src is not None
+            )
+        self._fields(s, layout, where)
+
+    def _fields(self, s: _Sample, layout: _EventLayout, where: str) -> tuple[int, int]:
+        """(weight, ip) of a sample in its event's layout; an error if it does not follow it."""
         try:
             if (s.cpu is not None) != layout.cpu:
                 raise ValueError("field `cpu`: " + ("missing" if layout.cpu else "unexpected"))
@@ -367,9 +392,12 @@ class _PerfScriptParser:
                     "field `data_src`: "
                     + ("missing (no '|OP ...' decoding)" if layout.data_src else "unexpected")
                 )
-            weight, ip = _parse_tail(s.tail, layout.tail)
+            return _parse_tail(s.tail, layout.tail)
         except ValueError as e:
             raise ImportError_(f"{where}: {e}") from None
+
+    def _add(self, s: _Sample, layout: _EventLayout, where: str) -> None:
+        weight, ip = self._fields(s, layout, where)
         r = self.rows
         r["time_ns"].append(s.time_ns)
         r["tid"].append(s.tid)
@@ -393,21 +421,42 @@ def import_perf_script(
     """Samples (and, with ``--show-mmap-events``, the mapping history) from ``perf script``
     text. Mapping events are kept for the process with the most samples."""
     p = _PerfScriptParser()
+    warnings: list[str] = []
+    #: Last lines without a final newline (perf script ends every line with one): maybe cut
+    #: short, so never imported; checked once every event's layout is known.
+    unended: list[tuple[str, str]] = []
     for path in files:
         with safeio.open_text(path, ImportError_, "perf script text file") as text:
             try:
                 for lineno, line in enumerate(text, 1):
+                    if lineno == 1:
+                        line = line.removeprefix("\ufeff")  # a UTF-8 byte order mark
+                    if not line.endswith("\n") and line.strip():
+                        unended.append((line, f"{path}:{lineno}"))
+                        continue
                     p.feed(line.rstrip("\n"), f"{path}:{lineno}")
             except UnicodeDecodeError:
                 raise ImportError_(f"{path}: not text") from None
     p.finish()
+    for line, where in unended:
+        try:
+            p.check_last(line, where)
+        except ImportError_ as e:
+            raise ImportError_(
+                f"{e} (the last line of the file, with no final newline: cut short?)"
+            ) from None
+        if not line.lstrip().startswith("#"):
+            warnings.append(
+                f"{where}: the last line has no final newline and may have been cut short "
+                "(perf script ends every line with one); left out"
+            )
     n = len(p.rows["time_ns"])
     if not n:
         raise ImportError_(
             f"{', '.join(map(str, files))}: no samples found (perf script lines of the form "
             "'COMM PID/TID [CPU] TIME: [PERIOD] EVENT: ADDR ...')"
+            + "".join(f"; {w}" for w in warnings)
         )
-    warnings: list[str] = []
     main_pid = max(p.pid_samples, key=lambda k: (p.pid_samples[k], -k))
     maps = [m for m in p.maps if m[1] == main_pid]
     others = sorted(set(p.pid_samples) - {main_pid})
@@ -794,6 +843,7 @@ def import_damo(files: Sequence[Path], out: Path, *, overwrite: bool = False) ->
         text = raw
         if raw[:1] == b"\x78":  # zlib's first byte (deflate, 32 KiB window); JSON never starts so
             text = safeio.decompress_zlib(raw, path, ImportError_)
+        text = text.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark before JSON
         if text.lstrip()[:1] in (b"[", b"{"):
             data = safeio.loads_json(text, path, ImportError_)
             rows.extend(_damo_json(path, data))

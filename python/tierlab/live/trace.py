@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from tierlab import outdir
 from tierlab.recording import RecordingWriter
 
 CHUNK = 1 << 20
@@ -233,6 +234,10 @@ def trace(
     cmd = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
     if cmd is None or not Path(cmd).exists():
         raise TraceError(f"{argv[0]}: command not found")
+    # What a trace that never started takes back: the directory it made, or what it put
+    # into the empty one it was given (a recording it replaces stays, see abandon()).
+    fresh = not os.path.lexists(out)
+    was_empty = not fresh and outdir.is_empty_dir(out)
     writer = RecordingWriter(
         out,
         source=f"tierlab-trace {__version__} (valgrind lackey)",
@@ -267,6 +272,8 @@ def trace(
         raise TraceError(f"{exe}: cannot start: {e.strerror}") from e
     os.close(w)
     debug: list[str] = []
+    #: The last lines passed on: Valgrind's own error when it could not start the program.
+    said: list[str] = []
 
     def pass_stderr() -> None:
         """Valgrind's debug log is kept; the program's own stderr is passed on."""
@@ -277,6 +284,8 @@ def trace(
                 if "aspacem" in line:
                     debug.append(line)
             else:
+                said.append(line.rstrip("\n"))
+                del said[:-5]
                 sys.stderr.write(line)
                 sys.stderr.flush()
 
@@ -332,6 +341,17 @@ def trace(
         code = None
     err_thread.join(timeout=5)
     counts = dict(parser.counts())
+    if error is None and not interrupted and not messages and not counts["instructions"]:
+        # No `==PID==` line and no trace: lackey never ran (valgrind could not execute the
+        # program, or the --valgrind given is not valgrind). Nothing was recorded.
+        writer.abandon()
+        if fresh or was_empty:
+            outdir.take_back(out, fresh)
+        quoted = "; ".join(x.strip()[:200] for x in said if x.strip()) or "nothing"
+        raise TraceError(
+            f"{exe} did not run lackey (exit status {code}, no Valgrind output on the log "
+            f"pipe); it said: {quoted}; no recording written"
+        )
     history.finish(int(str(counts["instructions"])))
     _append_history(writer, history, guest_layout(debug), int(str(counts["instructions"])))
     reported = None

@@ -173,6 +173,23 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
         let size_path = path.with_extension("size");
         let mut sf =
             if size_path.is_file() { Some(super::open_regular(&size_path, "size file")?) } else { None };
+        if let Some(sf) = sf.as_ref() {
+            // One byte per record: a size file of another length belongs to another trace
+            // (or to a cut one), longer as much as shorter.
+            let sizes = sf.metadata().map_err(|e| io(&size_path, e))?.len();
+            if sizes != records {
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                return Err(io(
+                    &size_path,
+                    format!(
+                        "{sizes} byte{}: {} sizes than the {records} records of {name} (one byte per \
+                         record); refusing both",
+                        if sizes == 1 { "" } else { "s" },
+                        if sizes > records { "more" } else { "fewer" },
+                    ),
+                ));
+            }
+        }
         let mut clock = Clock {
             cps: if timed {
                 read_checkpoints(&path.with_extension("time"), path, records)?
@@ -320,6 +337,17 @@ impl ThreadBuffers {
 /// Longest line of a CSV trace (a file without line breaks is not one).
 const MAX_LINE: u64 = 1 << 16;
 
+/// A UTF-8 byte order mark, which some tools write at the start of a text file.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+fn split_fields(l: &str, sep: u8) -> Vec<&str> {
+    if sep == b' ' {
+        l.split_ascii_whitespace().collect()
+    } else {
+        l.split(sep as char).collect()
+    }
+}
+
 /// Import a CSV/text trace: one access per line, `tid,time,addr,kind[,size]` (addresses in
 /// decimal or `0x` hex; kind `0`/`1`, `L`/`S`, `R`/`W`, `load`/`store`, `read`/`write`).
 /// Blank lines, `#` comments and a first line that names the columns are skipped; a file
@@ -331,23 +359,67 @@ pub fn import_csv(
     w: &mut RecordingWriter,
     with_size: bool,
 ) -> Result<ImportCounts> {
+    import_csv_files(&[path.to_path_buf()], opts, w, with_size)
+}
+
+/// Import CSV/text traces (see [`import_csv`]) as one trace: the files are read in the
+/// order given and are the parts of one recording, so each thread's times must not
+/// decrease from one file to the next either, a thread found in several files counts once,
+/// and a file given twice is refused.
+pub fn import_csv_files(
+    paths: &[PathBuf],
+    opts: &CsvOptions,
+    w: &mut RecordingWriter,
+    with_size: bool,
+) -> Result<ImportCounts> {
+    let mut seen: HashMap<PathBuf, &PathBuf> = HashMap::new();
+    for p in paths {
+        let key = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        if let Some(first) = seen.insert(key, p) {
+            return Err(io(
+                p,
+                format!("given twice (as {} too): its accesses would be imported twice", first.display()),
+            ));
+        }
+    }
+    let mut counts = ImportCounts::default();
+    let mut bufs = ThreadBuffers::new(with_size);
+    // Per thread: the last time, and the file (index in `paths`) and line it was read on.
+    let mut last_time: HashMap<u32, (u64, usize, u64)> = HashMap::new();
+    for (index, path) in paths.iter().enumerate() {
+        csv_file(path, index, paths, opts, &mut bufs, &mut last_time, &mut counts, w)?;
+    }
+    counts.threads = bufs.finish(w)?;
+    Ok(counts)
+}
+
+/// One file of [`import_csv_files`].
+#[allow(clippy::too_many_arguments)]
+fn csv_file(
+    path: &Path,
+    index: usize,
+    paths: &[PathBuf],
+    opts: &CsvOptions,
+    bufs: &mut ThreadBuffers,
+    last_time: &mut HashMap<u32, (u64, usize, u64)>,
+    total: &mut ImportCounts,
+    w: &mut RecordingWriter,
+) -> Result<()> {
     let f = super::open_regular(path, "trace file")?;
     let mut r = BufReader::with_capacity(1 << 20, f);
     let mut counts = ImportCounts::default();
-    let mut bufs = ThreadBuffers::new(with_size);
-    let mut last_time: HashMap<u32, u64> = HashMap::new();
-    let mut line = String::new();
+    let mut raw: Vec<u8> = Vec::new();
     let mut lineno = 0u64;
     // A line other than a comment or a blank one was read (only the first may be a header).
     let mut data_seen = false;
     let shown = path.display().to_string();
     loop {
-        line.clear();
-        let n = (&mut r).take(MAX_LINE).read_line(&mut line).map_err(|e| io(path, e))?;
+        raw.clear();
+        let n = (&mut r).take(MAX_LINE).read_until(b'\n', &mut raw).map_err(|e| io(path, e))?;
         if n == 0 {
             break;
         }
-        if n as u64 == MAX_LINE && !line.ends_with('\n') {
+        if n as u64 == MAX_LINE && raw.last() != Some(&b'\n') {
             return Err(RecordingError {
                 file: shown.clone(),
                 record: Some(lineno + 1),
@@ -356,25 +428,34 @@ pub fn import_csv(
             });
         }
         lineno += 1;
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
-            counts.skipped_lines += 1;
+        let bytes = if lineno == 1 { raw.strip_prefix(BOM).unwrap_or(&raw) } else { &raw[..] };
+        let trimmed = bytes.trim_ascii();
+        if trimmed.is_empty() || trimmed[0] == b'#' {
+            counts.skipped_lines += 1; // comments are skipped as bytes: any encoding
             continue;
         }
-        let fields: Vec<&str> = if opts.sep == b' ' {
-            l.split_ascii_whitespace().collect()
-        } else {
-            l.split(opts.sep as char).collect()
-        };
+        let l = std::str::from_utf8(trimmed).map_err(|e| RecordingError {
+            file: shown.clone(),
+            record: Some(lineno),
+            field: None,
+            msg: format!(
+                "not UTF-8 text (an invalid byte 0x{:02x} at column {})",
+                trimmed[e.valid_up_to()],
+                e.valid_up_to() + 1
+            ),
+        })?;
+        let fields = split_fields(l, opts.sep);
         let bad = |field: &str, msg: String| RecordingError {
             file: shown.clone(),
             record: Some(lineno),
             field: Some(field.into()),
             msg,
         };
-        if !data_seen && parse_uint(fields[0]).is_none() {
+        // Only the first line may be a header, and only one that cannot be a data row: no
+        // field of it is a number (`tid,time,addr,kind`). A damaged first row is an error.
+        if !data_seen && fields.iter().all(|f| parse_uint(f).is_none()) {
             data_seen = true;
-            counts.skipped_lines += 1; // a header: the first line that is not a comment, only
+            counts.skipped_lines += 1;
             continue;
         }
         data_seen = true;
@@ -404,11 +485,23 @@ pub fn import_csv(
                 as u8,
             None => 0,
         };
-        let prev = last_time.entry(tid).or_insert(time);
-        if time < *prev {
-            return Err(bad("time", format!("{time} is before the previous access of thread {tid} ({prev}): each thread's times must not decrease")));
+        let prev = last_time.entry(tid).or_insert((time, index, lineno));
+        if time < prev.0 {
+            let (t, file, line) = *prev;
+            let at = if file == index {
+                String::new()
+            } else {
+                format!(", at line {line} of {}, an earlier file of the same trace", paths[file].display())
+            };
+            return Err(bad(
+                "time",
+                format!(
+                    "{time} is before the previous access of thread {tid} ({t}{at}): each thread's \
+                     times must not decrease"
+                ),
+            ));
         }
-        *prev = time;
+        *prev = (time, index, lineno);
         counts.accesses += 1;
         if kind == 1 {
             counts.stores += 1;
@@ -430,8 +523,11 @@ pub fn import_csv(
             },
         ));
     }
-    counts.threads = bufs.finish(w)?;
-    Ok(counts)
+    total.accesses += counts.accesses;
+    total.loads += counts.loads;
+    total.stores += counts.stores;
+    total.skipped_lines += counts.skipped_lines;
+    Ok(())
 }
 
 /// Import a libCacheSim oracleGeneral trace: object `id` becomes address `id *

@@ -225,6 +225,24 @@ mod tests {
     }
 
     #[test]
+    fn a_mapping_may_end_at_the_end_of_the_address_space() {
+        let d = tmpdir("top");
+        let row =
+            |length| MappingRow { time_ns: 0, map: true, start: u64::MAX - 4095, length, name: "t".into() };
+        let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();
+        w.write_mappings(&[row(4096)]).unwrap();
+        w.close().unwrap();
+        assert_eq!(read_mappings(&d).unwrap()[0].length, 4096); // ends at 2^64 exactly
+        let _ = std::fs::remove_dir_all(&d);
+        let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();
+        w.write_mappings(&[row(4097)]).unwrap();
+        w.close().unwrap();
+        let e = read_mappings(&d).unwrap_err().to_string();
+        assert!(e.contains("ends past the end of the address space"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn write_then_read_by_thread() {
         let d = tmpdir("rw");
         let opts = WriterOptions { part_rows: 2500, with_size: true, ..Default::default() };

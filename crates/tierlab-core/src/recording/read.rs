@@ -664,7 +664,8 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
             };
             let start = start.ok_or_else(|| bad("start", "missing or not an unsigned integer"))?;
             let length = len.ok_or_else(|| bad("length", "missing or not an unsigned integer"))?;
-            if start.checked_add(length).is_none() {
+            // A mapping may end at 2^64 exactly (the last byte of the address space).
+            if u128::from(start) + u128::from(length) > 1u128 << 64 {
                 return Err(bad(
                     "length",
                     &format!(
