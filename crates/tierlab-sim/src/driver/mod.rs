@@ -258,7 +258,7 @@ fn sum_counters(m: &Machine) -> Snapshot {
 
 /// Execute core `t`'s accesses `buf[*pos..]` until its clock reaches `target_ps` (true) or
 /// the batch ends (false), counting them in the ground truth when `TRUTH`.
-#[inline(always)]
+#[inline(never)]
 fn drain<const TRUTH: bool>(
     m: &mut Machine,
     t: usize,
