@@ -257,7 +257,9 @@ fn sum_counters(m: &Machine) -> Snapshot {
 }
 
 /// Execute core `t`'s accesses `buf[*pos..]` until its clock reaches `target_ps` (true) or
-/// the batch ends (false), counting them in the ground truth when `TRUTH`.
+/// the batch ends (false), counting them in the ground truth when `TRUTH`. Never inlined:
+/// the simulator's hot loop keeps the same code whatever its callers inline (inlined, a
+/// change elsewhere in the driver moved its registers and cost 1% more instructions).
 #[inline(never)]
 fn drain<const TRUTH: bool>(
     m: &mut Machine,
