@@ -144,6 +144,19 @@ def test_append_validation(tmp_path: Path) -> None:
             w.append_mappings(time_ns=[0], event=["mmap"], start=[0], length=[1], name=["x"])
 
 
+def test_lists_of_large_integers_stay_exact(tmp_path: Path) -> None:
+    # numpy makes [0x1000, 2**64 - 8] float64: the addresses were rounded, with a warning only.
+    addrs = [0x1000, 2**64 - 8, 2**63 + 1]
+    with RecordingWriter(tmp_path / "r") as w:
+        w.append_accesses(time_ns=[0, 1, 2], tid=[0, 0, 0], addr=addrs, kind=[0, 1, 0])
+        with pytest.raises(RecordingError, match=r"`addr`.*negative"):
+            w.append_accesses(time_ns=[3, 4], tid=[0, 0], addr=[-1, 2**63], kind=[0, 0])
+        with pytest.raises(RecordingError, match=r"`addr`.*64 bits"):
+            w.append_accesses(time_ns=[3, 4], tid=[0, 0], addr=[1, 2**64], kind=[0, 0])
+    got = Recording.open(tmp_path / "r").accesses()["addr"].to_numpy(dtype=np.uint64).tolist()
+    assert got == addrs
+
+
 def test_writer_refuses_to_clobber(tmp_path: Path) -> None:
     write(tmp_path / "r", sample_data(10))
     with pytest.raises(RecordingError, match="already exists"):

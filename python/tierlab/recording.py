@@ -133,7 +133,6 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
     """Convert what a caller appends (a DataFrame, a mapping of columns, a pyarrow Table, or
     keyword columns) into a table of exactly the format's schema."""
-    import numpy as np
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -171,7 +170,7 @@ def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
                 arr = value.cast(f.type)
             else:
                 if f.type != pa.string():
-                    value = _as_unsigned(np.asarray(value))
+                    value = _as_unsigned(_integer_array(value))
                 arr = pa.array(value, type=f.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as e:
             raise RecordingError(f"append_{table}: column `{f.name}` ({f.type}): {e}") from e
@@ -194,6 +193,27 @@ def _to_table(table: str, data: Any = None, **columns: Any) -> pa.Table:
     if problem is not None:
         raise RecordingError(f"append_{table}: {problem}")
     return t
+
+
+def _integer_array(value: Any) -> np.ndarray:
+    """``value`` as an array; a sequence of Python integers stays integers (numpy makes a list
+    that mixes small integers with ones of 2^63 or more float64, rounding them, or object)."""
+    import numpy as np
+
+    arr = np.asarray(value)
+    if isinstance(value, np.ndarray) or arr.dtype.kind not in "fO" or arr.ndim != 1:
+        return arr
+    seq = list(value)
+    if not seq or not all(
+        isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_) for x in seq
+    ):
+        return arr
+    ints = [int(x) for x in seq]
+    if min(ints) < 0:
+        raise ValueError("values must not be negative")
+    if max(ints) >= 1 << 64:
+        raise ValueError(f"{max(ints)} does not fit in 64 bits")
+    return np.array(ints, dtype=np.uint64)
 
 
 def _as_unsigned(values: np.ndarray) -> np.ndarray:
