@@ -390,8 +390,34 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
         sc.name =
             Path::new(&src.file).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
     }
-    validate(&sc, src)?;
+    validate(&sc, src).map_err(|e| overridden(e, src, overrides))?;
     Ok(sc)
+}
+
+/// A check's error about a field an override set: the value is the override's, not the
+/// file's, so the error names the overrides and no line of the file (which holds the value
+/// the override replaced).
+fn overridden(e: SimError, src: &Source, overrides: &[String]) -> SimError {
+    let SimError::Config { at, msg } = e else { return e };
+    let Some(field) = at.field.as_deref() else { return SimError::Config { at, msg } };
+    let set_here = overrides.iter().filter_map(|o| o.split_once('=')).map(|(k, _)| k.trim()).any(|k| {
+        let (k, f) = (k.replace(' ', ""), field.replace(' ', ""));
+        k == f
+            || f.starts_with(&format!("{k}."))
+            || f.starts_with(&format!("{k}["))
+            || k.starts_with(&format!("{f}."))
+    });
+    if !set_here {
+        return SimError::Config { at, msg };
+    }
+    SimError::Config {
+        at: Location {
+            file: format!("{} (after --set {})", src.file, overrides.join(" ")),
+            line: None,
+            field: at.field,
+        },
+        msg,
+    }
 }
 
 /// `machine.cpu = NAME`: write the preset's values into `table` where the scenario (with its
@@ -1128,6 +1154,11 @@ mod tests {
         assert!(m.contains("expected a table with a `kind`"), "{m}");
         let m = e(ok, &["a.b.c.d.e=1"]);
         assert!(m.contains("field `a`:"), "{m}");
+        // A value an override set is not the file's: no line of the file, the overrides named.
+        let m = e("[machine]\ncores = 2\n[workload]\nkind = \"uniform\"\n", &["machine.cores = 0"]);
+        assert!(m.contains("after --set machine.cores = 0") && !m.contains(":2:"), "{m}");
+        let m = e("[machine]\ncores = 0\n[workload]\nkind = \"uniform\"\n", &["seed=3"]);
+        assert!(m.contains(":2:") && m.contains("machine.cores"), "{m}");
         let m = e("[workload]\nkind = \"replay\"\npath = \"r\"\npopulate = true\nnode = 5\n", &[]);
         assert!(m.contains(":5:") && m.contains("workload.node") && m.contains("does not exist"), "{m}");
         let m = e(ok, &["workload.footprint=\"-5MiB\""]);

@@ -200,6 +200,8 @@ fn parse_bytes(file: &str, line: usize, what: &str, s: &str) -> Result<u64> {
 
 /// Parse the text of a masim config; `file` names it in errors.
 pub fn parse_masim(text: &str, file: &str) -> Result<MasimConfig> {
+    // A UTF-8 byte order mark (some editors write one) is not part of the first region name.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let paras = paragraphs(text);
     let total_lines = text.lines().count().max(1);
     let Some((region_para, phase_paras)) = paras.split_first() else {
@@ -222,7 +224,8 @@ pub fn parse_masim(text: &str, file: &str) -> Result<MasimConfig> {
                 Some("too many fields")
             } else if f[0].is_empty() {
                 Some("missing field: empty region name")
-            } else if !parse_size(f[1]).is_ok_and(|s| s > 0) {
+            } else if !f[1].starts_with(|c: char| c.is_ascii_digit()) {
+                // A number that is out of range (0, too large) is reported below as such.
                 Some("bad number for the size")
             } else {
                 None
@@ -310,6 +313,17 @@ pub fn parse_masim(text: &str, file: &str) -> Result<MasimConfig> {
                 format!("bad number: phase duration must be whole milliseconds, got `{}`", time_line.text),
             )
         })?;
+        if duration_ms > MAX_PHASE_MS {
+            return Err(err(
+                file,
+                time_line.no,
+                format!(
+                    "phase `{}` lasts {duration_ms} ms, longer than the longest simulated time accepted \
+                     ({MAX_PHASE_MS} ms, about 11.6 days)",
+                    name_line.text
+                ),
+            ));
+        }
         if para.len() < 3 {
             return Err(err(
                 file,
@@ -341,8 +355,26 @@ pub fn parse_masim(text: &str, file: &str) -> Result<MasimConfig> {
             line: name_line.no,
         });
     }
-    Ok(MasimConfig { regions, phases })
+    let cfg = MasimConfig { regions, phases };
+    let total = cfg.total_duration_ms();
+    if total == 0 {
+        return Err(err(file, cfg.phases[0].line, "every phase lasts 0 ms: the config runs no accesses"));
+    }
+    if total > MAX_PHASE_MS {
+        return Err(err(
+            file,
+            cfg.phases[0].line,
+            format!(
+                "the phases last {total} ms in all, longer than the longest simulated time accepted \
+                 ({MAX_PHASE_MS} ms, about 11.6 days)"
+            ),
+        ));
+    }
+    Ok(cfg)
 }
+
+/// The longest phase (and sum of phases) accepted, ms: the longest simulated time, 10^15 ns.
+const MAX_PHASE_MS: u64 = 1_000_000_000;
 
 fn parse_pattern(file: &str, l: &Line<'_>, regions: &[MasimRegion]) -> Result<MasimPattern> {
     const SHAPE: &str = "`REGION, RANDOM(0|1), STRIDE, WEIGHT[, ro|wo|rw]`";
@@ -510,6 +542,27 @@ mod tests {
         let (line, msg) = parse_err("a\n\np\n10\na, 0, 64, 1\n");
         assert_eq!(line, 1);
         assert!(msg.contains("missing field"), "{msg}");
+    }
+
+    #[test]
+    fn odd_but_explainable_configs() {
+        // A byte order mark before the first region is not part of its name.
+        let cfg = parse_masim("\u{feff}a, 4096\n\np\n10\na, 0, 64, 1\n", "t.cfg").unwrap();
+        assert_eq!(cfg.regions[0].name, "a");
+        // Sizes out of range are named as such (not "bad number"), on the first line too.
+        let (line, msg) = parse_err("a, 0\n\np\n10\na, 0, 64, 1\n");
+        assert!(line == 1 && msg.contains("size 0"), "{msg}");
+        let (line, msg) = parse_err("a, 18446744073709551615\n\np\n10\na, 0, 64, 1\n");
+        assert!(line == 1 && msg.contains("largest"), "{msg}");
+        // Phase times beyond the longest simulated time, or none at all.
+        let (line, msg) = parse_err("a, 4096\n\np\n18446744073709551615\na, 0, 64, 1\n");
+        assert!(line == 4 && msg.contains("longest simulated time"), "{msg}");
+        let (line, msg) = parse_err("a, 4096\n\np\n600000000\na, 0, 64, 1\n\nq\n600000000\na, 0, 64, 1\n");
+        assert!(line == 3 && msg.contains("in all"), "{msg}");
+        let (line, msg) = parse_err("a, 4096\n\np\n0\na, 0, 64, 1\n");
+        assert!(line == 3 && msg.contains("0 ms"), "{msg}");
+        // One phase of 0 ms among others is kept (masim runs it for no time).
+        assert!(parse_masim("a, 4096\n\np\n0\na, 0, 64, 1\n\nq\n5\na, 0, 64, 1\n", "t.cfg").is_ok());
     }
 
     #[test]

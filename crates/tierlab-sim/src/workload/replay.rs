@@ -669,6 +669,19 @@ impl Workload for Replay {
         let (given, runs, pages) = self.survey()?;
         self.touched_pages = pages;
         for (s, e, name) in self.p.plan(&given, runs) {
+            if e > crate::hw::pagetable::VA_LIMIT {
+                return Err(SimError::Input {
+                    at: Location {
+                        file: self.p.path.clone(),
+                        line: None,
+                        field: Some("accesses.addr".into()),
+                    },
+                    msg: format!(
+                        "`{name}` ({s:#x}..{e:#x}) lies beyond the simulated machine's 48-bit virtual \
+                         addresses (4-level paging): its accesses cannot be replayed as recorded"
+                    ),
+                });
+            }
             let page_size = match self.p.page_size {
                 Some(p) => Some(p),
                 None if (s | e) & (tierlab_core::HUGE_SIZE - 1) == 0 => None,
@@ -816,6 +829,22 @@ mod tests {
         let e = params("path = \"rec\"").build(&c).err().unwrap();
         assert_eq!(e.kind(), "input");
         assert!(e.to_string().contains("no such recording"), "{e}");
+    }
+
+    #[test]
+    fn addresses_beyond_48_bits_are_refused_naming_the_recording() {
+        for mapped in [true, false] {
+            let mut d = sample();
+            d.addr[2] = 0xffff_ffff_ffff_e010;
+            if mapped {
+                d.mappings[1] = (0xffff_ffff_ffff_e000, 0x1000, "top".into());
+            } else {
+                d.mappings.pop();
+            }
+            let mut w = params("path = \"rec\"").build(&ctx(d)).unwrap();
+            let e = w.setup(&mut MockSpace::new()).unwrap_err().to_string();
+            assert!(e.starts_with("rec") && e.contains("48-bit"), "{e}");
+        }
     }
 
     #[test]
