@@ -40,18 +40,31 @@ def native() -> ModuleType:
 # -- overrides ---------------------------------------------------------------------------------
 
 
+#: TOML integers are 64-bit signed.
+_TOML_INT_MIN, _TOML_INT_MAX = -(2**63), 2**63 - 1
+
+
 def toml_value(value: Any) -> str:
-    """A Python value as a TOML literal (strings are quoted, so they are never re-parsed)."""
+    """A Python value as a TOML literal (strings are quoted, so they are never re-parsed).
+    numpy scalars and arrays are taken as the Python numbers and lists they hold; an integer
+    outside TOML's 64-bit range is a ValueError."""
+    if type(value).__module__.split(".")[0] == "numpy" and callable(getattr(value, "tolist", None)):
+        value = value.tolist()  # numpy scalar -> int/float/bool, array -> list
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        if not _TOML_INT_MIN <= value <= _TOML_INT_MAX:
+            raise ValueError(
+                f"integer {_short_int(value)} is outside TOML's 64-bit range "
+                f"({_TOML_INT_MIN}..{_TOML_INT_MAX})"
+            )
+        return str(int(value))
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
-        return repr(value)
+        return repr(float(value))
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, Path):
@@ -62,6 +75,10 @@ def toml_value(value: Any) -> str:
     if isinstance(value, Iterable):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot express {type(value).__name__} {value!r} as a TOML value")
+
+
+def _short_int(value: int) -> str:
+    return str(value) if abs(value) < 10**40 else f"of {value.bit_length()} bits"
 
 
 def _toml_key(key: Any) -> str:
@@ -78,13 +95,47 @@ def build_overrides(
     keyword overrides use ``__`` for dots (``machine__cores=4`` -> ``machine.cores=4``) and
     their values are written as TOML literals."""
     out: list[str] = []
+    if isinstance(set, str):  # one override, not a sequence of one-character strings
+        set = [set]
+    elif set is not None and not isinstance(set, Iterable):
+        raise TypeError(
+            f"set: expected a list of 'key=value' strings, got {type(set).__name__} {set!r}"
+        )
     for item in set or ():
-        if not isinstance(item, str) or "=" not in item:
-            raise ValueError(f"override {item!r} is not of the form key=value")
+        if not isinstance(item, str):
+            raise TypeError(
+                f"set: override {item!r} is {type(item).__name__}, not a 'key=value' string "
+                "(it is not of the form key=value)"
+            )
+        if "=" not in item:
+            raise ValueError(f"set: override {item!r} is not of the form key=value")
         out.append(item)
     for key, value in (overrides or {}).items():
-        out.append(f"{key.replace('__', '.')}={toml_value(value)}")
+        dotted = key.replace("__", ".")
+        try:
+            text = toml_value(value)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"override {key} ({dotted}): {e}") from None
+        out.append(f"{dotted}={text}")
     return out
+
+
+#: Seeds the engine accepts: TOML integers >= 0.
+SEED_MAX = 2**63 - 1
+
+
+def check_seed(seed: Any) -> int | None:
+    """``seed`` as the engine takes it (``None``, or an integer in 0..2^63-1; numpy integers
+    are taken as the integers they hold); anything else is a TypeError or ValueError naming
+    ``seed``."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise TypeError(f"seed: expected an integer, got {type(seed).__name__} {seed!r}")
+    value = int(seed.__index__())
+    if not 0 <= value <= SEED_MAX:
+        raise ValueError(f"seed: {_short_int(value)} is outside 0..{SEED_MAX} (2^63-1)")
+    return value
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -187,26 +238,57 @@ def heatmap_frame(heatmap: Heatmap) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
+    if not isinstance(heatmap, Mapping):
+        raise TypeError(
+            "heatmap_frame: expected a heatmap dict (Result.heatmap: lists or arrays under "
+            f"{', '.join(_HEATMAP_KEYS)}), got {type(heatmap).__name__}"
+        )
     columns = ["window", "t_start_s", "t_end_s", "bin", "bin_start", "bin_bytes", "mapping"]
-    counts = heatmap.get("counts") or []
-    starts = list(heatmap.get("bin_start") or [])
+
+    def get(key: str, dtype: Any) -> np.ndarray:
+        value = heatmap.get(key)
+        try:
+            return np.asarray([] if value is None else value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"heatmap_frame: `{key}`: {e}") from None
+
+    counts = get("counts", np.uint64)
+    starts = get("bin_start", np.uint64)
     nbins = len(starts)
-    if not counts or not nbins:
+    if not counts.size or not nbins:
         return pd.DataFrame({c: [] for c in [*columns, "accesses"]})
     nwin = len(counts)
-    acc = np.asarray(counts, dtype=np.uint64).reshape(nwin, nbins)
+    if counts.shape != (nwin, nbins):
+        raise ValueError(
+            f"heatmap_frame: `counts` has shape {counts.shape}, expected one row of {nbins} "
+            "counts (one per bin of `bin_start`) per window"
+        )
+    per_window = {k: get(k, float) for k in ("t_start_s", "t_end_s")}
+    per_bin = {"bin_bytes": get("bin_bytes", np.uint64), "bin_mapping": get("bin_mapping", object)}
+    for key, arr, n, what in [
+        *((k, a, nwin, "windows (rows of `counts`)") for k, a in per_window.items()),
+        *((k, a, nbins, "bins (`bin_start`)") for k, a in per_bin.items()),
+    ]:
+        if arr.shape != (n,):
+            raise ValueError(
+                f"heatmap_frame: `{key}` has {arr.shape[0] if arr.ndim else 0} values "
+                f"(shape {arr.shape}), expected one per {n} {what}"
+            )
     return pd.DataFrame(
         {
             "window": np.repeat(np.arange(nwin, dtype=np.uint32), nbins),
-            "t_start_s": np.repeat(np.asarray(heatmap["t_start_s"], dtype=float), nbins),
-            "t_end_s": np.repeat(np.asarray(heatmap["t_end_s"], dtype=float), nbins),
+            "t_start_s": np.repeat(per_window["t_start_s"], nbins),
+            "t_end_s": np.repeat(per_window["t_end_s"], nbins),
             "bin": np.tile(np.arange(nbins, dtype=np.uint32), nwin),
-            "bin_start": np.tile(np.asarray(starts, dtype=np.uint64), nwin),
-            "bin_bytes": np.tile(np.asarray(heatmap["bin_bytes"], dtype=np.uint64), nwin),
-            "mapping": np.tile(np.asarray(heatmap["bin_mapping"], dtype=object), nwin),
-            "accesses": acc.reshape(-1),
+            "bin_start": np.tile(starts, nwin),
+            "bin_bytes": np.tile(per_bin["bin_bytes"], nwin),
+            "mapping": np.tile(per_bin["bin_mapping"], nwin),
+            "accesses": counts.reshape(-1),
         }
     )
+
+
+_HEATMAP_KEYS = ("t_start_s", "t_end_s", "bin_start", "bin_bytes", "bin_mapping", "counts")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -224,6 +306,7 @@ def run_native(
     if it raises (Ctrl-C), the run stops and the result has ``interrupted=True``.
     """
     spec = str(scenario)
+    seed = check_seed(seed)
     last: tuple[int, int, int] | None = None
 
     def tick(done: int, total: int, accesses: int) -> None:
@@ -254,6 +337,7 @@ def run(
     ``(sim_ns_done, sim_ns_total, accesses_done)``.
     """
     ov = build_overrides(overrides, set)
+    seed = check_seed(seed)
     if progress is True:
         from tierlab.progress import progress_bar
 
@@ -272,7 +356,7 @@ def export(
     """The scenario fully expanded (every default written out) as TOML."""
     from tierlab import _native
 
-    return _native.export(str(scenario), build_overrides(overrides, set), seed)
+    return _native.export(str(scenario), build_overrides(overrides, set), check_seed(seed))
 
 
 def scenarios() -> list[tuple[str, str]]:

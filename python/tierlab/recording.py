@@ -21,6 +21,7 @@ moment leaves a readable recording holding every part flushed so far.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -217,18 +218,96 @@ def _integer_array(value: Any) -> np.ndarray:
 
 
 def _as_unsigned(values: np.ndarray) -> np.ndarray:
-    """Integers (or integral floats, as ``np.zeros`` gives) checked to be non-negative."""
+    """Integers (or integral floats, as ``np.zeros`` gives) checked to be non-negative.
+
+    A float is taken only when it is exactly a non-negative integer below 2^64 (then the
+    conversion is exact); NaN, infinities, negative, fractional and too large floats are
+    refused with the first such value and its row, never wrapped or clamped. (Above 2^53 a
+    float64 cannot hold every integer: one there is taken as the integer it exactly is.)"""
     import numpy as np
 
     if values.dtype.kind == "f":
-        if not np.isfinite(values).all() or (values != np.floor(values)).any():
-            raise ValueError("values must be integers")
-        values = values.astype(np.int64) if (values < 2**63).all() else values.astype(np.uint64)
+        flat = values.reshape(-1)
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(flat)
+            checks = (
+                (~finite, "is not a finite number"),
+                (finite & (flat < 0), "is negative"),
+                (finite & (flat != np.floor(flat)), "is not an integer"),
+                (finite & (flat >= 2.0**64), "does not fit in 64 bits (2^64 or more)"),
+            )
+        for bad, what in checks:
+            if bad.any():
+                row = int(np.argmax(bad))
+                raise ValueError(
+                    f"values must be integers from 0 to 2^64-1: {float(flat[row])!r} at row "
+                    f"{row} {what}"
+                )
+        values = values.astype(np.uint64)
     elif values.dtype.kind not in "iub":
         raise ValueError(f"values must be integers, got {values.dtype}")
     if values.dtype.kind == "i" and (values < 0).any():
         raise ValueError("values must not be negative")
     return values
+
+
+def _json_value(value: Any, where: str) -> Any:
+    """``value`` (a field of ``meta.json``) as plain JSON data: numpy scalars and arrays become
+    Python numbers and lists, tuples lists; anything JSON cannot hold is refused, naming the
+    field (``where``)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):  # np.str_ is a str subclass
+        return str(value)
+    if isinstance(value, int):  # int subclasses (IntEnum, ...) as plain integers
+        return int(value)
+    if isinstance(value, float):  # np.float64 is a float subclass
+        return float(value)
+    tolist = getattr(value, "tolist", None)
+    module = type(value).__module__.split(".")[0]
+    if module == "numpy" and callable(tolist):  # numpy scalars and arrays
+        return _json_value(tolist(), where)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = _json_value(k, f"{where} (a key)")
+            if isinstance(key, list | dict):
+                raise TypeError(
+                    f"{where}: key {_short_repr(k)} is {type(k).__name__}; meta.json keys are "
+                    "strings (numbers, booleans and None are written as strings)"
+                )
+            if not isinstance(key, str):  # as json.dumps writes them
+                key = json.dumps(key)
+            out[key] = _json_value(v, f"{where}.{key}")
+        return out
+    if isinstance(value, list | tuple):
+        return [_json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(
+        f"{where}: cannot store {type(value).__name__} {_short_repr(value)} in meta.json "
+        "(use strings, numbers, booleans, None, lists and dicts)"
+    )
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _meta_text(meta: dict[str, Any], where: str) -> str:
+    """``meta`` checked as the reader checks it (:func:`check_meta`, its size and depth), as
+    the text of ``meta.json``."""
+    check_meta(meta, where)
+    if safeio.json_depth(meta) > safeio.MAX_JSON_DEPTH:
+        raise RecordingError(
+            f"{where}: nested more than {safeio.MAX_JSON_DEPTH} levels deep (readers refuse it)"
+        )
+    text = json.dumps(meta, indent=2, sort_keys=False) + "\n"
+    if len(text.encode()) > safeio.MAX_META_BYTES:
+        raise RecordingError(
+            f"{where}: {META_FILE} would be larger than {safeio.MAX_META_BYTES} bytes "
+            "(readers refuse it)"
+        )
+    return text
 
 
 class RecordingWriter:
@@ -252,30 +331,57 @@ class RecordingWriter:
         flush_rows: int = 4_000_000,
     ) -> None:
         self.path = Path(path)
-        #: Where the parts are written: the recording itself, or (when it replaces an
-        #: existing recording) a hidden directory beside it, swapped in by :meth:`close`.
-        self._dir = self.path
-        if check_overwritable(self.path, overwrite):
-            self._dir = outdir.staging_dir(self.path)
-        self._dir.mkdir(parents=True, exist_ok=True)
-        for table in TABLES:
-            (self._dir / table).mkdir(exist_ok=True)
-        self.flush_rows = flush_rows
+        # meta.json is made and checked (as a reader would) before anything is created, so
+        # bad arguments leave nothing behind.
+        for name, value in (("parameters", parameters), ("machine", machine)):
+            if value is not None and not isinstance(value, Mapping):
+                raise TypeError(
+                    f"RecordingWriter: `{name}` must be a mapping (dict), "
+                    f"got {type(value).__name__}"
+                )
         self._meta: dict[str, Any] = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "source": source,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "complete": False,
-            "parameters": dict(parameters or {}),
-            "machine": dict(machine or {}),
+            "parameters": _json_value(dict(parameters or {}), "parameters"),
+            "machine": _json_value(dict(machine or {}), "machine"),
             "tables": {table: 0 for table in TABLES},
         }
-        self._parts = {table: 0 for table in ALL_TABLES}
-        self._buffers: dict[str, list[pa.Table]] = {table: [] for table in ALL_TABLES}
-        self._buffered = {table: 0 for table in ALL_TABLES}
-        self._closed = False
-        self._write_meta()
+        _meta_text(self._meta, "RecordingWriter")
+        #: Where the parts are written: the recording itself, or (when it replaces an
+        #: existing recording) a hidden directory beside it, swapped in by :meth:`close`.
+        self._dir = self.path
+        if check_overwritable(self.path, overwrite):
+            self._dir = outdir.staging_dir(self.path)
+        existed = os.path.lexists(self._dir)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            for table in TABLES:
+                (self._dir / table).mkdir(exist_ok=True)
+            self.flush_rows = flush_rows
+            self._parts = {table: 0 for table in ALL_TABLES}
+            self._buffers: dict[str, list[pa.Table]] = {table: [] for table in ALL_TABLES}
+            self._buffered = {table: 0 for table in ALL_TABLES}
+            self._closed = False
+            self._write_meta()
+        except BaseException:
+            self._undo_create(existed)
+            raise
+
+    def _undo_create(self, existed: bool) -> None:
+        """Remove what a failed constructor made: a staging directory, or the recording's
+        directory (or, when it was an empty directory already, what was made in it)."""
+        if self._dir != self.path or not existed:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            return
+        for table in TABLES:
+            with contextlib.suppress(OSError):
+                (self._dir / table).rmdir()
+        for name in (META_FILE, f".{META_FILE}.tmp"):
+            with contextlib.suppress(OSError):
+                (self._dir / name).unlink()
 
     # -- appending -------------------------------------------------------------------------
     def _append(self, table: str, data: Any, columns: dict[str, Any]) -> None:
@@ -318,7 +424,12 @@ class RecordingWriter:
         bad = sorted(META_MANAGED & set(fields))
         if bad:
             raise RecordingError(f"update_meta: {', '.join(bad)} cannot be set")
-        self._meta.update(fields)
+        converted = {k: _json_value(v, f"update_meta: {k}") for k, v in fields.items()}
+        meta = {**self._meta, **converted}
+        # Checked as the reader will check meta.json, so a bad value is refused here rather
+        # than making a recording that does not open.
+        _meta_text(meta, "update_meta")
+        self._meta = meta
 
     # -- writing ---------------------------------------------------------------------------
     def _write_part(self, table: str, data: pa.Table) -> None:
@@ -433,9 +544,11 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return "an integer"
+        if abs(value) < 10**30:
+            return f"the integer {value}"
+        return f"an integer of {value.bit_length()} bits"
     if isinstance(value, float):
-        return "a number"
+        return f"the number {value!r}"
     if isinstance(value, str):
         return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
     if isinstance(value, list):
