@@ -6,6 +6,11 @@ tierlab writes directories (a recording, ``run --out``, ``view -o``). Two rules:
   file: ``meta.json`` of format ``tierlab-recording`` (a recording), ``run.json`` (``run
   --out``), ``view.json`` (``view -o``). An empty directory may be used too; anything else is
   refused with a message, never deleted.
+- Commands that resume from their own earlier output (``telemetry --out``, ``tune --out``)
+  write into it in place; they recognise it by ``telemetry.csv`` / ``tune.json``, or, for a
+  run that was killed before writing them, by ``points/`` holding only stored point results.
+  ``coremap --out`` (``coremap.json``) and ``overhead --keep`` (``overhead.json``) replace
+  their own earlier output as a whole.
 - **Replacing is atomic.** The new content is written into a hidden sibling directory
   (``.NAME.tierlab-new-XXXX``), then swapped with the old one in one ``renameat2(2)``
   ``RENAME_EXCHANGE`` (two renames where the kernel or file system lacks it) and the old
@@ -19,6 +24,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -35,7 +41,33 @@ KINDS = {
     "recording": "meta.json",
     "run": "run.json",
     "view": "view.json",
+    "telemetry": "telemetry.csv",
+    "tune": "tune.json",
+    "coremap": "coremap.json",
+    "overhead": "overhead.json",
+    "pebs-scale": "pebs-scale.json",
+    "points": "points/",
 }
+
+#: A stored point result of a resumable sweep (``tierlab.sweep.cache``): ``points/<sha256>.json``.
+_POINT_FILE = re.compile(r"\.?[0-9a-f]{64}\.json(\.[A-Za-z0-9_.-]+)?")
+
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def _stored_points(path: Path) -> bool:
+    """Whether ``path`` is a non-empty directory of stored point results and nothing else."""
+    try:
+        names = [e.name for e in path.iterdir()]
+    except OSError:
+        return False
+    return bool(names) and all(_POINT_FILE.fullmatch(n) for n in names)
 
 
 def kind_of(path: Path) -> str | None:
@@ -67,6 +99,27 @@ def kind_of(path: Path) -> str | None:
                 return "view"
         except OSError:
             pass
+    telemetry = path / "telemetry.csv"
+    if telemetry.is_file():
+        first = _head(telemetry, 1024).split(b"\n", 1)[0]
+        if b"technique" in first and b"mean_precision" in first:
+            return "telemetry"
+    tune = path / "tune.json"
+    if tune.is_file():
+        head = _head(tune)
+        if b'"objective"' in head and b'"trials"' in _head(tune, 1 << 20):
+            return "tune"
+    coremap = path / "coremap.json"
+    if coremap.is_file() and (path / "coremap.csv").is_file():
+        return "coremap"
+    overhead = path / "overhead.json"
+    if overhead.is_file() and b'"tierlab-overhead"' in _head(overhead):
+        return "overhead"
+    if (path / "pebs-scale.json").is_file() and (path / "pebs-scale.csv").is_file():
+        return "pebs-scale"
+    points = path / "points"
+    if points.is_dir() and not points.is_symlink() and _stored_points(points):
+        return "points"
     return None
 
 
@@ -74,6 +127,12 @@ _WHAT = {
     "recording": "a tierlab recording (meta.json)",
     "run": "a `tierlab run --out` directory (run.json)",
     "view": "a `tierlab view` output (view.json)",
+    "telemetry": "a `tierlab telemetry --out` directory (telemetry.csv)",
+    "tune": "a `tierlab tune --out` directory (tune.json)",
+    "coremap": "a `tierlab coremap --out` directory (coremap.json)",
+    "overhead": "a `tierlab overhead --keep` directory (overhead.json)",
+    "pebs-scale": "a `tierlab telemetry pebs-scale --out` directory (pebs-scale.json)",
+    "points": "an interrupted sweep's stored points (points/)",
 }
 
 

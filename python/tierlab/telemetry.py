@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,6 +308,7 @@ class TelemetryKind(SweepKind[Comparison]):
         written[4].write_text(json.dumps(report.as_json(), indent=2) + "\n")
         written.extend(Path(p) for p in plot(report, str(out_dir / "precision_recall")))
         written.extend(Path(p) for p in write_sample_recordings(report, out_dir))
+        remove_stale_samples(out_dir, written)
         return written
 
     def render(self, report: Comparison, console: Console, title: str) -> None:
@@ -388,6 +392,51 @@ def compare(
     )
     outcome.raise_failures()
     return outcome.report
+
+
+#: The samples and views of a technique: ``samples-NAME/``, ``view-NAME/``.
+_SAMPLE_DIR = re.compile(r"(samples|view)-.+")
+
+
+def remove_stale_samples(out_dir: Path, written: Iterable[Path]) -> list[Path]:
+    """Remove the ``samples-*/`` and ``view-*/`` directories of ``out_dir`` (and of its
+    per-point subdirectories) that this run did not write: those of a technique or point not
+    in the new table (an earlier run with other ``--techniques`` or ``--points``, or one that
+    was interrupted). Only tierlab's own recordings and views are removed."""
+    from tierlab import outdir
+
+    out = Path(os.path.abspath(out_dir))
+    keep: set[Path] = set()
+    for p in written:
+        q = Path(os.path.abspath(p))
+        keep.add(q)
+        keep.update(q.parents)
+    removed: list[Path] = []
+    places = [out]
+    try:
+        places += [
+            d
+            for d in out.iterdir()
+            if d.is_dir() and not d.is_symlink() and d.name != "points" and d in keep
+        ]
+    except OSError:
+        return removed
+    for place in places:
+        try:
+            entries = list(place.iterdir())
+        except OSError:
+            continue
+        for d in entries:
+            if (
+                _SAMPLE_DIR.fullmatch(d.name)
+                and d not in keep
+                and d.is_dir()
+                and not d.is_symlink()
+                and outdir.kind_of(d) in ("recording", "view")
+            ):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
 
 
 def write_sample_recordings(cmp: Comparison, out_dir: str | Path, view: bool = True) -> list[str]:

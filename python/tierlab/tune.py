@@ -225,11 +225,16 @@ def base_point(
         return "", (), tuple(user_set)
     labels = [label for label, _ in pts]
     chosen = select(labels, point) if point else labels
+    if point and not chosen:
+        raise TuneError(
+            f"--points {point!r} matches none of the {len(labels)} sweep points of "
+            f"{scenario} ({', '.join(labels)})"
+        )
     if len(chosen) != 1:
         raise TuneError(
             f"{scenario} has {len(labels)} sweep points; choose one with --points "
             f"({', '.join(labels)})"
-            if not point or not chosen
+            if not point
             else f"--points {point!r} selects {len(chosen)} points ({', '.join(chosen)}); "
             "tune one at a time"
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -15,7 +16,7 @@ from statistics import median
 from rich.table import Table
 
 from tierlab.api import bench_engine
-from tierlab.cli.common import int_in, stdout_console
+from tierlab.cli.common import exit_status_text, int_in, stdout_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,9 +91,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "with the same arguments and thread count: wall time, accesses traced and accesses "
         "per second of each, and the speed ratio.",
     )
-    tr.add_argument("--n", type=int, default=200_000, help="array length (default 200,000)")
-    tr.add_argument("--iterations", type=int, default=5, help="triad sweeps (default 5)")
-    tr.add_argument("--threads", type=int, default=2, help="OpenMP threads (default 2)")
+    tr.add_argument(
+        "--n",
+        type=int_in(1, 100_000_000, "an array length"),
+        default=200_000,
+        help="array length (default 200,000; three arrays of N doubles, so at most 1e8)",
+    )
+    tr.add_argument(
+        "--iterations",
+        type=int_in(1, 1_000_000, "a number of triad sweeps"),
+        default=5,
+        help="triad sweeps (default 5)",
+    )
+    tr.add_argument(
+        "--threads",
+        type=int_in(1, 1024, "a number of OpenMP threads"),
+        default=2,
+        help="OpenMP threads (default 2)",
+    )
     tr.add_argument("--json", action="store_true", help="print a JSON object")
     tr.set_defaults(func=tracer)
 
@@ -224,6 +240,19 @@ def tracer(args: argparse.Namespace) -> int:
     except CcTraceError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 2
+    except subprocess.CalledProcessError as e:
+        # The triad (native, traced or under lackey) died: one line, not a traceback.
+        cmd = e.cmd if isinstance(e.cmd, list | tuple) else [str(e.cmd)]
+        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
+        last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+        detail = f": {last[0].strip()}" if last else ""
+        print(
+            f"tierlab: error: bench tracer: {Path(str(cmd[0])).name} "
+            f"{exit_status_text(e.returncode)} (--n {args.n}, --iterations {args.iterations}, "
+            f"--threads {args.threads}){detail}",
+            file=sys.stderr,
+        )
+        return 1
     if args.json:
         print(json.dumps(res, indent=2))
         return 0

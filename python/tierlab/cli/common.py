@@ -159,7 +159,7 @@ def report_error(exc: BaseException) -> None:
     CAUSE`` for a sweep point that failed, ``tierlab: error: MESSAGE`` otherwise."""
     from tierlab.sweep.point import PointError
 
-    if isinstance(exc, PointError):
+    if isinstance(exc, PointError) and exc.label:
         print(f"tierlab: {exc}", file=sys.stderr)
     else:
         print_error(error_message(exc))
@@ -174,6 +174,22 @@ def error_message(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror.lower()}"
     return str(exc) or type(exc).__name__
+
+
+def exit_status_text(code: int) -> str:
+    """How a child process ended, from its return code: ``exited with status N``, or
+    ``killed by signal SIGSEGV`` for a negative code (``subprocess``'s way of saying so)."""
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        else:
+            name = f"signal {name}"
+        return f"killed by {name}"
+    return f"exited with status {code}"
 
 
 def print_error(message: str) -> None:

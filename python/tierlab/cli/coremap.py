@@ -35,17 +35,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--points", metavar="GLOB", help="run the sweep points whose label matches")
     p.add_argument("--json", action="store_true", help="print {run: {cores: pages}} as JSON")
     p.add_argument(
-        "--out", type=Path, metavar="DIR", help="write coremap.json/.csv/.png/.svg into DIR"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write coremap.json/.csv/.png/.svg into DIR (a new or empty directory, or an "
+        "earlier coremap --out, which is replaced)",
     )
     p.set_defaults(func=main, parser=p)
 
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
+    from tierlab import outdir
     from tierlab.policies import coremap, record
     from tierlab.sweep.engine import execute
     from tierlab.sweep.point import Point, scenario_points
 
+    if args.out is not None:
+        # Checked before simulating; checked again when the output is put in place.
+        outdir.check_replaceable(args.out, ("coremap",), outdir.OutputError)
     user = tuple(args.overrides)
     points = [Point("", args.scenario, user, args.seed)]
     if args.points:
@@ -78,7 +86,10 @@ def main(args: argparse.Namespace) -> int:
     if run.interrupted:
         raise KeyboardInterrupt
     if args.out is not None:
-        write(dists, args.out)
+        # An absent or empty directory, or an earlier `coremap --out` (replaced as a whole,
+        # atomically); anything else is refused.
+        with outdir.replacing(args.out, ("coremap",), outdir.OutputError) as staged:
+            write(dists, staged)
     if args.json:
         sys.stdout.write(
             json.dumps({k: {str(c): n for c, n in d.items()} for k, d in dists.items()}, indent=2)

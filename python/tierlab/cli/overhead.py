@@ -66,7 +66,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SIZE",
         help="record only mappings at least this large (default 0: every mapping)",
     )
-    p.add_argument("--keep", type=Path, metavar="DIR", help="keep the recordings in DIR")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep the recordings in DIR/run-N/ (with the result in DIR/overhead.json): a new "
+        "or empty directory, or an earlier --keep, which is replaced",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
@@ -74,7 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab import _native
-    from tierlab.live.overhead import OverheadError, measure
+    from tierlab.live.overhead import Overhead, OverheadError, measure
     from tierlab.live.recorder import RecordOptions
 
     command = list(args.command)
@@ -94,22 +100,35 @@ def main(args: argparse.Namespace) -> int:
         ldlat=args.ldlat,
         min_mapping=args.min_mapping,
     )
+    from tierlab import outdir
+
     if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
+        # A new or empty directory, or an earlier `overhead --keep` (overhead.json), which
+        # the new recordings replace as a whole once they are all written.
+        outdir.check_replaceable(args.keep, ("overhead",), outdir.OutputError)
 
     def progress(kind: str, i: int, dt: float) -> None:
         if not args.json:
             print(f"  run {i + 1} {kind:9s} {dt * 1e3:9.2f} ms", file=sys.stderr)
 
-    try:
-        res = measure(
+    def run(keep: Path | None) -> Overhead:
+        return measure(
             command,
             runs=args.runs,
             warmup=args.warmup,
             options=opts,
-            keep=args.keep,
+            keep=keep,
             on_run=progress,
         )
+
+    try:
+        if args.keep is None:
+            res = run(None)
+        else:
+            with outdir.replacing(args.keep, ("overhead",), outdir.OutputError) as staged:
+                res = run(staged)
+                doc = {"format": "tierlab-overhead", **res.to_json()}
+                (staged / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
     except (_native.LiveError, OverheadError) as e:
         print_error(str(e))
         return EXIT_USAGE

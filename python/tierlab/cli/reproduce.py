@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, check_overrides
-from tierlab.cli.sweeps import DEFAULT_JOBS
+from tierlab.cli.sweeps import DEFAULT_JOBS, JOBS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=int,
+        type=JOBS,
         default=None,
         metavar="N",
         help=f"points at a time (default {DEFAULT_JOBS} local worker processes; with "

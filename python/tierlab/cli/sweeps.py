@@ -16,6 +16,8 @@ from tierlab.cli.common import (
     EXIT_OK,
     EXIT_SIMULATION,
     EXIT_USAGE,
+    int_in,
+    report_error,
     stdout_console,
 )
 from tierlab.sweep.executor import Executor, LocalExecutor
@@ -25,6 +27,10 @@ from tierlab.sweep.point import PointError
 #: Points at a time when ``--jobs`` is not given, the same for every sweep command (``run``,
 #: ``telemetry``, ``tune``, ``reproduce``).
 DEFAULT_JOBS = 2
+
+#: ``--jobs N`` of every command: at least 1 (0 or a negative number is an argument error,
+#: never silently 1 nor a scheduler that can submit nothing).
+JOBS = int_in(1, 1_000_000, "a number of points at a time")
 
 
 def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) -> None:
@@ -37,7 +43,7 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=JOBS,
         default=None,
         metavar="N",
         help=f"run N points at a time in worker processes (default {jobs}); with "
@@ -73,7 +79,7 @@ def make_executor(args: argparse.Namespace) -> Executor:
         return RayExecutor(args.address, args.jobs)
     if args.address is not None:
         args.parser.error("--address needs --executor ray")
-    return LocalExecutor(max(1, args.jobs if args.jobs is not None else args.default_jobs))
+    return LocalExecutor(args.jobs if args.jobs is not None else args.default_jobs)
 
 
 #: Where ``--out DIR`` keeps the result of every point (see tierlab.sweep.cache).
@@ -127,7 +133,7 @@ def run_sweep_command(
         if written:
             out.print(f"wrote {len(written)} files to {args.out}", highlight=False)
     for error in run.failures:
-        print(f"tierlab: {error}", file=sys.stderr)
+        report_error(error)
     if run.interrupted:
         print("tierlab: interrupted; kept the points done", file=sys.stderr)
         return EXIT_INTERRUPTED

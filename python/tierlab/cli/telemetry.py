@@ -47,14 +47,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main, parser=p)
 
 
+def technique_list(args: argparse.Namespace) -> list[str] | None:
+    """``--techniques A,B``: the names, ``None`` when not given; an empty list or an empty
+    name in it is an argument error (it would silently run nothing, or everything)."""
+    if args.techniques is None:
+        return None
+    names = [t.strip() for t in args.techniques.split(",")]
+    if not any(names):
+        args.parser.error(
+            f"--techniques {args.techniques!r}: no technique named; give a comma-separated "
+            "list of names (or leave the option out for every technique)"
+        )
+    if not all(names):
+        args.parser.error(f"--techniques {args.techniques!r}: an empty name in the list")
+    return names
+
+
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
+    techniques = technique_list(args)
     if args.scenario == "pebs-scale":
-        return pebs_scale(args)
+        return pebs_scale(args, techniques)
+    from tierlab import outdir
     from tierlab.telemetry import TelemetryKind
 
+    if args.out is not None:
+        # Only this command's earlier output (resumed from its points/) or an empty or new
+        # directory: the samples of PEBS-like techniques are written into it as they come.
+        outdir.check_replaceable(args.out, ("telemetry", "points"), outdir.OutputError)
     kind = TelemetryKind(
-        args.techniques.split(",") if args.techniques else None,
+        techniques,
         baseline=not args.no_baseline,
         keep_samples=args.out is not None,
         # Local workers write the samples into --out themselves (this process never holds
@@ -64,14 +86,14 @@ def main(args: argparse.Namespace) -> int:
     return run_sweep_command(args, kind)
 
 
-def pebs_scale(args: argparse.Namespace) -> int:
+def pebs_scale(args: argparse.Namespace, techniques: list[str] | None) -> int:
     import json
 
     from tierlab import pebs_scale as ps
 
     apps = ps.APPS
-    if args.techniques:
-        want = set(args.techniques.split(","))
+    if techniques is not None:
+        want = set(techniques)
         unknown = want - {a.name for a in ps.APPS}
         if unknown:
             args.parser.error(
@@ -86,6 +108,9 @@ def pebs_scale(args: argparse.Namespace) -> int:
         print(ps.table(res))
         print(f"engine runs + model: {res.wall_seconds:.1f} s")
     if args.out is not None:
+        from tierlab import outdir
+
+        outdir.check_replaceable(args.out, ("pebs-scale",), outdir.OutputError)
         files = ps.write(res, args.out)
         print(f"wrote {len(files)} files to {args.out}")
     return 0

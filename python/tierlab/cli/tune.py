@@ -18,7 +18,7 @@ from tierlab.cli.common import (
     print_error,
     stdout_console,
 )
-from tierlab.cli.sweeps import DEFAULT_JOBS
+from tierlab.cli.sweeps import DEFAULT_JOBS, JOBS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the search as JSON")
     p.add_argument(
         "--jobs",
-        type=int_in(1, 1_000_000, "a number of trials at a time"),
+        type=JOBS,
         default=None,
         metavar="N",
         help=f"trials at a time ({DEFAULT_JOBS})",
@@ -135,6 +135,12 @@ def main(args: argparse.Namespace) -> int:
         params = [tune.Param.parse(x) for x in args.params]
     except tune.TuneError as e:
         args.parser.error(str(e))
+    if args.out is not None:
+        from tierlab import outdir
+
+        # Only this command's earlier output (its trials are reused from points/), or an
+        # empty or new directory: never a recording or a directory of the user's.
+        outdir.check_replaceable(args.out, ("tune", "points"), outdir.OutputError)
     store = ResultCache(args.out / "points", reuse=not args.fresh) if args.out else None
     show = not args.no_progress and sys.stderr.isatty()
     try:

@@ -61,6 +61,19 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
+def ended(how: str, value: int) -> str:
+    """How the target ended, in words: ``exited with status 3``, ``killed by signal
+    SIGSEGV`` (``how`` is ``exit`` or ``signal``, as the recorder reports it)."""
+    if how == "signal":
+        import signal
+
+        try:
+            return f"killed by signal {signal.Signals(value).name}"
+        except ValueError:
+            return f"killed by signal {value}"
+    return f"exited with status {value}"
+
+
 def _baseline(argv: Sequence[str]) -> float:
     t = time.perf_counter()
     try:
@@ -69,7 +82,9 @@ def _baseline(argv: Sequence[str]) -> float:
         raise OverheadError(f"{argv[0]}: {e.strerror}") from e
     dt = time.perf_counter() - t
     if proc.returncode != 0:
-        raise OverheadError(f"{argv[0]} exited with status {proc.returncode} (baseline run)")
+        code = proc.returncode
+        how = ended("signal", -code) if code < 0 else ended("exit", code)
+        raise OverheadError(f"{argv[0]} {how} (baseline run)")
     return dt
 
 
@@ -103,7 +118,8 @@ def measure(
             out = (keep / f"run-{i - warmup}") if (keep and counted) else tmp / f"r{i}"
             res = record(out, argv=argv, options=opts, overwrite=True, devnull_stdout=True)
             if res.exit != ("exit", 0):
-                raise OverheadError(f"{argv[0]} ended with {res.exit} (recorded run)")
+                how = "did not end" if res.exit is None else ended(*res.exit)
+                raise OverheadError(f"{argv[0]} {how} (recorded run)")
             params = res.parameters
             if counted:
                 rec.append(res.target_s)

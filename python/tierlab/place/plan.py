@@ -510,6 +510,11 @@ def _check_options(opts: PlanOptions) -> None:
             raise PlaceError("--policy hot-fast needs --fast-node N and --fast-capacity BYTES")
         if opts.fast_capacity < 0:
             raise PlaceError("--fast-capacity must not be negative")
+        if opts.fast_capacity == 0 and opts.slow_node is None:
+            raise PlaceError(
+                "--fast-capacity 0: the fast node could take no page and, without "
+                "--slow-node, the plan would be empty; give a capacity of at least one page"
+            )
         if opts.slow_node is not None and opts.slow_node == opts.fast_node:
             raise PlaceError("--slow-node must differ from --fast-node")
         if opts.nodes is not None:
@@ -574,6 +579,15 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
         w = np.ones(len(s), dtype=np.int64)
 
     cpu_nodes, cpu_source = _cpu_map(rec, opts)
+    if opts.policy == "affinity" and opts.nodes:
+        # A page goes to a node whose CPUs sampled it: nodes without CPUs get none.
+        with_cpus = sorted(n for n, cpus in cpu_nodes.items() if cpus)
+        if not any(n in with_cpus for n in opts.nodes):
+            raise PlaceError(
+                f"--nodes {','.join(map(str, opts.nodes))}: no CPU is on these nodes in the "
+                f"CPU -> node map ({cpu_source}: nodes with CPUs "
+                f"{', '.join(map(str, with_cpus)) or 'none'}), so affinity would place no page"
+            )
     nodes = sorted(
         set(cpu_nodes)
         | set(opts.nodes or [])

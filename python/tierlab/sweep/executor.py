@@ -88,7 +88,9 @@ class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, jobs: int = 1) -> None:
-        self.jobs = max(1, int(jobs))
+        if int(jobs) < 1:
+            raise ValueError(f"jobs={jobs}: expected at least 1 point at a time")
+        self.jobs = int(jobs)
 
     @property
     def slots(self) -> int:

@@ -58,6 +58,8 @@ class PointError(Exception):
         self.detail = detail
 
     def __str__(self) -> str:
+        if not self.label:  # not a sweep point: the scenario itself
+            return self.message
         return f"point {self.label!r}: {self.message}"
 
     @classmethod

@@ -11,6 +11,8 @@ are the worker's plain data, so they are the local executor's, number for number
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -30,6 +32,43 @@ def _ray() -> Any:
     return ray
 
 
+#: Seconds to wait for a TCP connection to a cluster's address before giving up (Ray itself
+#: retries an unreachable address for minutes, without saying why).
+CONNECT_TIMEOUT = 5.0
+
+
+class RayConnectError(OSError):
+    """A Ray cluster address that cannot be reached (the message names it)."""
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Raise :class:`RayConnectError` unless a TCP connection to ``address`` (``HOST:PORT`` or
+    ``ray://HOST:PORT``) opens within ``timeout`` seconds. ``None``, ``auto`` and ``local``
+    are left to Ray (a local instance, or the one this machine runs)."""
+    if address is None or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port_text = hostport.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not sep or not host or not 0 < port < 65536:
+        raise RayConnectError(f"Ray address {address!r}: expected HOST:PORT")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__
+        if isinstance(e, TimeoutError):
+            reason = f"no answer within {timeout:g} s"
+        raise RayConnectError(
+            f"cannot reach the Ray cluster at {address}: {reason.lower()} (is `ray start "
+            "--head` running there, and is this its address?)"
+        ) from None
+
+
 class RayExecutor(Executor):
     """Runs points as Ray tasks (see the module docs). ``jobs`` caps how many run at once
     (default: the cluster's CPUs)."""
@@ -37,6 +76,8 @@ class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, address: str | None = None, jobs: int | None = None) -> None:
+        if jobs is not None and jobs < 1:
+            raise ValueError(f"jobs={jobs}: expected at least 1 Ray task at a time")
         self.address = address
         self.jobs = jobs
         self._connected_here = False
@@ -44,6 +85,7 @@ class RayExecutor(Executor):
     def _connect(self) -> Any:
         ray = _ray()
         if not ray.is_initialized():
+            check_reachable(self.address or os.environ.get("RAY_ADDRESS") or None)
             ray.init(
                 address=self.address,
                 logging_level=logging.ERROR,
@@ -55,7 +97,7 @@ class RayExecutor(Executor):
 
     @property
     def slots(self) -> int:
-        if self.jobs:
+        if self.jobs is not None:
             return self.jobs
         ray = self._connect()
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
