@@ -384,3 +384,22 @@ def test_place_plan_refuses_an_empty_plan(tmp_path: Path) -> None:
     # A good plan still works.
     res = cli("place", "plan", rec, "-o", out, "--cpu-nodes", "0=0-3", "--nodes", "0,99")
     assert res.returncode == 0, res.stderr
+
+
+def test_sweep_out_refuses_a_foreign_directory_and_resumes_its_own(
+    sweep: Path, tmp_path: Path
+) -> None:
+    # `run --out` of a scenario with [[sweep]] wrote into any directory.
+    mine = foreign_dir(tmp_path / "mine")
+    before = snapshot(mine)
+    err = assert_user_error(tierlab("run", sweep, "--out", mine, "--no-progress"))
+    assert str(mine) in err
+    assert snapshot(mine) == before
+    rec = a_recording(tmp_path / "rec")
+    assert_user_error(tierlab("run", sweep, "--out", rec, "--no-progress"))
+    out = tmp_path / "out"
+    for _ in range(2):  # a new directory, then its own output (the points are reused)
+        res = tierlab("run", sweep, "--out", out, "--no-progress")
+        assert res.returncode == 0, res.stderr
+        assert (out / "records.json").is_file()
+    assert "reused 2 of 2 points" in res.stderr, res.stderr

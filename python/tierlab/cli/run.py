@@ -63,6 +63,12 @@ def main(args: argparse.Namespace) -> int:
 
     name, points = scenario_points(args.scenario, args.overrides)
     if points:
+        if args.out is not None:
+            from tierlab import outdir
+
+            # A sweep's own earlier output (its stored points are reused), an empty or a new
+            # directory: anything else is refused before a point runs.
+            outdir.check_replaceable(args.out, ("points",), outdir.OutputError)
         return run_sweep_command(args, kinds.for_sweep(name))
     from rich.console import Console
 
