@@ -44,6 +44,11 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ray_cli = Path(shutil.which("ray") or "ray")
     port = _free_port()
     temp = tmp_path_factory.mktemp("ray")
+    # Ray's token authentication off for this cluster and its clients (the tierlab commands
+    # below inherit the environment): a token file left in ~/.ray by another local Ray made
+    # every client here fail with InvalidAuthToken.
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RAY_AUTH_MODE", "disabled")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     start = [
         str(ray_cli), "start", "--head", "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
@@ -56,6 +61,7 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([str(ray_cli), "stop", "--force"], capture_output=True, env=env, timeout=120)
+        mp.undo()
 
 
 def test_ray_results_equal_local(ray_address: str, tmp_path: Path) -> None:
