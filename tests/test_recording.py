@@ -307,3 +307,17 @@ def test_to_replay_aligns_mappings(tmp_path: Path) -> None:
     with RecordingWriter(tmp_path / "r") as w:
         w.append_mappings(time_ns=[0], event=["map"], start=[HEAP + 100], length=[5000], name=["a"])
     assert to_replay(tmp_path / "r")["mappings"] == [(HEAP, 8192, "a")]
+
+
+def test_a_recorder_goes_on_when_its_metadata_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # update_meta refuses what the reader would refuse; a live recorder must not stop over it.
+    with RecordingWriter(tmp_path / "r") as w:
+        assert w.update_meta_or_warn(accounting={"samples": 5})
+        assert not w.update_meta_or_warn(accounting={"samples": -1})
+        w.append_accesses(time_ns=[1], tid=[0], addr=[0x1000], kind=[0])
+    assert "accounting.samples" in capsys.readouterr().err
+    rec = Recording.open(tmp_path / "r")
+    assert rec.meta["accounting"]["samples"] == 5
+    assert len(rec.accesses()) == 1

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -430,6 +431,17 @@ class RecordingWriter:
         # than making a recording that does not open.
         _meta_text(meta, "update_meta")
         self._meta = meta
+
+    def update_meta_or_warn(self, **fields: Any) -> bool:
+        """:meth:`update_meta` for a recorder that must go on: a value the format refuses is
+        left out with a warning on stderr (``meta.json`` keeps the earlier value, and the
+        recording stays readable); ``False`` then. Recording never stops over its metadata."""
+        try:
+            self.update_meta(**fields)
+        except RecordingError as e:
+            print(f"tierlab: warning: {e}; meta.json keeps the earlier value", file=sys.stderr)
+            return False
+        return True
 
     # -- writing ---------------------------------------------------------------------------
     def _write_part(self, table: str, data: pa.Table) -> None:

@@ -303,7 +303,7 @@ def record(
                 if on_poll is not None:
                     on_poll(rec)
                 if writer is not None and time.monotonic() - last_flush >= opts.flush_interval_s:
-                    writer.update_meta(accounting=accounting())
+                    writer.update_meta_or_warn(accounting=accounting())
                     writer.flush()
                     last_flush = time.monotonic()
         except KeyboardInterrupt:  # raised by on_poll or by a handler installed elsewhere
@@ -319,7 +319,7 @@ def record(
     exit_ = rec.exit
     rec.close()
     if writer is not None:
-        writer.update_meta(accounting=acc)
+        writer.update_meta_or_warn(accounting=acc)
         writer.close()
     return RecordResult(
         path=out,

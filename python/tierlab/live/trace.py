@@ -325,7 +325,7 @@ def trace(
                 history.advance(parsed, now_count)
                 history.read(pid, now_count, parsed)
                 if time.monotonic() - last_flush >= flush_interval_s:
-                    writer.update_meta(accounting=dict(parser.counts()))
+                    writer.update_meta_or_warn(accounting=dict(parser.counts()))
                     writer.flush()
                     last_flush = time.monotonic()
             add(parser.finish())
@@ -359,7 +359,7 @@ def trace(
         m = _GUEST_INSTRS.search(line)
         if m:
             reported = int(m.group(1).replace(",", ""))
-    writer.update_meta(
+    writer.update_meta_or_warn(
         accounting={
             **counts,
             "lackey_guest_instrs": reported,

@@ -623,7 +623,7 @@ def tier(
             "policy": opts.policy,
             "parameters": {**asdict(opts), "fast_capacity": loop.capacity},
         }
-        writer.update_meta(tier=tier_meta)
+        writer.update_meta_or_warn(tier=tier_meta)
         error: TierError | None = None
         try:
             res = run_with_sigint(loop)
@@ -645,7 +645,7 @@ def tier(
             "batches": res.batches,
             "batches_at_stop_request": res.batches_at_stop_request,
         }
-        writer.update_meta(accounting=acc, tier=tier_meta)
+        writer.update_meta_or_warn(accounting=acc, tier=tier_meta)
         writer.close()
         writer = None
         if error is not None:
