@@ -93,6 +93,12 @@ def test_every_page_written_appears(programs, can_record, tmp_path: Path) -> Non
     assert "samples from 1 thread" in err
 
 
+def test_an_option_of_another_backend_is_noted(programs, can_record, tmp_path: Path) -> None:
+    # --l3-miss-only (amd-ibs only) was ignored without a word on the page-faults backend.
+    _, err = record(tmp_path / "r", programs["touch_pages"], 1, extra=("--l3-miss-only",))
+    assert "--l3-miss-only applies to amd-ibs only" in err, err
+
+
 def test_every_thread_appears(programs, can_record, tmp_path: Path) -> None:
     rec = tmp_path / "r"
     out, _ = record(rec, programs["threads"], 4)

@@ -251,3 +251,20 @@ def test_history_growth_is_one_mapping() -> None:
     addr = np.array([0x10000, 0x14000, 0x14000, 0x7E000, 0x42000, 0x50000], dtype=np.uint64)
     t = np.array([1, 8, 9, 7, 3, 8], dtype=np.uint64)
     assert history.assign(maps, t, addr).tolist() == [0, -1, 0, 1, 2, 4]
+
+
+def test_view_of_an_incomplete_recording_says_so(tmp_path: Path) -> None:
+    # A recording whose recorder was killed (complete: false) was viewed without a word.
+    w = RecordingWriter(tmp_path / "rec", source="test")
+    w.append_mappings(
+        time_ns=[0], event=["map"], start=[0x50000000], length=[1 << 22], name=["heap"]
+    )
+    w.append_accesses(
+        time_ns=np.arange(100), tid=np.zeros(100), addr=0x50000000 + np.arange(100) * 64,
+        kind=np.zeros(100),
+    )  # fmt: skip
+    w.flush()  # never closed, as after a SIGKILL
+    res = tierlab("view", tmp_path / "rec", "--json")
+    assert res.returncode == 0, res.stderr
+    assert "incomplete" in res.stderr, res.stderr
+    json.loads(res.stdout)  # --json output stays clean

@@ -182,6 +182,12 @@ def main(args: argparse.Namespace) -> int:
     err = sys.stderr
     for note in p.get("auto_notes") or []:
         print(f"tierlab record: auto: {note}", file=err)
+    if args.l3_miss_only and p.get("backend") != "amd-ibs":
+        print(
+            f"tierlab record: note: --l3-miss-only applies to amd-ibs only; the "
+            f"{p.get('backend')} backend recorded every sample",
+            file=err,
+        )
     print(
         f"tierlab record: {backend_text(p)}, period {p['period']}, "
         f"drain every {format_size(p['buffer_size'])} (ring {format_size(p['ring_bytes'])} "

@@ -113,6 +113,13 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.recording import Recording
 
     rec = Recording.open(args.recording)  # a missing or malformed recording fails here, light
+    if not rec.meta.get("complete", False):
+        # Said first (on stderr, so --json stays clean): what follows is what was written.
+        print(
+            f"tierlab: note: {args.recording} is incomplete (complete: false): its recorder "
+            "stopped early or was killed; this view shows what it wrote",
+            file=sys.stderr,
+        )
     out = args.out
     if out is None and not args.json:
         out = default_out(args.recording)
