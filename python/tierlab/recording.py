@@ -294,6 +294,11 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _meta_json(meta: dict[str, Any]) -> str:
+    """The text of ``meta.json``."""
+    return json.dumps(meta, indent=2, sort_keys=False) + "\n"
+
+
 def _meta_text(meta: dict[str, Any], where: str) -> str:
     """``meta`` checked as the reader checks it (:func:`check_meta`, its size and depth), as
     the text of ``meta.json``."""
@@ -302,7 +307,7 @@ def _meta_text(meta: dict[str, Any], where: str) -> str:
         raise RecordingError(
             f"{where}: nested more than {safeio.MAX_JSON_DEPTH} levels deep (readers refuse it)"
         )
-    text = json.dumps(meta, indent=2, sort_keys=False) + "\n"
+    text = _meta_json(meta)
     if len(text.encode()) > safeio.MAX_META_BYTES:
         raise RecordingError(
             f"{where}: {META_FILE} would be larger than {safeio.MAX_META_BYTES} bytes "
@@ -469,8 +474,7 @@ class RecordingWriter:
         self._write_part(table, data)
 
     def _write_meta(self) -> None:
-        text = json.dumps(self._meta, indent=2, sort_keys=False) + "\n"
-        _atomic_write_bytes(self._dir / META_FILE, text.encode())
+        _atomic_write_bytes(self._dir / META_FILE, _meta_json(self._meta).encode())
 
     def flush(self) -> None:
         """Write every buffered row as new parts, then rewrite ``meta.json``."""

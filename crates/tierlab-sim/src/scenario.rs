@@ -340,6 +340,12 @@ pub fn resolve(spec: &str) -> Result<Source> {
             base_dir: PathBuf::from("."),
         });
     }
+    if p.is_dir() {
+        return Err(SimError::Input {
+            at: Location { file: spec.to_string(), line: None, field: None },
+            msg: directory_message(p),
+        });
+    }
     let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
     Err(SimError::Input {
         at: Location { file: spec.to_string(), line: None, field: None },
@@ -348,6 +354,29 @@ pub fn resolve(spec: &str) -> Result<Source> {
             names.join(", ")
         ),
     })
+}
+
+/// The error for a scenario given as a directory (a built-in of that name was looked up
+/// first), naming the scenario files in it.
+fn directory_message(dir: &Path) -> String {
+    let mut tomls: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.ends_with(".toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    tomls.sort();
+    let hint = match tomls.len() {
+        0 => String::new(),
+        n => format!(
+            " (it holds {}{}: give one of those)",
+            tomls[..n.min(3)].join(", "),
+            if n > 3 { ", ..." } else { "" }
+        ),
+    };
+    format!("is a directory, not a scenario file{hint}")
 }
 
 fn toml_str(s: &str) -> String {

@@ -7,7 +7,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -157,21 +156,6 @@ def select(labels: Iterable[str], only: str | None) -> list[str]:
     return [x for x in labels if not only or fnmatch.fnmatchcase(x, only)]
 
 
-def directory_message(spec: str) -> str:
-    """The error for a scenario given as a directory (a built-in name is not one), naming
-    the scenario files in it."""
-    try:
-        tomls = sorted(p.name for p in Path(spec).glob("*.toml"))
-    except OSError:
-        tomls = []
-    hint = (
-        f" (it holds {', '.join(tomls[:3])}{', ...' if len(tomls) > 3 else ''}: give one of those)"
-        if tomls
-        else ""
-    )
-    return f"{spec}: is a directory, not a scenario file{hint}"
-
-
 def scenario_points(
     spec: str, overrides: Sequence[str] = (), only: str | None = None
 ) -> tuple[str, list[tuple[str, list[str]]]]:
@@ -180,11 +164,6 @@ def scenario_points(
     matching a glob pattern (``bt/*/fifo``). No points when the scenario has no sweep."""
     from tierlab import _native
 
-    try:
-        name, points = _native.sweep_points(spec, list(overrides))
-    except _native.ScenarioError:
-        if Path(spec).is_dir():
-            raise _native.ScenarioError(directory_message(spec)) from None
-        raise
+    name, points = _native.sweep_points(spec, list(overrides))
     keep = set(select((p[0] for p in points), only))
     return str(name), [(str(label), list(ov)) for label, ov in points if label in keep]
