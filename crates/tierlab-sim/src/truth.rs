@@ -2,7 +2,10 @@
 //!
 //! Counts live in chunks of 64 page counters reached through an open-addressing map that
 //! holds only the chunks touched in the current window, so a window over a 5 TiB heap with
-//! a 10 GB hot set costs memory for the hot set only. At the end of a window the driver hands the closed window to
+//! a 10 GB hot set costs memory for the hot set only. The range of pages the last window
+//! touched most densely (up to 16 GiB of address space) is counted in a plain array instead:
+//! one compare and one increment per access, no map, no per-core coalescing
+//! ([`GroundTruth::count_dense`]). At the end of a window the driver hands the closed window to
 //! observers and reports ([`WindowTruth`]), then clears it.
 
 /// A map from page number to count, open addressing with linear probing. Key and count
@@ -341,13 +344,27 @@ pub struct GroundTruth {
     /// Buffer accesses (large working sets) rather than counting them at once (small ones,
     /// whose counters stay in cache). Re-decided at every window end.
     buffered: bool,
-    /// Accesses counted over the whole run.
-    pub total_accesses: u64,
+    /// The dense region of this window: the counters of pages `region_base ..
+    /// region_base + region.len()`, indexed directly (no map, no coalescer). Chosen at every
+    /// window end from the pages the window touched ([`GroundTruth::choose_region`]); empty
+    /// in the first window. All zero outside a window's counting.
+    region: Vec<u32>,
+    region_base: u64,
+    /// Accesses counted over the whole run, but those in the dense region of the current
+    /// window ([`GroundTruth::total_accesses`] adds them).
+    total_accesses: u64,
     /// The page list of a window the driver is done with ([`GroundTruth::recycle`]), reused
     /// by the next [`GroundTruth::close`]: a hot set of gigabytes lists millions of pages per
     /// window, and a new list each time would be new memory the host must map and zero.
     spare_pages: Vec<(u64, u32)>,
 }
+
+/// Pages the dense region spans at most (2^22: 16 MiB of counters, 16 GiB of address space).
+const REGION_MAX_PAGES: u64 = 1 << 22;
+/// The dense region's chunks hold at least one touched chunk (of the last window) per
+/// `REGION_DENSITY` (so it costs at most that many times the memory of the chunks it
+/// replaces).
+const REGION_DENSITY: u64 = 4;
 
 /// Live chunks above which accesses are buffered and sorted (16 Ki chunks = 1 Mi pages,
 /// 4 MiB of counters: beyond that the counters stop fitting in cache).
@@ -412,9 +429,33 @@ fn partition_by_page(v: &mut Vec<u64>, out: &mut Vec<u64>, ends: &mut Vec<usize>
 }
 
 impl GroundTruth {
+    /// Count one access to `vpn` when it lies in the window's dense region (true); else
+    /// leave it to the caller (false), who counts it with [`GroundTruth::count`] (usually
+    /// through a core's [`Coalescer`]). One compare and one increment: the access path's
+    /// common case on a working set that fills its address range.
+    #[inline(always)]
+    pub fn count_dense(&mut self, vpn: u64) -> bool {
+        match self.region.get_mut(vpn.wrapping_sub(self.region_base) as usize) {
+            Some(c) => {
+                *c = c.saturating_add(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Accesses counted over the whole run.
+    pub fn total_accesses(&self) -> u64 {
+        self.total_accesses + self.region.iter().map(|&c| c as u64).sum::<u64>()
+    }
+
     /// Count `n` accesses to page `vpn` (applied lazily, see [`GroundTruth::close`]).
     #[inline(always)]
     pub fn count(&mut self, vpn: u64, n: u32) {
+        if let Some(c) = self.region.get_mut(vpn.wrapping_sub(self.region_base) as usize) {
+            *c = c.saturating_add(n);
+            return;
+        }
         if !self.buffered {
             self.total_accesses += n as u64;
             self.add_now(vpn, n);
@@ -634,6 +675,58 @@ impl GroundTruth {
         self.chunks.len() - self.free.len()
     }
 
+    /// Move the dense region's counts to `pages` (in page order) and its touched chunks'
+    /// keys to `keys`, leaving its counters zero.
+    fn drain_region(&mut self, pages: &mut Vec<(u64, u32)>, keys: &mut Vec<u64>) {
+        let base = self.region_base;
+        for (k, c) in self.region.chunks_exact_mut(CHUNK).enumerate() {
+            if c.iter().fold(0, |a, &v| a | v) == 0 {
+                continue;
+            }
+            let key0 = base + (k * CHUNK) as u64;
+            keys.push(key0 / CHUNK as u64);
+            for (j, v) in c.iter_mut().enumerate() {
+                if *v > 0 {
+                    self.total_accesses += *v as u64;
+                    pages.push((key0 + j as u64, *v));
+                    *v = 0;
+                }
+            }
+        }
+    }
+
+    /// The next window's dense region, from the chunk keys (sorted) the closed window
+    /// touched: the range of at most [`REGION_MAX_PAGES`] pages holding the most touched
+    /// chunks, at least one per [`REGION_DENSITY`] of its chunks (none when no range is
+    /// that dense). A guess from the past: an access outside it is counted the usual way.
+    /// None either when the window touched more chunks than stay in the host's caches
+    /// ([`DIRECT_MAX_CHUNKS`]): counting each access in place would then wait for memory,
+    /// and buffering them all ([`GroundTruth::apply_pending`]) is faster.
+    fn choose_region(&mut self, keys: &[u64]) {
+        let max_chunks = REGION_MAX_PAGES / CHUNK as u64;
+        let (mut best, mut best_n) = ((0u64, 0u64), 0usize);
+        let mut i = 0;
+        let few = keys.len() <= DIRECT_MAX_CHUNKS;
+        for j in (0..keys.len()).filter(|_| few) {
+            while keys[j] - keys[i] >= max_chunks {
+                i += 1;
+            }
+            let n = j - i + 1;
+            let span = keys[j] - keys[i] + 1;
+            if n > best_n && n as u64 * REGION_DENSITY >= span {
+                best = (keys[i], span);
+                best_n = n;
+            }
+        }
+        let (key, span) = best;
+        let len = (span * CHUNK as u64) as usize;
+        if len != self.region.len() {
+            // Only a change of size reallocates; the counters are all zero here.
+            self.region = vec![0; len];
+        }
+        self.region_base = key * CHUNK as u64;
+    }
+
     /// Close the current window: return it sorted and start a new one.
     pub fn close(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
         self.apply_pending();
@@ -643,7 +736,16 @@ impl GroundTruth {
         let mut pages = std::mem::take(&mut self.spare_pages);
         pages.clear();
         pages.reserve(order.len() * 8);
-        for &(key, i) in &order {
+        // The dense region's pages go between the chunks below it and those above (no
+        // chunk is counted inside it: its pages never reach the map in this window).
+        let region_key = self.region_base / CHUNK as u64;
+        let below = order.partition_point(|&(key, _)| key < region_key);
+        let mut keys = Vec::with_capacity(order.len() + self.region.len() / CHUNK);
+        for (n, &(key, i)) in order.iter().enumerate() {
+            if n == below {
+                self.drain_region(&mut pages, &mut keys);
+            }
+            keys.push(key);
             let c = &mut self.chunks[i as usize];
             for (j, v) in c.iter_mut().enumerate() {
                 if *v > 0 {
@@ -652,6 +754,10 @@ impl GroundTruth {
                 }
             }
         }
+        if below == order.len() {
+            self.drain_region(&mut pages, &mut keys);
+        }
+        self.choose_region(&keys);
         // Recycle chunks untouched in this window: rebuild the map from the touched ones.
         if self.map.len() > order.len() {
             let live: Vec<bool> = {
@@ -725,7 +831,7 @@ mod tests {
         assert_eq!(w.hot_pages(2).collect::<Vec<_>>(), vec![9]);
         g.recycle(w);
         assert_eq!(g.close(1, 1000, 2000).pages, vec![]);
-        assert_eq!(g.total_accesses, 4);
+        assert_eq!(g.total_accesses(), 4);
     }
 
     /// Differential test of the chunked recorder against a HashMap, over several windows.
@@ -770,6 +876,50 @@ mod tests {
         if spread == 1 {
             assert!(g.chunk_count() <= 20_000 / 64 + 2);
         }
+    }
+
+    #[test]
+    fn dense_region_follows_the_working_set() {
+        let mut g = GroundTruth::default();
+        // Window 0: pages 1000..11000 every other page (dense), plus a far page.
+        for p in (1000..11_000).step_by(2) {
+            g.count(p, 1);
+        }
+        g.count(1 << 40, 5);
+        assert!(!g.count_dense(1000), "no region in the first window");
+        g.count(1000, 1);
+        let w = g.close(0, 0, 1);
+        assert_eq!(w.pages.len(), 5001);
+        assert_eq!(w.pages[0], (1000, 2));
+        // The next window's region spans the dense range (chunk-aligned), not the far page.
+        assert!(g.region_base <= 1000 && g.region_base + g.region.len() as u64 >= 11_000);
+        assert!(g.region.len() as u64 <= REGION_MAX_PAGES);
+        assert!(g.count_dense(5000) && !g.count_dense(1 << 40));
+        g.count(1 << 40, 1);
+        g.count(20_000, 3); // outside the region: counted in a chunk
+        g.count(5000, 2); // inside: counted in the region
+        assert_eq!(g.total_accesses(), 5000 + 5 + 1 + 1 + 1 + 3 + 2);
+        let w = g.close(1, 1, 2);
+        assert_eq!(w.pages, vec![(5000, 3), (20_000, 3), (1 << 40, 1)]);
+        assert_eq!(g.total_accesses(), 5000 + 5 + 1 + 1 + 1 + 3 + 2);
+        assert!(g.region.iter().all(|&c| c == 0));
+    }
+
+    #[test]
+    fn sparse_pages_get_no_dense_region() {
+        let mut g = GroundTruth::default();
+        // One page per 1000 chunks: no range is dense enough.
+        for k in 0..100u64 {
+            g.count(k * 64_000, 1);
+        }
+        g.close(0, 0, 1);
+        assert!(g.region.len() <= CHUNK, "region of {} pages", g.region.len());
+        // Dense, but more chunks than stay in cache: buffered, no region.
+        for p in 0..(DIRECT_MAX_CHUNKS as u64 + 1) * CHUNK as u64 {
+            g.count(p, 1);
+        }
+        g.close(1, 1, 2);
+        assert!(g.region.is_empty());
     }
 
     #[test]
@@ -827,7 +977,7 @@ mod tests {
                 expect.sort_unstable();
                 assert_eq!(win.pages, expect, "buffered {buffered}, range {range}, window {w}");
             }
-            assert_eq!(g.total_accesses, 300_000);
+            assert_eq!(g.total_accesses(), 300_000);
         }
     }
 }

@@ -360,7 +360,10 @@ impl Hardware {
         let write = a.is_write();
         let c = &mut self.cores[core];
         if TRUTH {
-            c.truth.count(tierlab_core::vpn(a.addr), gt);
+            let vpn = tierlab_core::vpn(a.addr);
+            if !gt.count_dense(vpn) {
+                c.truth.count(vpn, gt);
+            }
         }
         c.c.accesses += 1;
         c.c.writes += write as u64;

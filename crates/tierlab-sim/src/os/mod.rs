@@ -489,7 +489,7 @@ impl Machine {
 
     /// Accesses ground truth counted so far.
     pub fn ground_truth_accesses(&self) -> u64 {
-        self.truth.total_accesses
+        self.truth.total_accesses()
     }
 
     /// The ground-truth store (for its memory-layout knobs; scoring only).
