@@ -264,6 +264,13 @@ fn move_to_back(order: u64, r: u32, ways: usize) -> u64 {
 /// The first way with the smallest stamp of an `N`-way set.
 #[inline(always)]
 fn oldest_way<const N: usize>(s: &[u64; N]) -> usize {
+    if N == 4 {
+        // A tournament (the first of equal stamps wins each round, as in the scan below):
+        // three compares the compiler makes conditional moves, no branch to mispredict.
+        let a = if s[1] < s[0] { 1 } else { 0 };
+        let b = if s[3] < s[2] { 3 } else { 2 };
+        return if s[b] < s[a] { b } else { a };
+    }
     let mut victim = 0;
     for w in 1..N {
         if s[w] < s[victim] {
