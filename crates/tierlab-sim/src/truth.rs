@@ -3,9 +3,9 @@
 //! Counts live in chunks of 64 page counters reached through an open-addressing map that
 //! holds only the chunks touched in the current window, so a window over a 5 TiB heap with
 //! a 10 GB hot set costs memory for the hot set only. The range of pages the last window
-//! touched most densely (up to 16 GiB of address space) is counted in a plain array instead:
-//! one compare and one increment per access, no map, no per-core coalescing
-//! ([`GroundTruth::count_dense`]). At the end of a window the driver hands the closed window to
+//! touched most densely (up to 16 GiB of address space, when the window's counters fit in
+//! the host's caches) is counted in a plain array instead: one compare and one increment per
+//! access, no map, no per-core coalescing ([`GroundTruth::count_dense`]). At the end of a window the driver hands the closed window to
 //! observers and reports ([`WindowTruth`]), then clears it.
 
 /// A map from page number to count, open addressing with linear probing. Key and count
@@ -703,11 +703,11 @@ impl GroundTruth {
     /// ([`DIRECT_MAX_CHUNKS`]): counting each access in place would then wait for memory,
     /// and buffering them all ([`GroundTruth::apply_pending`]) is faster.
     fn choose_region(&mut self, keys: &[u64]) {
+        let keys = if keys.len() <= DIRECT_MAX_CHUNKS { keys } else { &[] };
         let max_chunks = REGION_MAX_PAGES / CHUNK as u64;
         let (mut best, mut best_n) = ((0u64, 0u64), 0usize);
         let mut i = 0;
-        let few = keys.len() <= DIRECT_MAX_CHUNKS;
-        for j in (0..keys.len()).filter(|_| few) {
+        for j in 0..keys.len() {
             while keys[j] - keys[i] >= max_chunks {
                 i += 1;
             }
@@ -911,7 +911,7 @@ mod tests {
     #[test]
     fn sparse_pages_get_no_dense_region() {
         let mut g = GroundTruth::default();
-        // One page per 1000 chunks: no range is dense enough.
+        // One page per 1000 chunks: no range of more than one chunk is dense enough.
         for k in 0..100u64 {
             g.count(k * 64_000, 1);
         }
