@@ -159,6 +159,29 @@ def test_memtis_loop_fills_the_fast_node_with_pages_above_its_threshold() -> Non
     assert not kernel.outside
 
 
+def test_pages_unmapped_between_decision_and_query_are_not_queried() -> None:
+    # The target unmaps its second mapping right after the step's first read of its maps
+    # (the one that filters the samples): the query reads them again first.
+    ranges = [(A, A + 16 * PAGE), (A + 32 * PAGE, A + 48 * PAGE)]
+    script = [[pg(i) for i in range(16)] + [pg(i) for i in range(32, 48)] * 2]
+    loop, kernel, proc = model_loop(script, ranges, 64, batch_pages=4)
+    reads = 0
+
+    def maps() -> list[Vma]:
+        nonlocal reads
+        reads += 1
+        v = proc.maps()
+        if reads == 1:
+            proc.unmap(A + 32 * PAGE, A + 48 * PAGE)
+        return v
+
+    loop._maps = maps
+    loop.run()
+    queries = [a for a, n in kernel.calls if n is None]
+    assert queries and not kernel.outside, kernel.outside[:4]
+    assert all(x < A + 16 * PAGE for q in queries for x in q)
+
+
 def test_pages_unmapped_between_decision_and_batch_are_dropped() -> None:
     ranges = [(A, A + 16 * PAGE), (A + 32 * PAGE, A + 48 * PAGE)]
     script = [[pg(i) for i in range(16)] + [pg(i) for i in range(32, 48)] * 2]

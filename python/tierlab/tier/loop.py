@@ -198,6 +198,8 @@ class TierResult:
     dropped_unmapped: int = 0
     #: Batches skipped because the target's threads did not all stop within 0.5 s.
     unfrozen_batches: int = 0
+    #: Steps without a decision for the same reason (their query needs the target stopped).
+    unfrozen_queries: int = 0
     #: Sampled pages forgotten because they were no longer mapped at a decision.
     forgotten: int = 0
     move_calls: int = 0
@@ -347,9 +349,25 @@ class Loop:
             self.res.forgotten += int((~mapped).sum())
             addrs = addrs[mapped]
         known = np.union1d(addrs, np.fromiter(self.promoted, dtype=np.uint64))
-        known = known[inside(known, vmas)]
-        self.promoted &= set(known.tolist())
-        nodes = self._query(known)
+        # The query's pages are checked against the mappings with the target stopped, as a
+        # move's are (``_move``): a page unmapped between the check and the call cannot
+        # reach move_pages.
+        frozen = self._freeze() if self.opts.freeze and not self.opts.dry_run else "no"
+        if frozen == "late":
+            self._thaw()
+            self.res.unfrozen_queries += 1
+            return None
+        try:
+            vmas = self._current_maps()
+            if vmas is None:
+                self._target_gone()
+                return None
+            known = known[inside(known, vmas)]
+            self.promoted &= set(known.tolist())
+            nodes = self._query(known)
+        finally:
+            if frozen == "stopped":
+                self._thaw()
         self.node_of = dict(zip(known.tolist(), nodes.tolist(), strict=True))
         if self.stop.is_set() and self.res.stop_reason == "target exited":
             return None
