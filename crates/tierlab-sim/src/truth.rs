@@ -56,7 +56,20 @@ pub struct Coalescer {
     ring_keys: [u64; SPILL_DELAY],
     ring_vals: [u32; SPILL_DELAY],
     ring_pos: usize,
+    /// Entries spilled in this window, and the accesses they carried: their ratio is what
+    /// coalescing saved ([`Coalescer::end_window`]).
+    spills: u64,
+    spilled: u64,
+    /// Accesses go straight to the ground truth (the coalescer saved nothing in a buffered
+    /// window: every access was a new page), for `bypassed` windows so far.
+    bypass: bool,
+    bypassed: u32,
 }
+
+/// Windows a coalescer stays bypassed before it is tried again for one window.
+const BYPASS_WINDOWS: u32 = 4;
+/// Spills a window needs for its coalescing to be judged.
+const BYPASS_MIN_SPILLS: u64 = 4096;
 
 impl Default for Coalescer {
     fn default() -> Self {
@@ -66,6 +79,10 @@ impl Default for Coalescer {
             ring_keys: [EMPTY; SPILL_DELAY],
             ring_vals: [0; SPILL_DELAY],
             ring_pos: 0,
+            spills: 0,
+            spilled: 0,
+            bypass: false,
+            bypassed: 0,
         }
     }
 }
@@ -74,6 +91,10 @@ impl Coalescer {
     /// Count one access to `vpn`, spilling an evicted entry into `gt`.
     #[inline]
     pub fn count(&mut self, vpn: u64, gt: &mut GroundTruth) {
+        if self.bypass {
+            gt.count(vpn, 1);
+            return;
+        }
         let slot = (vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
         if self.keys[slot] == vpn {
             self.vals[slot] += 1;
@@ -83,6 +104,8 @@ impl Coalescer {
             }
         } else {
             if self.keys[slot] != EMPTY && self.vals[slot] > 0 {
+                self.spills += 1;
+                self.spilled += self.vals[slot] as u64;
                 if gt.buffered {
                     // Buffered counts are applied in page order later: no counter to
                     // locate or prefetch now, the entry goes straight to the buffer.
@@ -128,6 +151,24 @@ impl Coalescer {
             self.keys[i] = EMPTY;
             self.vals[i] = 0;
         }
+    }
+
+    /// A window closed; `buffered`: the next one is buffered. Bypass the coalescer in the
+    /// next window when the closed one was buffered too and coalescing saved almost nothing
+    /// (fewer than one access in five found its page cached: a random walk over more pages
+    /// than the coalescer holds), and try it again after [`BYPASS_WINDOWS`] windows. Counts
+    /// are the same either way; only the work differs.
+    pub fn end_window(&mut self, buffered: bool) {
+        if self.bypass {
+            self.bypassed += 1;
+            self.bypass = buffered && self.bypassed < BYPASS_WINDOWS;
+        } else {
+            let useless = self.spills >= BYPASS_MIN_SPILLS && self.spilled * 4 < self.spills * 5;
+            self.bypass = buffered && useless;
+            self.bypassed = 0;
+        }
+        self.spills = 0;
+        self.spilled = 0;
     }
 }
 
@@ -442,6 +483,11 @@ impl GroundTruth {
             }
             None => false,
         }
+    }
+
+    /// Whether the current window buffers its accesses (else counts them at once).
+    pub fn is_buffered(&self) -> bool {
+        self.buffered
     }
 
     /// Accesses counted over the whole run.
@@ -923,6 +969,41 @@ mod tests {
         }
         g.close(1, 1, 2);
         assert!(g.region.is_empty());
+    }
+
+    #[test]
+    fn coalescer_is_bypassed_only_when_useless_and_counts_stay_exact() {
+        // Random pages over 2^22 (more than the coalescer holds), buffered windows: after a
+        // window in which nothing coalesced, the next ones bypass it, then it is tried again.
+        // Sequential runs of one page coalesce: never bypassed. Every window is exact.
+        for (random, want) in [(true, [false, true, true, true, true, false]), (false, [false; 6])] {
+            let mut g = GroundTruth::default();
+            let mut c = Coalescer::default();
+            let mut x = 9u64;
+            let mut seen = Vec::new();
+            for w in 0..6u64 {
+                g.set_buffered(true);
+                seen.push(c.bypass);
+                let mut r = HashMap::new();
+                for i in 0..50_000u64 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let k = if random { (x >> 30) % (1 << 22) } else { (w * 50_000 + i) / 8 };
+                    c.count(k, &mut g);
+                    *r.entry(k).or_insert(0u32) += 1;
+                }
+                c.flush(&mut g);
+                let win = g.close(w, 0, 1);
+                c.end_window(true);
+                let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
+                expect.sort_unstable();
+                assert_eq!(win.pages, expect, "random {random}, window {w}");
+            }
+            assert_eq!(seen, want, "random {random}");
+        }
+        // A window that is not buffered turns the bypass off.
+        let mut c = Coalescer { bypass: true, ..Coalescer::default() };
+        c.end_window(false);
+        assert!(!c.bypass);
     }
 
     #[test]

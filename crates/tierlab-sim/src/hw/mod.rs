@@ -614,6 +614,14 @@ impl Hardware {
         }
     }
 
+    /// A ground-truth window closed (after [`Hardware::flush_truth`]); `buffered`: the next
+    /// one is buffered. Each core's tap decides whether to coalesce in it.
+    pub fn truth_window_ended(&mut self, buffered: bool) {
+        for c in &mut self.cores {
+            c.truth.end_window(buffered);
+        }
+    }
+
     /// Sum of a per-core counter.
     pub fn total(&self, f: impl Fn(&CoreCounters) -> u64) -> u64 {
         self.cores.iter().map(|c| f(&c.c)).sum()

@@ -478,7 +478,9 @@ impl Machine {
     /// exact counts (the driver's scoring is the only caller).
     pub fn close_window(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
         self.hw.flush_truth(&mut self.truth);
-        self.truth.close(index, start_ns, end_ns)
+        let w = self.truth.close(index, start_ns, end_ns);
+        self.hw.truth_window_ended(self.truth.is_buffered());
+        w
     }
 
     /// Hand back a window [`Machine::close_window`] returned, once nothing reads it (its
