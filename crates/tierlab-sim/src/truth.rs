@@ -69,7 +69,7 @@ pub struct Coalescer {
 /// Windows a coalescer stays bypassed before it is tried again for one window.
 const BYPASS_WINDOWS: u32 = 4;
 /// Spills a window needs for its coalescing to be judged.
-const BYPASS_MIN_SPILLS: u64 = 4096;
+const BYPASS_MIN_SPILLS: u64 = 4096; // not a page size
 
 impl Default for Coalescer {
     fn default() -> Self {
