@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,14 @@ def test_view_refuses_its_output_before_the_analysis(
 # -- the top page of the address space ----------------------------------------------------------
 
 
+def _plan_hot_fast(rec: Path, plan: Path, fast_capacity: str) -> subprocess.CompletedProcess:
+    """`tierlab place plan` of ``rec`` with hot-fast on node 0 (8 CPUs), into ``plan``."""
+    return cli(
+        "place", "plan", rec, "-o", plan, "--policy", "hot-fast", "--fast-node", "0",
+        "--fast-capacity", fast_capacity, "--cpu-nodes", "0=0-7",
+    )  # fmt: skip
+
+
 def test_samples_at_the_last_address_are_viewed_and_planned(tmp_path: Path) -> None:
     text = (FIX / "perf-script-mem-loads.txt").read_text()
     assert "7f3a00001040" in text
@@ -87,10 +96,7 @@ def test_samples_at_the_last_address_are_viewed_and_planned(tmp_path: Path) -> N
     assert top[0]["bytes_touched"] == 4096
     assert cli("view", rec, "-o", tmp_path / "v").returncode == 0
     plan = tmp_path / "p.json"
-    res = cli(
-        "place", "plan", rec, "-o", plan, "--policy", "hot-fast", "--fast-node", "0",
-        "--fast-capacity", "1GiB", "--cpu-nodes", "0=0-7",
-    )  # fmt: skip
+    res = _plan_hot_fast(rec, plan, "1GiB")
     assert res.returncode == 0, res.stderr
     maps = json.loads(plan.read_text())["mappings"]
     assert {"start": TOP_PAGE, "length": 4096} in [
@@ -242,10 +248,7 @@ def test_bad_sizes_say_why(text: str, says: str) -> None:
 
 def test_size_options_use_the_scenario_units(perf_rec: Path, tmp_path: Path) -> None:
     plan = tmp_path / "p.json"
-    res = cli(
-        "place", "plan", perf_rec, "-o", plan, "--policy", "hot-fast", "--fast-node", "0",
-        "--fast-capacity", "1GB", "--cpu-nodes", "0=0-7",
-    )  # fmt: skip
+    res = _plan_hot_fast(perf_rec, plan, "1GB")
     assert res.returncode == 0, res.stderr
     assert json.loads(plan.read_text())["policy"]["fast_capacity"] == 10**9
     res = cli("view", perf_rec, "--json", "--min-mapping", "1TiB")

@@ -476,9 +476,15 @@ impl GroundTruth {
     /// common case on a working set that fills its address range.
     #[inline(always)]
     pub fn count_dense(&mut self, vpn: u64) -> bool {
+        self.add_dense(vpn, 1)
+    }
+
+    /// Add `n` to the dense-region counter of `vpn` when it has one (true).
+    #[inline(always)]
+    fn add_dense(&mut self, vpn: u64, n: u32) -> bool {
         match self.region.get_mut(vpn.wrapping_sub(self.region_base) as usize) {
             Some(c) => {
-                *c = c.saturating_add(1);
+                *c = c.saturating_add(n);
                 true
             }
             None => false,
@@ -498,8 +504,7 @@ impl GroundTruth {
     /// Count `n` accesses to page `vpn` (applied lazily, see [`GroundTruth::close`]).
     #[inline(always)]
     pub fn count(&mut self, vpn: u64, n: u32) {
-        if let Some(c) = self.region.get_mut(vpn.wrapping_sub(self.region_base) as usize) {
-            *c = c.saturating_add(n);
+        if self.add_dense(vpn, n) {
             return;
         }
         if !self.buffered {
