@@ -196,8 +196,6 @@ pub struct Walk {
 /// Counters of page-table operations.
 #[derive(Clone, Debug, Default)]
 pub struct PageTableStats {
-    /// Walks performed.
-    pub walks: u64,
     /// PTE tables materialized from bulk-populated PMD entries.
     pub materialized: u64,
 }
@@ -584,7 +582,6 @@ impl PageTables {
     /// `memo` is the simulator's shortcut to the PMD table of the last walk.
     #[inline(always)]
     pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo, psc: &mut Psc) -> Walk {
-        self.stats.walks += 1;
         let key = va >> LEVEL_SHIFT[Level::Pud as usize];
         let upper_dirty = write && self.dirty_upper_levels;
         let ubits = if upper_dirty { A | D } else { A };

@@ -139,11 +139,6 @@ const EMPTY: u64 = u64::MAX;
 /// Slot and set numbers are below this mask's value plus one ([`MAX_ENTRIES`]).
 const SLOT: usize = MAX_ENTRIES - 1;
 
-/// A boxed array of [`MAX_ENTRIES`] copies of `x` (built on the heap).
-fn fixed<T: Copy + std::fmt::Debug>(x: T) -> Box<[T; MAX_ENTRIES]> {
-    vec![x; MAX_ENTRIES].into_boxed_slice().try_into().expect("MAX_ENTRIES elements")
-}
-
 /// Buckets of the lookup filter (a power of two).
 const BUCKETS: usize = 1024;
 
@@ -159,22 +154,29 @@ const BUCKETS: usize = 1024;
 struct Lru {
     sets: usize,
     ways: usize,
-    /// Tags by slot (`set * ways + way`; the first `sets * ways` are used). The arrays
-    /// indexed by slot or set have the fixed size [`MAX_ENTRIES`] and are indexed modulo
-    /// it (slots and sets are below it): the walk's accesses need no bounds checks.
-    tags: Box<[u64; MAX_ENTRIES]>,
-    /// Previous and next way of each slot in its set's circular recency list.
-    links: Box<[[u8; 2]; MAX_ENTRIES]>,
-    /// Head (most recent) way of each set; its predecessor is the tail (least recent).
-    heads: Box<[u8; MAX_ENTRIES]>,
-    /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
-    /// check) and the hint of each bucket.
-    count: Box<[u16; BUCKETS]>,
-    hint: Box<[u16; BUCKETS]>,
+    /// The arrays, in one allocation (a walk's lookups and inserts load one base address).
+    s: Box<LruStore>,
     /// A tag at the head (most recent) of its set, or [`EMPTY`]: the last tag looked up
     /// with a hit or inserted. A lookup of it hits without changing anything (a walk in
     /// the same gigabyte as the previous one hits the PDPTE cache's most recent entry).
     mru: u64,
+}
+
+/// The arrays of an [`Lru`]. Those indexed by slot or set have the fixed size
+/// [`MAX_ENTRIES`] and are indexed modulo it (slots and sets are below it): the walk's
+/// accesses need no bounds checks.
+#[derive(Clone, Debug)]
+struct LruStore {
+    /// Tags by slot (`set * ways + way`; the first `sets * ways` are used).
+    tags: [u64; MAX_ENTRIES],
+    /// Previous and next way of each slot in its set's circular recency list.
+    links: [[u8; 2]; MAX_ENTRIES],
+    /// Head (most recent) way of each set; its predecessor is the tail (least recent).
+    heads: [u8; MAX_ENTRIES],
+    /// Cached tags per bucket (fixed size: indexing by `tag % BUCKETS` needs no bounds
+    /// check) and the hint of each bucket.
+    count: [u16; BUCKETS],
+    hint: [u16; BUCKETS],
 }
 
 impl Lru {
@@ -184,11 +186,13 @@ impl Lru {
         let mut l = Lru {
             sets,
             ways,
-            tags: fixed(EMPTY),
-            links: fixed([0; 2]),
-            heads: fixed(0),
-            count: Box::new([0; BUCKETS]),
-            hint: Box::new([0; BUCKETS]),
+            s: Box::new(LruStore {
+                tags: [EMPTY; MAX_ENTRIES],
+                links: [[0; 2]; MAX_ENTRIES],
+                heads: [0; MAX_ENTRIES],
+                count: [0; BUCKETS],
+                hint: [0; BUCKETS],
+            }),
             mru: EMPTY,
         };
         l.flush();
@@ -224,15 +228,15 @@ impl Lru {
     #[inline(always)]
     fn slot(&self, tag: u64) -> Option<usize> {
         let b = tag as usize & (BUCKETS - 1);
-        if self.count[b] == 0 {
+        if self.s.count[b] == 0 {
             return None;
         }
-        let h = self.hint[b] as usize;
-        if self.tags[h & SLOT] == tag {
+        let h = self.s.hint[b] as usize;
+        if self.s.tags[h & SLOT] == tag {
             return Some(h);
         }
         let base = if self.sets == 1 { 0 } else { self.set_of(tag) * self.ways };
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+        self.s.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
     }
 
     /// Move way `w` of the set whose first slot is `base`, neither its head nor its tail,
@@ -240,13 +244,13 @@ impl Lru {
     /// between the tail and the head.
     #[inline(always)]
     fn move_before_head(&mut self, base: usize, w: usize, h: usize) {
-        let [p, n] = self.links[(base + w) & SLOT];
-        self.links[(base + p as usize) & SLOT][1] = n;
-        self.links[(base + n as usize) & SLOT][0] = p;
-        let t = self.links[(base + h) & SLOT][0];
-        self.links[(base + w) & SLOT] = [t, h as u8];
-        self.links[(base + t as usize) & SLOT][1] = w as u8;
-        self.links[(base + h) & SLOT][0] = w as u8;
+        let [p, n] = self.s.links[(base + w) & SLOT];
+        self.s.links[(base + p as usize) & SLOT][1] = n;
+        self.s.links[(base + n as usize) & SLOT][0] = p;
+        let t = self.s.links[(base + h) & SLOT][0];
+        self.s.links[(base + w) & SLOT] = [t, h as u8];
+        self.s.links[(base + t as usize) & SLOT][1] = w as u8;
+        self.s.links[(base + h) & SLOT][0] = w as u8;
     }
 
     /// Whether `tag` is cached; a hit becomes the most recent of its set.
@@ -263,16 +267,16 @@ impl Lru {
             let (set, w) = self.set_way(i);
             (set, w, set * self.ways)
         };
-        let h = self.heads[set & SLOT] as usize;
+        let h = self.s.heads[set & SLOT] as usize;
         if h != w {
             // The tail becomes the head by moving the head back one way; another way is
             // first moved to the tail position.
-            if self.links[(base + h) & SLOT][0] as usize != w {
+            if self.s.links[(base + h) & SLOT][0] as usize != w {
                 self.move_before_head(base, w, h);
             }
-            self.heads[set & SLOT] = w as u8;
+            self.s.heads[set & SLOT] = w as u8;
         }
-        self.hint[tag as usize & (BUCKETS - 1)] = i as u16;
+        self.s.hint[tag as usize & (BUCKETS - 1)] = i as u16;
         self.mru = tag;
         true
     }
@@ -290,16 +294,16 @@ impl Lru {
         let i = if self.sets == 1 {
             // Fully associative (the default geometry): set 0, slots are ways; a way is a
             // `u8`, below `MAX_ENTRIES`, so the fixed-size arrays need no mask.
-            let h = self.heads[0];
-            let w = self.links[h as usize][0];
-            self.heads[0] = w;
+            let h = self.s.heads[0];
+            let w = self.s.links[h as usize][0];
+            self.s.heads[0] = w;
             w as usize
         } else {
             let set = self.set_of(tag);
             let base = set * self.ways;
-            let h = self.heads[set & SLOT] as usize;
-            let w = self.links[(base + h) & SLOT][0];
-            self.heads[set & SLOT] = w;
+            let h = self.s.heads[set & SLOT] as usize;
+            let w = self.s.links[(base + h) & SLOT][0];
+            self.s.heads[set & SLOT] = w;
             (base + w as usize) & SLOT
         };
         self.replace(i, tag);
@@ -310,14 +314,14 @@ impl Lru {
     #[inline(always)]
     fn replace(&mut self, i: usize, tag: u64) {
         let i = i & SLOT;
-        let old = self.tags[i];
+        let old = self.s.tags[i];
         if old != EMPTY {
-            self.count[old as usize & (BUCKETS - 1)] -= 1;
+            self.s.count[old as usize & (BUCKETS - 1)] -= 1;
         }
-        self.tags[i] = tag;
+        self.s.tags[i] = tag;
         let b = tag as usize & (BUCKETS - 1);
-        self.count[b] += 1;
-        self.hint[b] = i as u16;
+        self.s.count[b] += 1;
+        self.s.hint[b] = i as u16;
         self.mru = tag;
     }
 
@@ -331,13 +335,13 @@ impl Lru {
                 self.mru = EMPTY;
             }
             let (set, w) = self.set_way(i);
-            self.tags[i & SLOT] = EMPTY;
-            self.count[tag as usize & (BUCKETS - 1)] -= 1;
-            let h = self.heads[set & SLOT] as usize;
+            self.s.tags[i & SLOT] = EMPTY;
+            self.s.count[tag as usize & (BUCKETS - 1)] -= 1;
+            let h = self.s.heads[set & SLOT] as usize;
             if h == w {
                 // The head becomes the tail: the next way becomes the head.
-                self.heads[set & SLOT] = self.links[i & SLOT][1];
-            } else if self.links[(set * self.ways + h) & SLOT][0] as usize != w {
+                self.s.heads[set & SLOT] = self.s.links[i & SLOT][1];
+            } else if self.s.links[(set * self.ways + h) & SLOT][0] as usize != w {
                 self.move_before_head(set * self.ways, w, h);
             }
         }
@@ -346,21 +350,21 @@ impl Lru {
     /// Empty every set (ways in order 0, 1, ... from the head).
     fn flush(&mut self) {
         self.mru = EMPTY;
-        self.tags[..self.sets * self.ways].fill(EMPTY);
-        self.count.fill(0);
+        self.s.tags[..self.sets * self.ways].fill(EMPTY);
+        self.s.count.fill(0);
         for set in 0..self.sets {
             let base = set * self.ways;
             for w in 0..self.ways {
                 let prev = (w + self.ways - 1) % self.ways;
                 let next = (w + 1) % self.ways;
-                self.links[base + w] = [prev as u8, next as u8];
+                self.s.links[base + w] = [prev as u8, next as u8];
             }
-            self.heads[set & SLOT] = 0;
+            self.s.heads[set & SLOT] = 0;
         }
     }
 
     fn occupancy(&self) -> usize {
-        self.tags.iter().filter(|&&t| t != EMPTY).count()
+        self.s.tags.iter().filter(|&&t| t != EMPTY).count()
     }
 }
 

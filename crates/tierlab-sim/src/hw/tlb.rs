@@ -702,6 +702,10 @@ const HUGE_CACHED: u8 = 1;
 const K64_CACHED: u8 = 2;
 /// `CoreTlb::cached`: a 1 GiB translation may be cached in a 1 GiB array.
 const G1_CACHED: u8 = 4;
+/// `CoreTlb::cached`: the arrays do not have the usual geometry (`CoreTlb::fast_4k` false);
+/// set for the array's life, so that `cached == 0` says "4 KiB translations only, in the
+/// usual geometry" with one test ([`CoreTlb::plain_4k`]).
+const ODD_GEOMETRY: u8 = 0x80;
 
 /// How a core caches 1 GiB pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -779,8 +783,9 @@ impl CoreTlb {
         };
         let l1_4k = SetAssoc::new(c.l1_4k_entries, c.l1_4k_ways);
         let l2 = SetAssoc::new(c.l2_entries, c.l2_ways);
+        let fast_4k = l1_4k.is_4way_pow2() && l2.is_fp_pow2();
         CoreTlb {
-            fast_4k: l1_4k.is_4way_pow2() && l2.is_fp_pow2(),
+            fast_4k,
             l1_4k,
             l1_2m: SetAssoc::new(c.l1_2m_entries, c.l1_2m_ways),
             l2,
@@ -791,10 +796,37 @@ impl CoreTlb {
             }),
             invalidations: 0,
             flushes: 0,
-            cached: 0,
+            cached: if fast_4k { 0 } else { ODD_GEOMETRY },
             g1_pieces: false,
             one_gig,
         }
+    }
+
+    /// Only 4 KiB translations can be cached and the arrays have the usual geometry: a miss
+    /// in the L1 4 KiB array may go straight to [`CoreTlb::lookup_l2_4k_plain`] and a walk's
+    /// 4 KiB translation to [`CoreTlb::fill_4k_plain`].
+    #[inline(always)]
+    pub fn plain_4k(&self) -> bool {
+        self.cached == 0
+    }
+
+    /// The L2 lookup of a 4 KiB page under [`CoreTlb::plain_4k`] (after an L1 miss); a hit
+    /// is refilled into the L1. The same as [`CoreTlb::lookup_after_l1_4k_miss`] then.
+    #[inline(always)]
+    pub fn lookup_l2_4k_plain(&mut self, va: u64) -> Option<u8> {
+        debug_assert!(self.plain_4k() && self.fast_4k);
+        let d = self.l2.lookup_fp_pow2(va >> PAGE_SHIFT)?;
+        self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, d);
+        Some(d)
+    }
+
+    /// [`CoreTlb::fill`] of a 4 KiB page in the usual geometry (`fast_4k`, which
+    /// [`CoreTlb::plain_4k`] implies).
+    #[inline(always)]
+    pub fn fill_4k_plain(&mut self, va: u64, data: u8) {
+        debug_assert!(self.fast_4k);
+        self.l1_4k.insert_4way_pow2(va >> PAGE_SHIFT, data);
+        self.l2.insert_fp_pow2(va >> PAGE_SHIFT, data);
     }
 
     /// Look `va` up in the L1 4 KiB array only (the ways compared in order up to the first
@@ -1042,7 +1074,7 @@ impl CoreTlb {
     /// Drop everything.
     pub fn flush(&mut self) {
         self.flushes += 1;
-        self.cached = 0;
+        self.cached &= ODD_GEOMETRY;
         self.g1_pieces = false;
         self.l1_4k.flush();
         self.l1_2m.flush();
@@ -1152,6 +1184,31 @@ mod tests {
         assert!(!CoreTlb::new(&odd_sets).fast_4k);
         let no_l2 = TlbConfig { l2_entries: 0, ..TlbConfig::default() };
         assert!(!CoreTlb::new(&no_l2).fast_4k);
+    }
+
+    #[test]
+    fn plain_4k_holds_until_another_size_is_cached_and_again_after_a_flush() {
+        let mut t = CoreTlb::new(&TlbConfig::default());
+        assert!(t.plain_4k());
+        t.fill(0x1000, PageSize::Base4K, 1);
+        assert!(t.plain_4k());
+        // The plain L2 lookup finds the L2 entry and refills the L1 as the full lookup does.
+        t.l1_4k.flush();
+        assert_eq!(t.lookup_l2_4k_plain(0x1000), Some(1));
+        assert_eq!(t.lookup_l1_4k(0x1000), Some(1));
+        t.fill(0x4000_0000, PageSize::Huge2M, 2);
+        assert!(!t.plain_4k(), "a 2 MiB translation is cached: every array must be looked up");
+        t.flush();
+        assert!(t.plain_4k());
+        for odd in [
+            TlbConfig { l1_4k_entries: 8, l1_4k_ways: 2, ..TlbConfig::default() },
+            TlbConfig { l2_entries: 0, ..TlbConfig::default() },
+        ] {
+            let mut t = CoreTlb::new(&odd);
+            assert!(!t.plain_4k(), "{odd:?}");
+            t.flush();
+            assert!(!t.plain_4k(), "a flush keeps the geometry's mark: {odd:?}");
+        }
     }
 
     #[test]
