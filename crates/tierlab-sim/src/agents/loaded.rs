@@ -95,7 +95,7 @@ impl LoadedLatencyAgent {
             .cores
             .iter()
             .map(|c| CoreSnap {
-                accesses: c.c.accesses,
+                accesses: c.c.accesses(),
                 writes: c.c.writes,
                 node_accesses: c.node_accesses().to_vec(),
             })

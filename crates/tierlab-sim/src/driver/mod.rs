@@ -243,7 +243,7 @@ fn sum_counters(m: &Machine) -> Snapshot {
     let mut s = Snapshot { node_acc: vec![0; m.os.mem.nodes.len()], ..Default::default() };
     for c in &m.hw.cores {
         let k = &c.c;
-        s.c.accesses += k.accesses;
+        s.c.add_accesses(k);
         s.c.writes += k.writes;
         s.c.tlb_misses += k.tlb_misses;
         s.c.l2_tlb_hits += k.l2_tlb_hits;
@@ -628,10 +628,10 @@ impl Run {
             ("window".to_string(), self.windows as f64),
             ("t_start_s".to_string(), start_ps as f64 / 1e12),
             ("t_end_s".to_string(), end_ps as f64 / 1e12),
-            ("accesses".to_string(), d(now.c.accesses, self.prev.c.accesses)),
+            ("accesses".to_string(), d(now.c.accesses(), self.prev.c.accesses())),
             (
                 "reads".to_string(),
-                d(now.c.accesses - now.c.writes, self.prev.c.accesses - self.prev.c.writes),
+                d(now.c.accesses() - now.c.writes, self.prev.c.accesses() - self.prev.c.writes),
             ),
             ("writes".to_string(), d(now.c.writes, self.prev.c.writes)),
         ];
@@ -649,7 +649,7 @@ impl Run {
             ),
         ]);
         let secs = (end_ps - start_ps) as f64 / 1e12;
-        let acc = d(now.c.accesses, self.prev.c.accesses);
+        let acc = d(now.c.accesses(), self.prev.c.accesses());
         row.push(("accesses_per_ms".to_string(), if secs > 0.0 { acc / (secs * 1e3) } else { 0.0 }));
         for (i, n) in self.machine.os.mem.nodes.iter().enumerate() {
             row.push((format!("node.{}.accesses", n.cfg.name), d(now.node_acc[i], self.prev.node_acc[i])));
@@ -739,7 +739,7 @@ impl Run {
                     let p = Progress {
                         sim_ns: frontier / 1000,
                         total_ns,
-                        accesses: self.machine.total(|c| c.accesses),
+                        accesses: self.machine.total(|c| c.accesses()),
                     };
                     if progress(p) == Control::Stop {
                         interrupted = true;
@@ -774,7 +774,8 @@ impl Run {
                 self.workload.discard(t, &b.buf[b.pos..]);
             }
         }
-        let p = Progress { sim_ns: frontier / 1000, total_ns, accesses: self.machine.total(|c| c.accesses) };
+        let p =
+            Progress { sim_ns: frontier / 1000, total_ns, accesses: self.machine.total(|c| c.accesses()) };
         progress(p);
         let end_ps = self.machine.hw.now_ps() / 1000 * 1000;
         let mut samples = Vec::new();

@@ -807,8 +807,8 @@ impl StatsSource for Machine {
         let cores = &self.hw.cores;
         let sum = |f: &dyn Fn(&CoreCounters) -> u64| cores.iter().map(|c| f(&c.c)).sum::<u64>();
         out.set("machine.cores", cores.len());
-        out.set("machine.accesses", sum(&|c| c.accesses));
-        out.set("machine.reads", sum(&|c| c.accesses - c.writes));
+        out.set("machine.accesses", sum(&|c| c.accesses()));
+        out.set("machine.reads", sum(&|c| c.accesses() - c.writes));
         out.set("machine.writes", sum(&|c| c.writes));
         out.set("machine.tlb.l1_hits", sum(&|c| c.l1_tlb_hits));
         out.set("machine.tlb.l2_hits", sum(&|c| c.l2_tlb_hits));
@@ -864,7 +864,7 @@ impl StatsSource for Machine {
         }
         for (i, c) in cores.iter().enumerate() {
             let p = format!("machine.core.{i}");
-            out.set(format!("{p}.accesses"), c.c.accesses);
+            out.set(format!("{p}.accesses"), c.c.accesses());
             out.set(format!("{p}.tlb_misses"), c.c.tlb_misses);
             out.set(format!("{p}.page_faults"), c.c.page_faults);
             out.set(format!("{p}.remote_invalidations"), c.c.remote_invalidations);
@@ -1132,6 +1132,28 @@ mod tests {
         let mut m = machine(1);
         let e = m.access(0, Access::read(0x1234)).unwrap_err();
         assert!(e.to_string().contains("outside every mapping"), "{e}");
+        // The failed access was executed (a TLB miss and a walk) but completed on no node.
+        let c = &m.hw.cores[0].c;
+        assert_eq!((c.accesses(), c.tlb_misses), (1, 1));
+        assert_eq!(m.hw.cores[0].node_accesses().iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn accesses_are_counted_once_per_node_and_summed() {
+        let mut m = machine(2);
+        let a = m.mmap(8 * 4096, MapOptions::named("x")).unwrap();
+        for k in 0..8 {
+            m.access(k as usize % 2, Access::write(a + k * 4096)).unwrap();
+            m.access(k as usize % 2, Access::read(a + k * 4096)).unwrap();
+        }
+        let c = &m.hw.cores;
+        assert_eq!((c[0].c.accesses(), c[1].c.accesses()), (8, 8));
+        assert_eq!((c[0].c.writes, c[1].c.writes), (4, 4));
+        let mut total = crate::hw::CoreCounters::default();
+        total.add_accesses(&c[0].c);
+        total.add_accesses(&c[1].c);
+        assert_eq!(total.accesses(), 16);
+        assert_eq!(m.hw.total(|c| c.accesses()), 16);
     }
 
     #[test]

@@ -96,9 +96,9 @@ impl PebsEvent {
     pub(crate) fn count(self, m: &Hardware, core: usize) -> u64 {
         let c = &m.cores[core].c;
         match self {
-            PebsEvent::Loads => c.accesses - c.writes,
+            PebsEvent::Loads => c.accesses() - c.writes,
             PebsEvent::Stores => c.writes,
-            PebsEvent::All => c.accesses,
+            PebsEvent::All => c.accesses(),
             PebsEvent::L2MissLoads => m.cores[core].cache.load_misses,
         }
     }
