@@ -161,7 +161,8 @@ pub struct Core {
     pebs_mask: u8,
     /// The per-access hook is needed: a cache is modelled or PEBS counts events.
     hooks: bool,
-    /// The inline L1 4 KiB hit path may be used (off when the OS wants every hit reported).
+    /// The inline L1 4 KiB hit path may be used: TLBs cache, hits are not reported to the
+    /// OS, and the TLB has the usual geometry ([`CoreTlb::usual_geometry`]).
     fast_l1: bool,
     /// Data cache model (off unless `machine.cache` is set).
     pub cache: cache::Cache,
@@ -270,8 +271,9 @@ pub struct Hardware {
     pub cores: Box<[Core]>,
     /// The PEBS hardware, when a driver enabled it.
     pub pebs: Option<pebs::PebsHw>,
-    /// TLB-miss sampling (a PMU event a profiler enabled), when on.
-    pub tlb_sampler: Option<tlb_sampler::TlbMissSampler>,
+    /// TLB-miss sampling (a PMU event a profiler enabled), when on
+    /// ([`Hardware::set_tlb_sampler`]: the cores' TLBs must know).
+    tlb_sampler: Option<tlb_sampler::TlbMissSampler>,
     /// Core clock in GHz.
     pub cpu_ghz: f64,
     /// The cost model.
@@ -324,9 +326,11 @@ impl Hardware {
                 for (t, &l) in cost_to.iter_mut().zip(&h.latency_ns[node as usize][..nodes]) {
                     *t = access_ps(c, l);
                 }
+                let tlb = CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1);
                 Core {
                     clock_ps: 0,
-                    tlb: CoreTlb::with_64k(h.tlb, h.l1_64k.0, h.l1_64k.1),
+                    fast_l1: tlb.usual_geometry(),
+                    tlb,
                     psc: psc::Psc::new(h.psc),
                     c: CoreCounters::default(),
                     nodes,
@@ -339,7 +343,6 @@ impl Hardware {
                     pebs_left: u64::MAX,
                     pebs_mask: 0,
                     hooks: h.cache.is_some(),
-                    fast_l1: true,
                     cache: cache::Cache::new(h.cache),
                     truth: Box::default(),
                 }
@@ -374,11 +377,27 @@ impl Hardware {
         }
     }
 
+    /// Turn TLB-miss sampling on (`Some`) or off (`None`, returning the sampler that was on).
+    pub fn set_tlb_sampler(
+        &mut self,
+        s: Option<tlb_sampler::TlbMissSampler>,
+    ) -> Option<tlb_sampler::TlbMissSampler> {
+        for c in &mut self.cores {
+            c.tlb.set_sampled(s.is_some());
+        }
+        std::mem::replace(&mut self.tlb_sampler, s)
+    }
+
+    /// The TLB-miss sampler, when on.
+    pub fn tlb_sampler_mut(&mut self) -> Option<&mut tlb_sampler::TlbMissSampler> {
+        self.tlb_sampler.as_mut()
+    }
+
     /// Turn TLB caching off (every access walks) or on.
     pub fn set_tlb_caching(&mut self, on: bool) {
         self.caching = on;
         for c in &mut self.cores {
-            c.fast_l1 = on && !self.report_hits;
+            c.fast_l1 = on && !self.report_hits && c.tlb.usual_geometry();
             c.forget_last();
         }
     }
@@ -388,7 +407,7 @@ impl Hardware {
     pub fn set_hit_reporting(&mut self, on: bool) {
         self.report_hits = on;
         for c in &mut self.cores {
-            c.fast_l1 = self.caching && !on;
+            c.fast_l1 = self.caching && !on && c.tlb.usual_geometry();
         }
     }
 
@@ -449,9 +468,9 @@ impl Hardware {
         // path's lookup hits the same entry again, already the most recent of its set, so
         // LRU order does not change. A miss goes to the usual case's miss path when it holds.
         if c.fast_l1 {
-            let Some(d) = c.tlb.lookup_l1_4k(a.addr) else {
-                if c.tlb.plain_4k() && self.tlb_sampler.is_none() {
-                    return self.miss_plain(core, a.addr, write, mmu);
+            let Some(d) = c.tlb.lookup_l1_4k_usual(a.addr) else {
+                if c.tlb.plain_4k() {
+                    return self.miss_plain(core, a.addr, write, mmu).map_err(|e| *e);
                 }
                 return self.access_slow::<M, true>(core, a.addr, write, mmu);
             };
@@ -532,14 +551,20 @@ impl Hardware {
     }
 
     /// The miss path's usual case, chosen by [`Hardware::access`] after its L1 probe missed:
-    /// 4 KiB translations only, the usual TLB geometry, no sampler; `fast_l1` (the probe)
-    /// implies TLBs cache and hits are not reported. The same steps as [`Hardware::access_slow`]
-    /// takes for it, without its tests, in a function of its own: with one walk inlined and
-    /// nothing else, its registers go to the walk (callgrind, uniform 1 GiB 1 s: 450.7
-    /// instructions per access; 457.4 as a branch inside `access_slow`, 481.7 called from
-    /// it).
+    /// 4 KiB translations only, the usual TLB geometry, no sampler ([`CoreTlb::plain_4k`]);
+    /// `fast_l1` (the probe) implies TLBs cache and hits are not reported. The same steps as
+    /// [`Hardware::access_slow`] takes for it, without its tests, in a function of its own:
+    /// with one walk inlined and nothing else, its registers go to the walk (callgrind,
+    /// uniform 1 GiB 1 s: 450.7 instructions per access; 457.4 as a branch inside
+    /// `access_slow`, 481.7 called from it). The error comes back boxed, in a register (438.7).
     #[inline(never)]
-    fn miss_plain<M: Mmu>(&mut self, core: usize, addr: u64, write: bool, mmu: &mut M) -> Result<()> {
+    fn miss_plain<M: Mmu>(
+        &mut self,
+        core: usize,
+        addr: u64,
+        write: bool,
+        mmu: &mut M,
+    ) -> std::result::Result<(), Box<crate::error::SimError>> {
         let c = &mut self.cores[core];
         if let Some(d) = c.tlb.lookup_l2_4k_plain(addr) {
             c.c.l2_tlb_hits += 1;
@@ -560,7 +585,10 @@ impl Hardware {
         c.c.tlb_misses += 1;
         let f = match mmu.translate(self, core, addr, write) {
             Ok(f) => f,
-            Err(e) => return Err(self.failed(core, e)),
+            Err(e) => {
+                self.cores[core].c.failed += 1;
+                return Err(e);
+            }
         };
         let data = f.node | if f.dirty { tlb::DIRTY } else { 0 };
         // SAFETY: as above.

@@ -309,6 +309,17 @@ impl Lru {
         self.replace(i, tag);
     }
 
+    /// [`Lru::insert`] into a fully associative array (one set): the ways are the slots.
+    #[inline(always)]
+    fn insert_fa(&mut self, tag: u64) {
+        debug_assert!(self.sets == 1 && !self.contains(tag));
+        // A way is a `u8`, below `MAX_ENTRIES`: the fixed-size arrays need no mask.
+        let h = self.s.heads[0];
+        let w = self.s.links[h as usize][0];
+        self.s.heads[0] = w;
+        self.replace(w as usize, tag);
+    }
+
     /// The end of an insert: slot `i` (below [`MAX_ENTRIES`]), now the head of its set,
     /// gets `tag` (the filter and the hint follow).
     #[inline(always)]
@@ -448,11 +459,15 @@ impl Psc {
             Level::Pte => return,
         };
         let a = &mut self.caches[k];
-        if a.is_disabled() {
-            return;
-        }
         // The walk fills only levels below its deepest hit, so the entry is never cached.
-        a.insert(tag(va, k));
+        if a.sets == 1 {
+            // Fully associative, the default geometry: tested first.
+            a.insert_fa(tag(va, k));
+        } else if a.is_disabled() {
+            return;
+        } else {
+            a.insert(tag(va, k));
+        }
         self.live = true;
     }
 

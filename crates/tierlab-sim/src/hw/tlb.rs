@@ -706,6 +706,9 @@ const G1_CACHED: u8 = 4;
 /// set for the array's life, so that `cached == 0` says "4 KiB translations only, in the
 /// usual geometry" with one test ([`CoreTlb::plain_4k`]).
 const ODD_GEOMETRY: u8 = 0x80;
+/// `CoreTlb::cached`: a TLB-miss sampler is on (`CoreTlb::set_sampled`): misses take the
+/// general path, which tells the sampler.
+const SAMPLED: u8 = 0x20;
 
 /// How a core caches 1 GiB pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -802,12 +805,36 @@ impl CoreTlb {
         }
     }
 
-    /// Only 4 KiB translations can be cached and the arrays have the usual geometry: a miss
-    /// in the L1 4 KiB array may go straight to [`CoreTlb::lookup_l2_4k_plain`] and a walk's
-    /// 4 KiB translation to [`CoreTlb::fill_4k_plain`].
+    /// Only 4 KiB translations can be cached, the arrays have the usual geometry and no
+    /// TLB-miss sampler is on: a miss in the L1 4 KiB array may go straight to
+    /// [`CoreTlb::lookup_l2_4k_plain`] and a walk's 4 KiB translation to
+    /// [`CoreTlb::fill_4k_plain`].
     #[inline(always)]
     pub fn plain_4k(&self) -> bool {
         self.cached == 0
+    }
+
+    /// The arrays have the usual geometry (4-way L1 4 KiB sets, an STLB of 8 to 16 ways, a
+    /// power-of-two number of sets in both): [`CoreTlb::lookup_l1_4k_usual`] may be used.
+    pub fn usual_geometry(&self) -> bool {
+        self.fast_4k
+    }
+
+    /// A TLB-miss sampler is on (or off): [`CoreTlb::plain_4k`] no longer holds (holds again).
+    pub fn set_sampled(&mut self, on: bool) {
+        if on {
+            self.cached |= SAMPLED;
+        } else {
+            self.cached &= !SAMPLED;
+        }
+    }
+
+    /// [`CoreTlb::lookup_l1_4k`] in the usual geometry ([`CoreTlb::usual_geometry`]), without
+    /// its test.
+    #[inline(always)]
+    pub fn lookup_l1_4k_usual(&mut self, va: u64) -> Option<u8> {
+        debug_assert!(self.fast_4k);
+        self.l1_4k.lookup_4way_pow2(va >> PAGE_SHIFT)
     }
 
     /// The L2 lookup of a 4 KiB page under [`CoreTlb::plain_4k`] (after an L1 miss); a hit
@@ -1074,7 +1101,7 @@ impl CoreTlb {
     /// Drop everything.
     pub fn flush(&mut self) {
         self.flushes += 1;
-        self.cached &= ODD_GEOMETRY;
+        self.cached &= ODD_GEOMETRY | SAMPLED;
         self.g1_pieces = false;
         self.l1_4k.flush();
         self.l1_2m.flush();
@@ -1199,6 +1226,12 @@ mod tests {
         t.fill(0x4000_0000, PageSize::Huge2M, 2);
         assert!(!t.plain_4k(), "a 2 MiB translation is cached: every array must be looked up");
         t.flush();
+        assert!(t.plain_4k());
+        t.set_sampled(true);
+        assert!(!t.plain_4k(), "a TLB-miss sampler is on: misses take the general path");
+        t.flush();
+        assert!(!t.plain_4k(), "a flush does not turn the sampler off");
+        t.set_sampled(false);
         assert!(t.plain_4k());
         for odd in [
             TlbConfig { l1_4k_entries: 8, l1_4k_ways: 2, ..TlbConfig::default() },

@@ -322,8 +322,12 @@ impl ProfileGuided {
             }
             SampleSource::TlbMisses => {
                 let cores = m.cores();
-                m.hw_mut().tlb_sampler =
-                    Some(TlbMissSampler::new(cores, self.p.period, cap, self.interrupt_ps));
+                m.hw_mut().set_tlb_sampler(Some(TlbMissSampler::new(
+                    cores,
+                    self.p.period,
+                    cap,
+                    self.interrupt_ps,
+                )));
             }
         }
         self.sampling = true;
@@ -345,7 +349,7 @@ impl ProfileGuided {
                 );
             }
         }
-        if let Some(s) = m.hw_mut().tlb_sampler.as_mut() {
+        if let Some(s) = m.hw_mut().tlb_sampler_mut() {
             let drain = self.log.last().map_or(0, |r| r.drain + 1);
             self.log
                 .extend(s.drained.iter().map(|&(core, addr)| sample_row(now_ns, core, addr, event, drain)));
@@ -370,7 +374,7 @@ impl ProfileGuided {
         if let Some(hw) = m.hw_mut().pebs.as_mut() {
             hw.flush(now_ns);
         }
-        if let Some(s) = m.hw_mut().tlb_sampler.as_mut() {
+        if let Some(s) = m.hw_mut().tlb_sampler_mut() {
             s.flush();
         }
         self.collect(now_ns, m);
@@ -379,7 +383,7 @@ impl ProfileGuided {
                 self.sampling_ps[i] += c.interrupt_ps;
             }
         }
-        if let Some(s) = m.hw_mut().tlb_sampler.take() {
+        if let Some(s) = m.hw_mut().set_tlb_sampler(None) {
             for (i, b) in s.busy_ps.iter().enumerate() {
                 self.sampling_ps[i] += b;
             }
