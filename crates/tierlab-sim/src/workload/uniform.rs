@@ -136,7 +136,11 @@ impl Workload for Uniform {
             n = n.min(self.p.accesses - self.issued[t]);
         }
         let (base, slots, align) = (self.base, self.slots, self.p.align.0);
-        let rng = &mut self.rngs[t];
+        // The generator's state in a local: written through `&mut self.rngs[t]`, it would be
+        // stored and reloaded at every access (the batch's stores might alias it; callgrind,
+        // uniform 1 GiB: 28 -> 20 instructions per access). Written back below.
+        let mut local = self.rngs[t].clone();
+        let rng = &mut local;
         let rf = self.p.read_fraction;
         if rf >= 1.0 {
             out.extend((0..n).map(|_| Access::read(base + rng.below(slots) * align)));
@@ -153,6 +157,7 @@ impl Workload for Uniform {
                 }
             }));
         }
+        self.rngs[t] = local;
         self.issued[t] += n;
         if self.p.accesses > 0 && self.issued[t] >= self.p.accesses {
             Ok(Step::Done)

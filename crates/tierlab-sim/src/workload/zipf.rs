@@ -422,7 +422,10 @@ impl Workload for Zipf {
         let all_reads = self.p.read_fraction >= 1.0;
         let (base, isz, lpi, line) = (self.base, self.p.item_size.0, self.lines_per_item, self.line);
         let perm = self.perm.as_ref();
-        let rng = &mut self.rngs[t];
+        // The generator's state in a local (as `uniform` does: through `&mut self.rngs[t]`
+        // it would be stored and reloaded at every access). Written back below.
+        let mut local = self.rngs[t].clone();
+        let rng = &mut local;
         let ranks = &mut self.scratch[..n as usize];
         self.sampler.fill(rng, ranks);
         out.extend(ranks.iter().map(|&k| {
@@ -441,6 +444,7 @@ impl Workload for Zipf {
                 Access::write(a)
             }
         }));
+        self.rngs[t] = local;
         self.issued[t] += n;
         if self.p.accesses > 0 && self.issued[t] >= self.p.accesses {
             Ok(Step::Done)
