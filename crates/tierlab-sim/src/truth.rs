@@ -730,20 +730,24 @@ impl GroundTruth {
     /// keys to `keys`, leaving its counters zero.
     fn drain_region(&mut self, pages: &mut Vec<(u64, u32)>, keys: &mut Vec<u64>) {
         let base = self.region_base;
+        // The sum in a local and each chunk zeroed at once (not a read-modify-write of the
+        // total and a store per page).
+        let mut total = 0u64;
         for (k, c) in self.region.chunks_exact_mut(CHUNK).enumerate() {
             if c.iter().fold(0, |a, &v| a | v) == 0 {
                 continue;
             }
             let key0 = base + (k * CHUNK) as u64;
             keys.push(key0 / CHUNK as u64);
-            for (j, v) in c.iter_mut().enumerate() {
-                if *v > 0 {
-                    self.total_accesses += *v as u64;
-                    pages.push((key0 + j as u64, *v));
-                    *v = 0;
+            for (j, &v) in c.iter().enumerate() {
+                if v > 0 {
+                    total += v as u64;
+                    pages.push((key0 + j as u64, v));
                 }
             }
+            c.fill(0);
         }
+        self.total_accesses += total;
     }
 
     /// The next window's dense region, from the chunk keys (sorted) the closed window

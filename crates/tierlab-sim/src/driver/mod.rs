@@ -138,18 +138,23 @@ impl Heatmap {
 
     fn add_window(&mut self, w: &WindowTruth) {
         let mut row = vec![0u64; self.bin_start.len()];
-        // The pages are sorted and so are the bins: `i`, the number of bins starting at or
-        // below the page, only grows (a merge of the two lists, not a search per page).
+        // The pages are sorted and so are the bins, which do not overlap (the mappings'
+        // pieces, none empty): a merge of the two lists, each bin summing the run of pages
+        // inside it (pages between bins belong to none).
         debug_assert!(self.bin_start.is_sorted() && w.pages.is_sorted_by_key(|p| p.0));
-        let mut i = 0;
-        for &(vpn, n) in &w.pages {
-            let addr = page_addr(vpn);
-            while i < self.bin_start.len() && self.bin_start[i] <= addr {
-                i += 1;
+        let pages = &w.pages[..];
+        let mut p = 0;
+        for ((&start, &len), out) in self.bin_start.iter().zip(&self.bin_bytes).zip(row.iter_mut()) {
+            while p < pages.len() && page_addr(pages[p].0) < start {
+                p += 1;
             }
-            if i > 0 && addr < self.bin_start[i - 1] + self.bin_bytes[i - 1] {
-                row[i - 1] += n as u64;
+            let end = start + len;
+            let mut sum = 0u64;
+            while p < pages.len() && page_addr(pages[p].0) < end {
+                sum += pages[p].1 as u64;
+                p += 1;
             }
+            *out = sum;
         }
         self.t_start_s.push(w.start_ns as f64 / 1e9);
         self.t_end_s.push(w.end_ns as f64 / 1e9);
