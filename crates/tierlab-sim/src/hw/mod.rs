@@ -464,7 +464,7 @@ impl Hardware {
         }
         // Second fast path: a hit in the L1 4 KiB dTLB that needs no Dirty assist (exactly
         // what `access_slow` does for it, without its call). Off when the OS wants hits
-        // reported or TLBs do not cache. A store to a clean entry falls through: the slow
+        // reported, TLBs do not cache or their geometry is not the usual one. A store to a clean entry falls through: the slow
         // path's lookup hits the same entry again, already the most recent of its set, so
         // LRU order does not change. A miss goes to the usual case's miss path when it holds.
         if c.fast_l1 {
