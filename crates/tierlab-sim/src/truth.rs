@@ -980,6 +980,34 @@ mod tests {
         assert!(g.region.is_empty());
     }
 
+    /// A 64-bit LCG step (test keys).
+    fn lcg(x: u64) -> u64 {
+        x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407)
+    }
+
+    /// A window's (page, count) list.
+    type Pages = Vec<(u64, u32)>;
+
+    /// Count `keys` through the coalescer `c` into `g`, close window `w`, and return its
+    /// pages with the counts a HashMap expects.
+    fn count_through(
+        c: &mut Coalescer,
+        g: &mut GroundTruth,
+        w: u64,
+        keys: impl Iterator<Item = u64>,
+    ) -> (Pages, Pages) {
+        let mut r = HashMap::new();
+        for k in keys {
+            c.count(k, g);
+            *r.entry(k).or_insert(0u32) += 1;
+        }
+        c.flush(g);
+        let win = g.close(w, 0, 1);
+        let mut expect: Pages = r.into_iter().collect();
+        expect.sort_unstable();
+        (win.pages, expect)
+    }
+
     #[test]
     fn coalescer_is_bypassed_only_when_useless_and_counts_stay_exact() {
         // Random pages over 2^22 (more than the coalescer holds), buffered windows: after a
@@ -993,19 +1021,17 @@ mod tests {
             for w in 0..6u64 {
                 g.set_buffered(true);
                 seen.push(c.bypass);
-                let mut r = HashMap::new();
-                for i in 0..50_000u64 {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let k = if random { (x >> 30) % (1 << 22) } else { (w * 50_000 + i) / 8 };
-                    c.count(k, &mut g);
-                    *r.entry(k).or_insert(0u32) += 1;
-                }
-                c.flush(&mut g);
-                let win = g.close(w, 0, 1);
+                let keys = (0..50_000u64).map(|i| {
+                    x = lcg(x);
+                    if random {
+                        (x >> 30) % (1 << 22)
+                    } else {
+                        (w * 50_000 + i) / 8
+                    }
+                });
+                let (pages, expect) = count_through(&mut c, &mut g, w, keys);
                 c.end_window(true);
-                let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
-                expect.sort_unstable();
-                assert_eq!(win.pages, expect, "random {random}, window {w}");
+                assert_eq!(pages, expect, "random {random}, window {w}");
             }
             assert_eq!(seen, want, "random {random}");
         }
@@ -1056,19 +1082,13 @@ mod tests {
             let mut c = Coalescer::default();
             let mut x = 5u64;
             for w in 0..3 {
-                let mut r = HashMap::new();
-                for _ in 0..100_000 {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let k = (x >> 40) % range;
-                    c.count(k, &mut g);
-                    *r.entry(k).or_insert(0u32) += 1;
-                }
-                c.flush(&mut g);
-                let win = g.close(w, 0, 1);
+                let keys = (0..100_000).map(|_| {
+                    x = lcg(x);
+                    (x >> 40) % range
+                });
+                let (pages, expect) = count_through(&mut c, &mut g, w, keys);
                 g.set_buffered(buffered);
-                let mut expect: Vec<(u64, u32)> = r.into_iter().collect();
-                expect.sort_unstable();
-                assert_eq!(win.pages, expect, "buffered {buffered}, range {range}, window {w}");
+                assert_eq!(pages, expect, "buffered {buffered}, range {range}, window {w}");
             }
             assert_eq!(g.total_accesses(), 300_000);
         }

@@ -291,22 +291,15 @@ impl Lru {
     #[inline(always)]
     fn insert(&mut self, tag: u64) {
         debug_assert!(!self.contains(tag));
-        let i = if self.sets == 1 {
-            // Fully associative (the default geometry): set 0, slots are ways; a way is a
-            // `u8`, below `MAX_ENTRIES`, so the fixed-size arrays need no mask.
-            let h = self.s.heads[0];
-            let w = self.s.links[h as usize][0];
-            self.s.heads[0] = w;
-            w as usize
-        } else {
-            let set = self.set_of(tag);
-            let base = set * self.ways;
-            let h = self.s.heads[set & SLOT] as usize;
-            let w = self.s.links[(base + h) & SLOT][0];
-            self.s.heads[set & SLOT] = w;
-            (base + w as usize) & SLOT
-        };
-        self.replace(i, tag);
+        if self.sets == 1 {
+            return self.insert_fa(tag);
+        }
+        let set = self.set_of(tag);
+        let base = set * self.ways;
+        let h = self.s.heads[set & SLOT] as usize;
+        let w = self.s.links[(base + h) & SLOT][0];
+        self.s.heads[set & SLOT] = w;
+        self.replace((base + w as usize) & SLOT, tag);
     }
 
     /// [`Lru::insert`] into a fully associative array (one set): the ways are the slots.
