@@ -256,6 +256,28 @@ pub trait Mmu {
     /// the walker sets), taking a page fault when the page is not present; return the
     /// translation to cache. An access outside every mapping is an error.
     fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated;
+    /// The same in two parts, the first with only the core `c` (number `core`; a page-table
+    /// level read costs `level_ps`): `Ok` is the translation; `Err(spent)` (the walk's ps so
+    /// far, or [`crate::os::backend::NOT_WALKED`]) asks for [`Mmu::translate_after`]. The
+    /// usual miss path ([`Hardware::miss_plain`]) holds its core apart from the rest of the
+    /// hardware until a fault needs it.
+    fn walk_first(
+        &mut self,
+        c: &mut Core,
+        level_ps: u64,
+        core: usize,
+        addr: u64,
+        write: bool,
+    ) -> Result<Fill, u64>;
+    /// The second part: complete the translation [`Mmu::walk_first`] did not.
+    fn translate_after(
+        &mut self,
+        hw: &mut Hardware,
+        core: usize,
+        addr: u64,
+        write: bool,
+        spent: u64,
+    ) -> Translated;
     /// A store through the clean cached translation of `addr` (a page of `size`): set the
     /// page's Dirty bit (the hardware's assist).
     fn set_dirty(&mut self, core: usize, addr: u64, size: PageSize);
@@ -430,7 +452,7 @@ impl Hardware {
         a: Access,
         mmu: &mut M,
         gt: &mut GroundTruth,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let write = a.is_write();
         let c = &mut self.cores[core];
         if TRUTH {
@@ -460,7 +482,7 @@ impl Hardware {
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.access_ps += t;
             c.c.node_acc[(c.last_node & tlb::NODE) as usize] += 1;
-            return Ok(());
+            return Ok(c.clock_ps);
         }
         // Second fast path: a hit in the L1 4 KiB dTLB that needs no Dirty assist (exactly
         // what `access_slow` does for it, without its call). Off when the OS wants hits
@@ -478,7 +500,7 @@ impl Hardware {
             if !write || dirty {
                 c.c.l1_tlb_hits += 1;
                 c.complete(a.addr, d & tlb::NODE, PageSize::Base4K, dirty, 0, true);
-                return Ok(());
+                return Ok(c.clock_ps);
             }
         }
         self.access_slow::<M, false>(core, a.addr, write, mmu)
@@ -493,7 +515,7 @@ impl Hardware {
         addr: u64,
         write: bool,
         mmu: &mut M,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let c = &mut self.cores[core];
         let mut extra = 0u64;
         let hit = if L1_4K_MISSED {
@@ -546,26 +568,29 @@ impl Hardware {
         }
         let caching = self.caching;
         // SAFETY: as for the fill above (`core` checked at the top, the cores fixed).
-        unsafe { self.cores.get_unchecked_mut(core) }.complete(addr, node, size, dirty, extra, caching);
-        Ok(())
+        let c = unsafe { self.cores.get_unchecked_mut(core) };
+        c.complete(addr, node, size, dirty, extra, caching);
+        Ok(c.clock_ps)
     }
 
     /// The miss path's usual case, chosen by [`Hardware::access`] after its L1 probe missed:
     /// 4 KiB translations only, the usual TLB geometry, no sampler ([`CoreTlb::plain_4k`]);
     /// `fast_l1` (the probe) implies TLBs cache and hits are not reported. The same steps as
-    /// [`Hardware::access_slow`] takes for it, without its tests, in a function of its own:
-    /// with one walk inlined and nothing else, its registers go to the walk (callgrind,
-    /// uniform 1 GiB 1 s: 450.7 instructions per access; 457.4 as a branch inside
-    /// `access_slow`, 481.7 called from it). The error comes back boxed, in a register (438.7).
-    #[inline(never)]
+    /// [`Hardware::access_slow`] takes for it, without its tests. Inlined into the driver's
+    /// loop (callgrind, the bench's uniform 1 GiB 2 s: 382.8 instructions per access, 400.1
+    /// as a function of its own; triad 105.2 against 102.0). It holds its core apart from the
+    /// rest of the hardware ([`Mmu::walk_first`]) until a fault needs it (363.8). The error
+    /// comes back boxed, in a register.
+    #[inline(always)]
     fn miss_plain<M: Mmu>(
         &mut self,
         core: usize,
         addr: u64,
         write: bool,
         mmu: &mut M,
-    ) -> std::result::Result<(), Box<crate::error::SimError>> {
-        let c = &mut self.cores[core];
+    ) -> std::result::Result<u64, Box<crate::error::SimError>> {
+        // SAFETY: the caller ([`Hardware::access`]) checked `core`; the cores never change.
+        let c = unsafe { self.cores.get_unchecked_mut(core) };
         if let Some(d) = c.tlb.lookup_l2_4k_plain(addr) {
             c.c.l2_tlb_hits += 1;
             let node = d & tlb::NODE;
@@ -574,21 +599,20 @@ impl Hardware {
                 extra += self.dirty_assist(core, addr, PageSize::Base4K, node, mmu);
             }
             // SAFETY: `core` was checked at the top and the cores never change.
-            unsafe { self.cores.get_unchecked_mut(core) }.complete_4k(
-                addr,
-                node,
-                write || d & tlb::DIRTY != 0,
-                extra,
-            );
-            return Ok(());
+            let c = unsafe { self.cores.get_unchecked_mut(core) };
+            c.complete_4k(addr, node, write || d & tlb::DIRTY != 0, extra);
+            return Ok(c.clock_ps);
         }
         c.c.tlb_misses += 1;
-        let f = match mmu.translate(self, core, addr, write) {
+        let f = match mmu.walk_first(c, self.walk_level_ps, core, addr, write) {
             Ok(f) => f,
-            Err(e) => {
-                self.cores[core].c.failed += 1;
-                return Err(e);
-            }
+            Err(spent) => match mmu.translate_after(self, core, addr, write, spent) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.cores[core].c.failed += 1;
+                    return Err(e);
+                }
+            },
         };
         let data = f.node | if f.dirty { tlb::DIRTY } else { 0 };
         // SAFETY: as above.
@@ -600,7 +624,7 @@ impl Hardware {
             c.tlb.fill(addr, f.size, data);
             c.complete(addr, f.node, f.size, f.dirty, f.walk_ps, true);
         }
-        Ok(())
+        Ok(c.clock_ps)
     }
 
     /// An access of `core` ended in error `e` (counted as executed, on no node); returns

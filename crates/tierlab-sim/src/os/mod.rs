@@ -22,7 +22,7 @@ use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{self, Level, PageTables};
 use crate::hw::tlb::TlbConfig;
-use crate::hw::{CoreCounters, Hardware, HardwareConfig, Mmu, Translated};
+use crate::hw::{Core, CoreCounters, Fill, Hardware, HardwareConfig, Mmu, Translated};
 use crate::stats::{Stats, StatsSource};
 use crate::truth::{GroundTruth, WindowTruth};
 use backend::{Backend, Env, MemoryBackend};
@@ -364,13 +364,42 @@ fn split<'a>(os: &'a mut Os, hw: &'a mut Hardware) -> (&'a mut Backend, Env<'a>)
 impl Mmu for Os {
     #[inline(always)]
     fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
-        let f = match self.backend.walk_present(hw, core, addr, write) {
-            Ok(f) => f,
-            Err(spent) => {
-                let Os { backend, mem, vmas, mm_cpumask, segfaults, migration, .. } = self;
-                let mut env = Env { hw: &mut *hw, mem, vmas, mm_cpumask, segfaults, migration };
-                backend.translate_after(&mut env, core, addr, write, spent)?
-            }
+        let level_ps = hw.walk_level_ps;
+        match self.walk_first(&mut hw.cores[core], level_ps, core, addr, write) {
+            Ok(f) => Ok(f),
+            Err(spent) => self.translate_after(hw, core, addr, write, spent),
+        }
+    }
+
+    /// The first walk, unless NUMA hint faults are on (every walk goes to the scanner's
+    /// check, in [`Mmu::translate_after`]).
+    #[inline(always)]
+    fn walk_first(
+        &mut self,
+        c: &mut Core,
+        level_ps: u64,
+        core: usize,
+        addr: u64,
+        write: bool,
+    ) -> Result<Fill, u64> {
+        if self.hint.is_some() {
+            return Err(backend::NOT_WALKED);
+        }
+        self.backend.walk_present(c, level_ps, core, addr, write)
+    }
+
+    fn translate_after(
+        &mut self,
+        hw: &mut Hardware,
+        core: usize,
+        addr: u64,
+        write: bool,
+        spent: u64,
+    ) -> Translated {
+        let f = {
+            let Os { backend, mem, vmas, mm_cpumask, segfaults, migration, .. } = self;
+            let mut env = Env { hw: &mut *hw, mem, vmas, mm_cpumask, segfaults, migration };
+            backend.translate_after(&mut env, core, addr, write, spent)?
         };
         if let Some(h) = self.hint.as_deref_mut() {
             // A NUMA hint fault when the walk reached a page protected by a scanner.
@@ -464,13 +493,13 @@ impl Machine {
     /// simulator.
     #[inline(always)]
     pub fn access(&mut self, core: usize, a: Access) -> Result<()> {
-        self.access_with::<true>(core, a)
+        self.access_with::<true>(core, a).map(|_| ())
     }
 
     /// [`Machine::access`], counted in the ground truth only when `TRUTH` (a run without
-    /// ground truth, `report.ground_truth = false`).
+    /// ground truth, `report.ground_truth = false`); returns the core's clock after it, ps.
     #[inline(always)]
-    pub fn access_with<const TRUTH: bool>(&mut self, core: usize, a: Access) -> Result<()> {
+    pub fn access_with<const TRUTH: bool>(&mut self, core: usize, a: Access) -> Result<u64> {
         self.hw.access::<_, TRUTH>(core, a, &mut self.os, &mut self.truth)
     }
 

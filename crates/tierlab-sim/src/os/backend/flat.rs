@@ -8,7 +8,7 @@
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
 use crate::hw::pagetable::{PageTables, Translation, WalkMemo};
-use crate::hw::{Fill, Hardware, Translated};
+use crate::hw::{Core, Fill, Hardware, Translated};
 use crate::os::shootdown::{shootdown, Initiator, Inval};
 use crate::os::Vma;
 use crate::stats::Stats;
@@ -100,7 +100,8 @@ impl MemoryBackend for Flat {
     /// Walk for `addr`; on a fault allocate the page and walk again.
     #[inline]
     fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
-        match self.walk_present(env.hw, core, addr, write) {
+        let level_ps = env.hw.walk_level_ps;
+        match self.walk_present(&mut env.hw.cores[core], level_ps, core, addr, write) {
             Ok(f) => Ok(f),
             Err(spent) => self.translate_after(env, core, addr, write, spent),
         }
@@ -111,9 +112,14 @@ impl MemoryBackend for Flat {
     /// stays in registers (callgrind, uniform 1 GiB: -39 instructions per access against a
     /// call; before the fault path was split off, inlining the walk cost +16).
     #[inline(always)]
-    fn walk_present(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
-        let level_ps = hw.walk_level_ps;
-        let c = &mut hw.cores[core];
+    fn walk_present(
+        &mut self,
+        c: &mut Core,
+        level_ps: u64,
+        core: usize,
+        addr: u64,
+        write: bool,
+    ) -> Result<Fill, u64> {
         let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
         // A walk reads 1 to 4 levels (the clamp only spares a bounds check).
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::hw::pagetable::PageTables;
-use crate::hw::{Fill, Hardware, Translated};
+use crate::hw::{Core, Fill, Hardware, Translated};
 use crate::stats::Stats;
 use tierlab_core::PageSize;
 
@@ -62,14 +62,16 @@ pub trait MemoryBackend: Send {
     fn name(&self) -> &'static str;
     /// A TLB miss of `core` at `addr` (see the module docs).
     fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated;
-    /// The fast part of [`MemoryBackend::translate`] that needs only the hardware: the first
-    /// walk when the backend has one. `Ok`: the translation; `Err(walk_ps)`: the walk (of
-    /// `walk_ps`) found the page not present, [`MemoryBackend::translate_after`] completes
-    /// it; `Err(NOT_WALKED)`: nothing done (the default).
+    /// The fast part of [`MemoryBackend::translate`] that needs only the core `c` (number
+    /// `core`; a page-table level read costs `level_ps`): the first walk when the backend
+    /// has one. `Ok`: the translation; `Err(walk_ps)`: the walk (of `walk_ps`) found the page
+    /// not present, [`MemoryBackend::translate_after`] completes it; `Err(NOT_WALKED)`:
+    /// nothing done (the default).
     #[inline]
     fn walk_present(
         &mut self,
-        _hw: &mut Hardware,
+        _c: &mut Core,
+        _level_ps: u64,
         _core: usize,
         _addr: u64,
         _write: bool,
@@ -146,8 +148,8 @@ macro_rules! backends {
                 match self { $( Self::$variant(b) => b.translate(env, core, addr, write), )* }
             }
             #[inline]
-            fn walk_present(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
-                match self { $( Self::$variant(b) => b.walk_present(hw, core, addr, write), )* }
+            fn walk_present(&mut self, c: &mut Core, level_ps: u64, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
+                match self { $( Self::$variant(b) => b.walk_present(c, level_ps, core, addr, write), )* }
             }
             fn translate_after(&mut self, env: &mut Env, core: usize, addr: u64, write: bool, spent: u64) -> Translated {
                 match self { $( Self::$variant(b) => b.translate_after(env, core, addr, write, spent), )* }
