@@ -89,7 +89,7 @@ impl Default for Coalescer {
 
 impl Coalescer {
     /// Count one access to `vpn`, spilling an evicted entry into `gt`.
-    #[inline]
+    #[inline(always)]
     pub fn count(&mut self, vpn: u64, gt: &mut GroundTruth) {
         if self.bypass {
             gt.count(vpn, 1);
@@ -477,6 +477,20 @@ impl GroundTruth {
     #[inline(always)]
     pub fn count_dense(&mut self, vpn: u64) -> bool {
         self.add_dense(vpn, 1)
+    }
+
+    /// Hint the host to fetch the dense-region counter of `vpn` (an access a few ahead).
+    #[inline(always)]
+    pub fn prefetch_dense(&self, vpn: u64) {
+        let p = self.region.as_ptr().wrapping_add(vpn.wrapping_sub(self.region_base) as usize);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+        // address (one outside the region, a page without a counter, is wasted).
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
     }
 
     /// Add `n` to the dense-region counter of `vpn` when it has one (true).

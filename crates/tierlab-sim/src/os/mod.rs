@@ -496,6 +496,12 @@ impl Machine {
         self.access_with::<true>(core, a).map(|_| ())
     }
 
+    /// Have the host fetch the ground-truth counter of `addr` (an access soon to come).
+    #[inline(always)]
+    pub fn prefetch_truth(&self, addr: u64) {
+        self.truth.prefetch_dense(tierlab_core::vpn(addr));
+    }
+
     /// [`Machine::access`], counted in the ground truth only when `TRUTH` (a run without
     /// ground truth, `report.ground_truth = false`); returns the core's clock after it, ps.
     #[inline(always)]
