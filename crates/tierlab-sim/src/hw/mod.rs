@@ -140,6 +140,10 @@ pub struct Core {
     pub tlb: CoreTlb,
     /// Paging-structure caches (consulted by walks only).
     pub psc: psc::Psc,
+    /// The memo of this core's last page walk in the flat backend's page tables (a
+    /// simulator shortcut, not hardware: [`pagetable::WalkMemo`]). Kept with the core: the
+    /// walk needs no other per-core lookup.
+    pub walk_memo: pagetable::WalkMemo,
     /// Counters.
     pub c: CoreCounters,
     /// Memory nodes of the machine: the first `nodes` entries of the per-node arrays are used.
@@ -172,6 +176,21 @@ pub struct Core {
 }
 
 impl Core {
+    /// The end of [`Hardware::miss_plain`]: cache the translation `f` of `addr` and complete
+    /// the access; returns the clock after it.
+    #[inline(always)]
+    fn finish_miss_plain(&mut self, addr: u64, f: Fill) -> u64 {
+        let data = f.node | if f.dirty { tlb::DIRTY } else { 0 };
+        if f.size == PageSize::Base4K {
+            self.tlb.fill_4k_plain(addr, data);
+            self.complete_4k(addr, f.node, f.dirty, f.walk_ps);
+        } else {
+            self.tlb.fill(addr, f.size, data);
+            self.complete(addr, f.node, f.size, f.dirty, f.walk_ps, true);
+        }
+        self.clock_ps
+    }
+
     /// The end of every translated access: charge the memory access of `node` (plus `extra`
     /// picoseconds of translation work) to this core, and remember the page (of `size`) for
     /// the same-page fast path, with whether its cached translation is dirty.
@@ -256,19 +275,12 @@ pub trait Mmu {
     /// the walker sets), taking a page fault when the page is not present; return the
     /// translation to cache. An access outside every mapping is an error.
     fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated;
-    /// The same in two parts, the first with only the core `c` (number `core`; a page-table
-    /// level read costs `level_ps`): `Ok` is the translation; `Err(spent)` (the walk's ps so
+    /// The same in two parts, the first with only the core `c` (a page-table level read
+    /// costs `level_ps`): `Ok` is the translation; `Err(spent)` (the walk's ps so
     /// far, or [`crate::os::backend::NOT_WALKED`]) asks for [`Mmu::translate_after`]. The
     /// usual miss path ([`Hardware::miss_plain`]) holds its core apart from the rest of the
     /// hardware until a fault needs it.
-    fn walk_first(
-        &mut self,
-        c: &mut Core,
-        level_ps: u64,
-        core: usize,
-        addr: u64,
-        write: bool,
-    ) -> Result<Fill, u64>;
+    fn walk_first(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64>;
     /// The second part: complete the translation [`Mmu::walk_first`] did not.
     fn translate_after(
         &mut self,
@@ -354,6 +366,7 @@ impl Hardware {
                     fast_l1: tlb.usual_geometry(),
                     tlb,
                     psc: psc::Psc::new(h.psc),
+                    walk_memo: pagetable::WalkMemo::EMPTY,
                     c: CoreCounters::default(),
                     nodes,
                     last_base: u64::MAX,
@@ -604,27 +617,30 @@ impl Hardware {
             return Ok(c.clock_ps);
         }
         c.c.tlb_misses += 1;
-        let f = match mmu.walk_first(c, self.walk_level_ps, core, addr, write) {
-            Ok(f) => f,
-            Err(spent) => match mmu.translate_after(self, core, addr, write, spent) {
-                Ok(f) => f,
-                Err(e) => {
-                    self.cores[core].c.failed += 1;
-                    return Err(e);
-                }
-            },
-        };
-        let data = f.node | if f.dirty { tlb::DIRTY } else { 0 };
-        // SAFETY: as above.
-        let c = unsafe { self.cores.get_unchecked_mut(core) };
-        if f.size == PageSize::Base4K {
-            c.tlb.fill_4k_plain(addr, data);
-            c.complete_4k(addr, f.node, f.dirty, f.walk_ps);
-        } else {
-            c.tlb.fill(addr, f.size, data);
-            c.complete(addr, f.node, f.size, f.dirty, f.walk_ps, true);
+        match mmu.walk_first(c, self.walk_level_ps, addr, write) {
+            Ok(f) => Ok(c.finish_miss_plain(addr, f)),
+            Err(spent) => self.miss_plain_after(core, addr, write, spent, mmu),
         }
-        Ok(c.clock_ps)
+    }
+
+    /// [`Hardware::miss_plain`] when the first walk did not finish (a fault, or NUMA hint
+    /// faults are on): the rest of the translation with the whole hardware.
+    #[inline(never)]
+    fn miss_plain_after<M: Mmu>(
+        &mut self,
+        core: usize,
+        addr: u64,
+        write: bool,
+        spent: u64,
+        mmu: &mut M,
+    ) -> std::result::Result<u64, Box<crate::error::SimError>> {
+        match mmu.translate_after(self, core, addr, write, spent) {
+            Ok(f) => Ok(self.cores[core].finish_miss_plain(addr, f)),
+            Err(e) => {
+                self.cores[core].c.failed += 1;
+                Err(e)
+            }
+        }
     }
 
     /// An access of `core` ended in error `e` (counted as executed, on no node); returns

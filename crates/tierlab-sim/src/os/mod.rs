@@ -365,7 +365,7 @@ impl Mmu for Os {
     #[inline(always)]
     fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
         let level_ps = hw.walk_level_ps;
-        match self.walk_first(&mut hw.cores[core], level_ps, core, addr, write) {
+        match self.walk_first(&mut hw.cores[core], level_ps, addr, write) {
             Ok(f) => Ok(f),
             Err(spent) => self.translate_after(hw, core, addr, write, spent),
         }
@@ -374,18 +374,11 @@ impl Mmu for Os {
     /// The first walk, unless NUMA hint faults are on (every walk goes to the scanner's
     /// check, in [`Mmu::translate_after`]).
     #[inline(always)]
-    fn walk_first(
-        &mut self,
-        c: &mut Core,
-        level_ps: u64,
-        core: usize,
-        addr: u64,
-        write: bool,
-    ) -> Result<Fill, u64> {
+    fn walk_first(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
         if self.hint.is_some() {
             return Err(backend::NOT_WALKED);
         }
-        self.backend.walk_present(c, level_ps, core, addr, write)
+        self.backend.walk_present(c, level_ps, addr, write)
     }
 
     fn translate_after(
@@ -459,11 +452,7 @@ impl Machine {
                 hw.set_tlb_caching(h.tlb);
                 Backend::Hier(Box::new(backend::hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost)))
             }
-            None => Backend::Flat(Box::new(backend::flat::Flat::new(
-                cfg.cores,
-                &cfg.cost,
-                cfg.dirty_upper_levels,
-            ))),
+            None => Backend::Flat(Box::new(backend::flat::Flat::new(&cfg.cost, cfg.dirty_upper_levels))),
         };
         Machine {
             cfg: cfg.clone(),

@@ -7,7 +7,7 @@
 
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
-use crate::hw::pagetable::{PageTables, Translation, WalkMemo};
+use crate::hw::pagetable::{PageTables, Translation};
 use crate::hw::{Core, Fill, Hardware, Translated};
 use crate::os::shootdown::{shootdown, Initiator, Inval};
 use crate::os::Vma;
@@ -21,8 +21,6 @@ use crate::os::Migrated;
 pub struct Flat {
     /// The page tables.
     pub pt: PageTables,
-    /// Per-core memo of the upper part of the last walk (a software shortcut, not hardware).
-    memo: Vec<WalkMemo>,
     fault_4k_ps: u64,
     fault_2m_ps: u64,
     /// A 1 GiB fault: the same fixed cost plus zeroing 1 GiB at `zero_gbps` (an assumption:
@@ -31,13 +29,12 @@ pub struct Flat {
 }
 
 impl Flat {
-    /// A flat backend for `cores` cores with the machine's cost model.
-    pub fn new(cores: usize, cost: &crate::hw::cost::CostConfig, dirty_upper_levels: bool) -> Self {
+    /// A flat backend with the machine's cost model.
+    pub fn new(cost: &crate::hw::cost::CostConfig, dirty_upper_levels: bool) -> Self {
         let mut pt = PageTables::new();
         pt.dirty_upper_levels = dirty_upper_levels;
         Flat {
             pt,
-            memo: vec![WalkMemo::EMPTY; cores],
             fault_4k_ps: ps(cost.fault_ns + PAGE_SIZE as f64 / cost.zero_gbps),
             fault_2m_ps: ps(cost.fault_ns + HUGE_SIZE as f64 / cost.zero_gbps),
             fault_1g_ps: ps(cost.fault_ns + HUGE_1G_SIZE as f64 / cost.zero_gbps),
@@ -101,7 +98,7 @@ impl MemoryBackend for Flat {
     #[inline]
     fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated {
         let level_ps = env.hw.walk_level_ps;
-        match self.walk_present(&mut env.hw.cores[core], level_ps, core, addr, write) {
+        match self.walk_present(&mut env.hw.cores[core], level_ps, addr, write) {
             Ok(f) => Ok(f),
             Err(spent) => self.translate_after(env, core, addr, write, spent),
         }
@@ -112,15 +109,8 @@ impl MemoryBackend for Flat {
     /// stays in registers (callgrind, uniform 1 GiB: -39 instructions per access against a
     /// call; before the fault path was split off, inlining the walk cost +16).
     #[inline(always)]
-    fn walk_present(
-        &mut self,
-        c: &mut Core,
-        level_ps: u64,
-        core: usize,
-        addr: u64,
-        write: bool,
-    ) -> Result<Fill, u64> {
-        let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
+    fn walk_present(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
+        let w = self.pt.walk(addr, write, &mut c.walk_memo, &mut c.psc);
         // A walk reads 1 to 4 levels (the clamp only spares a bounds check).
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
         let spent = w.levels as u64 * level_ps;
@@ -151,7 +141,7 @@ impl MemoryBackend for Flat {
         }
         self.fault(env, core, addr)?;
         let c = &mut env.hw.cores[core];
-        let w = self.pt.walk(addr, write, &mut self.memo[core], &mut c.psc);
+        let w = self.pt.walk(addr, write, &mut c.walk_memo, &mut c.psc);
         // A walk reads 1 to 4 levels (the clamp only spares a bounds check).
         c.c.walks_by_levels[w.levels.min(4) as usize] += 1;
         let spent = spent + w.levels as u64 * env.hw.walk_level_ps;

@@ -62,20 +62,13 @@ pub trait MemoryBackend: Send {
     fn name(&self) -> &'static str;
     /// A TLB miss of `core` at `addr` (see the module docs).
     fn translate(&mut self, env: &mut Env, core: usize, addr: u64, write: bool) -> Translated;
-    /// The fast part of [`MemoryBackend::translate`] that needs only the core `c` (number
-    /// `core`; a page-table level read costs `level_ps`): the first walk when the backend
+    /// The fast part of [`MemoryBackend::translate`] that needs only the core `c` (a
+    /// page-table level read costs `level_ps`): the first walk when the backend
     /// has one. `Ok`: the translation; `Err(walk_ps)`: the walk (of `walk_ps`) found the page
     /// not present, [`MemoryBackend::translate_after`] completes it; `Err(NOT_WALKED)`:
     /// nothing done (the default).
     #[inline]
-    fn walk_present(
-        &mut self,
-        _c: &mut Core,
-        _level_ps: u64,
-        _core: usize,
-        _addr: u64,
-        _write: bool,
-    ) -> Result<Fill, u64> {
+    fn walk_present(&mut self, _c: &mut Core, _level_ps: u64, _addr: u64, _write: bool) -> Result<Fill, u64> {
         Err(NOT_WALKED)
     }
     /// Complete a translation [`MemoryBackend::walk_present`] did not (see there); the
@@ -148,8 +141,8 @@ macro_rules! backends {
                 match self { $( Self::$variant(b) => b.translate(env, core, addr, write), )* }
             }
             #[inline]
-            fn walk_present(&mut self, c: &mut Core, level_ps: u64, core: usize, addr: u64, write: bool) -> Result<Fill, u64> {
-                match self { $( Self::$variant(b) => b.walk_present(c, level_ps, core, addr, write), )* }
+            fn walk_present(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
+                match self { $( Self::$variant(b) => b.walk_present(c, level_ps, addr, write), )* }
             }
             fn translate_after(&mut self, env: &mut Env, core: usize, addr: u64, write: bool, spent: u64) -> Translated {
                 match self { $( Self::$variant(b) => b.translate_after(env, core, addr, write, spent), )* }
