@@ -139,22 +139,16 @@ impl Heatmap {
     fn add_window(&mut self, w: &WindowTruth) {
         let mut row = vec![0u64; self.bin_start.len()];
         // The pages are sorted and so are the bins, which do not overlap (the mappings'
-        // pieces, none empty): a merge of the two lists, each bin summing the run of pages
-        // inside it (pages between bins belong to none).
+        // pieces, none empty): each bin sums the run of pages inside it, found by binary
+        // search in the pages after the previous bin's (pages between bins belong to none;
+        // the sum runs without a compare per page).
         debug_assert!(self.bin_start.is_sorted() && w.pages.is_sorted_by_key(|p| p.0));
-        let pages = &w.pages[..];
-        let mut p = 0;
+        let mut pages = &w.pages[..];
         for ((&start, &len), out) in self.bin_start.iter().zip(&self.bin_bytes).zip(row.iter_mut()) {
-            while p < pages.len() && page_addr(pages[p].0) < start {
-                p += 1;
-            }
-            let end = start + len;
-            let mut sum = 0u64;
-            while p < pages.len() && page_addr(pages[p].0) < end {
-                sum += pages[p].1 as u64;
-                p += 1;
-            }
-            *out = sum;
+            pages = &pages[pages.partition_point(|q| page_addr(q.0) < start)..];
+            let n = pages.partition_point(|q| page_addr(q.0) < start + len);
+            *out = pages[..n].iter().map(|q| q.1 as u64).sum();
+            pages = &pages[n..];
         }
         self.t_start_s.push(w.start_ns as f64 / 1e9);
         self.t_end_s.push(w.end_ns as f64 / 1e9);
