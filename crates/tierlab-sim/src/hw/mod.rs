@@ -176,6 +176,13 @@ pub struct Core {
 }
 
 impl Core {
+    /// No per-access hook is on (cache model, PEBS) and the inline L1 probe may be used:
+    /// [`Hardware::access`] may skip both tests (`PLAIN`).
+    #[inline]
+    pub fn is_plain(&self) -> bool {
+        !self.hooks && self.fast_l1
+    }
+
     /// The end of [`Hardware::miss_plain`]: cache the translation `f` of `addr` and complete
     /// the access; returns the clock after it.
     #[inline(always)]
@@ -457,9 +464,11 @@ impl Hardware {
     }
 
     /// Execute one access of `core`, counting it in the ground truth `gt` when `TRUTH`;
-    /// `mmu` resolves TLB misses. The hot path of the simulator.
+    /// `mmu` resolves TLB misses; returns the core's clock after it, ps. The hot path of the
+    /// simulator. `PLAIN`: the caller knows the core [`Core::is_plain`] (a run of accesses
+    /// tests it once: nothing on the access path changes it), and its two tests are skipped.
     #[inline(always)]
-    pub fn access<M: Mmu, const TRUTH: bool>(
+    pub fn access<M: Mmu, const TRUTH: bool, const PLAIN: bool>(
         &mut self,
         core: usize,
         a: Access,
@@ -468,6 +477,7 @@ impl Hardware {
     ) -> Result<u64> {
         let write = a.is_write();
         let c = &mut self.cores[core];
+        debug_assert!(!PLAIN || c.is_plain());
         if TRUTH {
             let vpn = tierlab_core::vpn(a.addr);
             if !gt.count_dense(vpn) {
@@ -478,7 +488,7 @@ impl Hardware {
         c.c.writes += write as u64;
         // The cache model (its state follows every access) and PEBS event counting:
         // decrement for the sampled kinds only (mask 0 = off).
-        let c = if c.hooks {
+        let c = if !PLAIN && c.hooks {
             c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
             if c.pebs_left == 0 {
                 self.pebs_record(core, a);
@@ -502,7 +512,7 @@ impl Hardware {
         // reported, TLBs do not cache or their geometry is not the usual one. A store to a clean entry falls through: the slow
         // path's lookup hits the same entry again, already the most recent of its set, so
         // LRU order does not change. A miss goes to the usual case's miss path when it holds.
-        if c.fast_l1 {
+        if PLAIN || c.fast_l1 {
             let Some(d) = c.tlb.lookup_l1_4k_usual(a.addr) else {
                 if c.tlb.plain_4k() {
                     return self.miss_plain(core, a.addr, write, mmu).map_err(|e| *e);

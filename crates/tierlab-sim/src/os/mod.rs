@@ -482,7 +482,7 @@ impl Machine {
     /// simulator.
     #[inline(always)]
     pub fn access(&mut self, core: usize, a: Access) -> Result<()> {
-        self.access_with::<true>(core, a).map(|_| ())
+        self.access_with::<true, false>(core, a).map(|_| ())
     }
 
     /// Have the host fetch the ground-truth counter of `addr` (an access soon to come).
@@ -494,8 +494,12 @@ impl Machine {
     /// [`Machine::access`], counted in the ground truth only when `TRUTH` (a run without
     /// ground truth, `report.ground_truth = false`); returns the core's clock after it, ps.
     #[inline(always)]
-    pub fn access_with<const TRUTH: bool>(&mut self, core: usize, a: Access) -> Result<u64> {
-        self.hw.access::<_, TRUTH>(core, a, &mut self.os, &mut self.truth)
+    pub fn access_with<const TRUTH: bool, const PLAIN: bool>(
+        &mut self,
+        core: usize,
+        a: Access,
+    ) -> Result<u64> {
+        self.hw.access::<_, TRUTH, PLAIN>(core, a, &mut self.os, &mut self.truth)
     }
 
     /// Close the ground-truth window `[start_ns, end_ns)` numbered `index` and return its
