@@ -587,8 +587,9 @@ impl PageTables {
     pub fn walk(&mut self, va: u64, write: bool, memo: &mut WalkMemo, psc: &mut Psc) -> Walk {
         let key = va >> LEVEL_SHIFT[Level::Pud as usize];
         let upper_dirty = write && self.dirty_upper_levels;
-        let ubits = if upper_dirty { A | D } else { A };
-        let leaf_bits = if write { A | D } else { A };
+        // The bits a walk sets on an upper entry and on a leaf (computed where used: the
+        // usual walk sets only the PMD entry's).
+        let ubits = |upper_dirty: bool| A | if upper_dirty { D } else { 0 };
         let start = psc.lookup(va);
         let lv = |l: Level| l as u8 - start as u8 + 1;
         let fault = |psc: &mut Psc, l: Level| {
@@ -596,7 +597,8 @@ impl PageTables {
             Walk { translation: Translation::NotPresent, levels: lv(l).max(1), start }
         };
         let memo_ok = memo.key == key && memo.epoch == self.epoch;
-        let pmd = if memo_ok && start >= Level::Pmd {
+        // The start level first (in a register; the memo is in memory).
+        let pmd = if start >= Level::Pmd && memo_ok {
             memo.pmd
         } else if memo_ok && start == Level::Pgd && memo.upper_set && (memo.dirty || !upper_dirty) {
             // The PGD and PUD entries are read; their bits are known set since the memo was
@@ -616,7 +618,7 @@ impl PageTables {
                 if *e & LEAF != 0 {
                     // A 1 GiB page (a PUD leaf): never cached in the PSCs, so a walk for it
                     // starts at the PUD at the deepest.
-                    *e |= leaf_bits;
+                    *e |= ubits(write);
                     let start = start.min(level);
                     let levels = level as u8 - start as u8 + 1;
                     return Walk {
@@ -626,7 +628,7 @@ impl PageTables {
                     };
                 }
                 if level >= start {
-                    *e |= ubits;
+                    *e |= ubits(upper_dirty);
                     psc.fill(va, level);
                 }
                 t = (*e & IDX) as usize;
@@ -646,7 +648,7 @@ impl PageTables {
             return fault(psc, Level::Pmd);
         }
         if *e & LEAF != 0 {
-            *e |= leaf_bits;
+            *e |= ubits(write);
             return Walk {
                 translation: Translation::Page2M { node: (*e & 0xff) as u8 },
                 levels: lv(Level::Pmd),
@@ -654,7 +656,7 @@ impl PageTables {
             };
         }
         if start <= Level::Pmd {
-            *e |= ubits;
+            *e |= ubits(upper_dirty);
             psc.fill(va, Level::Pmd);
         }
         let pt = if *e & BULK_E != 0 { self.pte_table(pmd, i).expect("bulk") } else { *e & IDX };

@@ -419,11 +419,7 @@ impl Psc {
     /// [`Level::Pgd`]. The deepest hit wins; a hit makes its entry the most recent.
     #[inline(always)]
     pub fn lookup(&mut self, va: u64) -> Level {
-        if !self.live {
-            self.c.misses += 1;
-            return Level::Pgd;
-        }
-        // Unrolled: the deepest cache first.
+        // Unrolled: the deepest cache first. (Empty caches miss: no test of `live` here.)
         let [pml4, pdpte, pde] = &mut self.caches;
         let (k, start) = if pde.lookup(tag(va, PDE)) {
             (PDE, Level::Pte)
