@@ -660,7 +660,11 @@ impl PageTables {
             psc.fill(va, Level::Pmd);
         }
         let pt = if *e & BULK_E != 0 { self.pte_table(pmd, i).expect("bulk") } else { *e & IDX };
-        let p = &mut self.ptes[pt as usize];
+        debug_assert!((pt as usize) < self.ptes.len());
+        // SAFETY: a present PMD entry that is neither a leaf nor a bulk entry holds the index
+        // of a PTE table (only `map_4k` and `pte_table` write one, from `alloc_pte`), and
+        // `ptes` never shrinks (freed tables are reused through `free_ptes`).
+        let p = unsafe { self.ptes.get_unchecked_mut(pt as usize) };
         let j = Level::Pte.index(va);
         if !bit(&p.present, j) {
             return fault(psc, Level::Pte);
