@@ -165,16 +165,18 @@ pub struct SetAssoc {
     pow2: bool,
     /// Tags and payloads by slot (`set * ways + way`), followed by [`SLACK`] unused slots.
     ///
-    /// The access path indexes these vectors, `order` and `stamps` without bounds checks
+    /// The access path indexes these vectors, `meta` and `stamps` without bounds checks
     /// (`get_unchecked`); every such index is proven in range where it is computed, from
     /// these invariants, set in [`SetAssoc::new`] (the vectors are never resized):
     /// `tags` and `data` have `sets * ways + SLACK` elements, `stamps` `sets * ways` (when
-    /// used), `order` `sets` (when used); a set number comes from [`SetAssoc::set_of`]
+    /// used), `meta` `sets` (when used); a set number comes from [`SetAssoc::set_of`]
     /// (below `sets`), a way number is below `ways` or is a nibble (below 16 = `SLACK`).
     tags: Vec<u64>,
     data: Vec<u8>,
-    /// Packed recency order per set (when `ways` is in `PACKED_WAYS`; else empty).
-    order: Vec<u64>,
+    /// Per set (when `ways` is in `PACKED_WAYS`; else empty): the packed recency order
+    /// and the fingerprints ([`Meta`]), side by side: an STLB miss reads the fingerprints
+    /// and its fill writes both, in one host cache line.
+    meta: Vec<Meta>,
     /// The shift of the last rank's nibble (`4 * (ways - 1)`) and the mask of the `ways`
     /// nibbles of a packed order (the nibbles above are always zero).
     last_shift: u32,
@@ -182,13 +184,23 @@ pub struct SetAssoc {
     /// Age stamps per way (when `ways` is outside `PACKED_WAYS`; else empty) and their clock.
     stamps: Vec<u64>,
     tick: u64,
-    /// Per set of 8 to 16 ways (else empty): byte `w` is the [`fingerprint`] of way `w`'s
-    /// tag, so that a lookup compares the full tags of the few ways whose fingerprint
-    /// matches (usually none on a miss) instead of every way. Only a valid way's byte is
-    /// meaningful (the full tag decides): an insert writes it, nothing else needs to.
-    fps: Vec<[u8; 16]>,
+    /// Sets of 8 to 16 ways keep fingerprints ([`Meta::fps`]).
+    has_fps: bool,
     /// The existing ways' bits of a [`bytes_equal`] mask (bits 0 .. `ways`).
     fp_ways: u32,
+}
+
+/// The per-set state of a packed-order array ([`SetAssoc::meta`]).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+struct Meta {
+    /// For sets of 8 to 16 ways: byte `w` is the [`fingerprint`] of way `w`'s tag, so that
+    /// a lookup compares the full tags of the few ways whose fingerprint matches (usually
+    /// none on a miss) instead of every way. Only a valid way's byte is meaningful (the full
+    /// tag decides): an insert writes it, nothing else needs to.
+    fps: [u8; 16],
+    /// Packed recency order: nibble `r` holds the way at rank `r`.
+    order: u64,
 }
 
 /// One byte of a tag's hash, kept per way by sets of 8 to 16 ways ([`SetAssoc`]).
@@ -324,8 +336,8 @@ impl SetAssoc {
             tags: vec![EMPTY; entries + SLACK],
             data: vec![0; entries + SLACK],
             // Way w at rank w: any order of empty ways will do.
-            order: if packed {
-                vec![(0..ways as u64).fold(0, |o, w| o | (w << (4 * w))); sets]
+            meta: if packed {
+                vec![Meta { fps: [0; 16], order: (0..ways as u64).fold(0, |o, w| o | (w << (4 * w))) }; sets]
             } else {
                 Vec::new()
             },
@@ -333,7 +345,7 @@ impl SetAssoc {
             last_shift: 4 * (ways.max(1) as u32 - 1),
             order_mask: if ways >= 16 { u64::MAX } else { (1u64 << (4 * ways)) - 1 },
             tick: 0,
-            fps: if (8..=16).contains(&ways) { vec![[0; 16]; sets] } else { Vec::new() },
+            has_fps: (8..=16).contains(&ways) && sets > 0,
             fp_ways: if (8..=16).contains(&ways) { (1u32 << ways) - 1 } else { 0 },
         }
     }
@@ -375,10 +387,10 @@ impl SetAssoc {
     /// most once in its set, so the first full match is the only one).
     #[inline(always)]
     fn way_by_fingerprint(&self, set: usize, tag: u64) -> Option<usize> {
-        debug_assert!(set < self.sets && !self.fps.is_empty());
+        debug_assert!(set < self.sets && self.has_fps);
         let base = set * self.ways;
-        // SAFETY: `set < sets`, the length of `fps` (an array with fingerprints).
-        let fps = unsafe { *self.fps.get_unchecked(set) };
+        // SAFETY: `set < sets`, the length of `meta` (an array with fingerprints).
+        let fps = unsafe { self.meta.get_unchecked(set).fps };
         let mut m = bytes_equal(fps, fingerprint(tag)) & self.fp_ways;
         while m != 0 {
             let w = m.trailing_zeros() as usize;
@@ -400,7 +412,7 @@ impl SetAssoc {
         // the ways whose fingerprint matches (a tag is cached at most once in its set, so
         // the first full match is the only one); wider ones scan.
         // Fingerprints exist exactly for arrays with sets of 8 to 16 ways (none without sets).
-        if self.fps.is_empty() {
+        if !self.has_fps {
             return self.find_in_order(tag);
         }
         let set = self.set_of(tag);
@@ -412,14 +424,14 @@ impl SetAssoc {
     #[inline]
     fn touch(&mut self, set: usize, w: usize) {
         debug_assert!(set < self.sets && w < self.ways);
-        if self.order.is_empty() {
+        if self.meta.is_empty() {
             self.tick += 1;
             // SAFETY: the caller's `set` and `w` come from `find` (`set < sets`, `w < ways`);
-            // `stamps` has `sets * ways` elements when `order` is empty.
+            // `stamps` has `sets * ways` elements when `meta` is empty.
             unsafe { *self.stamps.get_unchecked_mut(set * self.ways + w) = self.tick };
         } else {
-            // SAFETY: `set < sets` (from `find`); `order` has `sets` elements when not empty.
-            let o = unsafe { self.order.get_unchecked_mut(set) };
+            // SAFETY: `set < sets` (from `find`); `meta` has `sets` elements when not empty.
+            let o = unsafe { &mut self.meta.get_unchecked_mut(set).order };
             let r = rank_of(*o, w);
             if r != 0 {
                 *o = move_to_front(*o, r);
@@ -467,9 +479,9 @@ impl SetAssoc {
         }
         let set = self.set_of(tag);
         let base = set * self.ways;
-        let w = if self.order.is_empty() {
+        let w = if self.meta.is_empty() {
             // SAFETY: `set < sets`, so `base + ways <= sets * ways`, the length of `stamps`
-            // when `order` is empty.
+            // when `meta` is empty.
             let stamps = unsafe { self.stamps.get_unchecked_mut(base..base + self.ways) };
             self.tick += 1;
             if let Ok(s) = <&mut [u64; 4]>::try_from(&mut *stamps) {
@@ -485,13 +497,13 @@ impl SetAssoc {
         } else {
             // The way at the last rank moves to rank 0: every other nibble moves up one rank
             // (`move_to_front(o, ways - 1)`, nothing being above the last rank).
-            // SAFETY: `set < sets`, the length of `order` when not empty.
-            let o = unsafe { self.order.get_unchecked_mut(set) };
+            // SAFETY: `set < sets`, the length of `meta` when not empty.
+            let o = unsafe { &mut self.meta.get_unchecked_mut(set).order };
             let w = ((*o >> self.last_shift) & 0xf) as usize;
             debug_assert_eq!(*o & !self.order_mask, 0);
             *o = ((*o << 4) & self.order_mask) | w as u64;
-            if let Some(f) = self.fps.get_mut(set) {
-                f[w] = fingerprint(tag);
+            if self.has_fps {
+                self.meta[set].fps[w] = fingerprint(tag);
             }
             w
         };
@@ -508,13 +520,13 @@ impl SetAssoc {
     /// The usual L1 dTLB geometry: 4 ways (age stamps) and a power-of-two number of sets
     /// (at least one). The specialised paths of [`CoreTlb`] use it.
     fn is_4way_pow2(&self) -> bool {
-        self.ways == 4 && self.pow2 && self.sets > 0 && self.order.is_empty()
+        self.ways == 4 && self.pow2 && self.sets > 0 && self.meta.is_empty()
     }
 
     /// The usual STLB geometry: 8 to 16 ways (a packed order and fingerprints) and a
     /// power-of-two number of sets (at least one).
     fn is_fp_pow2(&self) -> bool {
-        (8..=16).contains(&self.ways) && self.pow2 && self.sets > 0 && !self.fps.is_empty()
+        (8..=16).contains(&self.ways) && self.pow2 && self.sets > 0 && self.has_fps
     }
 
     /// [`SetAssoc::insert`] for an array with [`SetAssoc::is_4way_pow2`] (the evicted tag
@@ -525,7 +537,7 @@ impl SetAssoc {
         let base = ((tag as usize) & self.mask) * 4;
         // SAFETY: the set `tag & mask` is below `sets` (`mask = sets - 1`, `sets` a power of
         // two) and `ways` is 4, so `base + 4 <= sets * ways`, the length of `stamps` (the
-        // array keeps stamps: `order` is empty).
+        // array keeps stamps: `meta` is empty).
         let s = unsafe { &mut *self.stamps.as_mut_ptr().add(base).cast::<[u64; 4]>() };
         self.tick += 1;
         let i = base + oldest_way::<4>(s);
@@ -561,14 +573,14 @@ impl SetAssoc {
     fn insert_fp_pow2(&mut self, tag: u64, data: u8) {
         debug_assert!(self.is_fp_pow2());
         let set = (tag as usize) & self.mask;
-        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `order` and of `fps` (both
-        // exist for 8 to 16 ways).
-        let o = unsafe { self.order.get_unchecked_mut(set) };
+        // SAFETY: `set < sets` (`mask = sets - 1`), the length of `meta` (it
+        // exists for 5 to 16 ways).
+        let o = unsafe { &mut self.meta.get_unchecked_mut(set).order };
         let w = ((*o >> self.last_shift) & 0xf) as usize;
         debug_assert_eq!(*o & !self.order_mask, 0);
         *o = ((*o << 4) & self.order_mask) | w as u64;
         // SAFETY: as above; `w` is a nibble, below 16.
-        unsafe { self.fps.get_unchecked_mut(set)[w & 0xf] = fingerprint(tag) };
+        unsafe { self.meta.get_unchecked_mut(set).fps[w & 0xf] = fingerprint(tag) };
         let i = set * self.ways + w;
         // SAFETY: `set < sets` and `w < 16 = SLACK`: `i < sets * ways + SLACK`, the length
         // of `tags` and `data`.
@@ -595,11 +607,11 @@ impl SetAssoc {
     fn clear_way(&mut self, set: usize, w: usize) {
         let i = set * self.ways + w;
         self.tags[i] = EMPTY;
-        if self.order.is_empty() {
+        if self.meta.is_empty() {
             self.stamps[i] = 0;
         } else {
-            let o = self.order[set];
-            self.order[set] = move_to_back(o, rank_of(o, w), self.ways);
+            let o = self.meta[set].order;
+            self.meta[set].order = move_to_back(o, rank_of(o, w), self.ways);
         }
     }
 
