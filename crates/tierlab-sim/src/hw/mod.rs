@@ -190,7 +190,7 @@ impl Core {
         let data = f.node | if f.dirty { tlb::DIRTY } else { 0 };
         if f.size == PageSize::Base4K {
             self.tlb.fill_4k_plain(addr, data);
-            self.complete_4k(addr, f.node, f.dirty, f.walk_ps);
+            self.complete_4k(f.node, f.walk_ps);
         } else {
             self.tlb.fill(addr, f.size, data);
             self.complete(addr, f.node, f.size, f.dirty, f.walk_ps, true);
@@ -215,17 +215,17 @@ impl Core {
         }
     }
 
-    /// [`Core::complete`] of a translated 4 KiB page, remembered for the same-page fast path.
+    /// [`Core::complete`] of a 4 KiB page after an L1 miss ([`Hardware::miss_plain`]): the
+    /// page is not remembered for the same-page fast path, only the last one forgotten (one
+    /// store, not four: a run of misses, the case here, never takes that path; a next
+    /// access to the page hits the L1 and is remembered then).
     #[inline(always)]
-    fn complete_4k(&mut self, addr: u64, node: u8, dirty: bool, extra: u64) {
+    fn complete_4k(&mut self, node: u8, extra: u64) {
         let t = self.cost_to[(node & tlb::NODE) as usize] + extra;
         self.clock_ps = self.clock_ps.saturating_add(t);
         self.c.access_ps += t;
         self.c.node_acc[(node & tlb::NODE) as usize] += 1;
-        self.last_mask = !(PageSize::Base4K.bytes() - 1);
-        self.last_base = addr & self.last_mask;
-        self.last_node = node;
-        self.last_dirty = dirty;
+        self.last_base = u64::MAX;
     }
 
     /// Forget the same-page fast path's page (its translation may be gone).
@@ -623,7 +623,7 @@ impl Hardware {
             }
             // SAFETY: `core` was checked at the top and the cores never change.
             let c = unsafe { self.cores.get_unchecked_mut(core) };
-            c.complete_4k(addr, node, write || d & tlb::DIRTY != 0, extra);
+            c.complete_4k(node, extra);
             return Ok(c.clock_ps);
         }
         c.c.tlb_misses += 1;
