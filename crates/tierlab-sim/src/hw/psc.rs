@@ -154,6 +154,9 @@ const BUCKETS: usize = 1024;
 struct Lru {
     sets: usize,
     ways: usize,
+    /// `sets == 1`: fully associative (the default geometry), the insert a walk's fill
+    /// takes after one byte test.
+    fa: bool,
     /// The arrays, in one allocation (a walk's lookups and inserts load one base address).
     s: Box<LruStore>,
     /// A tag at the head (most recent) of its set, or [`EMPTY`]: the last tag looked up
@@ -186,6 +189,7 @@ impl Lru {
         let mut l = Lru {
             sets,
             ways,
+            fa: sets == 1,
             s: Box::new(LruStore {
                 tags: [EMPTY; MAX_ENTRIES],
                 links: [[0; 2]; MAX_ENTRIES],
@@ -235,6 +239,15 @@ impl Lru {
         if self.s.tags[h & SLOT] == tag {
             return Some(h);
         }
+        self.scan(tag)
+    }
+
+    /// [`Lru::slot`] past its filter and hint: compare the ways of the set. Out of line: a
+    /// walk's lookup keeps its registers (the scan inlined, the usual miss path saved and
+    /// restored five values around it).
+    #[cold]
+    #[inline(never)]
+    fn scan(&self, tag: u64) -> Option<usize> {
         let base = if self.sets == 1 { 0 } else { self.set_of(tag) * self.ways };
         self.s.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
     }
@@ -449,7 +462,7 @@ impl Psc {
         };
         let a = &mut self.caches[k];
         // The walk fills only levels below its deepest hit, so the entry is never cached.
-        if a.sets == 1 {
+        if a.fa {
             // Fully associative, the default geometry: tested first.
             a.insert_fa(tag(va, k));
         } else if a.is_disabled() {
