@@ -407,6 +407,22 @@ impl PageTables {
     /// Map one 4 KiB page at `va` on `node`. Returns false if it was already present.
     pub fn map_4k(&mut self, va: u64, node: u8) -> bool {
         let pmd = self.pmd_table(va, true).expect("4 KiB page inside a 1 GiB mapping");
+        self.map_4k_in(pmd, va, node)
+    }
+
+    /// [`PageTables::map_4k`] after a walk for `va` that faulted (the page fault's mapping):
+    /// the walk's `memo` names the PMD table when the walk reached it (a fault at the PTE
+    /// or PMD level), and the upper levels need not be walked again.
+    pub fn map_4k_after_walk(&mut self, memo: &WalkMemo, va: u64, node: u8) -> bool {
+        if memo.key == va >> LEVEL_SHIFT[Level::Pud as usize] && memo.epoch == self.epoch {
+            self.map_4k_in(memo.pmd, va, node)
+        } else {
+            self.map_4k(va, node)
+        }
+    }
+
+    /// [`PageTables::map_4k`] in PMD table `pmd` (the one covering `va`).
+    fn map_4k_in(&mut self, pmd: u32, va: u64, node: u8) -> bool {
         let i = Level::Pmd.index(va);
         let e = self.uppers[pmd as usize].e[i];
         assert!(e & LEAF == 0, "4 KiB page inside a 2 MiB mapping");
@@ -416,6 +432,8 @@ impl PageTables {
             u.e[i] = P | idx;
             u.used += 1;
             idx
+        } else if e & BULK_E == 0 {
+            e & IDX
         } else {
             self.pte_table(pmd, i).expect("pte table")
         };
@@ -1083,6 +1101,34 @@ mod tests {
         assert!(!pt.test_accessed(va, Level::Pud));
         pt.walk(va + 4096, false, &mut memo, &mut psc);
         assert!(pt.test_accessed(va, Level::Pud), "walk under a cached path must re-set PUD");
+    }
+
+    #[test]
+    fn a_fault_maps_through_the_walks_memo_only_while_it_holds() {
+        let mut pt = PageTables::new();
+        let va = 0x4000_0000;
+        pt.map_4k(va, 0);
+        let mut memo = WalkMemo::EMPTY;
+        let mut psc = no_psc();
+        // A walk that faults at the PTE level leaves the memo naming the PMD table.
+        let w = pt.walk(va + 4096, false, &mut memo, &mut psc);
+        assert_eq!(w.translation, Translation::NotPresent);
+        assert!(pt.map_4k_after_walk(&memo, va + 4096, 2));
+        assert_eq!(
+            pt.walk(va + 4096, false, &mut memo, &mut psc).translation,
+            Translation::Page4K { node: 2 }
+        );
+        // In another 2 MiB of the same gigabyte: a new PTE table under the memo's PMD table.
+        assert!(pt.map_4k_after_walk(&memo, va + (2 << 20), 1));
+        assert_eq!(pt.node_of(va + (2 << 20)), Some(1));
+        // A memo of another gigabyte, or one outdated by an unmap, is not used.
+        assert!(pt.map_4k_after_walk(&memo, 0x8000_0000, 3));
+        assert_eq!(pt.node_of(0x8000_0000), Some(3));
+        pt.unmap_range(va, va + (1 << 30), &mut |_, _| {});
+        assert!(pt.map_4k_after_walk(&memo, va, 1));
+        assert_eq!(pt.node_of(va), Some(1));
+        assert_eq!(pt.node_of(va + 4096), None);
+        assert!(!pt.map_4k_after_walk(&memo, va, 1), "already present");
     }
 
     #[test]

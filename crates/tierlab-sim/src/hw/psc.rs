@@ -343,6 +343,7 @@ impl Lru {
     }
 
     /// Drop `tag` if cached (its way becomes the least recent, empty).
+    #[inline(always)]
     fn invalidate(&mut self, tag: u64) {
         if self.sets == 0 {
             return;

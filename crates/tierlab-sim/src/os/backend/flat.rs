@@ -77,7 +77,7 @@ impl Flat {
         } else if size == PageSize::Huge1G {
             self.pt.map_1g(base, node);
         } else {
-            self.pt.map_4k(base, node);
+            self.pt.map_4k_after_walk(&env.hw.cores[core].walk_memo, base, node);
         }
         // A page reclaimed to swap is read back (a major fault).
         let cost = cost + env.mem.swap.refault(base, size.base_pages());
