@@ -280,8 +280,16 @@ const _: () = assert!(std::mem::size_of::<Translated>() == 16);
 pub trait Mmu {
     /// A TLB miss of `core` at `addr`: walk the page tables (setting the Accessed/Dirty bits
     /// the walker sets), taking a page fault when the page is not present; return the
-    /// translation to cache. An access outside every mapping is an error.
-    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated;
+    /// translation to cache. An access outside every mapping is an error. Provided: the two
+    /// parts below, one after the other.
+    #[inline(always)]
+    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
+        let level_ps = hw.walk_level_ps;
+        match self.walk_first(&mut hw.cores[core], level_ps, addr, write) {
+            Ok(f) => Ok(f),
+            Err(spent) => self.translate_after(hw, core, addr, write, spent),
+        }
+    }
     /// The same in two parts, the first with only the core `c` (a page-table level read
     /// costs `level_ps`): `Ok` is the translation; `Err(spent)` (the walk's ps so
     /// far, or [`crate::os::backend::NOT_WALKED`]) asks for [`Mmu::translate_after`]. The

@@ -362,15 +362,6 @@ fn split<'a>(os: &'a mut Os, hw: &'a mut Hardware) -> (&'a mut Backend, Env<'a>)
 }
 
 impl Mmu for Os {
-    #[inline(always)]
-    fn translate(&mut self, hw: &mut Hardware, core: usize, addr: u64, write: bool) -> Translated {
-        let level_ps = hw.walk_level_ps;
-        match self.walk_first(&mut hw.cores[core], level_ps, addr, write) {
-            Ok(f) => Ok(f),
-            Err(spent) => self.translate_after(hw, core, addr, write, spent),
-        }
-    }
-
     /// The first walk, unless NUMA hint faults are on (every walk goes to the scanner's
     /// check, in [`Mmu::translate_after`]).
     #[inline(always)]
