@@ -19,10 +19,14 @@
 
 use serde::{Deserialize, Serialize};
 
+// `#[params]` names this crate by its path, inside it too.
+extern crate self as tierlab_core;
+
 #[cfg(feature = "parquet")]
 pub mod recording;
 
 pub mod page;
+pub mod param;
 pub mod plan;
 pub mod schema;
 

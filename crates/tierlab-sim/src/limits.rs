@@ -12,6 +12,8 @@
 //!
 //! `docs/scenarios.md` ("Ranges") lists the same table; a test keeps the two in step.
 
+use tierlab_core::param::{Declared, FieldSpec, Shape};
+
 /// One range rule.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
@@ -216,9 +218,95 @@ pub fn rule_for(path: &str) -> Option<&'static Rule> {
 /// A number out of range: (dotted path with indices, message).
 pub type Violation = (String, String);
 
-/// Check every number of `value` (a scenario as TOML, defaults included).
+/// Check every number of `value` (a scenario as TOML, defaults included) against the range
+/// its field declares (`#[param(range = ...)]`); a field of a struct not declared yet falls
+/// back to [`RULES`].
 pub fn check(value: &toml::Value) -> Result<(), Violation> {
-    walk(value, &mut String::new(), &mut String::new())
+    let toml::Value::Table(t) = value else { return Ok(()) };
+    check_table(t, &<crate::scenario::Scenario as Declared>::fields(), &mut String::new(), &mut String::new())
+}
+
+/// Check the numbers of the table `t` whose keys are `fields`.
+pub fn check_table(
+    t: &toml::Table,
+    fields: &[&'static FieldSpec],
+    path: &mut String,
+    bare: &mut String,
+) -> Result<(), Violation> {
+    for (k, x) in t {
+        let (p0, b0) = (path.len(), bare.len());
+        *path = join(path, k);
+        *bare = join(bare, k);
+        match tierlab_core::param::find(fields.to_vec(), k) {
+            Some(f) => check_value(x, (f.shape)(), f, path, bare)?,
+            // `kind` of a tagged table; a key of a struct not declared yet.
+            None => walk(x, path, bare)?,
+        }
+        path.truncate(p0);
+        bare.truncate(b0);
+    }
+    Ok(())
+}
+
+fn check_value(
+    v: &toml::Value,
+    shape: Shape,
+    f: &'static FieldSpec,
+    path: &mut String,
+    bare: &mut String,
+) -> Result<(), Violation> {
+    match (shape, v) {
+        (Shape::Table(fields), toml::Value::Table(t)) => check_table(t, &fields(), path, bare),
+        (Shape::Tagged { fields, .. }, toml::Value::Table(t)) => {
+            match t.get("kind").and_then(|k| k.as_str()).and_then(fields) {
+                Some(fs) => check_table(t, &fs, path, bare),
+                None => Ok(()),
+            }
+        }
+        (Shape::List(inner), toml::Value::Array(a)) => {
+            for (i, x) in a.iter().enumerate() {
+                let p0 = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_value(x, inner(), f, path, bare)?;
+                path.truncate(p0);
+            }
+            Ok(())
+        }
+        (Shape::Optional(inner), _) => check_value(v, inner(), f, path, bare),
+        (Shape::Map(inner), toml::Value::Table(t)) => {
+            for (k, x) in t {
+                let p0 = path.len();
+                *path = join(path, k);
+                check_value(x, inner(), f, path, bare)?;
+                path.truncate(p0);
+            }
+            Ok(())
+        }
+        (Shape::Int | Shape::Float, toml::Value::Integer(i)) => {
+            check_declared(*i as f64, true, f, path, bare)
+        }
+        (Shape::Int, toml::Value::Float(x)) => {
+            Err((path.to_string(), format!("{x} must be an integer ({})", f.unit_or("count"))))
+        }
+        (Shape::Float, toml::Value::Float(x)) => check_declared(*x, false, f, path, bare),
+        (Shape::Any, _) => walk(v, path, bare),
+        // Strings, booleans, sizes and durations (bounded where parsed).
+        _ => Ok(()),
+    }
+}
+
+fn check_declared(x: f64, is_int: bool, f: &FieldSpec, path: &str, bare: &str) -> Result<(), Violation> {
+    let Some(range) = f.range else {
+        return check_number(x, is_int, path, bare);
+    };
+    if !x.is_finite() {
+        return Err((path.to_string(), format!("{x} is not a finite number")));
+    }
+    if !range.contains(x) {
+        let unit = if f.unit.is_empty() { String::new() } else { format!(" ({})", f.unit) };
+        return Err((path.to_string(), format!("{} is out of range: must be in {range}{unit}", fmt(x))));
+    }
+    Ok(())
 }
 
 /// Every number of `value` that no rule covers, as `(path, value)` (for the test that keeps
@@ -416,7 +504,7 @@ mod tests {
         let e = check(&table("[machine.tlb]\nl1_4k_entries = 65536\nl1_4k_ways = 65536\n")).unwrap_err();
         assert_eq!(e.0, "machine.tlb.l1_4k_ways");
         assert!(e.1.contains("must be in [1, 256]"), "{}", e.1);
-        let e = check(&table("[workload]\nthreads = 2.5\n")).unwrap_err();
+        let e = check(&table("[workload]\nkind = \"uniform\"\nthreads = 2.5\n")).unwrap_err();
         assert!(e.1.contains("integer"), "{}", e.1);
         check(&table("seed = 7\n[machine.cost]\nfault_ns = 1000.0\n")).unwrap();
     }

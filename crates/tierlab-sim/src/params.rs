@@ -20,20 +20,37 @@ use std::fmt;
 
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::{Declared, Default as DefaultText, FieldSpec, ParamType, Provenance, Shape};
 
 /// Declare a kind's registry. See the module docs.
 ///
 /// ```ignore
 /// registry! {
 ///     /// A telemetry technique's configuration.
-///     pub enum TelemetryConfig: TelemetryParams {
+///     pub enum TelemetryConfig: Technique, shared TelemetryShared {
 ///         "damon" => Damon(damon::DamonParams),
 ///         "telescope" => Telescope(telescope::TelescopeParams),
 ///     }
 /// }
 /// ```
+///
+/// With `shared S`, each implementation's parameters `P` are read as `With<S, P>` (the
+/// shared keys and its own from one table); without it, as `P`.
 #[macro_export]
 macro_rules! registry {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident : $tr:path, shared $shared:ty {
+            $( $(#[$attr:meta])* $kind:literal => $variant:ident ( $params:ty ) ),* $(,)?
+        }
+    ) => {
+        $crate::registry! {
+            $(#[$meta])*
+            $vis enum $name : $tr {
+                $( $(#[$attr])* $kind => $variant ( $crate::params::With<$shared, $params> ) ),*
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident : $tr:path {
@@ -63,9 +80,33 @@ macro_rules! registry {
                 $( $(#[$attr])* v.push($kind); )*
                 v
             }
+            /// The declared fields of the implementation registered as `kind` (shared ones
+            /// first); None when no implementation has that name.
+            pub fn fields_of_kind(kind: &str) -> Option<Vec<&'static tierlab_core::param::FieldSpec>> {
+                $( $(#[$attr])* if kind == $kind {
+                    return Some(<$params as tierlab_core::param::Declared>::fields());
+                } )*
+                None
+            }
+        }
+        impl tierlab_core::param::ParamType for $name {
+            fn shape() -> tierlab_core::param::Shape {
+                tierlab_core::param::Shape::Tagged { kinds: $name::kinds, fields: $name::fields_of_kind }
+            }
         }
     };
 }
+
+/// A parameter struct that can be part of a [`With`]: its fields are declared
+/// ([`tierlab_core::param::params`]), so it names the keys it reads.
+pub trait Params: Declared + Serialize + DeserializeOwned + Clone + fmt::Debug {
+    /// The keys it reads.
+    fn keys() -> Vec<&'static str> {
+        tierlab_core::param::expand(Self::fields()).iter().map(|f| f.name).collect()
+    }
+}
+
+impl<T: Declared + Serialize + DeserializeOwned + Clone + fmt::Debug> Params for T {}
 
 /// Field names of a struct, read from its `Deserialize` implementation (which tells the
 /// deserializer the fields it expects).
@@ -109,18 +150,65 @@ pub fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     p.0.get()
 }
 
-/// A parameter struct that can be part of a [`With`]: it names its fields.
-pub trait Params: Serialize + DeserializeOwned + Clone + fmt::Debug {
-    /// The keys it reads.
-    fn fields() -> Vec<&'static str> {
-        fields_of::<Self>().to_vec()
-    }
+/// Declare structs whose fields are not yet declared with `#[params]`: their keys are read
+/// from `Deserialize`, nothing else is known of them (a transition; every parameter struct
+/// is to be declared).
+#[macro_export]
+macro_rules! legacy_params {
+    ($($t:ty),* $(,)?) => {
+        $(impl tierlab_core::param::Declared for $t {
+            fn fields() -> Vec<&'static tierlab_core::param::FieldSpec> {
+                $crate::params::legacy_fields::<$t>()
+            }
+        }
+        impl tierlab_core::param::ParamType for $t {
+            fn shape() -> tierlab_core::param::Shape {
+                tierlab_core::param::Shape::Table(<$t as tierlab_core::param::Declared>::fields)
+            }
+        })*
+    };
+}
+
+/// The fields of a struct not declared with `#[params]` (see [`legacy_params!`]).
+pub fn legacy_fields<T: for<'de> Deserialize<'de> + 'static>() -> Vec<&'static FieldSpec> {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MADE: OnceLock<Mutex<HashMap<TypeId, Vec<&'static FieldSpec>>>> = OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry(TypeId::of::<T>())
+        .or_insert_with(|| {
+            fields_of::<T>()
+                .iter()
+                .map(|&name| {
+                    &*Box::leak(Box::new(FieldSpec {
+                        name,
+                        rust_type: "",
+                        doc: "",
+                        unit: "",
+                        range: None,
+                        provenance: Provenance::Unstated,
+                        default: DefaultText::Text(None),
+                        shape: || Shape::Any,
+                        flatten: false,
+                    }))
+                })
+                .collect()
+        })
+        .clone()
 }
 
 /// An implementation's defaults for its kind's shared parameters `S`.
 pub trait SharedDefaults<S> {
     /// The shared parameters as this implementation has them by default.
     fn shared_defaults() -> S;
+    /// Where this implementation's default of the shared field `field` comes from, when it
+    /// is not what the shared struct declares (DAMON's intervals are the kernel's,
+    /// Telescope's the paper's).
+    fn shared_provenance(_field: &str) -> Option<Provenance> {
+        None
+    }
 }
 
 /// An implementation's parameters: the kind's shared ones and its own, read from one table.
@@ -148,13 +236,54 @@ where
     fn shared_defaults() -> T {
         P::shared_defaults()
     }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        P::shared_provenance(field)
+    }
 }
 
-impl<S: Params, P: Params + SharedDefaults<S>> Params for With<S, P> {
-    fn fields() -> Vec<&'static str> {
-        let mut f = S::fields();
+impl<S: Params + 'static, P: Params + SharedDefaults<S> + 'static> Declared for With<S, P> {
+    /// The shared fields with this implementation's defaults and their provenance, then its
+    /// own. (Made once per implementation and kept for the process's life.)
+    fn fields() -> Vec<&'static FieldSpec> {
+        use std::any::TypeId;
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        // One map for every implementation (a static of a generic function is shared); the
+        // fields are made outside the lock (a nested `With` takes it too).
+        static MADE: OnceLock<Mutex<HashMap<TypeId, Vec<&'static FieldSpec>>>> = OnceLock::new();
+        let made = MADE.get_or_init(Default::default);
+        let key = TypeId::of::<Self>();
+        if let Some(f) = made.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return f.clone();
+        }
+        let defaults = match toml::Value::try_from(P::shared_defaults()) {
+            Ok(toml::Value::Table(t)) => t,
+            _ => toml::Table::new(),
+        };
+        let mut f: Vec<&'static FieldSpec> = S::fields()
+            .into_iter()
+            .map(|spec| {
+                let mut own = *spec;
+                if !spec.required() || defaults.contains_key(spec.name) {
+                    let text = defaults
+                        .get(spec.name)
+                        .map(|v| tierlab_core::param::default_text(v).unwrap_or_else(|| v.to_string()));
+                    own.default = DefaultText::Text(text.map(|t| &*Box::leak(t.into_boxed_str())));
+                }
+                if let Some(p) = P::shared_provenance(spec.name) {
+                    own.provenance = p;
+                }
+                &*Box::leak(Box::new(own))
+            })
+            .collect();
         f.extend(P::fields());
-        f
+        made.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(f).clone()
+    }
+}
+
+impl<S: Params + 'static, P: Params + SharedDefaults<S> + 'static> ParamType for With<S, P> {
+    fn shape() -> Shape {
+        Shape::Table(<Self as Declared>::fields)
     }
 }
 
@@ -173,7 +302,7 @@ impl<'de, S: Params, P: Params + SharedDefaults<S>> Deserialize<'de> for With<S,
                 f.write_str("a table of parameters")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let (sf, pf) = (S::fields(), P::fields());
+                let (sf, pf) = (S::keys(), P::keys());
                 let mut shared = match toml::Value::try_from(P::shared_defaults()) {
                     Ok(toml::Value::Table(t)) => t,
                     _ => toml::Table::new(),
@@ -201,29 +330,34 @@ impl<'de, S: Params, P: Params + SharedDefaults<S>> Deserialize<'de> for With<S,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tierlab_core::param::params;
 
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
+    /// Shared parameters.
+    #[params]
+    #[derive(Clone, Debug, PartialEq)]
     struct Shared {
-        #[serde(default)]
+        /// Label.
+        #[param(default)]
         name: Option<String>,
+        /// Rate, MB/s.
+        #[param(required, range = "(0, 1e9]", unit = "MB/s", assumed = "each implementation's")]
         rate: f64,
     }
-    impl Params for Shared {}
 
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
+    /// Own parameters.
+    #[params]
+    #[derive(Clone, Debug, PartialEq)]
     struct Own {
-        #[serde(default = "d_thr")]
+        /// Threshold.
+        #[param(default = 3, range = "[0, 100]", setting)]
         threshold: u32,
     }
-    fn d_thr() -> u32 {
-        3
-    }
-    impl Params for Own {}
     impl SharedDefaults<Shared> for Own {
         fn shared_defaults() -> Shared {
             Shared { name: None, rate: 2048.0 }
+        }
+        fn shared_provenance(field: &str) -> Option<Provenance> {
+            (field == "rate").then_some(Provenance::Sourced("the Own paper"))
         }
     }
 
@@ -248,8 +382,13 @@ mod tests {
     }
 
     #[test]
-    fn fields_are_read_from_deserialize() {
-        assert_eq!(fields_of::<Own>(), &["threshold"]);
-        assert_eq!(<With<Shared, Own>>::fields(), vec!["name", "rate", "threshold"]);
+    fn composed_fields_carry_the_implementations_defaults_and_provenance() {
+        assert_eq!(<With<Shared, Own>>::keys(), vec!["name", "rate", "threshold"]);
+        let f = <With<Shared, Own> as Declared>::fields();
+        assert_eq!(f[1].default_text().as_deref(), Some("2048.0"));
+        assert_eq!(f[1].provenance, Provenance::Sourced("the Own paper"));
+        assert!(Shared::fields()[1].required(), "the shared struct alone has no default");
+        assert_eq!(f[2].default_text().as_deref(), Some("3"));
+        assert_eq!(f[0].default_text(), None);
     }
 }

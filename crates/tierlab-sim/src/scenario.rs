@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use crate::error::{Location, Result, SimError};
 use crate::os::MachineConfig;
@@ -16,103 +16,113 @@ use crate::units::Duration;
 use crate::workload::{BuildCtx, WorkloadConfig};
 
 /// A whole scenario.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct Scenario {
     /// Name shown in reports.
-    #[serde(default)]
+    #[param(default)]
     pub name: String,
     /// One line saying what it shows.
-    #[serde(default)]
+    #[param(default)]
     pub description: String,
     /// The one seed every random choice flows from.
-    #[serde(default = "d_seed")]
+    #[param(default = 1, range = "[0, 9.223372036854776e18]", setting)]
     pub seed: u64,
     /// Simulated run length; when absent, the workload's natural length (masim: the sum of
     /// its phases times `repeat`) or until every thread finishes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Duration>,
     /// Length of a ground-truth/statistics window.
-    #[serde(default = "d_window")]
+    #[param(default = Duration(1_000_000_000))]
     pub window: Duration,
     /// Interleaving quantum of multi-core runs: cores advance in lockstep steps this long.
-    #[serde(default = "d_quantum")]
+    #[param(default = Duration(10_000))]
     pub quantum: Duration,
     /// The machine.
-    #[serde(default)]
+    #[param(default)]
     pub machine: MachineConfig,
     /// The workload.
+    #[param(required)]
     pub workload: WorkloadConfig,
     /// Telemetry observers (`[[telemetry]]` tables; `kind` = pte-scan, damon, telescope,
     /// pebs). `tierlab run` runs them all on one machine; `tierlab telemetry` runs each on a
     /// machine of its own.
-    #[serde(default)]
+    #[param(default)]
     pub telemetry: Vec<crate::agents::telemetry::TelemetryConfig>,
     /// How telemetry is scored against ground truth.
-    #[serde(default)]
+    #[param(default)]
     pub scoring: crate::scoring::ScoringConfig,
     /// Memory-management policies (`[[policies]]` tables; `kind` = fifo, lru, lru-exact,
     /// clock, cmcp: the page-replacement policy of the hierarchical memory mode, which
     /// `[machine.hmem]` turns on; at most one).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<crate::os::replacement::PolicyConfig>,
     /// Page placement policy (`[placement]`, `kind` = first-touch, interleave,
     /// profile-guided; see `placement`); absent = the machine's `placement` rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::agents::placement::PlacementConfig>,
     /// Tiering policy (`[tiering]`, `kind` = hottest-first, hemem, memtis, numa-tiering;
     /// see `tiering`): promotion to the fast node and demotion, following the telemetry
     /// technique named by `telemetry`; absent = pages stay where they were placed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tiering: Option<crate::agents::tiering::TieringConfig>,
     /// Report options.
-    #[serde(default)]
+    #[param(default)]
     pub report: ReportConfig,
     /// Stages (`[[stages]]`): the run as several simulations in order, each with its own
     /// overrides, a stage's output (placement plan, stats) the input of a later one (see
     /// `driver::stages`). Empty: one stage (or the stages a policy asks for).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageConfig>,
     /// Sweep points: each runs the scenario with its overrides applied (e.g. one point per
     /// footprint). Empty: the scenario runs as it is.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<SweepPoint>,
 }
 
 /// One `[[stages]]` entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StageConfig {
     /// Name (unique; `input` of a later stage refers to it).
+    #[param(required)]
     pub name: String,
     /// Overrides (`key=value`, as `--set` takes them) applied to the scenario for this stage.
-    #[serde(default)]
+    #[param(default)]
     pub set: Vec<String>,
     /// The stage whose output (placement plan, stats) this one takes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
 }
 
 /// One point of a sweep.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct SweepPoint {
     /// Label in tables and plots (`1GB`, `cores=8`).
+    #[param(required)]
     pub label: String,
     /// Overrides (`key=value`, as `--set` takes them) applied for this point.
-    #[serde(default)]
+    #[param(default)]
     pub set: Vec<String>,
 }
 
 /// Options of the built-in reports.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct ReportConfig {
     /// Address bins of the access heatmap (split among mappings by size, at least one each).
-    #[serde(default = "d_bins")]
+    #[param(default = 128, range = "[1, 100000]", unit = "bins", setting)]
     pub heatmap_bins: usize,
     /// What the sweep points are called in reports and JSON (`footprints`, `cores`, ...).
-    #[serde(default = "d_sweep_name")]
+    #[param(default = "points".into())]
     pub sweep_name: String,
     /// Count every access of the workload per page and window (exact ground truth; default
     /// true). `false` counts nothing per page: the run then has no heatmap, no
@@ -120,35 +130,8 @@ pub struct ReportConfig {
     /// and no `run.ground_truth_accesses`, and its telemetry can be scored only by the
     /// declared rule. Nothing simulated depends on it (agents never see ground truth): for
     /// runs that only time the application, such as `tierlab telemetry`'s baseline runs.
-    #[serde(default = "d_true")]
+    #[param(default = true)]
     pub ground_truth: bool,
-}
-
-fn d_true() -> bool {
-    true
-}
-
-fn d_sweep_name() -> String {
-    "points".into()
-}
-
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig { heatmap_bins: d_bins(), sweep_name: d_sweep_name(), ground_truth: true }
-    }
-}
-
-fn d_seed() -> u64 {
-    1
-}
-fn d_window() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_quantum() -> Duration {
-    Duration(10_000)
-}
-fn d_bins() -> usize {
-    128
 }
 
 /// Where a scenario's text came from.

@@ -18,6 +18,18 @@ pub const MAX_SIZE: u64 = 1 << 60;
 /// duration fits with room for the costs charged after it.
 pub const MAX_DURATION_NS: u64 = 1_000_000_000_000_000;
 
+impl tierlab_core::param::ParamType for ByteSize {
+    fn shape() -> tierlab_core::param::Shape {
+        tierlab_core::param::Shape::Text
+    }
+}
+
+impl tierlab_core::param::ParamType for Duration {
+    fn shape() -> tierlab_core::param::Shape {
+        tierlab_core::param::Shape::Text
+    }
+}
+
 /// A size in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);

@@ -1293,3 +1293,5 @@ mod tests {
         assert!(m.access(0, Access::read(a)).is_err());
     }
 }
+
+crate::legacy_params!(MachineConfig);

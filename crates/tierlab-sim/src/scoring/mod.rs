@@ -316,3 +316,5 @@ mod tests {
         assert_eq!(s.truth, vec![4]);
     }
 }
+
+crate::legacy_params!(ScoringConfig);

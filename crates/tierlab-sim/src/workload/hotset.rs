@@ -373,7 +373,7 @@ impl Workload for Hotset {
 /// `HotsetParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type HotsetConfig = crate::params::With<WorkloadShared, HotsetParams>;
 
-impl crate::params::Params for HotsetParams {}
+crate::legacy_params!(HotsetParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for HotsetParams {
     fn shared_defaults() -> WorkloadShared {

@@ -434,7 +434,7 @@ impl Workload for Kv {
 /// `KvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type KvConfig = crate::params::With<WorkloadShared, KvParams>;
 
-impl crate::params::Params for KvParams {}
+crate::legacy_params!(KvParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for KvParams {
     fn shared_defaults() -> WorkloadShared {

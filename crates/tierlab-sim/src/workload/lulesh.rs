@@ -392,7 +392,7 @@ impl Workload for Lulesh {
 /// `LuleshParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type LuleshConfig = crate::params::With<WorkloadShared, LuleshParams>;
 
-impl crate::params::Params for LuleshParams {}
+crate::legacy_params!(LuleshParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for LuleshParams {
     fn shared_defaults() -> WorkloadShared {

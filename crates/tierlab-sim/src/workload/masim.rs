@@ -494,7 +494,7 @@ impl Workload for Masim {
 /// `MasimParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type MasimWorkloadConfig = crate::params::With<WorkloadShared, MasimParams>;
 
-impl crate::params::Params for MasimParams {}
+crate::legacy_params!(MasimParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for MasimParams {
     fn shared_defaults() -> WorkloadShared {

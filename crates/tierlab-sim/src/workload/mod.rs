@@ -132,7 +132,7 @@ fn d_threads() -> usize {
     1
 }
 
-impl crate::params::Params for WorkloadShared {}
+crate::legacy_params!(WorkloadShared);
 
 /// Parameters of one workload kind.
 pub trait WorkloadParams {

@@ -376,7 +376,7 @@ impl Workload for OmpKernel {
 /// `OmpKernelParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type OmpKernelConfig = crate::params::With<WorkloadShared, OmpKernelParams>;
 
-impl crate::params::Params for OmpKernelParams {}
+crate::legacy_params!(OmpKernelParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for OmpKernelParams {
     fn shared_defaults() -> WorkloadShared {

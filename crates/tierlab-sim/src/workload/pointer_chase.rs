@@ -220,7 +220,7 @@ impl Workload for PointerChase {
 /// `PointerChaseParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type PointerChaseConfig = crate::params::With<WorkloadShared, PointerChaseParams>;
 
-impl crate::params::Params for PointerChaseParams {}
+crate::legacy_params!(PointerChaseParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for PointerChaseParams {
     fn shared_defaults() -> WorkloadShared {

@@ -1044,3 +1044,5 @@ mod tests {
         assert!(e.contains("omp-stencil"), "{e}");
     }
 }
+
+crate::legacy_params!(ReplayParams);

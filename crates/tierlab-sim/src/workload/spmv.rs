@@ -597,7 +597,7 @@ impl Workload for Spmv {
 /// `SpmvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type SpmvConfig = crate::params::With<WorkloadShared, SpmvParams>;
 
-impl crate::params::Params for SpmvParams {}
+crate::legacy_params!(SpmvParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for SpmvParams {
     fn shared_defaults() -> WorkloadShared {

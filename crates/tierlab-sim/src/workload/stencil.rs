@@ -278,7 +278,7 @@ impl Workload for Stencil {
 /// `StencilParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type StencilConfig = crate::params::With<WorkloadShared, StencilParams>;
 
-impl crate::params::Params for StencilParams {}
+crate::legacy_params!(StencilParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for StencilParams {
     fn shared_defaults() -> WorkloadShared {

@@ -217,7 +217,7 @@ impl Workload for Stream {
 /// `StreamParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type StreamConfig = crate::params::With<WorkloadShared, StreamParams>;
 
-impl crate::params::Params for StreamParams {}
+crate::legacy_params!(StreamParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for StreamParams {
     fn shared_defaults() -> WorkloadShared {

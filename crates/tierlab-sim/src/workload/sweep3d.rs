@@ -478,7 +478,7 @@ impl Workload for Sweep3d {
 /// `Sweep3dParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type Sweep3dConfig = crate::params::With<WorkloadShared, Sweep3dParams>;
 
-impl crate::params::Params for Sweep3dParams {}
+crate::legacy_params!(Sweep3dParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for Sweep3dParams {
     fn shared_defaults() -> WorkloadShared {

@@ -178,7 +178,7 @@ impl Workload for Uniform {
 /// `UniformParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type UniformConfig = crate::params::With<WorkloadShared, UniformParams>;
 
-impl crate::params::Params for UniformParams {}
+crate::legacy_params!(UniformParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for UniformParams {
     fn shared_defaults() -> WorkloadShared {

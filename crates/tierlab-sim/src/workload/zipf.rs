@@ -466,7 +466,7 @@ impl Workload for Zipf {
 /// `ZipfParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type ZipfConfig = crate::params::With<WorkloadShared, ZipfParams>;
 
-impl crate::params::Params for ZipfParams {}
+crate::legacy_params!(ZipfParams);
 
 impl crate::params::SharedDefaults<WorkloadShared> for ZipfParams {
     fn shared_defaults() -> WorkloadShared {

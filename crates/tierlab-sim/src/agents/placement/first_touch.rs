@@ -37,3 +37,5 @@ impl PlacementPolicy for FirstTouch {
         Ok(())
     }
 }
+
+crate::legacy_params!(FirstTouchParams);

@@ -36,3 +36,5 @@ impl PlacementPolicy for Interleave {
         Ok(())
     }
 }
+
+crate::legacy_params!(InterleaveParams);

@@ -545,3 +545,5 @@ impl PlacementPolicy for ProfileGuided {
         std::mem::take(&mut self.log)
     }
 }
+
+crate::legacy_params!(ProfileGuidedParams);

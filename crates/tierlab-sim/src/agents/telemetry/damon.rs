@@ -138,7 +138,7 @@ pub fn resolve_path(scenario_file: &str, f: &str) -> std::path::PathBuf {
 /// DAMON's parameters: the region settings and its own.
 pub type DamonParams = With<RegionSettings, DamonOwn>;
 
-impl Params for DamonOwn {}
+crate::legacy_params!(DamonOwn);
 
 impl SharedDefaults<RegionSettings> for DamonOwn {
     fn shared_defaults() -> RegionSettings {

@@ -169,7 +169,7 @@ impl TelemetryParams for IbsParams {
     }
 }
 
-impl crate::params::Params for IbsParams {}
+crate::legacy_params!(IbsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for IbsParams {
     fn shared_defaults() -> TelemetryShared {

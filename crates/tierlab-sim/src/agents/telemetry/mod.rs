@@ -235,7 +235,7 @@ pub struct TelemetryShared {
     pub core: Option<usize>,
 }
 
-impl Params for TelemetryShared {}
+crate::legacy_params!(TelemetryShared);
 
 /// Parameters of one telemetry technique (its own; the shared ones are [`TelemetryShared`]).
 pub trait TelemetryParams {

@@ -856,7 +856,7 @@ impl Observer for Pebs {
     }
 }
 
-impl crate::params::Params for PebsParams {}
+crate::legacy_params!(PebsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PebsParams {
     fn shared_defaults() -> TelemetryShared {

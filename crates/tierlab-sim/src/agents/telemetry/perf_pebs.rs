@@ -225,7 +225,7 @@ impl TelemetryParams for PerfPebsParams {
     }
 }
 
-impl crate::params::Params for PerfPebsParams {}
+crate::legacy_params!(PerfPebsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PerfPebsParams {
     fn shared_defaults() -> TelemetryShared {

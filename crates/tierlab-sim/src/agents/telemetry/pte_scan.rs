@@ -395,7 +395,7 @@ impl Observer for PteScan {
     }
 }
 
-impl crate::params::Params for PteScanParams {}
+crate::legacy_params!(PteScanParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PteScanParams {
     fn shared_defaults() -> TelemetryShared {

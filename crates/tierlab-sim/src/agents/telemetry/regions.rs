@@ -813,7 +813,7 @@ pub struct RegionSettings {
     pub tune_max_sample: Duration,
 }
 
-impl crate::params::Params for RegionSettings {}
+crate::legacy_params!(RegionSettings);
 
 fn d_sample() -> Duration {
     Duration(5_000_000)

@@ -91,7 +91,7 @@ pub struct TelescopeOwn {
 /// Telescope's parameters: the region settings and its own.
 pub type TelescopeParams = With<RegionSettings, TelescopeOwn>;
 
-impl Params for TelescopeOwn {}
+crate::legacy_params!(TelescopeOwn);
 
 impl SharedDefaults<RegionSettings> for TelescopeOwn {
     fn shared_defaults() -> RegionSettings {

@@ -69,7 +69,7 @@ impl Observer for Toy {
     }
 }
 
-impl crate::params::Params for ToyParams {}
+crate::legacy_params!(ToyParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for ToyParams {
     fn shared_defaults() -> TelemetryShared {

@@ -399,7 +399,7 @@ impl TieringPolicy for Colloid {
     }
 }
 
-impl crate::params::Params for ColloidParams {}
+crate::legacy_params!(ColloidParams);
 
 impl crate::params::SharedDefaults<TieringShared> for ColloidParams {
     fn shared_defaults() -> TieringShared {

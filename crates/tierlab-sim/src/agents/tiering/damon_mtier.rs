@@ -317,7 +317,7 @@ impl TieringParams for DamonMtierParams {
     }
 }
 
-impl crate::params::Params for DamonMtierParams {}
+crate::legacy_params!(DamonMtierParams);
 
 impl crate::params::SharedDefaults<TieringShared> for DamonMtierParams {
     fn shared_defaults() -> TieringShared {

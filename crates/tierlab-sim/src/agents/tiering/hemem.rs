@@ -311,7 +311,7 @@ impl TieringPolicy for Hemem {
     }
 }
 
-impl crate::params::Params for HememParams {}
+crate::legacy_params!(HememParams);
 
 impl crate::params::SharedDefaults<TieringShared> for HememParams {
     fn shared_defaults() -> TieringShared {

@@ -32,7 +32,7 @@
 use std::collections::{BTreeMap, HashMap};
 use tierlab_core::{bytes_of, page_addr, pages_for, vpn, PAGE_MASK, PAGE_SIZE};
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::{params, Provenance};
 
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared, BATCH};
 use crate::agents::FeedKind;
@@ -41,46 +41,40 @@ use crate::stats::Stats;
 use crate::units::Duration;
 
 /// Parameters of `hottest-first`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HottestFirstParams {
     /// Policy-loop period.
-    #[serde(default = "d_interval")]
+    #[param(default = Duration(10_000_000), assumed = "HeMem's policy-loop period")]
     pub interval: Duration,
     /// Fraction of the fast tier the plan may fill.
-    #[serde(default = "d_fill")]
+    #[param(
+        default = 0.95,
+        range = "(0, 1]",
+        unit = "fraction",
+        assumed = "5% of the fast tier left free (TPP-like headroom)"
+    )]
     pub fill: f64,
     /// PEBS feeds: sample counts halve every this long.
-    #[serde(default = "d_decay")]
+    #[param(default = Duration(1_000_000_000),
+            assumed = "PEBS counts halve each second (a 1 s hot window, as the scoring)")]
     pub sample_decay: Duration,
     /// PEBS feeds: samples a page needs to be a candidate.
-    #[serde(default = "d_min_samples")]
+    #[param(
+        default = 1,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        assumed = "every sampled page is a candidate, ranked by count"
+    )]
     pub min_samples: u32,
-    /// CPU cost of ranking one reported region or page, ns.
-    #[serde(default = "d_ns_item")]
+    /// CPU cost of ranking one reported region or page.
+    #[param(
+        default = 100.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "ranking cost per reported region or page"
+    )]
     pub ns_per_item: f64,
-}
-
-fn d_interval() -> Duration {
-    Duration(10_000_000)
-}
-fn d_fill() -> f64 {
-    0.95
-}
-fn d_decay() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_min_samples() -> u32 {
-    1
-}
-fn d_ns_item() -> f64 {
-    100.0
-}
-
-impl Default for HottestFirstParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 impl TieringParams for HottestFirstParams {
@@ -88,17 +82,8 @@ impl TieringParams for HottestFirstParams {
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
         }
-        if !(self.fill > 0.0 && self.fill <= 1.0) {
-            return Err(ctx.err("fill", format!("{} is not in (0, 1]", self.fill)));
-        }
         if self.sample_decay.0 == 0 {
             return Err(ctx.err("sample_decay", "must be > 0"));
-        }
-        if self.min_samples == 0 {
-            return Err(ctx.err("min_samples", "must be at least 1"));
-        }
-        if !(self.ns_per_item.is_finite() && self.ns_per_item >= 0.0) {
-            return Err(ctx.err("ns_per_item", format!("{} must be >= 0", self.ns_per_item)));
         }
         Ok(Box::new(HottestFirst::new(self.clone(), shared.rate_limit_mbps)))
     }
@@ -388,11 +373,13 @@ impl TieringPolicy for HottestFirst {
     }
 }
 
-impl crate::params::Params for HottestFirstParams {}
-
 impl crate::params::SharedDefaults<TieringShared> for HottestFirstParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(2048.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps")
+            .then_some(Provenance::Assumed("Memtis' migration cap, 2 GB/s (reference/memory-management.md)"))
     }
 }
 

@@ -482,7 +482,7 @@ impl TieringPolicy for Memtis {
     }
 }
 
-impl crate::params::Params for MemtisParams {}
+crate::legacy_params!(MemtisParams);
 
 impl crate::params::SharedDefaults<TieringShared> for MemtisParams {
     fn shared_defaults() -> TieringShared {

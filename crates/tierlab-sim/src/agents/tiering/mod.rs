@@ -35,7 +35,7 @@
 use crate::error::{Result, SimError};
 use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{Agent, AgentCtx, Feed, FeedKind, Info, MachineView, Ps, Role, Subscription};
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
@@ -403,31 +403,31 @@ pub trait TieringParams {
 
 /// The parameters every tiering policy has, flattened into each policy's `[tiering]` table
 /// (each policy gives its own default rate limit).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TieringShared {
     /// Label (default: the policy's kind).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Label of the telemetry technique it follows (policies with a mechanism of their own
     /// take none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<String>,
     /// Core of the policy thread (default: the first core without an application thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 4095]", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub core: Option<usize>,
-    /// Fast node (default 0).
-    #[serde(default)]
+    /// Fast node.
+    #[param(default = 0, range = "[0, 255]", setting)]
     pub fast_node: u8,
-    /// Slow node (default 1).
-    #[serde(default = "d_slow")]
+    /// Slow node.
+    #[param(default = 1, range = "[0, 255]", setting)]
     pub slow_node: u8,
-    /// Promotion rate limit, MB/s (default: the policy's).
+    /// Promotion rate limit (default: the policy's).
+    #[param(required, range = "(0, 1e9]", unit = "MB/s", assumed = "each policy's own default")]
     pub rate_limit_mbps: f64,
-}
-
-fn d_slow() -> u8 {
-    1
 }
 
 impl TieringShared {
@@ -437,14 +437,12 @@ impl TieringShared {
             name: None,
             telemetry: None,
             core: None,
-            fast_node: 0,
-            slow_node: d_slow(),
+            fast_node: TieringShared::__param_default_fast_node(),
+            slow_node: TieringShared::__param_default_slow_node(),
             rate_limit_mbps: mbps,
         }
     }
 }
-
-impl Params for TieringShared {}
 
 /// A tiering policy's whole configuration: the shared parameters and its own.
 pub trait TieringKind {
@@ -478,14 +476,14 @@ impl<P: TieringParams + Params + SharedDefaults<TieringShared>> TieringKind for 
 
 crate::registry! {
     /// A tiering policy's configuration (`[tiering]`): `kind` picks the implementation.
-    pub enum TieringConfig: TieringKind {
-    "hottest-first" => HottestFirst(With<TieringShared, hottest_first::HottestFirstParams>),
-    "hemem" => Hemem(With<TieringShared, hemem::HememParams>),
-    "memtis" => Memtis(With<TieringShared, memtis::MemtisParams>),
-    "numa-tiering" => NumaTiering(With<TieringShared, numa_tiering::NumaTieringParams>),
-    "damon-mtier" => DamonMtier(With<TieringShared, damon_mtier::DamonMtierParams>),
-    "colloid" => Colloid(With<TieringShared, colloid::ColloidParams>),
-    #[cfg(test)] "toy" => Toy(With<TieringShared, toy::ToyParams>),
+    pub enum TieringConfig: TieringKind, shared TieringShared {
+        "hottest-first" => HottestFirst(hottest_first::HottestFirstParams),
+        "hemem" => Hemem(hemem::HememParams),
+        "memtis" => Memtis(memtis::MemtisParams),
+        "numa-tiering" => NumaTiering(numa_tiering::NumaTieringParams),
+        "damon-mtier" => DamonMtier(damon_mtier::DamonMtierParams),
+        "colloid" => Colloid(colloid::ColloidParams),
+        #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }
 

@@ -511,7 +511,7 @@ impl TieringPolicy for NumaTiering {
     }
 }
 
-impl crate::params::Params for NumaTieringParams {}
+crate::legacy_params!(NumaTieringParams);
 
 impl crate::params::SharedDefaults<TieringShared> for NumaTieringParams {
     fn shared_defaults() -> TieringShared {

@@ -28,7 +28,7 @@ impl TieringParams for ToyParams {
     }
 }
 
-impl crate::params::Params for ToyParams {}
+crate::legacy_params!(ToyParams);
 
 impl crate::params::SharedDefaults<TieringShared> for ToyParams {
     fn shared_defaults() -> TieringShared {

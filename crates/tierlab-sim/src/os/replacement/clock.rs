@@ -98,3 +98,5 @@ impl Replacement for Clock {
         out.set(format!("{prefix}.second_chances"), self.second_chances);
     }
 }
+
+crate::legacy_params!(ClockParams);

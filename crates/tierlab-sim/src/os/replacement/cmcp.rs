@@ -261,3 +261,5 @@ impl Replacement for Cmcp {
         out.set(format!("{prefix}.fifo_pages"), self.fifo.len());
     }
 }
+
+crate::legacy_params!(CmcpParams);

@@ -52,3 +52,5 @@ impl Replacement for Fifo {
         out.set(format!("{prefix}.resident_pages"), self.queue.len());
     }
 }
+
+crate::legacy_params!(FifoParams);

@@ -352,3 +352,5 @@ impl Replacement for Lru {
         out.set(format!("{prefix}.inactive_pages"), self.inactive.len());
     }
 }
+
+crate::legacy_params!(LruParams);

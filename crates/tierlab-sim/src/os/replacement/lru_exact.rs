@@ -112,3 +112,5 @@ impl Replacement for LruExact {
         out.set(format!("{prefix}.resident_pages"), self.resident);
     }
 }
+
+crate::legacy_params!(LruExactParams);
