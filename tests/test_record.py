@@ -58,7 +58,7 @@ def record(rec: Path, *cmd: object, extra: tuple[str, ...] = ()) -> tuple[str, s
 
 def test_every_page_written_appears(programs, can_record, tmp_path: Path) -> None:
     rec = tmp_path / "r"
-    n = 1536  # 6 MiB: a mapping kept by the default 4 MiB filter
+    n = 1536  # 6 MiB: a fresh mapping (the recorder keeps every mapping by default)
     out, err = record(rec, programs["touch_pages"], n)
     addr_hex, count = out.split()
     base = int(addr_hex, 16)

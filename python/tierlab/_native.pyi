@@ -7,7 +7,7 @@ They exist only for type checking (``from tierlab._native import RunOutput`` und
 
 from collections.abc import Callable, Sequence
 from os import PathLike
-from typing import Any, Literal, TypedDict, final
+from typing import Any, Literal, TypedDict, Unpack, final
 
 __version__: str
 
@@ -24,6 +24,10 @@ class SimulationError(RuntimeError):
 
 class LiveError(RuntimeError):
     """Live recording could not start or go on (no PMU, no permission, no such process, ...)."""
+
+class RecorderConfigError(LiveError):
+    """A recorder configuration the recorder cannot take: an unknown key, a value of the wrong
+    type or out of range (the message names it)."""
 
 # -- run -------------------------------------------------------------------------------------
 
@@ -165,6 +169,49 @@ class BackendInfo(TypedDict):
 def live_backends(pmus_root: str | PathLike[str] | None = None) -> BackendInfo:
     """Which backends this machine supports."""
 
+class RecorderConfig(TypedDict, total=False):
+    """The recorder's configuration (``LiveRecorder.launch(argv, **config)``): its fields and
+    their types. Their defaults, units, ranges and descriptions are the native recorder's
+    (:func:`recorder_config_fields`); ``tests/test_record_config.py`` checks these keys and
+    types against it."""
+
+    backend: str
+    event: str | None
+    period: int | None
+    buffer_size: int
+    ldlat: int
+    l3_miss_only: bool
+    min_mapping: int
+    snapshot_interval_ns: int
+    flush_interval_ns: int
+    pmus_root: str | None
+
+class RecorderConfigField(TypedDict):
+    """One field of the recorder's configuration, as the native recorder declares it."""
+
+    name: str
+    #: the value's type as Python spells it: int, bool, str, int | None, str | None
+    type: str
+    default: int | bool | str | None
+    #: the default as help texts and the docs show it: a size or duration with its unit, or
+    #: what None means
+    default_text: str
+    #: bytes, ns, cycles, events, or ""
+    unit: str
+    description: str
+    #: the valid range of an integer field (inclusive); None for the others
+    min: int | None
+    max: int | None
+    #: the values allowed, when they are a short list
+    choices: list[str] | None
+
+def recorder_config_fields() -> list[RecorderConfigField]:
+    """The recorder's configuration fields, in order, with their defaults."""
+
+def recorder_config(**config: Unpack[RecorderConfig]) -> RecorderConfig:
+    """``config`` checked by the recorder's own type, every field given (the defaults for the
+    others). Raises :class:`RecorderConfigError` naming a bad key or value."""
+
 class LiveSampleColumns(TypedDict):
     """Little-endian columns: u64 except ``tid`` and ``cpu`` (u32)."""
 
@@ -200,32 +247,12 @@ class LiveRecorder:
 
     @staticmethod
     def launch(
-        argv: Sequence[str | bytes | PathLike[str]],
-        backend: str = "auto",
-        event: str | None = None,
-        period: int | None = None,
-        buffer_size: int = 65536,
-        ldlat: int = 30,
-        l3_miss_only: bool = False,
-        min_mapping: int = 0,
-        snapshot_interval_ns: int = 20_000_000,
-        flush_interval_ns: int = 250_000_000,
-        pmus_root: str | PathLike[str] | None = None,
-    ) -> LiveRecorder: ...
+        argv: Sequence[str | bytes | PathLike[str]], **config: Unpack[RecorderConfig]
+    ) -> LiveRecorder:
+        """Fork ``argv``, open the events on it, then let it exec."""
     @staticmethod
-    def attach(
-        pid: int,
-        backend: str = "auto",
-        event: str | None = None,
-        period: int | None = None,
-        buffer_size: int = 65536,
-        ldlat: int = 30,
-        l3_miss_only: bool = False,
-        min_mapping: int = 0,
-        snapshot_interval_ns: int = 20_000_000,
-        flush_interval_ns: int = 250_000_000,
-        pmus_root: str | PathLike[str] | None = None,
-    ) -> LiveRecorder: ...
+    def attach(pid: int, **config: Unpack[RecorderConfig]) -> LiveRecorder:
+        """Attach to process ``pid`` (every thread, and every thread it creates)."""
     def poll(self, timeout_ms: int = 100) -> LiveBatch: ...
     def finish(self) -> LiveBatch: ...
     def close(self) -> None: ...

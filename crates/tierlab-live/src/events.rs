@@ -74,12 +74,21 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    pub fn parse(name: &str) -> Option<BackendChoice> {
-        if name == "auto" {
-            Some(BackendChoice::Auto)
-        } else {
-            Backend::parse(name).map(BackendChoice::Use)
+    /// `auto`, then every backend in the order `auto` tries them.
+    pub fn all() -> impl Iterator<Item = BackendChoice> {
+        std::iter::once(BackendChoice::Auto).chain(Backend::ALL.into_iter().map(BackendChoice::Use))
+    }
+
+    /// The name used on the command line and in configurations.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Use(b) => b.name(),
         }
+    }
+
+    pub fn parse(name: &str) -> Option<BackendChoice> {
+        BackendChoice::all().find(|c| c.name() == name)
     }
 }
 
@@ -99,8 +108,6 @@ pub mod intel {
     pub const ALL_STORES_CONFIG: u64 = 0x82d0;
     /// `mem-loads-aux` (event 0x03 umask 0x82): the group leader Sapphire Rapids requires.
     pub const MEM_LOADS_AUX_CONFIG: u64 = 0x8203;
-    /// perf's default load-latency threshold (cycles).
-    pub const DEFAULT_LDLAT: u64 = 30;
     /// `ldlat` occupies config1 bits 0-15.
     pub const LDLAT_MAX: u64 = 0xffff;
 }

@@ -1,5 +1,7 @@
 //! tierlab's live Linux recorder.
 //!
+//! - [`config`]: the recorder's configuration, every knob's default, unit, range and
+//!   description declared once;
 //! - [`perf`]: the `perf_event_open` ABI (attribute layout, flags, record types);
 //! - [`events`]: backends (Intel PEBS, AMD IBS, software page faults), their event encodings,
 //!   and detection of what the machine's PMUs support;
@@ -11,6 +13,7 @@
 //! Placement-independent and free of Python: the binding crate drives a
 //! [`session::Recorder`] and writes its batches into the recording format.
 
+pub mod config;
 pub mod events;
 pub mod lackey;
 pub mod maps;

@@ -14,7 +14,7 @@
 //!   writes. A drain is one read of one CPU's ring; every sample names the drain that
 //!   delivered it.
 //! - Mapping history: perf `MMAP2` records plus `/proc/PID/maps` snapshots at every drain and
-//!   at least every `snapshot_interval` (see `crate::maps` for what that guarantees).
+//!   at least every `snapshot_interval_ns` (see `crate::maps` for what that guarantees).
 //! - Nothing is done to the target itself (no ptrace, no seccomp, no preload): if the recorder
 //!   dies its events close and the target runs on unaffected.
 
@@ -26,52 +26,17 @@ use std::path::{Path, PathBuf};
 
 use tierlab_core::{Drain, MappingEvent, Sample, PAGE_SIZE};
 
+use crate::config::{ConfigError, RecorderConfig};
 use crate::events::{Backend, BackendChoice, EventError, EventSpec, Pmus, SAMPLER_FLAGS};
 use crate::maps::{self, Tracker};
 use crate::perf::{flag, mmap_page, sample, PerfEventAttr};
 use crate::ring::{self, Record};
 
-/// Everything `tierlab record` can set.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub backend: BackendChoice,
-    pub event: Option<String>,
-    /// Reset value R (`None`: the backend's default).
-    pub period: Option<u64>,
-    /// Bytes of records per drain (the wake-up watermark); the ring is at least twice this.
-    pub buffer_size: u64,
-    pub ldlat: u64,
-    pub l3_miss_only: bool,
-    /// Keep mappings at least this long.
-    pub min_mapping: u64,
-    /// Longest time between two `/proc/PID/maps` snapshots.
-    pub snapshot_interval_ns: u64,
-    /// A ring not drained for this long is drained anyway (so data reaches the disk).
-    pub flush_interval_ns: u64,
-    /// Where the PMUs are listed (tests); `None` is the system's sysfs.
-    pub pmus_root: Option<PathBuf>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            backend: BackendChoice::Auto,
-            event: None,
-            period: None,
-            buffer_size: 64 << 10,
-            ldlat: crate::events::intel::DEFAULT_LDLAT,
-            l3_miss_only: false,
-            min_mapping: 0,
-            snapshot_interval_ns: 20_000_000,
-            flush_interval_ns: 250_000_000,
-            pmus_root: None,
-        }
-    }
-}
-
 /// Why recording could not start or go on.
 #[derive(Debug)]
 pub enum LiveError {
+    /// A configuration value the recorder cannot take.
+    Config(ConfigError),
     Event(EventError),
     /// A system call failed: what was being done, and the OS error.
     Os {
@@ -84,6 +49,7 @@ pub enum LiveError {
 impl fmt::Display for LiveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LiveError::Config(e) => write!(f, "{e}"),
             LiveError::Event(e) => write!(f, "{e}"),
             LiveError::Os { what, err } => write!(f, "{what}: {err}"),
             LiveError::Usage(m) => f.write_str(m),
@@ -92,6 +58,12 @@ impl fmt::Display for LiveError {
 }
 
 impl std::error::Error for LiveError {}
+
+impl From<ConfigError> for LiveError {
+    fn from(e: ConfigError) -> Self {
+        LiveError::Config(e)
+    }
+}
 
 impl From<EventError> for LiveError {
     fn from(e: EventError) -> Self {
@@ -220,7 +192,7 @@ pub enum Exit {
 
 /// A recording in progress.
 pub struct Recorder {
-    cfg: Config,
+    cfg: RecorderConfig,
     pub spec: EventSpec,
     /// Why `auto` did not pick the backends before the chosen one.
     pub auto_notes: Vec<String>,
@@ -387,7 +359,8 @@ pub fn resolve_command(cmd: &OsStr) -> Result<PathBuf, LiveError> {
 }
 
 impl Recorder {
-    fn encode(cfg: &Config) -> Result<(EventSpec, Vec<String>), LiveError> {
+    fn encode(cfg: &RecorderConfig) -> Result<(EventSpec, Vec<String>), LiveError> {
+        cfg.validate()?;
         let pmus = match &cfg.pmus_root {
             Some(root) => Pmus::at(root),
             None => Pmus::system(),
@@ -400,7 +373,7 @@ impl Recorder {
         Ok((spec, notes))
     }
 
-    fn new(cfg: Config, spec: EventSpec, notes: Vec<String>, pid: i32, launched: bool) -> Self {
+    fn new(cfg: RecorderConfig, spec: EventSpec, notes: Vec<String>, pid: i32, launched: bool) -> Self {
         let min = cfg.min_mapping;
         Recorder {
             cfg,
@@ -649,7 +622,7 @@ impl Recorder {
     }
 
     /// Fork `argv`, open the events on the child, then let it exec.
-    pub fn launch(cfg: Config, argv: &[OsString]) -> Result<Recorder, LiveError> {
+    pub fn launch(cfg: RecorderConfig, argv: &[OsString]) -> Result<Recorder, LiveError> {
         let (spec, notes) = Self::encode(&cfg)?;
         let Some(cmd) = argv.first() else { return Err(LiveError::Usage("no command given".into())) };
         let path = resolve_command(cmd)?;
@@ -745,7 +718,7 @@ impl Recorder {
     }
 
     /// Attach to a running process: every thread, and every thread it creates.
-    pub fn attach(cfg: Config, pid: i32) -> Result<Recorder, LiveError> {
+    pub fn attach(cfg: RecorderConfig, pid: i32) -> Result<Recorder, LiveError> {
         let (spec, notes) = Self::encode(&cfg)?;
         if pid <= 0 || !Path::new(&format!("/proc/{pid}")).is_dir() {
             return Err(LiveError::Usage(format!("--pid {pid}: no such process")));
@@ -1023,7 +996,7 @@ impl Recorder {
     /// Returns early (with what was gathered) when a signal interrupts the wait.
     pub fn poll(&mut self, timeout_ms: i32) -> Batch {
         if self.exit == Exit::Running {
-            let until_snapshot = (self.last_snapshot_ns + self.cfg.snapshot_interval_ns)
+            let until_snapshot = (self.last_snapshot_ns + self.cfg.snapshot_every_ns())
                 .saturating_sub(self.now_ns())
                 / 1_000_000;
             let timeout = (timeout_ms as u64).min(until_snapshot.max(1)) as i32;
@@ -1058,11 +1031,11 @@ impl Recorder {
         self.check_exit();
         let now = self.now_ns();
         for i in 0..self.rings.len() {
-            if now.saturating_sub(self.rings[i].last_drain_ns) >= self.cfg.flush_interval_ns {
+            if now.saturating_sub(self.rings[i].last_drain_ns) >= self.cfg.drain_timer_ns() {
                 self.drain_ring(i, false);
             }
         }
-        if now.saturating_sub(self.last_snapshot_ns) >= self.cfg.snapshot_interval_ns {
+        if now.saturating_sub(self.last_snapshot_ns) >= self.cfg.snapshot_every_ns() {
             self.snapshot();
         }
         self.take()
@@ -1213,8 +1186,11 @@ mod tests {
 
     #[test]
     fn launch_records_page_faults_of_a_real_program() {
-        let cfg =
-            Config { backend: BackendChoice::Use(Backend::PageFaults), min_mapping: 0, ..Config::default() };
+        let cfg = RecorderConfig {
+            backend: BackendChoice::Use(Backend::PageFaults),
+            min_mapping: 0,
+            ..RecorderConfig::default()
+        };
         // `sh -c` touches pages (its own startup) and exits quickly.
         let argv: Vec<OsString> = ["sh", "-c", "exit 3"].iter().map(OsString::from).collect();
         let mut rec = match Recorder::launch(cfg, &argv) {
@@ -1250,7 +1226,7 @@ mod tests {
     fn rows_are_the_core_row_types() {
         use crate::ring::synth;
         let spec = crate::events::page_fault_event(1).unwrap();
-        let mut rec = Recorder::new(Config::default(), spec, Vec::new(), 42, false);
+        let mut rec = Recorder::new(RecorderConfig::default(), spec, Vec::new(), 42, false);
         rec.t0 = 1_000;
         rec.id_types.insert(7, crate::events::BASE_SAMPLE_TYPE);
         let raw = synth::sample(7, 0x40_1000, 42, 43, 1_500, 0x7f00_0000_0000 + 3 * PAGE_SIZE, 1, None);
@@ -1283,7 +1259,8 @@ mod tests {
 
     #[test]
     fn launch_of_a_missing_command_is_an_error() {
-        let cfg = Config { backend: BackendChoice::Use(Backend::PageFaults), ..Config::default() };
+        let cfg =
+            RecorderConfig { backend: BackendChoice::Use(Backend::PageFaults), ..RecorderConfig::default() };
         let e = Recorder::launch(cfg, &[OsString::from("tierlab-no-such-cmd")]).err().unwrap();
         assert!(e.to_string().contains("command not found"));
     }

@@ -1,5 +1,8 @@
 //! Python bindings of the live recorder (`tierlab-live`): `LiveRecorder` (launch / attach,
-//! poll, finish), backend detection, and the streaming lackey parser of `tierlab trace`.
+//! poll, finish), its configuration (`recorder_config_fields`: every field's default, unit,
+//! range and description, from `tierlab_live::config`; `recorder_config`: a configuration
+//! checked by the Rust type), backend detection, and the streaming lackey parser of
+//! `tierlab trace`.
 //!
 //! Columns cross the boundary as little-endian bytes (numpy `frombuffer` turns them into
 //! arrays without copying row by row); mapping events as a list of tuples.
@@ -7,9 +10,10 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
-use tierlab_live::events::{Backend, BackendChoice, Pmus};
+use tierlab_live::config::{ConfigError, RecorderConfig};
+use tierlab_live::events::{Backend, Pmus};
 use tierlab_live::lackey;
 
 create_exception!(
@@ -18,6 +22,89 @@ create_exception!(
     PyRuntimeError,
     "Live recording could not start or go on (no PMU, no permission, no such process, ...)."
 );
+create_exception!(
+    _native,
+    RecorderConfigError,
+    LiveError,
+    "A recorder configuration the recorder cannot take: an unknown key, a value of the wrong type or out of range (the message names it)."
+);
+
+fn config_err(e: ConfigError) -> PyErr {
+    RecorderConfigError::new_err(e.to_string())
+}
+
+/// A Python value of field `field` as JSON, for serde to check against the field's type:
+/// None, bool, int, float, str, or an `os.PathLike` (its `os.fspath`).
+fn value_to_json(field: &'static str, v: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    let wrong = |message: String| config_err(ConfigError::Type { field, message });
+    if v.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = v.downcast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if v.downcast::<PyInt>().is_ok() {
+        if let Ok(u) = v.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        if let Ok(i) = v.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        return Err(wrong(format!("integer {v} does not fit in 64 bits")));
+    }
+    if let Ok(f) = v.downcast::<PyFloat>() {
+        let x = f.value();
+        return serde_json::Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| wrong(format!("invalid value: floating point `{x}`, expected a number")));
+    }
+    if let Ok(s) = v.downcast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_string()));
+    }
+    if v.hasattr("__fspath__")? {
+        let path = v.py().import_bound("os")?.call_method1("fspath", (v,))?;
+        if let Ok(s) = path.downcast::<PyString>() {
+            return Ok(Value::String(s.to_str()?.to_string()));
+        }
+        return Err(wrong("a path must be text (str), not bytes".into()));
+    }
+    let ty = v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    Err(wrong(format!("invalid type: Python {ty}, expected None, bool, int, str or a path")))
+}
+
+/// A recorder configuration from keyword arguments: each key a field of [`RecorderConfig`],
+/// checked by serde against the field's type, then every range.
+fn config_from(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<RecorderConfig> {
+    let mut pairs = Vec::new();
+    for (k, v) in kwargs.into_iter().flat_map(|d| d.iter()) {
+        let key: String = k.extract()?;
+        let Some(field) = RecorderConfig::NAMES.iter().copied().find(|n| *n == key) else {
+            return Err(config_err(ConfigError::UnknownKey(key)));
+        };
+        pairs.push((field, value_to_json(field, &v)?));
+    }
+    RecorderConfig::from_pairs(pairs).map_err(config_err)
+}
+
+/// The recorder's configuration fields, in order: `name`, `type`, `default`, `default_text`,
+/// `unit`, `description`, `min`, `max` (integers), `choices`.
+#[pyfunction]
+fn recorder_config_fields(py: Python<'_>) -> PyResult<PyObject> {
+    let fields =
+        serde_json::to_value(RecorderConfig::fields()).map_err(|e| LiveError::new_err(e.to_string()))?;
+    crate::json_to_py(py, &fields)
+}
+
+/// A recorder configuration checked by the recorder's own type: every field, the defaults
+/// for those not given. Raises `RecorderConfigError` naming a bad key or value.
+#[pyfunction]
+#[pyo3(signature = (**config))]
+fn recorder_config(py: Python<'_>, config: Option<&Bound<'_, PyDict>>) -> PyResult<PyObject> {
+    let cfg = config_from(config)?;
+    let v = serde_json::to_value(&cfg).map_err(|e| LiveError::new_err(e.to_string()))?;
+    crate::json_to_py(py, &v)
+}
 
 fn le_bytes<'py, T: Copy, const N: usize>(
     py: Python<'py>,
@@ -35,46 +122,18 @@ fn le_bytes<'py, T: Copy, const N: usize>(
 mod linux {
     use super::*;
     use std::ffi::OsString;
-    use std::path::PathBuf;
-    use tierlab_live::session::{Background, Batch, Config, Exit, Recorder};
+    use tierlab_live::session::{self, Background, Batch, Exit, Recorder};
 
     fn live_err(e: impl std::fmt::Display) -> PyErr {
         LiveError::new_err(e.to_string())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn config(
-        backend: &str,
-        event: Option<String>,
-        period: Option<u64>,
-        buffer_size: u64,
-        ldlat: u64,
-        l3_miss_only: bool,
-        min_mapping: u64,
-        snapshot_interval_ns: u64,
-        flush_interval_ns: u64,
-        pmus_root: Option<PathBuf>,
-    ) -> PyResult<Config> {
-        let backend = BackendChoice::parse(backend).ok_or_else(|| {
-            live_err(format!(
-                "--backend {backend}: unknown (choose from auto, intel-pebs, amd-ibs, page-faults)"
-            ))
-        })?;
-        if buffer_size < 64 {
-            return Err(live_err(format!("--buffer-size {buffer_size}: at least 64 bytes")));
+    /// A recorder's error: a configuration value it cannot take is a `RecorderConfigError`.
+    fn recorder_err(e: session::LiveError) -> PyErr {
+        match e {
+            session::LiveError::Config(c) => config_err(c),
+            e => live_err(e),
         }
-        Ok(Config {
-            backend,
-            event,
-            period,
-            buffer_size,
-            ldlat,
-            l3_miss_only,
-            min_mapping,
-            snapshot_interval_ns: snapshot_interval_ns.max(1_000_000),
-            flush_interval_ns: flush_interval_ns.max(1_000_000),
-            pmus_root,
-        })
     }
 
     /// One column of `rows` as little-endian bytes.
@@ -149,73 +208,23 @@ mod linux {
 
     #[pymethods]
     impl LiveRecorder {
-        /// Fork `argv`, open the events on it, then let it exec.
+        /// Fork `argv`, open the events on it, then let it exec. `config`: the fields of
+        /// `recorder_config_fields()` (the others keep their defaults).
         #[staticmethod]
-        #[pyo3(signature = (argv, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
-            l3_miss_only=false, min_mapping=0, snapshot_interval_ns=20_000_000,
-            flush_interval_ns=250_000_000, pmus_root=None))]
-        #[allow(clippy::too_many_arguments)]
-        fn launch(
-            argv: Vec<OsString>,
-            backend: &str,
-            event: Option<String>,
-            period: Option<u64>,
-            buffer_size: u64,
-            ldlat: u64,
-            l3_miss_only: bool,
-            min_mapping: u64,
-            snapshot_interval_ns: u64,
-            flush_interval_ns: u64,
-            pmus_root: Option<PathBuf>,
-        ) -> PyResult<Self> {
-            let cfg = config(
-                backend,
-                event,
-                period,
-                buffer_size,
-                ldlat,
-                l3_miss_only,
-                min_mapping,
-                snapshot_interval_ns,
-                flush_interval_ns,
-                pmus_root,
-            )?;
-            let rec = Recorder::launch(cfg, &argv).map_err(live_err)?;
+        #[pyo3(signature = (argv, **config))]
+        fn launch(argv: Vec<OsString>, config: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+            let cfg = config_from(config)?;
+            let rec = Recorder::launch(cfg, &argv).map_err(recorder_err)?;
             Ok(Self::started(rec))
         }
 
-        /// Attach to process `pid` (every thread, and every thread it creates).
+        /// Attach to process `pid` (every thread, and every thread it creates). `config` as
+        /// for `launch`.
         #[staticmethod]
-        #[pyo3(signature = (pid, backend="auto", event=None, period=None, buffer_size=65536, ldlat=30,
-            l3_miss_only=false, min_mapping=0, snapshot_interval_ns=20_000_000,
-            flush_interval_ns=250_000_000, pmus_root=None))]
-        #[allow(clippy::too_many_arguments)]
-        fn attach(
-            pid: i32,
-            backend: &str,
-            event: Option<String>,
-            period: Option<u64>,
-            buffer_size: u64,
-            ldlat: u64,
-            l3_miss_only: bool,
-            min_mapping: u64,
-            snapshot_interval_ns: u64,
-            flush_interval_ns: u64,
-            pmus_root: Option<PathBuf>,
-        ) -> PyResult<Self> {
-            let cfg = config(
-                backend,
-                event,
-                period,
-                buffer_size,
-                ldlat,
-                l3_miss_only,
-                min_mapping,
-                snapshot_interval_ns,
-                flush_interval_ns,
-                pmus_root,
-            )?;
-            let rec = Recorder::attach(cfg, pid).map_err(live_err)?;
+        #[pyo3(signature = (pid, **config))]
+        fn attach(pid: i32, config: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+            let cfg = config_from(config)?;
+            let rec = Recorder::attach(cfg, pid).map_err(recorder_err)?;
             Ok(Self::started(rec))
         }
 
@@ -401,7 +410,10 @@ impl LackeyParser {
 /// Register the live-recording functions on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LiveError", m.py().get_type_bound::<LiveError>())?;
+    m.add("RecorderConfigError", m.py().get_type_bound::<RecorderConfigError>())?;
     m.add_function(wrap_pyfunction!(live_backends, m)?)?;
+    m.add_function(wrap_pyfunction!(recorder_config_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(recorder_config, m)?)?;
     m.add_class::<LackeyParser>()?;
     #[cfg(target_os = "linux")]
     linux::register(m)?;

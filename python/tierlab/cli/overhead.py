@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_OK, EXIT_USAGE, int_in, print_error
-from tierlab.cli.record import BACKENDS, LDLAT, PERIOD, _size, backend_text
+from tierlab.cli.record import add_recorder_options, backend_text, recorder_options
+
+#: The recorder's options `overhead` takes (as `tierlab record`).
+OVERHEAD_FIELDS = ("backend", "event", "period", "buffer_size", "ldlat", "min_mapping")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,40 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="uncounted runs of each kind first (default 1)",
     )
-    p.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="auto",
-        help="sample source, as for `tierlab record` (default auto)",
-    )
-    p.add_argument("--event", metavar="NAME", help="event of the backend, as for `tierlab record`")
-    p.add_argument(
-        "--period",
-        type=PERIOD,
-        metavar="R",
-        help="reset value: one sample every R events (default: the backend's)",
-    )
-    p.add_argument(
-        "--buffer-size",
-        type=_size,
-        default=64 << 10,
-        metavar="B",
-        help="bytes of records per drain (default 64KiB)",
-    )
-    p.add_argument(
-        "--ldlat",
-        type=LDLAT,
-        default=30,
-        metavar="N",
-        help="mem-loads latency threshold in cycles (default 30)",
-    )
-    p.add_argument(
-        "--min-mapping",
-        type=_size,
-        default=0,
-        metavar="SIZE",
-        help="record only mappings at least this large (default 0: every mapping)",
-    )
+    add_recorder_options(p, OVERHEAD_FIELDS)
     p.add_argument(
         "--keep",
         type=Path,
@@ -81,7 +51,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from tierlab import _native
     from tierlab.live.overhead import Overhead, OverheadError, measure
-    from tierlab.live.recorder import RecordOptions
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -92,14 +61,7 @@ def main(args: argparse.Namespace) -> int:
         args.parser.error("--runs must be at least 2")
     if args.warmup < 0:
         args.parser.error("--warmup must not be negative")
-    opts = RecordOptions(
-        backend=args.backend,
-        event=args.event,
-        period=args.period,
-        buffer_size=args.buffer_size,
-        ldlat=args.ldlat,
-        min_mapping=args.min_mapping,
-    )
+    opts = recorder_options(args, OVERHEAD_FIELDS)
     from tierlab import outdir
 
     if args.keep is not None:

@@ -6,16 +6,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PID, int_in, print_error
+from tierlab.live.config import FIELDS, RecordOptions
 from tierlab.live.units import format_size, parse_duration_ns, parse_size
 
-BACKENDS = ("auto", "intel-pebs", "amd-ibs", "page-faults")
-#: The reset value (perf's sample_period, a u64; kept to what every kernel takes).
-PERIOD = int_in(1, 2**63 - 1, "a period")
-#: The load latency threshold (config1 bits 0-15).
-LDLAT = int_in(0, 0xFFFF, "a latency in cycles")
+#: The command-line option of each recorder field that has one: the option, its metavar and
+#: what an error message calls a value. The default, range, choices and help text come from
+#: the native recorder's description of the field (``tierlab.live.config.FIELDS``).
+RECORDER_OPTIONS: dict[str, tuple[str, str | None, str]] = {
+    "backend": ("--backend", None, "a backend"),
+    "event": ("--event", "NAME", "an event"),
+    "period": ("--period", "R", "a period"),
+    "buffer_size": ("--buffer-size", "B", "a size"),
+    "ldlat": ("--ldlat", "N", "a latency in cycles"),
+    "l3_miss_only": ("--l3-miss-only", None, "a flag"),
+    "min_mapping": ("--min-mapping", "SIZE", "a size"),
+    "snapshot_interval_ns": ("--maps-interval", "T", "a duration"),
+    "flush_interval_ns": ("--flush-interval", "T", "a duration"),
+}
+#: What `tierlab record` sets (`overhead` and `tier` take a part of it).
+RECORD_FIELDS = tuple(RECORDER_OPTIONS)
+#: The largest value of the recorder's integer fields (u64).
+_U64_MAX = 2**64 - 1
 
 
 def _size(text: str) -> int:
@@ -30,6 +46,65 @@ def _duration(text: str) -> int:
         return parse_duration_ns(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _value_type(name: str) -> Any:
+    """The argparse type of an integer field: a size, a duration or a plain integer, in the
+    field's range."""
+    f = FIELDS[name]
+    what = RECORDER_OPTIONS[name][2]
+    lo, hi = f["min"], f["max"]
+    if lo is None or hi is None:
+        raise ValueError(f"recorder field {name}: an integer field without a range")
+    if f["unit"] not in ("bytes", "ns"):
+        return int_in(lo, hi, what)
+    parse = _size if f["unit"] == "bytes" else _duration
+    unit = f" {f['unit']}"
+    bounds = f"at least {lo}{unit}" if hi >= _U64_MAX else f"from {lo} to {hi}{unit}"
+
+    def parse_in(text: str) -> int:
+        v = parse(text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text}: expected {what} of {bounds}")
+        return v
+
+    parse_in.__name__ = what
+    return parse_in
+
+
+def add_recorder_options(p: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Add the options of the recorder fields ``names`` to ``p`` (each one's ``dest`` is the
+    field's name), with the native recorder's defaults, ranges, choices and descriptions."""
+    for name in names:
+        f = FIELDS[name]
+        flag, metavar, _ = RECORDER_OPTIONS[name]
+        text = f["description"].replace("%", "%%")  # argparse formats help with %
+        if f["type"] == "bool":
+            if f["default"]:
+                p.add_argument(
+                    flag, dest=name, action=argparse.BooleanOptionalAction, default=True, help=text
+                )
+            else:
+                p.add_argument(flag, dest=name, action="store_true", help=text)
+            continue
+        default_text = f["default_text"].replace("%", "%%")
+        kw: dict[str, Any] = {
+            "dest": name,
+            "default": f["default"],
+            "help": f"{text} (default: {default_text})",
+        }
+        if f["choices"] is not None:
+            kw["choices"] = f["choices"]
+        elif f["type"] in ("int", "int | None"):
+            kw["type"] = _value_type(name)
+        if metavar is not None:
+            kw["metavar"] = metavar
+        p.add_argument(flag, **kw)
+
+
+def recorder_options(args: argparse.Namespace, names: Sequence[str]) -> RecordOptions:
+    """The recorder configuration of the options ``names`` (the others keep their defaults)."""
+    return RecordOptions(**{name: getattr(args, name) for name in names})
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,63 +124,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "new recording is written beside it and replaces it when complete",
     )
     p.add_argument("--pid", type=PID, help="attach to this running process instead of CMD")
-    p.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="auto",
-        help="sample source (default auto: the first of intel-pebs, amd-ibs, page-faults this "
-        "machine supports)",
-    )
-    p.add_argument(
-        "--event",
-        help="event of the backend: intel-pebs mem-loads (default), all-loads, all-stores; "
-        "amd-ibs ibs-op; page-faults page-faults",
-    )
-    p.add_argument(
-        "--period",
-        type=PERIOD,
-        metavar="R",
-        help="reset value: one sample every R events (default: intel-pebs 100, amd-ibs 4096, "
-        "page-faults 1)",
-    )
-    p.add_argument(
-        "--buffer-size",
-        type=_size,
-        default=64 << 10,
-        metavar="B",
-        help="bytes of records per drain (the wake-up watermark: the drain rate); the ring "
-        "buffer of each CPU holds at least 2*B (default 64KiB)",
-    )
-    p.add_argument(
-        "--ldlat",
-        type=LDLAT,
-        default=30,
-        metavar="N",
-        help="mem-loads latency threshold (cycles; default 30)",
-    )
-    p.add_argument("--l3-miss-only", action="store_true", help="amd-ibs: only ops missing L3")
-    p.add_argument(
-        "--min-mapping",
-        type=_size,
-        default=0,
-        metavar="SIZE",
-        help="keep only mappings at least this large (default 0: every mapping; the McKernel "
-        "driver kept 4MiB and more)",
-    )
-    p.add_argument(
-        "--maps-interval",
-        type=_duration,
-        default=20_000_000,
-        metavar="T",
-        help="longest time between /proc/PID/maps snapshots, which date unmaps (default 20ms)",
-    )
-    p.add_argument(
-        "--flush-interval",
-        type=_duration,
-        default=500_000_000,
-        metavar="T",
-        help="write a chunk at least this often (default 0.5s: at most that is lost on SIGKILL)",
-    )
+    add_recorder_options(p, RECORD_FIELDS)
     p.add_argument(
         "--list-backends", action="store_true", help="say which backends this machine supports"
     )
@@ -135,7 +154,7 @@ def list_backends() -> int:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab import _native
-    from tierlab.live.recorder import RecordOptions, record
+    from tierlab.live.recorder import record
     from tierlab.recording import check_overwritable
 
     if args.list_backends:
@@ -153,17 +172,7 @@ def main(args: argparse.Namespace) -> int:
         print_error(f"{args.out}: already exists (use --force to replace it)")
         return EXIT_USAGE
     check_overwritable(args.out, args.force)
-    opts = RecordOptions(
-        backend=args.backend,
-        event=args.event,
-        period=args.period,
-        buffer_size=args.buffer_size,
-        ldlat=args.ldlat,
-        l3_miss_only=args.l3_miss_only,
-        min_mapping=args.min_mapping,
-        snapshot_interval_ns=args.maps_interval,
-        flush_interval_s=args.flush_interval / 1e9,
-    )
+    opts = recorder_options(args, RECORD_FIELDS)
     try:
         res = record(
             args.out,

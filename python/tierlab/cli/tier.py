@@ -18,7 +18,11 @@ import sys
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PID, print_error
+from tierlab.cli.record import add_recorder_options, recorder_options
 from tierlab.live.units import human_size, parse_duration_ns, parse_size
+
+#: The recorder's options `tier` takes (as `tierlab record`).
+TIER_FIELDS = ("backend", "event", "period")
 
 
 def _size(text: str) -> int:
@@ -163,14 +167,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the move_pages call, then SIGCONT); without it, a page the target unmaps in that "
         "instant can be passed to move_pages",
     )
-    p.add_argument(
-        "--backend",
-        default="auto",
-        help="telemetry backend, as for `tierlab record` (default auto: PEBS/IBS where "
-        "present, else page faults)",
-    )
-    p.add_argument("--event", help="event of the backend (as for `tierlab record`)")
-    p.add_argument("--period", type=_count, help="sample period (as for `tierlab record`)")
+    add_recorder_options(p, TIER_FIELDS)
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
@@ -178,7 +175,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tierlab import _native
-    from tierlab.live.recorder import RecordOptions
     from tierlab.recording import check_overwritable
     from tierlab.tier import TierError
     from tierlab.tier.loop import TierOptions, tier
@@ -215,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
         freeze=args.freeze,
         duration_s=args.duration,
     )
-    ropts = RecordOptions(backend=args.backend, event=args.event, period=args.period)
+    ropts = recorder_options(args, TIER_FIELDS)
     try:
         res, params = tier(
             args.out,

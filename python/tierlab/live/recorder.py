@@ -1,7 +1,7 @@
 """The recording loop: drive a native ``LiveRecorder`` and write its rows as a recording.
 
-Rows are written in chunks (a Parquet part per table at least every ``flush_interval``
-seconds, each atomically), so a recorder killed with SIGKILL leaves a readable recording up
+Rows are written in chunks (a Parquet part per table at least every ``flush_interval_ns``,
+each atomically), so a recorder killed with SIGKILL leaves a readable recording up
 to its last chunk. Ctrl-C (KeyboardInterrupt) stops recording, drains what the kernel holds,
 and closes the recording; the target is never signalled by the recorder.
 """
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tierlab.live.config import RecordOptions
 from tierlab.recording import RecordingWriter
 from tierlab.view import symbols
 
@@ -34,33 +35,6 @@ MAPPING_TRACKER = {
     "unreported_maps": "ranges appearing without an MMAP2 record (mremap, shmat): dated at the "
     "previous snapshot, at most max_snapshot_gap_ns early",
 }
-
-
-@dataclass
-class RecordOptions:
-    backend: str = "auto"
-    event: str | None = None
-    period: int | None = None
-    buffer_size: int = 64 << 10
-    ldlat: int = 30
-    l3_miss_only: bool = False
-    #: Keep mappings at least this large (0: every mapping).
-    min_mapping: int = 0
-    snapshot_interval_ns: int = 20_000_000
-    flush_interval_s: float = 0.5
-
-    def native_kwargs(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "event": self.event,
-            "period": self.period,
-            "buffer_size": self.buffer_size,
-            "ldlat": self.ldlat,
-            "l3_miss_only": self.l3_miss_only,
-            "min_mapping": self.min_mapping,
-            "snapshot_interval_ns": self.snapshot_interval_ns,
-            "flush_interval_ns": int(self.flush_interval_s * 1e9 / 2),
-        }
 
 
 @dataclass

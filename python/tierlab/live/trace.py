@@ -224,9 +224,15 @@ def trace(
     *,
     valgrind: str | None = None,
     overwrite: bool = False,
-    flush_interval_s: float = 0.5,
+    flush_interval_s: float | None = None,
 ) -> TraceResult:
+    """Trace ``argv`` under lackey into recording ``out``, writing a chunk at least every
+    ``flush_interval_s`` seconds (default: the recorder's flush interval, as ``record``)."""
     from tierlab import __version__, _native
+    from tierlab.live.config import RecordOptions
+
+    if flush_interval_s is None:
+        flush_interval_s = RecordOptions().flush_interval_s
 
     exe = find_valgrind(valgrind)
     if not argv:
