@@ -156,6 +156,33 @@ def policy_replay(kind: str, pages: bytes, capacity: int) -> tuple[int, int, flo
 def policy_kinds() -> list[str]:
     """The registered replacement policies."""
 
+# -- declared parameters (src/params.rs) -------------------------------------------------------
+
+class ParamField(TypedDict):
+    """One declared parameter (``#[param(...)]`` on a field of the engine's configuration)."""
+
+    key: str
+    type: str
+    rust_type: str
+    default: str | None
+    required: bool
+    unit: str
+    range: str | None
+    status: str
+    source: str
+    doc: str
+    summary: str
+
+def param_sections() -> list[tuple[str, str, list[ParamField]]]:
+    """Every declared parameter of a scenario, table by table: ``(path, kind, fields)``."""
+
+def parameters_page() -> str:
+    """``docs/parameters.md``, generated from the declarations."""
+
+def param_info(spec: str, key: str, overrides: Sequence[str] = ...) -> ParamField | None:
+    """The declared field a key of the scenario ``spec`` names
+    (``telemetry[0].sample_interval``), or None."""
+
 # -- live recording (src/live.rs) --------------------------------------------------------------
 
 class BackendInfo(TypedDict):

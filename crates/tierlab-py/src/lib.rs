@@ -11,6 +11,7 @@
 
 mod hugealloc;
 mod live;
+mod params;
 mod plan;
 mod schema;
 mod tier;
@@ -441,6 +442,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     live::register(m)?;
+    params::register(m)?;
     plan::register(m)?;
     schema::register(m)?;
     tier::register(m)?;

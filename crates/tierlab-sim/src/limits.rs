@@ -12,7 +12,7 @@
 //!
 //! `docs/scenarios.md` ("Ranges") lists the same table; a test keeps the two in step.
 
-use tierlab_core::param::{Declared, FieldSpec, Shape};
+use tierlab_core::param::{FieldSpec, Shape};
 
 /// One range rule.
 #[derive(Clone, Copy, Debug)]
@@ -218,12 +218,12 @@ pub fn rule_for(path: &str) -> Option<&'static Rule> {
 /// A number out of range: (dotted path with indices, message).
 pub type Violation = (String, String);
 
-/// Check every number of `value` (a scenario as TOML, defaults included) against the range
-/// its field declares (`#[param(range = ...)]`); a field of a struct not declared yet falls
-/// back to [`RULES`].
-pub fn check(value: &toml::Value) -> Result<(), Violation> {
+/// Check every number of `value` (a table of parameters as TOML, defaults included, whose
+/// keys are `fields`: a scenario) against the range its field declares (`#[param(range =
+/// ...)]`); a field of a struct not declared yet falls back to [`RULES`].
+pub fn check(value: &toml::Value, fields: &[&'static FieldSpec]) -> Result<(), Violation> {
     let toml::Value::Table(t) = value else { return Ok(()) };
-    check_table(t, &<crate::scenario::Scenario as Declared>::fields(), &mut String::new(), &mut String::new())
+    check_table(t, fields, &mut String::new(), &mut String::new())
 }
 
 /// Check the numbers of the table `t` whose keys are `fields`.
@@ -487,6 +487,11 @@ mod tests {
 
     fn table(s: &str) -> toml::Value {
         toml::Value::Table(toml::from_str(s).unwrap())
+    }
+
+    fn check(v: &toml::Value) -> Result<(), Violation> {
+        use tierlab_core::param::Declared;
+        super::check(v, &crate::scenario::Scenario::fields())
     }
 
     #[test]

@@ -327,6 +327,150 @@ impl<'de, S: Params, P: Params + SharedDefaults<S>> Deserialize<'de> for With<S,
     }
 }
 
+// -- the catalogue: every declared parameter, for listings, docs and reports --------------
+
+/// One section of the catalogue: a table of parameters (`machine.tlb`, `[[telemetry]]` of
+/// kind `damon`) and its leaf fields.
+#[derive(Debug)]
+pub struct Section {
+    /// Dotted path of the table (`machine.nodes[]`, `telemetry[]`; empty: the top level).
+    pub path: String,
+    /// The registered kind the table is for (tagged tables), else empty.
+    pub kind: String,
+    /// Its leaves (fields that are not tables).
+    pub fields: Vec<&'static FieldSpec>,
+}
+
+/// Every table reachable from `root`, depth first: the top level, then each nested table
+/// (list items as `name[]`), a tagged table once per registered kind.
+pub fn catalogue(root: Vec<&'static FieldSpec>) -> Vec<Section> {
+    let mut out = Vec::new();
+    walk_section(String::new(), String::new(), root, &mut out);
+    out
+}
+
+/// The table shape under lists and options (`Vec<Option<T>>` -> T's).
+fn unwrap_shape(mut s: Shape) -> (Shape, bool) {
+    let mut list = false;
+    loop {
+        match s {
+            Shape::Optional(i) => s = i(),
+            Shape::List(i) => {
+                list = true;
+                s = i()
+            }
+            other => return (other, list),
+        }
+    }
+}
+
+fn walk_section(path: String, kind: String, fields: Vec<&'static FieldSpec>, out: &mut Vec<Section>) {
+    let fields = tierlab_core::param::expand(fields);
+    let mut leaves = Vec::new();
+    let mut nested = Vec::new();
+    for f in fields {
+        match unwrap_shape((f.shape)()) {
+            (Shape::Table(inner), list) => nested.push((f.name, list, None, Some(inner))),
+            (Shape::Tagged { kinds, fields }, list) => {
+                nested.push((f.name, list, Some((kinds, fields)), None))
+            }
+            _ => leaves.push(f),
+        }
+    }
+    out.push(Section { path: path.clone(), kind, fields: leaves });
+    for (name, list, tagged, table) in nested {
+        let p = format!(
+            "{}{name}{}",
+            if path.is_empty() { String::new() } else { format!("{path}.") },
+            if list { "[]" } else { "" }
+        );
+        if let Some(inner) = table {
+            walk_section(p, String::new(), inner(), out);
+        } else if let Some((kinds, fields)) = tagged {
+            for k in kinds() {
+                if let Some(fs) = fields(k) {
+                    walk_section(p.clone(), k.to_string(), fs, out);
+                }
+            }
+        }
+    }
+}
+
+/// The field a scenario key names (`telemetry[0].sample_interval`, `machine.tlb.l2_entries`,
+/// `workload.footprint`), found by walking the declarations beside the scenario `value` (its
+/// expanded TOML: a tagged table's `kind` picks its fields). None when no field has that key.
+pub fn field_at(root: Vec<&'static FieldSpec>, value: &toml::Value, key: &str) -> Option<&'static FieldSpec> {
+    let mut fields = root;
+    let mut v = Some(value);
+    let segs: Vec<&str> = key.split('.').collect();
+    for (n, seg) in segs.iter().enumerate() {
+        let (name, index) = match seg.split_once('[') {
+            Some((a, rest)) => (a, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (*seg, None),
+        };
+        let f = tierlab_core::param::find(fields.clone(), name)?;
+        v = v.and_then(|x| x.get(name));
+        if let (Some(i), Some(x)) = (index, v) {
+            v = x.get(i);
+        }
+        if n + 1 == segs.len() {
+            return Some(f);
+        }
+        fields = match unwrap_shape((f.shape)()).0 {
+            Shape::Table(inner) => inner(),
+            Shape::Tagged { fields, .. } => {
+                let kind = v.and_then(|x| x.get("kind")).and_then(|k| k.as_str())?;
+                fields(kind)?
+            }
+            _ => return None,
+        };
+    }
+    None
+}
+
+/// The catalogue as Markdown (`docs/parameters.md`): one table per section.
+pub fn markdown(sections: &[Section]) -> String {
+    let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::new();
+    for sec in sections {
+        if sec.fields.is_empty() {
+            continue;
+        }
+        let title = match (sec.path.as_str(), sec.kind.as_str()) {
+            ("", _) => "Top level".to_string(),
+            (p, "") => format!("`{p}`"),
+            (p, k) => format!("`{p}` kind = \"{k}\""),
+        };
+        out.push_str(&format!("### {title}\n\n"));
+        out.push_str("| key | type | default | unit | range | provenance | description |\n");
+        out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+        for f in &sec.fields {
+            let default = if f.required() {
+                "required".to_string()
+            } else {
+                f.default_text().map(|d| format!("`{}`", esc(&d))).unwrap_or_else(|| "none".into())
+            };
+            let range = f.range.map(|r| r.to_string()).unwrap_or_default();
+            let prov = match f.provenance.text() {
+                "" => f.provenance.status().to_string(),
+                t => format!("{}: {}", f.provenance.status(), esc(t)),
+            };
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} | {} | {} |\n",
+                f.name,
+                esc(&(f.shape)().label()),
+                default,
+                esc(f.unit),
+                range,
+                prov,
+                esc(&f.doc.split_whitespace().collect::<Vec<_>>().join(" "))
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

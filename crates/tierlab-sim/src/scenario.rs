@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tierlab_core::param::params;
+use tierlab_core::param::{params, Declared};
 
 use crate::error::{Location, Result, SimError};
 use crate::os::MachineConfig;
@@ -504,7 +504,7 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
     };
     let value =
         toml::Value::try_from(sc).map_err(|e| err("", format!("scenario does not serialize: {e}")))?;
-    crate::limits::check(&value).map_err(|(f, m)| err(&f, m))?;
+    crate::limits::check(&value, &Scenario::fields()).map_err(|(f, m)| err(&f, m))?;
     sc.machine.validate().map_err(|(f, m)| err(&f, m))?;
     if sc.window.0 == 0 {
         return Err(err("window", "must be > 0".into()));
@@ -644,6 +644,44 @@ pub fn export(sc: &Scenario) -> String {
     }
     out.push_str(&body);
     out
+}
+
+/// Every declared parameter of a scenario, table by table (see [`crate::params::catalogue`]).
+pub fn catalogue() -> Vec<crate::params::Section> {
+    crate::params::catalogue(Scenario::fields())
+}
+
+/// `docs/parameters.md`: the page, generated from the declarations (`tierlab params
+/// --markdown` prints it; a test keeps the file equal to it).
+pub fn parameters_page() -> String {
+    let mut out = String::from(PARAMETERS_HEAD);
+    out.push_str(&crate::params::markdown(&catalogue()));
+    out
+}
+
+const PARAMETERS_HEAD: &str = "# Parameters
+
+Every parameter a scenario may set, with its type, default, unit, range and provenance, table by
+table. This page is generated from the declarations in the code (`#[param(...)]` on each field):
+do not edit it; regenerate it with `tierlab params --markdown > docs/parameters.md` (a test
+fails when it is stale). `tierlab params SECTION` prints one table at the terminal, and
+`tierlab export SCENARIO` writes a scenario with every value it uses.
+
+Provenance says where a default comes from: **sourced** (a paper, a manual, kernel source or a
+measurement, named), **calibrated** (fitted to the figure named), **assumed** (no source gives
+the value; the reason is given) or **setting** (a choice of the experiment, not a fact about a
+machine or mechanism). A scenario that sets a value states its own provenance (the reproduction
+files of `tierlab reproduce`). Numbers outside their range are refused when the scenario loads,
+with the file, line and field. Sizes accept `4096`, `\"4KiB\"`, `\"10GB\"`; durations `\"5ms\"`,
+`\"1s\"`.
+
+";
+
+/// The declared field a scenario key names (`telemetry[0].sample_interval`), looked up in the
+/// expanded scenario `sc` (a `kind` picks its implementation's fields).
+pub fn declared_field(sc: &Scenario, key: &str) -> Option<&'static tierlab_core::param::FieldSpec> {
+    let value = toml::Value::try_from(sc).ok()?;
+    crate::params::field_at(Scenario::fields(), &value, key)
 }
 
 /// Apply one `dotted.key=value` override to a TOML table. The value is parsed as a TOML value
@@ -1018,7 +1056,7 @@ mod tests {
             let v = toml::Value::try_from(&sc).unwrap();
             let u = crate::limits::uncovered(&v);
             if u.is_empty() {
-                if let Err((f, m)) = crate::limits::check(&v) {
+                if let Err((f, m)) = crate::limits::check(&v, &Scenario::fields()) {
                     panic!("{t}\n{f}: {m}");
                 }
             }
@@ -1029,6 +1067,42 @@ mod tests {
         missing.dedup();
         assert!(missing.is_empty(), "no range declared in limits::RULES for:\n{}", missing.join("\n"));
         assert!(checked >= 20, "{checked}");
+    }
+
+    #[test]
+    fn parameters_page_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/parameters.md");
+        let page = parameters_page();
+        if std::env::var_os("TIERLAB_BLESS").is_some() {
+            std::fs::write(path, &page).expect("write docs/parameters.md");
+        }
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            doc == page,
+            "docs/parameters.md is not the declarations' page: regenerate it with \
+             `tierlab params --markdown > docs/parameters.md` (or TIERLAB_BLESS=1 cargo test ... parameters_page)"
+        );
+    }
+
+    #[test]
+    fn fields_are_found_by_scenario_keys() {
+        let text = "[workload]\nkind = \"uniform\"\n[[telemetry]]\nkind = \"pebs\"\n[tiering]\nkind = \"hottest-first\"\ntelemetry = \"pebs\"\n";
+        let sc = load(&src(text), &[], None).unwrap();
+        let f = declared_field(&sc, "tiering.fill").expect("tiering.fill");
+        assert_eq!((f.name, f.provenance.status()), ("fill", "assumed"));
+        assert_eq!(
+            declared_field(&sc, "tiering.rate_limit_mbps").unwrap().default_text().as_deref(),
+            Some("2048.0")
+        );
+        assert_eq!(
+            declared_field(&sc, "report.heatmap_bins").unwrap().range.unwrap().to_string(),
+            "[1, 100000]"
+        );
+        assert!(declared_field(&sc, "tiering.nope").is_none());
+        assert!(declared_field(&sc, "seed").is_some());
+        let cat = catalogue();
+        assert!(cat.iter().any(|s| s.path == "tiering" && s.kind == "hottest-first"));
+        assert!(cat.iter().any(|s| s.path == "telemetry[]" && s.kind == "damon"));
     }
 
     #[test]
