@@ -1003,9 +1003,9 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if src == dst:
         return True
     if pa.types.is_integer(dst):
-        return pa.types.is_integer(src)
+        return bool(pa.types.is_integer(src))
     if pa.types.is_string(dst):
-        return pa.types.is_string(src) or pa.types.is_large_string(src)
+        return bool(pa.types.is_string(src) or pa.types.is_large_string(src))
     return False
 
 
