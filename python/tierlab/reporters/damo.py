@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab.api import Result

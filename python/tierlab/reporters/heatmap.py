@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tierlab.api import heatmap_frame
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

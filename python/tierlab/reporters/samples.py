@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import pandas as pd
 
-from tierlab.reporters import Reporter
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab._native import RunOutput
