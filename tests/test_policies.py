@@ -76,7 +76,7 @@ def test_machine_with_tlb_effects_off_equals_libcachesim(tmp_path: Path) -> None
     write_oracle_trace(pages, trace)
     for kind in REFERENCE:
         raw = native().run(str(spec), [f'policies=[{{kind="{kind}"}}]'], None, None, replay)
-        faults = raw["stats_flat"]["hmem.per_core.page_faults"]
+        faults = raw.stats_flat["hmem.per_core.page_faults"]
         theirs, _ = libcachesim_misses(kind, pages, capacity, trace)
         assert faults == theirs, kind
 
