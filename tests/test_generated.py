@@ -1,9 +1,11 @@
 """What is generated from declarations on the Rust side stays true to them:
 
-- the generated part of ``_native.pyi`` (the run-result types) is what
+- the generated files (``_native.pyi``'s run-result types, ``tierlab/stats_keys.py``) are what
   ``tools/gen_python.py`` writes from the built extension now;
 - a real run's result has exactly the attributes and keys the stub declares, with values of
-  the declared types.
+  the declared types;
+- every statistic and time-series column of a set of short built-in runs is in the catalogue
+  (``crates/tierlab-sim/src/stats_keys.rs``), so no key Python reads can be missing from it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from tierlab import _native
+from tierlab import stats_keys as sk
 
 ROOT = Path(__file__).resolve().parent.parent
 #: How the extension's classes hold their attributes.
@@ -166,6 +169,14 @@ def run_of(name: str) -> Any:
     return _native.run(spec, [*_point(spec, label), f'duration="{duration}"'])
 
 
+ALL_RUNS = [
+    *RUNS,
+    *(f"tiering-kv:{p}" for p in TIERING),
+    *(f"numa-placement:{p}" for p in PLACEMENT),
+    *(f"cmcp-table1:{p}" for p in HMEM),
+]
+
+
 @pytest.mark.parametrize("name", ["demo", "tiering-kv:Memtis", "numa-placement:" + PLACEMENT[0]])
 def test_a_run_has_the_stub_types(name: str) -> None:
     raw = run_of(name)
@@ -198,3 +209,31 @@ def test_the_checker_finds_wrong_types() -> None:
     assert problems(True, ast.parse("int | None", mode="eval").body, "x")
     heat = {"t_start_s": [0.0], "t_end_s": [1.0], "bin_start": [0], "bin_bytes": [1]}
     assert problems(heat, ast.Name("Heatmap"), "h")  # two keys missing
+
+
+@pytest.mark.parametrize("name", ALL_RUNS)
+def test_every_published_key_is_in_the_catalogue(name: str) -> None:
+    raw = run_of(name)
+    assert raw.error is None, raw.error
+    missing = [k for k in raw.stats_flat if sk.entry_of(k) is None]
+    missing += [
+        f"{s.name}: {k}" for s in raw.stages for k in s.stats_flat if sk.entry_of(k) is None
+    ]
+    missing += [f"time series: {c}" for c in raw.timeseries if sk.column_of(c) is None]
+    assert not missing, (
+        f"{name}: not in the catalogue (crates/tierlab-sim/src/stats_keys.rs; then make "
+        "install and tools/gen_python.py):\n" + "\n".join(missing)
+    )
+
+
+def test_catalogue_lookup() -> None:
+    entry = sk.entry_of(sk.MACHINE_ACCESSES)
+    assert entry is not None and (entry.key, entry.unit) == ("machine.accesses", "count")
+    entry = sk.entry_of(sk.telemetry_cpu_seconds("DAMON-MOD"))
+    assert entry is not None and entry.key == "telemetry.{label}.cpu_seconds" and entry.unit == "s"
+    assert sk.entry_of("telemetry.DAMON.no_such_stat") is None
+    assert sk.entry_of("telemetry.a.b.cpu_seconds") is None  # a label is one part
+    assert sk.column_of(sk.ts_node_accesses("dram")) is not None
+    assert sk.entry_of(sk.ts_node_accesses("dram")) is not None  # also a statistic
+    assert sk.column_of("machine.accesses") is None
+    assert all(e.unit in sk.UNITS for e in (*sk.CATALOGUE, *sk.TIMESERIES))

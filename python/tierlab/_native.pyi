@@ -116,7 +116,7 @@ class RunOutput:
         """the stats registry, nested (``stats["machine"]["accesses"]``)"""
     @property
     def stats_flat(self) -> dict[str, StatValue]:
-        """the same keyed by dotted names"""
+        """the same keyed by dotted names (:mod:`tierlab.stats_keys` names them)"""
     @property
     def timeseries(self) -> dict[str, list[float]]:
         """one list per column, one value per window (counts as ints, times and rates as floats)"""
@@ -219,6 +219,17 @@ def policy_replay(kind: str, pages: bytes, capacity: int) -> tuple[int, int, flo
 
 def policy_kinds() -> list[str]:
     """The registered replacement policies."""
+
+def stats_catalogue() -> list[tuple[str, str, str]]:
+    """The statistics a run may publish: ``(key, unit, description)``, a ``{name}`` part of a
+    key standing for any one part of a dotted name (``tierlab.stats_keys`` is generated from
+    it)."""
+
+def timeseries_catalogue() -> list[tuple[str, str, str]]:
+    """The columns a run's time series may have, as :func:`stats_catalogue`."""
+
+def stat_units() -> list[tuple[str, str]]:
+    """The units of the two catalogues: ``(unit, meaning)``."""
 
 def _record_types() -> list[dict[str, Any]]:
     """The declared result types, for ``tools/gen_python.py``: ``name``, ``kind`` (``class``

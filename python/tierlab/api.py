@@ -15,6 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tierlab import stats_keys as sk
+
 # numpy and pandas are imported where a table is made, not here: every `tierlab` command
 # imports this module, and most (`run --json`, the recorders, every input error) make none.
 if TYPE_CHECKING:
@@ -155,9 +157,10 @@ class Result:
     """The outcome of one run.
 
     ``stats`` is the nested stats registry (``stats["machine"]["accesses"]``), ``stats_flat``
-    the same keyed by dotted names, ``timeseries`` one row per window, ``heatmap`` accesses
-    per (window, address bin) as returned by the engine (see :meth:`heatmap_frame`),
-    ``scenario`` the fully expanded scenario TOML (runs again to the same numbers).
+    the same keyed by dotted names (:mod:`tierlab.stats_keys` names them), ``timeseries`` one
+    row per window, ``heatmap`` accesses per (window, address bin) as returned by the engine
+    (see :meth:`heatmap_frame`), ``scenario`` the fully expanded scenario TOML (runs again to
+    the same numbers).
 
     ``timeseries`` is made from the engine's columns when first read (``timeseries_columns``).
     """
@@ -253,7 +256,7 @@ def simulated_ns(
     raised to the end of its last window."""
     done: int | None = progress[0] if progress else None
     total: int | None = progress[1] if progress else None
-    ends = timeseries.get("t_end_s") or ()
+    ends = timeseries.get(sk.TS_T_END_S) or ()
     if len(ends):
         end_ns = round(float(max(ends)) * 1e9)
         done = end_ns if done is None else max(done, end_ns)

@@ -1,4 +1,4 @@
-//! What `run` returns, as typed Python objects.
+//! What `run` returns, as typed Python objects, and the catalogue of statistics keys.
 //!
 //! Every type is declared once, with [`record!`]: `RunOutput` and `StageOutput` are frozen
 //! classes with one read-only attribute per field; `Heatmap`, `MappingInfo` and
@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use tierlab_sim::driver::RunResult;
+use tierlab_sim::stats_keys;
 
 /// One field of a declared type: its name, its Python type (as the stub writes it) and its
 /// description.
@@ -108,7 +109,7 @@ record! {
         wall_seconds: f64 => "float",
         /// the stats registry, nested (``stats["machine"]["accesses"]``)
         stats: PyObject => "StatsTree",
-        /// the same keyed by dotted names
+        /// the same keyed by dotted names (:mod:`tierlab.stats_keys` names them)
         stats_flat: Py<PyDict> => "dict[str, StatValue]",
         /// one list per column, one value per window (counts as ints, times and rates as floats)
         timeseries: Py<PyDict> => "dict[str, list[float]]",
@@ -330,9 +331,32 @@ fn _record_types(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     Ok(out)
 }
 
+/// The statistics a run may publish (`tierlab_sim::stats_keys::STATS`): `[(key, unit,
+/// description)]`, a `{name}` part of a key standing for any one part of a dotted name.
+#[pyfunction]
+fn stats_catalogue() -> Vec<(&'static str, &'static str, &'static str)> {
+    stats_keys::STATS.iter().map(|s| (s.key, s.unit, s.about)).collect()
+}
+
+/// The columns a run's time series may have (`tierlab_sim::stats_keys::COLUMNS`), as
+/// [`stats_catalogue`].
+#[pyfunction]
+fn timeseries_catalogue() -> Vec<(&'static str, &'static str, &'static str)> {
+    stats_keys::COLUMNS.iter().map(|s| (s.key, s.unit, s.about)).collect()
+}
+
+/// The units the catalogues use: `[(unit, meaning)]`.
+#[pyfunction]
+fn stat_units() -> Vec<(&'static str, &'static str)> {
+    stats_keys::UNITS.to_vec()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RunOutput>()?;
     m.add_class::<StageOutput>()?;
     m.add_function(wrap_pyfunction!(_record_types, m)?)?;
+    m.add_function(wrap_pyfunction!(stats_catalogue, m)?)?;
+    m.add_function(wrap_pyfunction!(timeseries_catalogue, m)?)?;
+    m.add_function(wrap_pyfunction!(stat_units, m)?)?;
     Ok(())
 }

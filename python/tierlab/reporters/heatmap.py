@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tierlab import stats_keys as sk
 from tierlab.api import heatmap_frame
 from tierlab.outdir import atomic_output
 from tierlab.reporters.base import Reporter
@@ -103,7 +104,7 @@ class HeatmapReporter(Reporter):
         if result.interrupted:
             title += " [interrupted]"
         # A run without ground truth (`report.ground_truth = false`) has no counts to bin.
-        counted = "run.ground_truth_accesses" in result.stats_flat
+        counted = sk.RUN_GROUND_TRUTH_ACCESSES in result.stats_flat
         fig = heatmap_figure(result.heatmap, title, "no accesses" if counted else NO_TRUTH_NOTE)
         written = [table]
         for ext, dpi in (("png", 120), ("svg", None)):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import pandas as pd
 
+from tierlab import stats_keys as sk
 from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -
                 "technique": label,
                 **params,
             },
-            machine={"simulated": True, "cores": stats.get("run.threads"), "cpu_nodes": cpu_nodes},
+            machine={"simulated": True, "cores": stats.get(sk.RUN_THREADS), "cpu_nodes": cpu_nodes},
             overwrite=True,
         ) as w:
             w.append_samples(frame)
