@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tierlab
-from tierlab import api, recording
-from tierlab.recording import Recording, RecordingError, RecordingWriter
+from tierlab import api
+from tierlab.recording import Recording, RecordingError, RecordingWriter, writer
 
 
 def _accesses(time_ns: Any) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def test_constructor_error_after_mkdir_cleans_up(
     def fail(path: Path, data: bytes) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(recording, "_atomic_write_bytes", fail)
+    monkeypatch.setattr(writer, "_atomic_write_bytes", fail)
     (tmp_path / "empty").mkdir()
     for name in ("rec", "empty"):
         with pytest.raises(OSError, match="disk full"):

@@ -125,7 +125,7 @@ def test_simulated_profile_and_place_plan_give_the_same_plan(tmp_path: Path) -> 
     plan = json.loads(plan_file.read_text())
     live = {p["addr"]: p["node"] for p in plan["pages"]}
     sim: dict[int, int] = {}
-    for start, end, node in result.raw["plan"] or []:
+    for start, end, node in result.plan or []:
         for addr in range(start, end, 4096):
             sim[addr] = node
     assert sim, "the simulated profile produced a plan"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_user_error, tierlab
+from tierlab import stats_keys as sk
 from tierlab.api import native
 from tierlab.policies import (
     libcachesim_misses,
@@ -76,7 +77,7 @@ def test_machine_with_tlb_effects_off_equals_libcachesim(tmp_path: Path) -> None
     write_oracle_trace(pages, trace)
     for kind in REFERENCE:
         raw = native().run(str(spec), [f'policies=[{{kind="{kind}"}}]'], None, None, replay)
-        faults = raw["stats_flat"]["hmem.per_core.page_faults"]
+        faults = raw.stats_flat[sk.HMEM_PER_CORE_PAGE_FAULTS]
         theirs, _ = libcachesim_misses(kind, pages, capacity, trace)
         assert faults == theirs, kind
 

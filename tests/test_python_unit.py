@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -16,25 +17,27 @@ from tierlab.reporters import reporters, write_all
 from tierlab.reporters.summary import SummaryReporter
 
 
-def fake_raw(interrupted: bool = False) -> dict[str, object]:
-    """A native result dict as the contract describes it, with 3 windows and 4 bins."""
+def fake_raw(interrupted: bool = False) -> SimpleNamespace:
+    """A stand-in for the native ``RunOutput`` (every attribute it has), with 3 windows and 4
+    bins."""
     counts = [[5, 0, 100, 1], [0, 0, 7, 3000], [1, 2, 3, 4]]
-    return {
-        "scenario": 'name = "fake"\nseed = 3\n',
-        "name": "fake",
-        "seed": 3,
-        "interrupted": interrupted,
-        "wall_seconds": 0.25,
-        "stats": {"machine": {"accesses": 3123, "core": {"0": {"tlb": {"misses": 4}}}}},
-        "stats_flat": {"machine.accesses": 3123, "machine.core.0.tlb.misses": 4},
-        "timeseries": {
+    return SimpleNamespace(
+        scenario='name = "fake"\nseed = 3\n',
+        name="fake",
+        seed=3,
+        interrupted=interrupted,
+        error=None,
+        wall_seconds=0.25,
+        stats={"machine": {"accesses": 3123, "core": {"0": {"tlb": {"misses": 4}}}}},
+        stats_flat={"machine.accesses": 3123, "machine.core.0.tlb.misses": 4},
+        timeseries={
             "window": [0, 1, 2],
             "t_start_s": [0.0, 0.01, 0.02],
             "t_end_s": [0.01, 0.02, 0.03],
             "accesses": [106, 3007, 10],
             "node.dram.accesses": [100, 3000, 10],
         },
-        "heatmap": {
+        heatmap={
             "t_start_s": [0.0, 0.01, 0.02],
             "t_end_s": [0.01, 0.02, 0.03],
             "bin_start": [0x1000_0000, 0x1010_0000, 0x4000_0000, 0x4010_0000],
@@ -42,12 +45,18 @@ def fake_raw(interrupted: bool = False) -> dict[str, object]:
             "bin_mapping": ["a", "a", "b", "b"],
             "counts": counts,
         },
-        "mappings": [
+        mappings=[
             {"name": "a", "start": 0x1000_0000, "length": 2 << 20, "page_size": 4096},
             {"name": "b", "start": 0x4000_0000, "length": 2 << 20, "page_size": 4096},
         ],
-        "summary": [["accesses", "3,123"], ["simulated time", "30 ms"]],
-    }
+        mapping_log=[],
+        samples={},
+        plan=None,
+        core_nodes=[0],
+        damo_records={},
+        stages=[],
+        summary=[("accesses", "3,123"), ("simulated time", "30 ms")],
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,7 +94,7 @@ def test_result_from_native() -> None:
 
 
 def test_heatmap_frame() -> None:
-    frame = heatmap_frame(fake_raw()["heatmap"])
+    frame = heatmap_frame(fake_raw().heatmap)
     assert len(frame) == 12
     assert frame["accesses"].sum() == 3123 + 0
     row = frame[(frame["window"] == 1) & (frame["bin"] == 3)].iloc[0]
@@ -113,7 +122,7 @@ def test_reporters_write_every_file(tmp_path: Path) -> None:
 
 def test_reporters_handle_empty_results(tmp_path: Path) -> None:
     raw = fake_raw(interrupted=True)
-    raw.update(timeseries={}, heatmap={}, summary=[], stats={})
+    raw.timeseries, raw.heatmap, raw.summary, raw.stats = {}, {}, [], {}
     written = write_all(Result.from_native(raw), tmp_path)
     assert all(p.stat().st_size > 0 or p.suffix == ".csv" for p in written)
 
@@ -133,8 +142,8 @@ def test_reporters_write_sample_recordings(tmp_path: Path) -> None:
     from tierlab.recording import Recording
 
     raw = fake_raw()
-    raw["mapping_log"] = [(0, "map", 0x1000_0000, 2 << 20, "a")]
-    raw["samples"] = {
+    raw.mapping_log = [(0, "map", 0x1000_0000, 2 << 20, "a")]
+    raw.samples = {
         "PEBS R=64": {
             "time_ns": [10, 10, 20],
             "tid": [0, 0, 1],
@@ -180,9 +189,9 @@ def test_worker_writes_kept_samples_itself(tmp_path: Path, monkeypatch: pytest.M
     from tierlab.sweep.worker import run_point
 
     raw = fake_raw()
-    raw["mapping_log"] = [(0, "map", 0x1000_0000, 2 << 20, "a")]
+    raw.mapping_log = [(0, "map", 0x1000_0000, 2 << 20, "a")]
     n = 5000
-    raw["samples"] = {
+    raw.samples = {
         "PEBS": {
             "time_ns": list(range(n)),
             "tid": [0] * n,

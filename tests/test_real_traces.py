@@ -143,7 +143,7 @@ def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
     # PEBS on loads with reset value R: the pages of every R-th load of each thread.
     r = tl.run(scenario(rec.with_name(rec.name), ""), set=[
         f'telemetry=[{{kind = "pebs", event = "loads", period = {R}}}]'])  # fmt: skip
-    s = r.raw["samples"]["pebs"]
+    s = r.samples["pebs"]
     assert (
         set((np.asarray(s["addr"], dtype=np.uint64) >> np.uint64(12)).tolist()) == want["sampled"]
     )

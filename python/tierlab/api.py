@@ -15,12 +15,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tierlab import stats_keys as sk
+
 # numpy and pandas are imported where a table is made, not here: every `tierlab` command
 # imports this module, and most (`run --json`, the recorders, every input error) make none.
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tierlab._native import Heatmap, MappingInfo, RunOutput, StatsTree, StatValue
+    from tierlab._native import (
+        Heatmap,
+        MappingEvent,
+        MappingInfo,
+        RunOutput,
+        SampleColumns,
+        StageOutput,
+        StatsTree,
+        StatValue,
+    )
 
 ProgressFn = Callable[[int, int, int], None]
 
@@ -146,9 +157,10 @@ class Result:
     """The outcome of one run.
 
     ``stats`` is the nested stats registry (``stats["machine"]["accesses"]``), ``stats_flat``
-    the same keyed by dotted names, ``timeseries`` one row per window, ``heatmap`` accesses
-    per (window, address bin) as returned by the engine (see :meth:`heatmap_frame`),
-    ``scenario`` the fully expanded scenario TOML (runs again to the same numbers).
+    the same keyed by dotted names (:mod:`tierlab.stats_keys` names them), ``timeseries`` one
+    row per window, ``heatmap`` accesses per (window, address bin) as returned by the engine
+    (see :meth:`heatmap_frame`), ``scenario`` the fully expanded scenario TOML (runs again to
+    the same numbers).
 
     ``timeseries`` is made from the engine's columns when first read (``timeseries_columns``).
     """
@@ -169,7 +181,20 @@ class Result:
     #: the simulation error that ended the run early (the simulated machine ran out of
     #: memory, ...): everything simulated before it is in the result; None for a full run
     error: str | None = None
-    #: what the native ``run`` returned
+    #: every map and unmap of the run: ``(time_ns, "map" | "unmap", start, length, name)``
+    mapping_log: list[MappingEvent] = field(default_factory=list, repr=False)
+    #: technique label -> its samples (sample-based techniques, a profiling placement policy)
+    samples: dict[str, SampleColumns] = field(default_factory=dict, repr=False)
+    #: the placement plan the run produced, ``(start, end, node)`` ranges, or None
+    plan: list[tuple[int, int, int]] | None = field(default=None, repr=False)
+    #: node of each core
+    core_nodes: list[int] = field(default_factory=list, repr=False)
+    #: damo records (JSON text) of the region-based techniques that kept one, by label
+    damo_records: dict[str, str] = field(default_factory=dict, repr=False)
+    #: the stages that ran before the last one
+    stages: list[StageOutput] = field(default_factory=list, repr=False)
+    #: what the native ``run`` returned (None for a result made otherwise, e.g. from a
+    #: sweep point)
     raw: RunOutput | None = field(default=None, repr=False)
     _timeseries: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
@@ -184,27 +209,29 @@ class Result:
 
     @classmethod
     def from_native(cls, raw: RunOutput, progress: tuple[int, int, int] | None = None) -> Result:
-        ts = raw.get("timeseries") or {}
-        done: int | None = progress[0] if progress else None
-        total: int | None = progress[1] if progress else None
-        if len(ts.get("t_end_s") or ()):
-            end_ns = round(float(max(ts["t_end_s"])) * 1e9)
-            done = end_ns if done is None else max(done, end_ns)
+        """The result of the native ``run`` (``progress``: its last progress report)."""
+        done, total = simulated_ns(raw.timeseries, progress)
         return cls(
-            name=raw.get("name", ""),
-            seed=raw.get("seed", 0),
-            scenario=raw.get("scenario", ""),
-            interrupted=bool(raw.get("interrupted", False)),
-            wall_seconds=float(raw.get("wall_seconds", 0.0)),
-            stats=raw.get("stats") or {},
-            stats_flat=raw.get("stats_flat") or {},
-            timeseries_columns=ts,
-            heatmap=raw.get("heatmap") or _empty_heatmap(),
-            mappings=list(raw.get("mappings") or []),
-            summary=[(str(a), str(b)) for a, b in raw.get("summary") or []],
+            name=raw.name,
+            seed=raw.seed,
+            scenario=raw.scenario,
+            interrupted=raw.interrupted,
+            wall_seconds=raw.wall_seconds,
+            stats=raw.stats,
+            stats_flat=raw.stats_flat,
+            timeseries_columns=raw.timeseries,
+            heatmap=raw.heatmap,
+            mappings=raw.mappings,
+            summary=raw.summary,
             sim_ns_done=done,
             sim_ns_total=total,
-            error=raw.get("error"),
+            error=raw.error,
+            mapping_log=raw.mapping_log,
+            samples=raw.samples,
+            plan=raw.plan,
+            core_nodes=raw.core_nodes,
+            damo_records=raw.damo_records,
+            stages=raw.stages,
             raw=raw,
         )
 
@@ -222,7 +249,22 @@ class Result:
         )
 
 
-def _empty_heatmap() -> Heatmap:
+def simulated_ns(
+    timeseries: Mapping[str, Any], progress: tuple[int, int, int] | None = None
+) -> tuple[int | None, int | None]:
+    """``(sim_ns_done, sim_ns_total)`` of a run: from its last progress report, the time done
+    raised to the end of its last window."""
+    done: int | None = progress[0] if progress else None
+    total: int | None = progress[1] if progress else None
+    ends = timeseries.get(sk.TS_T_END_S) or ()
+    if len(ends):
+        end_ns = round(float(max(ends)) * 1e9)
+        done = end_ns if done is None else max(done, end_ns)
+    return done, total
+
+
+def empty_heatmap() -> Heatmap:
+    """A heatmap of no window and no bin."""
     return {
         "t_start_s": [],
         "t_end_s": [],

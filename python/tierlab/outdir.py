@@ -253,9 +253,23 @@ def take_back(path: Path, created: bool) -> None:
             entry.unlink(missing_ok=True)
 
 
+@contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success rename it onto ``path`` (a file
+    written this way is never seen half-written)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 __all__ = [
     "KINDS",
     "OutputError",
+    "atomic_output",
     "check_replaceable",
     "install",
     "is_empty_dir",

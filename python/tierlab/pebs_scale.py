@@ -19,8 +19,8 @@ random phase, so a thread gets ``K = floor(x)`` or ``floor(x) + 1`` interrupts i
 slowest thread:
 
     E[max K] = floor(x) + 1 - (1 - frac(x))^N
-    step     = W_s (1 + a) + d E[max K] + C(P),    C(P) = ceil(log2(P r)) c
-    overhead = (step - (W_s + C(P))) / (W_s + C(P))
+    step     = W_s (1 + a) + d E[max K] + C(_TECHNIQUE),    C(_TECHNIQUE) = ceil(log2(P r)) c
+    overhead = (step - (W_s + C(_TECHNIQUE))) / (W_s + C(_TECHNIQUE))
 
 with ``r`` ranks per node and ``c`` the per-stage collective latency. ``W_s`` is the engine's
 time per row times the application's rows per thread (weak scaling: constant; strong
@@ -36,6 +36,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tierlab import stats_keys as sk
 
 #: The paper's grid.
 RESETS = (64, 128, 256)
@@ -251,6 +253,10 @@ def _f(st: dict[str, Any], k: str) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.0
 
 
+#: The label of the PEBS technique of the single-node runs.
+_TECHNIQUE = "p"
+
+
 def engine_streams(
     app: App,
     resets: tuple[int, ...] = RESETS,
@@ -265,25 +271,26 @@ def engine_streams(
     # Two cores: the application on core 0, a kernel thread (the dedicated drain thread) on 1.
     common = [f"workload={app.workload}", "machine.cores=2", *(extra or [])]
     base = run_native("pebs-minife", [*common, "telemetry=[]"], seed)
-    b = _f(base.stats_flat, "run.app_seconds")
+    b = _f(base.stats_flat, sk.RUN_APP_SECONDS)
     out = []
     for drain, r, kib in ((dr, r, k) for dr in drains for r in resets for k in buffers):
         tele = (
-            f'telemetry=[{{kind="pebs", name="p", event="l2-miss-loads", period={r}, '
+            f'telemetry=[{{kind="pebs", name="{_TECHNIQUE}", event="l2-miss-loads", period={r}, '
             f'buffer_size="{kib}KiB", drain="{drain}"}}]'
         )
         res = run_native("pebs-minife", [*common, tele], seed)
         st = res.stats_flat
-        t = _f(st, "run.app_seconds")
-        n = int(_f(st, "telemetry.p.interrupts"))
-        samples = int(_f(st, "telemetry.p.samples"))
-        d = _f(st, "telemetry.p.interrupt_ns") + _f(st, "telemetry.p.drain_ns_per_record") * _f(
-            st, "telemetry.p.threshold_records"
+        t = _f(st, sk.RUN_APP_SECONDS)
+        n = int(_f(st, sk.telemetry_interrupts(_TECHNIQUE)))
+        samples = int(_f(st, sk.telemetry_samples(_TECHNIQUE)))
+        per_irq = _f(st, sk.telemetry_threshold_records(_TECHNIQUE))
+        d = (
+            _f(st, sk.telemetry_interrupt_ns(_TECHNIQUE))
+            + _f(st, sk.telemetry_drain_ns_per_record(_TECHNIQUE)) * per_irq
         )
         inline = max(0.0, (t - b - n * d * 1e-9) / b) if b > 0 else 0.0
         # The interval from the sample count (exact: events / R) and the records per
         # interrupt, so a run too short for many interrupts still gives it.
-        per_irq = _f(st, "telemetry.p.threshold_records")
         polled = drain != "interrupt"
         interval = b * 1e9 * per_irq / samples if samples and not polled else math.inf
         if polled:
@@ -297,14 +304,14 @@ def engine_streams(
                 app_seconds=t,
                 interrupts=n,
                 samples=samples,
-                pages_seen=int(_f(st, "telemetry.p.pages_seen")),
+                pages_seen=int(_f(st, sk.telemetry_pages_seen(_TECHNIQUE))),
                 handler_ns=d,
                 inline=inline,
                 interval_ns=interval,
                 single_node_overhead=t / b - 1.0 if b > 0 else 0.0,
-                assumed_costs=str(st.get("telemetry.p.assumed_costs", "")),
+                assumed_costs=str(st.get(sk.telemetry_assumed_costs(_TECHNIQUE), "")),
                 drain=drain,
-                poller_share=_f(st, "telemetry.p.poller_seconds") / t if t > 0 else 0.0,
+                poller_share=_f(st, sk.telemetry_poller_seconds(_TECHNIQUE)) / t if t > 0 else 0.0,
             )
         )
     return out

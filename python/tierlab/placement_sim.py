@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tierlab import stats_keys as sk
 from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
 
 if TYPE_CHECKING:
@@ -69,8 +70,8 @@ def _num(v: StatValue, default: float = math.nan) -> float:
 def policy_name(stats: dict[str, StatValue]) -> str:
     """``first-touch``, ``interleave``, ``profile-guided`` (next run) or
     ``profile-guided-migrate``/``profile-guided-profile``."""
-    kind = str(stats.get("placement.policy", ""))
-    mode = str(stats.get("placement.mode", ""))
+    kind = str(stats.get(sk.PLACEMENT_POLICY, ""))
+    mode = str(stats.get(sk.PLACEMENT_MODE, ""))
     if kind == "profile-guided" and mode != "next-run":
         return f"{kind}-{mode}"
     return kind
@@ -148,40 +149,40 @@ def record(
     """The placement record of one point from its flat stats (None for a point without a
     placement policy); ``scenario`` (the point's resolved scenario) gives the machine's
     remote factor and the profile's sampling period."""
-    if "placement.policy" not in stats:
+    if sk.PLACEMENT_POLICY not in stats:
         return None
-    kind = str(stats.get("placement.policy", ""))
+    kind = str(stats.get(sk.PLACEMENT_POLICY, ""))
     rec = PlacementRecord(
         label=label,
         workload=workload,
-        kernel=str(stats.get("workload.kernel", workload)),
-        nodes=int(_num(stats.get("placement.nodes"), 0)),
+        kernel=str(stats.get(sk.WORKLOAD_KERNEL, workload)),
+        nodes=int(_num(stats.get(sk.PLACEMENT_NODES), 0)),
         policy=policy_name(stats),
-        mode=str(stats.get("placement.mode", "")),
-        run_time_s=_num(stats.get("placement.run_time_s")),
+        mode=str(stats.get(sk.PLACEMENT_MODE, "")),
+        run_time_s=_num(stats.get(sk.PLACEMENT_RUN_TIME_S)),
         savings_pct=math.nan,
-        overhead_pct=_num(stats.get("placement.profiling_overhead_pct"), 0.0),
-        local_access_fraction=_num(stats.get("placement.local_access_fraction")),
-        seed=stats.get("run.seed"),
+        overhead_pct=_num(stats.get(sk.PLACEMENT_PROFILING_OVERHEAD_PCT), 0.0),
+        local_access_fraction=_num(stats.get(sk.PLACEMENT_LOCAL_ACCESS_FRACTION)),
+        seed=stats.get(sk.RUN_SEED),
     )
     sc = scenario or {}
     machine = sc.get("machine", {})
     if isinstance(machine, dict) and "remote_factor" in machine:
         rec.remote_factor = float(machine["remote_factor"])
     if kind == "profile-guided":
-        rec.source = str(stats.get("placement.profile.source", ""))
-        period = stats.get("placement.profile.period")
+        rec.source = str(stats.get(sk.PLACEMENT_PROFILE_SOURCE, ""))
+        period = stats.get(sk.PLACEMENT_PROFILE_PERIOD)
         if period is None:
             pl = sc.get("placement", {})
             period = pl.get("period", DEFAULT_PERIOD) if isinstance(pl, dict) else None
         rec.period = int(_num(period, 0)) if period is not None else None
-        rec.profile_samples = int(_num(stats.get("placement.profile.samples"), 0))
-        rec.pages_with_affinity = int(_num(stats.get("placement.profile.pages_with_affinity"), 0))
-        if "placement.migrate.pages" in stats:
-            rec.pages_migrated = int(_num(stats["placement.migrate.pages"], 0))
-            rec.migration_time_s = _num(stats.get("placement.migrate.time_s"))
-        if "placement.profile_run.run_time_s" in stats:
-            rec.profile_run_time_s = _num(stats["placement.profile_run.run_time_s"])
+        rec.profile_samples = int(_num(stats.get(sk.PLACEMENT_PROFILE_SAMPLES), 0))
+        rec.pages_with_affinity = int(_num(stats.get(sk.PLACEMENT_PROFILE_PAGES_WITH_AFFINITY), 0))
+        if sk.PLACEMENT_MIGRATE_PAGES in stats:
+            rec.pages_migrated = int(_num(stats[sk.PLACEMENT_MIGRATE_PAGES], 0))
+            rec.migration_time_s = _num(stats.get(sk.PLACEMENT_MIGRATE_TIME_S))
+        if sk.PLACEMENT_PROFILE_RUN_RUN_TIME_S in stats:
+            rec.profile_run_time_s = _num(stats[sk.PLACEMENT_PROFILE_RUN_RUN_TIME_S])
         rec.paper_savings_pct = PAPER_SAVINGS_PCT
         rec.paper_overhead_pct = PAPER_OVERHEAD_PCT
     return rec

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from tierlab import stats_keys as sk
 from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
 
 if TYPE_CHECKING:
@@ -35,13 +36,13 @@ if TYPE_CHECKING:
 
 #: Record fields taken from the stats (per-core averages over the application's cores).
 COUNTERS = {
-    "page_faults": "hmem.per_core.page_faults",
-    "remote_tlb_invalidations": "hmem.per_core.remote_tlb_invalidations",
-    "dtlb_misses": "hmem.per_core.dtlb_misses",
-    "pte_copy_faults": "hmem.per_core.pte_copy_faults",
-    "data_moved_bytes": "hmem.per_core.data_moved_bytes",
-    "fault_time_s": "hmem.per_core.fault_time_s",
-    "run_time_s": "hmem.run_time_s",
+    "page_faults": sk.HMEM_PER_CORE_PAGE_FAULTS,
+    "remote_tlb_invalidations": sk.HMEM_PER_CORE_REMOTE_TLB_INVALIDATIONS,
+    "dtlb_misses": sk.HMEM_PER_CORE_DTLB_MISSES,
+    "pte_copy_faults": sk.HMEM_PER_CORE_PTE_COPY_FAULTS,
+    "data_moved_bytes": sk.HMEM_PER_CORE_DATA_MOVED_BYTES,
+    "fault_time_s": sk.HMEM_PER_CORE_FAULT_TIME_S,
+    "run_time_s": sk.HMEM_RUN_TIME_S,
 }
 
 #: Record fields describing the configuration.
@@ -144,21 +145,21 @@ def record(
     """The record of one run from its flat stats and expanded scenario."""
     st = stats_flat
     sc = tomllib.loads(scenario)
-    if "hmem.policy" not in st:
+    if sk.HMEM_POLICY not in st:
         # Not the hierarchical mode: every machine-wide stat.
         stats = {k: v for k, v in st.items() if not k.startswith(("machine.core.", "node."))}
         return PlainRecord(label, workload_name(sc), stats)
-    frac = _float(st["hmem.fast_memory_fraction"])
-    no_move = frac >= 1.0 and _int(st.get("hmem.evictions", 0)) == 0
-    policy = str(st["hmem.policy"])
+    frac = _float(st[sk.HMEM_FAST_MEMORY_FRACTION])
+    no_move = frac >= 1.0 and _int(st.get(sk.HMEM_EVICTIONS, 0)) == 0
+    policy = str(st[sk.HMEM_POLICY])
     c = {name: _float(st.get(key, 0.0)) for name, key in COUNTERS.items()}
     return HmemRecord(
         label=label,
         workload=workload_name(sc),
-        cores=_int(st["run.threads"]),
+        cores=_int(st[sk.RUN_THREADS]),
         policy=NO_MOVEMENT if no_move else policy,
-        page_tables=str(st["hmem.page_tables"]),
-        page_size=str(st["hmem.page_size"]),
+        page_tables=str(st[sk.HMEM_PAGE_TABLES]),
+        page_size=str(st[sk.HMEM_PAGE_SIZE]),
         fast_memory_fraction=round(frac, 4),
         page_faults=c["page_faults"],
         remote_tlb_invalidations=c["remote_tlb_invalidations"],
@@ -167,9 +168,9 @@ def record(
         data_moved_bytes=c["data_moved_bytes"],
         fault_time_s=c["fault_time_s"],
         run_time_s=c["run_time_s"],
-        evictions=_int(st.get("hmem.evictions", 0)),
+        evictions=_int(st.get(sk.HMEM_EVICTIONS, 0)),
         wall_seconds=float(wall_seconds),
-        p=_float(st.get("hmem.cmcp.p", math.nan)) if policy == "cmcp" else None,
+        p=_float(st.get(sk.HMEM_CMCP_P, math.nan)) if policy == "cmcp" else None,
     )
 
 
@@ -589,10 +590,11 @@ def write_sweep(sweep: Sweep, out_dir: Path) -> list[Path]:
 
 def coremap(stats_flat: dict[str, StatValue]) -> dict[int, int]:
     """Pages by number of cores that mapped them (``hmem.coremap.N``) from a run's stats."""
+    prefix = sk.hmem_coremap("")  # the family's names without their count of cores
     out = {}
     for k, v in stats_flat.items():
-        if k.startswith("hmem.coremap."):
-            out[int(k.rsplit(".", 1)[1])] = _int(v)
+        if k.startswith(prefix):
+            out[int(k[len(prefix) :])] = _int(v)
     return dict(sorted(out.items()))
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from tierlab import stats_keys as sk
 from tierlab.api import build_overrides
 from tierlab.sweep.engine import SweepProgress, SweepState
 from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
@@ -124,12 +125,12 @@ def _num(x: float | None) -> float | None:
 
 
 #: Per-technique stats of sample-based techniques shown in the table (stat -> column).
-SAMPLING_COLUMNS = {
-    "samples": "samples",
-    "interrupts": "interrupts",
-    "mean_samples_per_drain": "samples_per_set",
-    "pages_seen": "pages_seen",
-    "period": "period",
+SAMPLING_COLUMNS: dict[Callable[[str], str], str] = {
+    sk.telemetry_samples: "samples",
+    sk.telemetry_interrupts: "interrupts",
+    sk.telemetry_mean_samples_per_drain: "samples_per_set",
+    sk.telemetry_pages_seen: "pages_seen",
+    sk.telemetry_period: "period",
 }
 
 
@@ -245,37 +246,38 @@ class TelemetryKind(SweepKind[Comparison]):
                 if r is None:
                     continue
                 st = r.stats_flat
-                p = f"telemetry.{name}"
-                target = _float(st.get("scoring.target", target))
+                target = _float(st.get(sk.SCORING_TARGET, target))
                 rate = _app_rate(st)
                 cmp.results[label][name] = TechniqueResult(
                     name=name,
                     kind=kind,
-                    time_to_precision=_opt(st.get(f"{p}.time_to_precision")),
-                    time_to_recall=_opt(st.get(f"{p}.time_to_recall")),
-                    mean_precision=_float(st.get(f"{p}.mean_precision")),
-                    mean_recall=_float(st.get(f"{p}.mean_recall")),
-                    observer_cpu_seconds=_float(st.get(f"{p}.cpu_seconds", 0.0)),
-                    accesses=int(_float(st.get("machine.accesses", 0))),
+                    time_to_precision=_opt(st.get(sk.telemetry_time_to_precision(name))),
+                    time_to_recall=_opt(st.get(sk.telemetry_time_to_recall(name))),
+                    mean_precision=_float(st.get(sk.telemetry_mean_precision(name))),
+                    mean_recall=_float(st.get(sk.telemetry_mean_recall(name))),
+                    observer_cpu_seconds=_float(st.get(sk.telemetry_cpu_seconds(name), 0.0)),
+                    accesses=int(_float(st.get(sk.MACHINE_ACCESSES, 0))),
                     slowdown=(
-                        base_rate / rate - 1.0 if base_rate and rate else _charged_slowdown(st, p)
+                        base_rate / rate - 1.0
+                        if base_rate and rate
+                        else _charged_slowdown(st, name)
                     ),
                     wall_seconds=float(r.wall_seconds),
                     sampling={
-                        col: st[f"{p}.{stat}"]
-                        for stat, col in SAMPLING_COLUMNS.items()
-                        if f"{p}.{stat}" in st
+                        col: st[key(name)]
+                        for key, col in SAMPLING_COLUMNS.items()
+                        if key(name) in st
                     },
                     point=r if self.keep_samples else None,
                 )
                 ts = pd.DataFrame(r.timeseries)
                 cols = {
-                    f"{p}.precision": "precision",
-                    f"{p}.recall": "recall",
-                    f"{p}.reported_bytes": "reported_bytes",
-                    f"{p}.cpu_s": "cpu_s",
+                    sk.ts_telemetry_precision(name): "precision",
+                    sk.ts_telemetry_recall(name): "recall",
+                    sk.ts_telemetry_reported_bytes(name): "reported_bytes",
+                    sk.ts_telemetry_cpu_s(name): "cpu_s",
                 }
-                keep = ["window", "t_start_s", "t_end_s", "truth_bytes", *cols]
+                keep = [sk.TS_WINDOW, sk.TS_T_START_S, sk.TS_T_END_S, sk.TS_TRUTH_BYTES, *cols]
                 part = ts[[c for c in keep if c in ts]].rename(columns=cols)
                 part.insert(0, "technique", name)
                 if label:
@@ -474,14 +476,14 @@ def write_sample_recordings(cmp: Comparison, out_dir: str | Path, view: bool = T
 
 def _app_rate(st: dict[str, StatValue]) -> float | None:
     """Accesses per simulated second of the application's cores (None when not known)."""
-    acc = st.get("machine.accesses")
-    secs = st.get("run.app_seconds") or st.get("run.simulated_seconds")
+    acc = st.get(sk.MACHINE_ACCESSES)
+    secs = st.get(sk.RUN_APP_SECONDS) or st.get(sk.RUN_SIMULATED_SECONDS)
     return _float(acc) / _float(secs) if acc and secs else None
 
 
-def _charged_slowdown(st: dict[str, StatValue], p: str) -> float | None:
-    app = _float(st.get("run.app_seconds", 0.0))
-    stolen = _float(st.get(f"{p}.app_cpu_seconds", 0.0))
+def _charged_slowdown(st: dict[str, StatValue], technique: str) -> float | None:
+    app = _float(st.get(sk.RUN_APP_SECONDS, 0.0))
+    stolen = _float(st.get(sk.telemetry_app_cpu_seconds(technique), 0.0))
     if app <= 0.0 or stolen >= app:
         return None
     return stolen / (app - stolen)

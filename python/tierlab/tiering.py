@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tierlab import stats_keys as sk
 from tierlab.sweep.kinds import JSON, SweepKind, SweepPlan
 
 if TYPE_CHECKING:
@@ -42,14 +43,14 @@ if TYPE_CHECKING:
 
 #: Time-series columns kept per point for the plot and the table.
 SERIES = (
-    "t_end_s",
-    "kv.throughput",
-    "kv.p95_us",
-    "tiering.fast_used_bytes",
-    "tiering.fast_hot_bytes",
-    "tiering.promoted_bytes",
-    "optimum.fast_share",
-    "optimum.run_fast_share",
+    sk.TS_T_END_S,
+    sk.TS_KV_THROUGHPUT,
+    sk.TS_KV_P95_US,
+    sk.TS_TIERING_FAST_USED_BYTES,
+    sk.TS_TIERING_FAST_HOT_BYTES,
+    sk.TS_TIERING_PROMOTED_BYTES,
+    sk.TS_OPTIMUM_FAST_SHARE,
+    sk.TS_OPTIMUM_RUN_FAST_SHARE,
 )
 
 
@@ -122,15 +123,15 @@ def record(label: str, result: PointResult) -> TieringRecord:
 
     def cap(i: int) -> float:
         if i < len(nodes):
-            return _f(st, f"node.{nodes[i]['name']}.capacity_bytes")
+            return _f(st, sk.node_capacity_bytes(nodes[i]["name"]))
         return math.nan
 
     if tiering:
-        used = list(ts.get("tiering.fast_used_bytes", []))
-        hot = list(ts.get("tiering.fast_hot_bytes", []))
+        used = list(ts.get(sk.TS_TIERING_FAST_USED_BYTES, []))
+        hot = list(ts.get(sk.TS_TIERING_FAST_HOT_BYTES, []))
     else:
         name = nodes[fast]["name"] if fast < len(nodes) else ""
-        used = list(ts.get(f"node.{name}.resident_bytes", []))
+        used = list(ts.get(sk.ts_node_resident_bytes(name), []))
         hot = [0.0] * len(used)
     return TieringRecord(
         policy=label,
@@ -138,25 +139,25 @@ def record(label: str, result: PointResult) -> TieringRecord:
         telemetry=str(tiering.get("telemetry", "")),
         fast_tier_bytes=cap(fast),
         slow_tier_bytes=cap(slow),
-        run_time_s=_f(st, "run.simulated_seconds"),
-        throughput_rps=_f(st, "workload.kv.throughput"),
-        p50_us=_f(st, "workload.kv.p50_us"),
-        p95_us=_f(st, "workload.kv.p95_us"),
-        p99_us=_f(st, "workload.kv.p99_us"),
+        run_time_s=_f(st, sk.RUN_SIMULATED_SECONDS),
+        throughput_rps=_f(st, sk.WORKLOAD_KV_THROUGHPUT),
+        p50_us=_f(st, sk.WORKLOAD_KV_P50_US),
+        p95_us=_f(st, sk.WORKLOAD_KV_P95_US),
+        p99_us=_f(st, sk.WORKLOAD_KV_P99_US),
         fast_used_bytes=float(used[-1]) if used else 0.0,
         fast_hot_bytes=float(hot[-1]) if hot else 0.0,
         fast_hot_bytes_mean=float(sum(hot) / len(hot)) if hot else 0.0,
-        migrations=int(_f(st, "machine.migrations", 0.0)),
-        promoted_bytes=int(_f(st, "tiering.promoted_bytes", 0.0)),
-        demoted_bytes=int(_f(st, "tiering.demoted_bytes", 0.0)),
+        migrations=int(_f(st, sk.MACHINE_MIGRATIONS, 0.0)),
+        promoted_bytes=int(_f(st, sk.TIERING_PROMOTED_BYTES, 0.0)),
+        demoted_bytes=int(_f(st, sk.TIERING_DEMOTED_BYTES, 0.0)),
         wall_seconds=float(result.wall_seconds),
-        promoted_pages=int(_f(st, "tiering.promoted_pages", 0.0)),
-        demoted_pages=int(_f(st, "tiering.demoted_pages", 0.0)),
-        run_fast_share=_f(st, "optimum.run_fast_share"),
-        optimum_fast_share=_f(st, "optimum.fast_share"),
-        optimum_speedup=_f(st, "optimum.speedup"),
-        optimum_throughput_rps=_f(st, "workload.kv.throughput") * _f(st, "optimum.speedup"),
-        optimum_p95_us=_f(st, "workload.kv.p95_us") / _f(st, "optimum.speedup"),
+        promoted_pages=int(_f(st, sk.TIERING_PROMOTED_PAGES, 0.0)),
+        demoted_pages=int(_f(st, sk.TIERING_DEMOTED_PAGES, 0.0)),
+        run_fast_share=_f(st, sk.OPTIMUM_RUN_FAST_SHARE),
+        optimum_fast_share=_f(st, sk.OPTIMUM_FAST_SHARE),
+        optimum_speedup=_f(st, sk.OPTIMUM_SPEEDUP),
+        optimum_throughput_rps=_f(st, sk.WORKLOAD_KV_THROUGHPUT) * _f(st, sk.OPTIMUM_SPEEDUP),
+        optimum_p95_us=_f(st, sk.WORKLOAD_KV_P95_US) / _f(st, sk.OPTIMUM_SPEEDUP),
     )
 
 
@@ -270,24 +271,24 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
 
     fig, axes = plt.subplots(4, 1, figsize=(8, 12), sharex=True)
     for label, s in sweep.series.items():
-        t = s.get("t_end_s", [])
+        t = s.get(sk.TS_T_END_S, [])
         # A workload without request metrics (a replayed trace) has no throughput or
         # latency series: its line is empty, it keeps its colour.
-        tput = s.get("kv.throughput", [])
+        tput = s.get(sk.TS_KV_THROUGHPUT, [])
         (line,) = axes[0].plot(t if tput else [], [v / 1e3 for v in tput], label=label)
         # One colour per policy in every panel (the fast-tier panel skips policies without
         # a fast tier, so its own colour cycle would drift from the legend's).
         color = line.get_color()
-        p95 = s.get("kv.p95_us", [])
+        p95 = s.get(sk.TS_KV_P95_US, [])
         axes[1].plot(t if p95 else [], p95, label=label, color=color)
-        used = s.get("tiering.fast_used_bytes", [])
-        hot = s.get("tiering.fast_hot_bytes", [])
+        used = s.get(sk.TS_TIERING_FAST_USED_BYTES, [])
+        hot = s.get(sk.TS_TIERING_FAST_HOT_BYTES, [])
         if used:
             axes[2].plot(t, [v / 2**30 for v in used], label=f"{label} used", color=color)
             if hot:
                 axes[2].plot(t, [v / 2**30 for v in hot], linestyle="--", color=color)
-        run_share = s.get("optimum.run_fast_share", [])
-        bound = s.get("optimum.fast_share", [])
+        run_share = s.get(sk.TS_OPTIMUM_RUN_FAST_SHARE, [])
+        bound = s.get(sk.TS_OPTIMUM_FAST_SHARE, [])
         if run_share:
             axes[3].plot(t, [100 * v for v in run_share], color=color)
         if bound and label == next(iter(sweep.series)):
@@ -322,7 +323,7 @@ def write(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     written.append(p)
     rows: list[dict[str, str | float]] = []
     for label, s in sweep.series.items():
-        for i in range(len(s.get("t_end_s", []))):
+        for i in range(len(s.get(sk.TS_T_END_S, []))):
             rows.append({"policy": label, **{k: s[k][i] for k in SERIES if i < len(s[k])}})
     p = out_dir / "tiering_timeseries.csv"
     pd.DataFrame(rows).to_csv(p, index=False)

@@ -1,8 +1,9 @@
 //! Python bindings of tierlab, exposed as `tierlab._native`.
 //!
 //! Every `#[pyfunction]` and Python type of the project lives here; the engine crates stay
-//! free of Python. Results cross the boundary as plain dicts and lists that the Python
-//! package turns into pandas objects.
+//! free of Python. A run's result crosses the boundary as a typed object (`result.rs`:
+//! `RunOutput`) holding plain dicts and lists that the Python package turns into pandas
+//! objects.
 
 // pyo3 0.22's create_exception! checks a `gil-refs` cfg this crate does not declare.
 #![allow(unexpected_cfgs)]
@@ -13,6 +14,7 @@ mod hugealloc;
 mod live;
 mod params;
 mod plan;
+mod result;
 mod schema;
 mod tier;
 mod traces;
@@ -121,7 +123,7 @@ fn replay_from_dict(d: &Bound<'_, PyDict>) -> PyResult<ReplayData> {
     Ok(data)
 }
 
-/// Run a scenario. See the Python package for the shape of the returned dict.
+/// Run a scenario: its result as a `RunOutput` (`result.rs`).
 #[pyfunction]
 #[pyo3(signature = (spec, overrides=Vec::new(), seed=None, progress=None, replay=None, techniques=None))]
 fn run(
@@ -132,7 +134,7 @@ fn run(
     progress: Option<PyObject>,
     replay: Option<Bound<'_, PyDict>>,
     techniques: Option<Vec<String>>,
-) -> PyResult<PyObject> {
+) -> PyResult<result::RunOutput> {
     let (mut sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
     scenario::select_techniques(&mut sc, &src, techniques.as_deref()).map_err(to_py)?;
     let replay = match replay {
@@ -162,89 +164,8 @@ fn run(
             return Err(e.clone_ref(py));
         }
     }
-    let out = PyDict::new_bound(py);
-    out.set_item("scenario", scenario::export(&r.scenario))?;
-    out.set_item("name", &r.scenario.name)?;
-    out.set_item("seed", r.scenario.seed)?;
-    out.set_item("interrupted", r.interrupted)?;
-    out.set_item("error", r.error.as_deref())?;
-    out.set_item("wall_seconds", r.wall_seconds)?;
-    out.set_item("stats", json_to_py(py, &r.stats.to_nested_json())?)?;
-    out.set_item("stats_flat", json_to_py(py, &r.stats.to_flat_json())?)?;
-    let ts = PyDict::new_bound(py);
-    for (n, c) in r.timeseries.names.iter().zip(&r.timeseries.columns) {
-        // Counts are integers; times and rates stay floats.
-        if n.ends_with("_s") || n.ends_with("_per_ms") || c.iter().any(|v| v.fract() != 0.0) {
-            ts.set_item(n, c.clone())?;
-        } else {
-            ts.set_item(n, c.iter().map(|&v| v as u64).collect::<Vec<u64>>())?;
-        }
-    }
-    out.set_item("timeseries", ts)?;
-    let hm = PyDict::new_bound(py);
-    hm.set_item("t_start_s", r.heatmap.t_start_s.clone())?;
-    hm.set_item("t_end_s", r.heatmap.t_end_s.clone())?;
-    hm.set_item("bin_start", r.heatmap.bin_start.clone())?;
-    hm.set_item("bin_bytes", r.heatmap.bin_bytes.clone())?;
-    hm.set_item("bin_mapping", r.heatmap.bin_mapping.clone())?;
-    hm.set_item("counts", r.heatmap.counts.clone())?;
-    out.set_item("heatmap", hm)?;
-    let maps = PyList::empty_bound(py);
-    for m in &r.mappings {
-        let d = PyDict::new_bound(py);
-        d.set_item("name", &m.name)?;
-        d.set_item("start", m.start)?;
-        d.set_item("length", m.length)?;
-        d.set_item("page_size", m.page_size)?;
-        maps.append(d)?;
-    }
-    out.set_item("mappings", maps)?;
-    let log = PyList::empty_bound(py);
-    for (t, is_map, start, len, name) in &r.mapping_log {
-        log.append((*t, if *is_map { "map" } else { "unmap" }, *start, *len, name.clone()))?;
-    }
-    out.set_item("mapping_log", log)?;
-    // Samples of the sample-based techniques, as columns of the recording's `samples` table.
-    let samples = PyDict::new_bound(py);
-    for (label, rows) in &r.samples {
-        let d = PyDict::new_bound(py);
-        d.set_item("time_ns", rows.iter().map(|s| s.time_ns).collect::<Vec<u64>>())?;
-        d.set_item("tid", rows.iter().map(|s| s.tid).collect::<Vec<u32>>())?;
-        d.set_item("cpu", rows.iter().map(|s| s.cpu).collect::<Vec<u32>>())?;
-        d.set_item("addr", rows.iter().map(|s| s.addr).collect::<Vec<u64>>())?;
-        d.set_item("ip", rows.iter().map(|s| s.ip).collect::<Vec<u64>>())?;
-        d.set_item("weight", rows.iter().map(|s| s.weight).collect::<Vec<u64>>())?;
-        d.set_item("data_src", rows.iter().map(|s| s.data_src).collect::<Vec<u64>>())?;
-        d.set_item("event", rows.iter().map(|s| s.event.as_str()).collect::<Vec<&str>>())?;
-        d.set_item("drain", rows.iter().map(|s| s.drain).collect::<Vec<u64>>())?;
-        samples.set_item(label, d)?;
-    }
-    out.set_item("samples", samples)?;
-    // The placement plan the run produced (profile-guided `profile`): (start, end, node).
-    match &r.plan {
-        Some(p) => out.set_item("plan", p.clone())?,
-        None => out.set_item("plan", py.None())?,
-    }
-    out.set_item("core_nodes", r.core_nodes.clone())?;
-    // damo records of the region-based techniques asked to keep one: label -> JSON text.
-    let recs = PyDict::new_bound(py);
-    for (label, json) in &r.damo_records {
-        recs.set_item(label, json)?;
-    }
-    out.set_item("damo_records", recs)?;
-    // Earlier stages: their names and stats.
-    let stages = PyList::empty_bound(py);
-    for st in &r.stages {
-        let d = PyDict::new_bound(py);
-        d.set_item("name", &st.name)?;
-        d.set_item("stats", json_to_py(py, &st.stats.to_nested_json())?)?;
-        d.set_item("stats_flat", json_to_py(py, &st.stats.to_flat_json())?)?;
-        d.set_item("plan_ranges", st.plan_ranges)?;
-        stages.append(d)?;
-    }
-    out.set_item("stages", stages)?;
-    out.set_item("summary", summary(&r))?;
-    Ok(out.into_py(py))
+    let summary = summary(&r);
+    result::run_output(py, r, summary)
 }
 
 fn fmt_si(v: f64) -> String {
@@ -444,6 +365,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     live::register(m)?;
     params::register(m)?;
     plan::register(m)?;
+    result::register(m)?;
     schema::register(m)?;
     tier::register(m)?;
     traces::register(m)?;

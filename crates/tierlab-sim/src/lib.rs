@@ -22,6 +22,7 @@ pub mod limits;
 pub mod params;
 pub mod rng;
 pub mod stats;
+pub mod stats_keys;
 pub mod units;
 
 pub mod truth;

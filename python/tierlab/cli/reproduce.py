@@ -143,8 +143,8 @@ def main(args: argparse.Namespace) -> int:
     from tierlab import __version__
     from tierlab.cli.sweeps import make_executor
     from tierlab.reproduce import load, report
+    from tierlab.reproduce.model import FigureSpec
     from tierlab.reproduce.runner import run_paper
-    from tierlab.reproduce.spec import FigureSpec
     from tierlab.sweep.cache import ResultCache
     from tierlab.sweep.engine import SweepProgress
     from tierlab.sweep.progress import RichSweepProgress

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,9 @@ import pyarrow as pa
 from tierlab.live.config import RecordOptions
 from tierlab.recording import RecordingWriter
 from tierlab.view import symbols
+
+if TYPE_CHECKING:
+    from tierlab._native import LiveBatch
 
 #: How the mapping history is obtained (stored in the metadata; see docs/recording.md).
 MAPPING_TRACKER = {
@@ -118,7 +121,7 @@ class _Sink:
         #: checks that the file it reads symbols from is the one that ran).
         self.mapped_files: dict[str, dict[str, Any] | None] = {}
 
-    def add(self, batch: dict[str, Any]) -> None:
+    def add(self, batch: LiveBatch) -> None:
         s = batch["samples"]
         n = len(s["time_ns"]) // 8
         d = batch["drains"]
@@ -169,13 +172,13 @@ class _Sink:
                 records=np.frombuffer(d["records"], dtype="<u8"),
             )
         if batch["mappings"]:
-            t, ev, start, length, name = zip(*batch["mappings"], strict=True)
+            when, events, starts, lengths, names = zip(*batch["mappings"], strict=True)
             self.writer.append_mappings(
-                time_ns=list(t),
-                event=list(ev),
-                start=list(start),
-                length=list(length),
-                name=list(name),
+                time_ns=list(when),
+                event=list(events),
+                start=list(starts),
+                length=list(lengths),
+                name=list(names),
             )
 
 

@@ -30,12 +30,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tierlab import outdir
 from tierlab.recording import RecordingWriter
+
+if TYPE_CHECKING:
+    from tierlab._native import LackeyColumns, LackeyCounts
 
 CHUNK = 1 << 20
 _GUEST_INSTRS = re.compile(r"guest instrs:\s*([\d,]+)")
@@ -176,7 +179,7 @@ class TraceError(RuntimeError):
 @dataclass
 class TraceResult:
     path: Path
-    counts: dict[str, int]
+    counts: LackeyCounts
     exit_code: int | None
     interrupted: bool
     lackey_instructions: int | None
@@ -307,7 +310,7 @@ def trace(
     last_flush = time.monotonic()
     pid = proc.pid
 
-    def add(cols: dict[str, Any]) -> None:
+    def add(cols: LackeyColumns) -> None:
         messages.extend(cols["messages"])
         n = len(cols["kind"])
         if n:
@@ -346,7 +349,7 @@ def trace(
         interrupted = True
         code = None
     err_thread.join(timeout=5)
-    counts = dict(parser.counts())
+    counts = parser.counts()
     if error is None and not interrupted and not messages and not counts["instructions"]:
         # No `==PID==` line and no trace: lackey never ran (valgrind could not execute the
         # program, or the --valgrind given is not valgrind). Nothing was recorded.
@@ -358,8 +361,8 @@ def trace(
             f"{exe} did not run lackey (exit status {code}, no Valgrind output on the log "
             f"pipe); it said: {quoted}; no recording written"
         )
-    history.finish(int(str(counts["instructions"])))
-    _append_history(writer, history, guest_layout(debug), int(str(counts["instructions"])))
+    history.finish(counts["instructions"])
+    _append_history(writer, history, guest_layout(debug), counts["instructions"])
     reported = None
     for line in messages:
         m = _GUEST_INSTRS.search(line)

@@ -281,8 +281,8 @@ def apply_plan(
     topo = topo or topology()
     try:
         kernel = kernel or LinuxKernel()
-    except NumaError as e:
-        raise PlaceError(str(e)) from None
+    except NumaError as exc:
+        raise PlaceError(str(exc)) from None
     checks = check_mappings(plan, vmas, opts.strict)
     n = len(plan)
     before = np.full(n, -1, dtype=np.int64)

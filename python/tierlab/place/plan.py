@@ -33,7 +33,7 @@ from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -191,6 +191,20 @@ class _Checker:
             raise self.fail(f"{where}{key}", "missing")
         return doc[key]
 
+    @overload
+    def int_(
+        self,
+        value: Any,
+        where: str,
+        *,
+        minimum: int = ...,
+        maximum: int = ...,
+        optional: Literal[False] = ...,
+    ) -> int: ...
+    @overload
+    def int_(
+        self, value: Any, where: str, *, minimum: int = ..., maximum: int = ..., optional: bool
+    ) -> int | None: ...
     def int_(
         self,
         value: Any,
@@ -250,7 +264,6 @@ def load(path: str | os.PathLike[str]) -> Plan:
             f"{PLAN_VERSION}); upgrade tierlab",
         )
     page_size = c.int_(c.get(doc, "page_size", ""), "page_size", minimum=1, maximum=1 << 40)
-    assert page_size is not None
     if page_size & (page_size - 1):
         raise c.fail("page_size", f"must be a power of two, got {page_size}")
     process = c.obj(doc.get("process") or {}, "process")
@@ -285,7 +298,6 @@ def load(path: str | os.PathLike[str]) -> Plan:
         derived = m.get("derived", False)
         if not isinstance(derived, bool):
             raise c.fail(f"{w}.derived", f"expected true or false, got {_kind(derived)}")
-        assert mid is not None and start is not None and length is not None and ev is not None
         mappings.append(PlanMapping(mid, start, length, name, inode, ev, derived))
     by_id: dict[int, PlanMapping] = {}
     for i, m in enumerate(mappings):
@@ -304,7 +316,6 @@ def load(path: str | os.PathLike[str]) -> Plan:
         w = f"pages[{i}]"
         pg = c.obj(pg, w)
         a = c.int_(c.get(pg, "addr", w + "."), f"{w}.addr", maximum=_ADDR_MAX)
-        assert a is not None
         if a % page_size:
             raise c.fail(f"{w}.addr", f"{a:#x} is not a multiple of the page size {page_size}")
         mid = c.int_(c.get(pg, "mapping", w + "."), f"{w}.mapping")
@@ -703,12 +714,12 @@ def make_plan(rec: Recording, opts: PlanOptions | None = None) -> Plan:
     # Linear in pages and plan mappings (one pass each, no per-mapping scan of the pages).
     if plan_maps:
         per_map = np.bincount(page_map, weights=total, minlength=len(plan_maps))
-        for i, m in enumerate(plan_maps):
-            m.evidence = int(per_map[i])
+        for i, plan_map in enumerate(plan_maps):
+            plan_map.evidence = int(per_map[i])
     used, page_map = np.unique(page_map, return_inverse=True)
     plan_maps = [plan_maps[int(i)] for i in used.tolist()]
-    for new_id, m in enumerate(plan_maps):
-        m.id = new_id
+    for new_id, plan_map in enumerate(plan_maps):
+        plan_map.id = new_id
     page_map = page_map.astype(np.int64).reshape(-1)
 
     per_node = {

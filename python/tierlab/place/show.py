@@ -156,8 +156,8 @@ def show(
     topo = topo or topology()
     try:
         kernel = kernel or LinuxKernel()
-    except NumaError as e:
-        raise PlaceError(str(e)) from None
+    except NumaError as exc:
+        raise PlaceError(str(exc)) from None
     vmas = read_maps(pid)
     nmaps = read_numa_maps(pid)
     ps = opts.page_size

@@ -1,55 +1,22 @@
 """Reporters: each turns a :class:`tierlab.Result` into files in an output directory.
 
-Every reporter implements :class:`Reporter` (one file per reporter, listed once in
-:data:`REPORTERS`); :func:`write_all` runs them all. Files are written atomically (a hidden
-temporary file renamed into place), so an interrupted write never leaves half a file, and the
-output directory as a whole is replaced atomically by :func:`write_all`.
+Every reporter implements :class:`~tierlab.reporters.base.Reporter` (one file per
+reporter, listed once in :func:`reporters`); :func:`write_all` runs them all. Files are
+written atomically (a hidden temporary file renamed into place), so an interrupted write never
+leaves half a file, and the output directory as a whole is replaced atomically by
+:func:`write_all`.
 """
 
 from __future__ import annotations
 
-import os
-from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
+
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab.api import Result
-
-
-class Reporter(ABC):
-    """Writes one kind of output of a run.
-
-    Contract: :meth:`write` creates only files named in :attr:`files` (always written) or
-    matching a glob in :attr:`patterns` (written when the run has that kind of output, e.g.
-    one directory per sampling technique) inside ``out_dir`` (which exists), each atomically,
-    and returns their paths. It must work for interrupted runs and for runs with empty tables.
-    """
-
-    #: Short name (``--report`` style selection, messages).
-    name: ClassVar[str]
-    #: File names this reporter always writes.
-    files: ClassVar[tuple[str, ...]] = ()
-    #: Globs (``fnmatch``) of the names it writes only when the run has such output.
-    patterns: ClassVar[tuple[str, ...]] = ()
-
-    @abstractmethod
-    def write(self, result: Result, out_dir: Path) -> list[Path]:
-        """Write this reporter's files into ``out_dir``; return the paths written."""
-
-
-@contextmanager
-def atomic_output(path: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success rename it onto ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def reporters() -> list[Reporter]:

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab.api import Result
@@ -29,10 +30,8 @@ class DamoRecordReporter(Reporter):
     patterns: ClassVar[tuple[str, ...]] = ("damon-*.json",)
 
     def write(self, result: Result, out_dir: Path) -> list[Path]:
-        raw = result.raw
-        recs = (raw.get("damo_records") if raw else None) or {}
         written: list[Path] = []
-        for label, text in recs.items():
+        for label, text in result.damo_records.items():
             path = out_dir / file_name(label)
             with atomic_output(path) as tmp:
                 tmp.write_text(text)

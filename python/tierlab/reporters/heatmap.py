@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tierlab import stats_keys as sk
 from tierlab.api import heatmap_frame
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -102,7 +104,7 @@ class HeatmapReporter(Reporter):
         if result.interrupted:
             title += " [interrupted]"
         # A run without ground truth (`report.ground_truth = false`) has no counts to bin.
-        counted = "run.ground_truth_accesses" in result.stats_flat
+        counted = sk.RUN_GROUND_TRUTH_ACCESSES in result.stats_flat
         fig = heatmap_figure(result.heatmap, title, "no accesses" if counted else NO_TRUTH_NOTE)
         written = [table]
         for ext, dpi in (("png", 120), ("svg", None)):

@@ -275,7 +275,7 @@ class Page:
 
     def write(self, path: Path) -> Path:
         """Write the page to ``path`` atomically."""
-        from tierlab.reporters import atomic_output
+        from tierlab.outdir import atomic_output
 
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(path) as tmp:

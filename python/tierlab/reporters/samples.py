@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import pandas as pd
 
-from tierlab.reporters import Reporter
+from tierlab import stats_keys as sk
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
-    from tierlab._native import RunOutput
     from tierlab.api import Result
 
 
@@ -42,21 +42,15 @@ def drains_of(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def write_sample_recordings(result: Result, out_dir: Path) -> list[Path]:
-    """Write one recording per sampling technique of ``result`` into ``out_dir``."""
-    return write_raw_recordings(result.raw, out_dir)
-
-
-def write_raw_recordings(raw: RunOutput | None, out_dir: Path, view: bool = False) -> list[Path]:
-    """Write one recording per sampling technique of the engine's output ``raw`` into
-    ``out_dir`` (``samples-<technique>/``) and, with ``view``, its view
-    (``view-<technique>/``). Returns the recordings, then the view files."""
+def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -> list[Path]:
+    """Write one recording per sampling technique of ``result`` into ``out_dir``
+    (``samples-<technique>/``) and, with ``view``, its view (``view-<technique>/``). Returns
+    the recordings, then the view files."""
     from tierlab.recording import RecordingWriter
 
-    samples = (raw.get("samples") if raw else None) or {}
-    if not samples:
+    if not result.samples:
         return []
-    log = (raw.get("mapping_log") if raw else None) or []
+    log = result.mapping_log
     mappings = pd.DataFrame(
         {
             "time_ns": np.asarray([r[0] for r in log], dtype=np.uint64),
@@ -66,15 +60,14 @@ def write_raw_recordings(raw: RunOutput | None, out_dir: Path, view: bool = Fals
             "name": [r[4] for r in log],
         }
     )
-    assert raw is not None
-    stats = raw["stats_flat"]
+    stats = result.stats_flat
     # The CPU -> node map of the simulated machine (node: [cores]), for placement plans.
     cpu_nodes: dict[str, list[int]] = {}
-    for core, node in enumerate(raw.get("core_nodes") or []):
+    for core, node in enumerate(result.core_nodes):
         cpu_nodes.setdefault(str(node), []).append(core)
     written: list[Path] = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    for label, cols in samples.items():
+    for label, cols in result.samples.items():
         frame = pd.DataFrame(cols)
         path = out_dir / _dir_name(label)
         prefix = f"telemetry.{label}."
@@ -82,8 +75,13 @@ def write_raw_recordings(raw: RunOutput | None, out_dir: Path, view: bool = Fals
         with RecordingWriter(
             path,
             source="tierlab-sim",
-            parameters={"scenario": raw["name"], "seed": raw["seed"], "technique": label, **params},
-            machine={"simulated": True, "cores": stats.get("run.threads"), "cpu_nodes": cpu_nodes},
+            parameters={
+                "scenario": result.name,
+                "seed": result.seed,
+                "technique": label,
+                **params,
+            },
+            machine={"simulated": True, "cores": stats.get(sk.RUN_THREADS), "cpu_nodes": cpu_nodes},
             overwrite=True,
         ) as w:
             w.append_samples(frame)

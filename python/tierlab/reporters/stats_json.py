@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab.api import Result

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from tierlab.reporters import Reporter, atomic_output
+from tierlab.outdir import atomic_output
+from tierlab.reporters.base import Reporter
 
 if TYPE_CHECKING:
     from tierlab.api import Result

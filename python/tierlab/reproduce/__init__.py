@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tierlab.reproduce.spec import Paper
+    from tierlab.reproduce.model import Paper
 
 #: Paper name -> its data file in ``tierlab/reproduce/papers/``, in report order.
 PAPERS: dict[str, str] = {

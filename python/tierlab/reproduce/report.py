@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from tierlab.reporters import atomic_output
+from tierlab.outdir import atomic_output
 from tierlab.reporters import page as pg
 from tierlab.reproduce import views
 from tierlab.reproduce.checks import FAILS, HOLDS, NA

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from tierlab.reproduce import checks, views
-from tierlab.reproduce.spec import Claim, FigureSpec, Paper
+from tierlab.reproduce.model import Claim, FigureSpec, Paper
 from tierlab.sweep.engine import ResultStore, SweepProgress, SweepRun, execute
 from tierlab.sweep.executor import Executor
 from tierlab.sweep.kinds import SweepKind, SweepPlan

@@ -22,7 +22,7 @@ from tierlab.reporters import page as pg
 from tierlab.reproduce import plots as P
 
 if TYPE_CHECKING:
-    from tierlab.reproduce.spec import FigureSpec, PaperValues
+    from tierlab.reproduce.model import FigureSpec, PaperValues
     from tierlab.sweep.engine import SweepRun
 
 

@@ -102,49 +102,39 @@ class PointResult:
     def from_native(cls, label: str, raw: RunOutput, keep_samples: bool = False) -> PointResult:
         return cls(
             label=label,
-            scenario=raw["scenario"],
-            name=raw["name"],
-            seed=raw["seed"],
-            wall_seconds=float(raw["wall_seconds"]),
-            stats_flat=raw["stats_flat"],
-            timeseries=raw.get("timeseries") or {},
-            samples=raw.get("samples") if keep_samples else None,
-            mapping_log=raw.get("mapping_log") if keep_samples else None,
-            stats=raw.get("stats") if keep_samples else None,
+            scenario=raw.scenario,
+            name=raw.name,
+            seed=raw.seed,
+            wall_seconds=raw.wall_seconds,
+            stats_flat=raw.stats_flat,
+            timeseries=raw.timeseries,
+            samples=raw.samples if keep_samples else None,
+            mapping_log=raw.mapping_log if keep_samples else None,
+            stats=raw.stats if keep_samples else None,
         )
 
     def to_result(self) -> Result:
         """The point as a :class:`tierlab.Result` (no heatmap, mappings or summary)."""
-        from tierlab.api import Result
+        from tierlab.api import Result, empty_heatmap, simulated_ns
 
-        raw: RunOutput = {
-            "scenario": self.scenario,
-            "name": self.name,
-            "seed": self.seed,
-            "interrupted": False,
-            "error": None,
-            "wall_seconds": self.wall_seconds,
-            "stats": self.stats or {},
-            "stats_flat": self.stats_flat,
-            "timeseries": self.timeseries,
-            "heatmap": {
-                "t_start_s": [],
-                "t_end_s": [],
-                "bin_start": [],
-                "bin_bytes": [],
-                "bin_mapping": [],
-                "counts": [],
-            },
-            "mappings": [],
-            "mapping_log": self.mapping_log or [],
-            "samples": self.samples or {},
-            "plan": None,
-            "core_nodes": [],
-            "damo_records": {},
-            "stages": [],
-            "summary": [],
-        }
-        return Result.from_native(raw)
+        done, total = simulated_ns(self.timeseries)
+        return Result(
+            name=self.name,
+            seed=self.seed,
+            scenario=self.scenario,
+            interrupted=False,
+            wall_seconds=self.wall_seconds,
+            stats=self.stats or {},
+            stats_flat=self.stats_flat,
+            timeseries_columns=self.timeseries,
+            heatmap=empty_heatmap(),
+            mappings=[],
+            summary=[],
+            sim_ns_done=done,
+            sim_ns_total=total,
+            mapping_log=self.mapping_log or [],
+            samples=self.samples or {},
+        )
 
 
 #: What a worker returns for a point: its result or its error.

@@ -21,18 +21,21 @@ def run_point(point: Point) -> Outcome:
         overrides = list(point.overrides)
         techniques = None if point.techniques is None else list(point.techniques)
         raw = _native.run(point.spec, overrides, point.seed, None, None, techniques)
-        if raw["interrupted"]:
+        if raw.interrupted:
             raise KeyboardInterrupt
-        if raw.get("error"):
+        if raw.error:
             # A point that stopped on a simulation error is not a result of its parameters.
-            return PointError(point.label, f"simulation error: {raw['error']}", "simulation")
+            return PointError(point.label, f"simulation error: {raw.error}", "simulation")
         if point.keep_samples and point.samples_dir:
             # Written here, by the process that holds them: only paths go back.
             from pathlib import Path
 
-            from tierlab.reporters.samples import write_raw_recordings
+            from tierlab.api import Result
+            from tierlab.reporters.samples import write_sample_recordings
 
-            paths = write_raw_recordings(raw, Path(point.samples_dir), view=True)
+            paths = write_sample_recordings(
+                Result.from_native(raw), Path(point.samples_dir), view=True
+            )
             res = PointResult.from_native(point.label, raw, False)
             res.written = [str(p) for p in paths]
             return res

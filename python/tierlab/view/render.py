@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tierlab import outdir
-from tierlab.reporters import atomic_output
+from tierlab.outdir import atomic_output
 from tierlab.reporters import page as pg
 from tierlab.view import datasrc
 from tierlab.view.analysis import MappingView, View

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The layers of `tierlab-sim`, bottom first: a module may use modules of its own layer
 /// or of a lower one, and modules of one layer may not use each other in a cycle.
 const LAYERS: &[&[&str]] = &[
-    &["error", "units", "limits", "rng", "stats", "params"],
+    &["error", "units", "limits", "rng", "stats", "stats_keys", "params"],
     &["truth"],
     &["hw"],
     &["os"],

@@ -1,0 +1,292 @@
+"""Reading a recording: :class:`Recording` opens one, checks ``meta.json`` and reads its
+tables, checking every part (its name, that it is a regular file and a readable Parquet file,
+its columns, types and values) and naming the part, column and row of a problem."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tierlab import outdir, safeio
+from tierlab.recording.schema import ALL_TABLES, META_FILE, RecordingError, arrow_schemas, part_name
+from tierlab.recording.validate import (
+    castable,
+    check_extents,
+    check_meta,
+    first_true,
+    shift_row,
+    value_problem,
+    with_all_columns,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+_PART = re.compile(r"part-(\d{5,})\.parquet")
+
+
+@dataclass
+class Recording:
+    """A recording opened for reading. Use :meth:`Recording.open`."""
+
+    path: Path
+    meta: dict[str, Any]
+    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Recording:
+        """Open and validate a recording directory (``meta.json``'s fields; the part names,
+        columns and values of a table are checked when it is read)."""
+        p = Path(path)
+        if not p.exists():
+            raise RecordingError(f"{p}: no such recording (directory not found)")
+        if not p.is_dir():
+            raise RecordingError(f"{p}: a recording is a directory holding {META_FILE}")
+        meta_path = p / META_FILE
+        if not os.path.lexists(meta_path):
+            raise RecordingError(f"{meta_path}: missing; {p} is not a tierlab recording{_hint(p)}")
+        raw = safeio.read_bytes(meta_path, safeio.MAX_META_BYTES, RecordingError, META_FILE)
+        meta = safeio.loads_json(raw, meta_path, RecordingError)
+        return cls(path=p, meta=check_meta(meta, meta_path))
+
+    def parts(self, table: str) -> list[Path]:
+        """The Parquet parts of ``table``, in order. Checks their names: parts are
+        ``part-NNNNN.parquet`` numbered from 0 without gaps; files starting with ``.`` are
+        ignored; anything else in the table's directory is an error."""
+        if table not in ALL_TABLES:
+            raise KeyError(f"unknown table {table!r} (tables: {', '.join(ALL_TABLES)})")
+        d = self.path / table
+        if not os.path.lexists(d):
+            return []
+        if not d.is_dir():
+            what = safeio.file_kind(d.stat().st_mode) if d.exists() else "a broken link"
+            if d.exists() and d.is_file():
+                what = "a file"
+            raise RecordingError(
+                f"{d}: expected the directory of table `{table}` (Parquet parts), found {what}"
+            )
+        numbered: dict[int, Path] = {}
+        for entry in sorted(d.iterdir()):
+            name = entry.name
+            if name.startswith("."):
+                continue
+            m = _PART.fullmatch(name)
+            if m is None:
+                raise RecordingError(
+                    f"{entry}: unexpected in table `{table}` (its parts are named "
+                    "part-NNNNN.parquet)"
+                )
+            index = int(m.group(1))
+            if index in numbered:
+                raise RecordingError(
+                    f"{entry}: part number {index} also used by {numbered[index].name}"
+                )
+            numbered[index] = entry
+        order = sorted(numbered)
+        for expected, index in enumerate(order):
+            if index != expected:
+                raise RecordingError(
+                    f"{d / part_name(expected)}: missing (table `{table}` goes on with "
+                    f"{numbered[index].name}; parts are numbered from 00000 without gaps)"
+                )
+        return [numbered[i] for i in order]
+
+    def _read_part(self, table: str, part: Path, index: int) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        schema = arrow_schemas()[table]
+        where = str(part)
+        fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+        try:
+            with os.fdopen(fd, "rb") as f:
+                pf = pq.ParquetFile(f)
+                have = pf.schema_arrow
+                check_extents(pf.metadata, where)
+                missing = [name for name in schema.names if name not in have.names]
+                if missing:
+                    raise RecordingError(
+                        f"{where}: missing column `{missing[0]}` "
+                        f"(table {table} needs {', '.join(schema.names)})"
+                    )
+                for fld in schema:
+                    got = have.field(fld.name).type
+                    if not castable(got, fld.type):
+                        raise RecordingError(
+                            f"{where}: column `{fld.name}` has type {got}, expected {fld.type}"
+                        )
+                t = pf.read(columns=schema.names)
+        except RecordingError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+            text = str(e).strip()
+            msg = text.splitlines()[0] if text else type(e).__name__
+            raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
+        # Column by column: nulls, then integers that do not fit the format's types.
+        for fld in schema:
+            col = t.column(fld.name)
+            if col.null_count:
+                row = first_true(pc.is_null(col))
+                raise RecordingError(
+                    f"{where}: column `{fld.name}`: null at row {row} (nulls are not allowed)"
+                )
+            if pa.types.is_integer(fld.type) and col.type != fld.type and len(col):
+                lo, hi = pc.min_max(col).values()
+                top = 2**fld.type.bit_width - 1
+                if lo.as_py() < 0 or hi.as_py() > top:
+                    bad = pc.less(col, pa.scalar(0, col.type))
+                    if hi.as_py() > top:
+                        bad = pc.or_(bad, pc.greater(col, pa.scalar(top, pa.uint64())))
+                    row = first_true(bad)
+                    raise RecordingError(
+                        f"{where}: column `{fld.name}`: {col[row].as_py()} at row {row} does "
+                        f"not fit {fld.type}"
+                    )
+        try:
+            t = t.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise RecordingError(f"{where}: values do not fit the format's types: {e}") from None
+        problem = value_problem(table, t)
+        if problem is not None:
+            raise RecordingError(f"{where}: {problem}")
+        return t
+
+    def _footer(self, table: str, part: Path) -> pq.FileMetaData:
+        """A part's footer, checked without decoding its data: a regular file, a readable
+        Parquet footer whose row groups have the schema's columns, and the table's columns
+        with types the format converts."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schemas()[table]
+        where = str(part)
+        fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+        try:
+            with os.fdopen(fd, "rb") as f:
+                pf = pq.ParquetFile(f)
+                md = pf.metadata
+                check_extents(md, where)
+                have = pf.schema_arrow
+        except RecordingError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+            text = str(e).strip()
+            msg = text.splitlines()[0] if text else type(e).__name__
+            raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
+        for fld in schema:
+            if fld.name not in have.names:
+                raise RecordingError(
+                    f"{where}: missing column `{fld.name}` "
+                    f"(table {table} needs {', '.join(schema.names)})"
+                )
+            got = have.field(fld.name).type
+            if not castable(got, fld.type):
+                raise RecordingError(
+                    f"{where}: column `{fld.name}` has type {got}, expected {fld.type}"
+                )
+        return md
+
+    def table_rows(self, table: str) -> int:
+        """Rows of ``table`` from its parts' footers (each part checked as a file and a
+        Parquet footer with the table's columns; nothing decoded). Readers that stream a large
+        table themselves (the native view of full traces) check it with this first."""
+        return sum(self._footer(table, part).num_rows for part in self.parts(table))
+
+    def check_streaming(self, table: str, columns: Sequence[str]) -> None:
+        """Check ``columns`` of ``table`` part by part and batch by batch (memory bounded by
+        a batch, not the table): no nulls, and the values the format allows (``kind`` 0/1).
+        For readers that stream a large table themselves."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for index, part in enumerate(self.parts(table)):
+            self._footer(table, part)
+            fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+            row = 0
+            try:
+                with os.fdopen(fd, "rb") as f:
+                    for batch in pq.ParquetFile(f).iter_batches(
+                        batch_size=1 << 20, columns=list(columns)
+                    ):
+                        t = pa.Table.from_batches([batch]).cast(
+                            pa.schema([arrow_schemas()[table].field(c) for c in columns])
+                        )
+                        problem = value_problem(table, with_all_columns(table, t))
+                        if problem is not None:
+                            raise RecordingError(f"{part}: {shift_row(problem, row)}")
+                        row += batch.num_rows
+            except RecordingError:
+                raise
+            except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+                text = str(e).strip()
+                msg = text.splitlines()[0] if text else type(e).__name__
+                raise RecordingError(
+                    f"{part}: not a readable Parquet file (part {index}): {msg[:200]}"
+                ) from None
+
+    def table(self, table: str) -> pa.Table:
+        """Read ``table`` as a pyarrow Table with the format's schema (columns a newer writer
+        added are dropped). Every part is checked: its name, that it is a regular file and a
+        readable Parquet file whose data lies inside it, the columns and their types, and the
+        values (no nulls, ``kind`` 0/1, ``event`` map/unmap, mappings inside the 64-bit
+        address space, regions that end after they start); an error names the part, the
+        column and the row."""
+        import pyarrow as pa
+
+        schema = arrow_schemas()[table]
+        pieces = [self._read_part(table, part, i) for i, part in enumerate(self.parts(table))]
+        if not pieces:
+            return schema.empty_table()
+        return pa.concat_tables(pieces)
+
+    def _frame(self, table: str) -> pd.DataFrame:
+        if table not in self._cache:
+            self._cache[table] = self.table(table).to_pandas()
+        return self._cache[table]
+
+    def accesses(self) -> pd.DataFrame:
+        """All accesses (the columns of ``SCHEMAS["accesses"]``)."""
+        return self._frame("accesses")
+
+    def samples(self) -> pd.DataFrame:
+        """All samples (the columns of ``SCHEMAS["samples"]``)."""
+        return self._frame("samples")
+
+    def mappings(self) -> pd.DataFrame:
+        """All mapping events (the columns of ``SCHEMAS["mappings"]``)."""
+        return self._frame("mappings")
+
+    def drains(self) -> pd.DataFrame:
+        """All drains (the columns of ``SCHEMAS["drains"]``)."""
+        return self._frame("drains")
+
+    def regions(self) -> pd.DataFrame:
+        """Region snapshots, an optional table (the columns of ``SCHEMAS["regions"]``); empty
+        when the recording has none."""
+        return self._frame("regions")
+
+
+def _hint(path: Path) -> str:
+    """What a directory that is not a recording is, when tierlab can tell."""
+    kind = outdir.kind_of(path)
+    samples = sorted(q.name for q in path.glob("samples-*") if (q / META_FILE).is_file())
+    if kind == "run":
+        text = " (it is the output of `tierlab run --out`"
+        if samples:
+            text += "; the recordings in it: " + ", ".join(str(path / s) for s in samples)
+        else:
+            text += (
+                "; a run writes a recording only for sampling techniques (PEBS), as "
+                "DIR/samples-LABEL, and this one had none"
+            )
+        return text + ")"
+    if kind == "view":
+        return " (it is the output of `tierlab view`: view the recording it was made from)"
+    return ""
