@@ -3,6 +3,7 @@ reproduction of every paper through the CLI, resuming it, and the quick profile'
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shutil
@@ -14,7 +15,7 @@ import pytest
 
 from conftest import tierlab
 from tierlab import _native
-from tierlab.reproduce import checks, load, names
+from tierlab.reproduce import checks, load, names, provenance
 from tierlab.reproduce.runner import lookup, plan_figure
 from tierlab.reproduce.spec import SpecError, load_paper
 from tierlab.sweep.point import scenario_points
@@ -95,6 +96,7 @@ source = "somewhere"
         (('op = ">"', 'op = "!="'), "op '!='"),
         ((", threshold = 20.0 }", " }"), "missing argument threshold"),
         (('scenarios = ["numa-placement"]', 'scenarios = ["demo"]'), "'demo' is not a scenario"),
+        (('status = "sourced"\n', ""), "`parameters[0].source`: without `status`"),
     ],
 )
 def test_paper_file_errors_name_file_and_field(change: tuple[str, str], message: str) -> None:
@@ -105,6 +107,68 @@ def test_paper_file_errors_name_file_and_field(change: tuple[str, str], message:
         load_paper(text, "x.toml")
     assert str(e.value).startswith("x.toml: "), e.value
     assert message in str(e.value), e.value
+
+
+def test_every_parameter_is_labelled_once() -> None:
+    """A paper file states the provenance of the values its scenarios choose; a value at the
+    engine's declared default takes the declaration's label (one declaration each)."""
+    for name in names():
+        assert provenance.problems(load(name)) == [], name
+
+
+_PROV_SCENARIO = """
+duration = "10ms"
+[workload]
+kind = "uniform"
+[[telemetry]]
+kind = "pebs"
+[tiering]
+kind = "hottest-first"
+telemetry = "pebs"
+fill = 0.5
+"""
+
+
+def test_declared_labels_and_their_rules(tmp_path: Path) -> None:
+    sc = tmp_path / "s.toml"
+    sc.write_text(_PROV_SCENARIO)
+    text = GOOD.replace(
+        """key = "machine.remote_factor"
+scenarios = ["numa-placement"]
+status = "sourced"
+source = "somewhere"
+""",
+        f"""key = "tiering.ns_per_item"
+scenarios = ["{sc}"]
+[[parameters]]
+key = "tiering.fill"
+scenarios = ["{sc}"]
+[[parameters]]
+key = "tiering.ns_per_item"
+scenarios = ["{sc}"]
+status = "assumed"
+reason = "restated"
+[[parameters]]
+key = "tiering.fill"
+scenarios = ["{sc}"]
+status = "assumed"
+reason = "half, for the test"
+""",
+    )
+    # Loaded against a scenario of the figure, then pointed at the test's scenario file.
+    paper = load_paper(text.replace(str(sc), "numa-placement"), "x.toml")
+    paper = dataclasses.replace(
+        paper,
+        parameters=tuple(dataclasses.replace(p, scenarios=(str(sc),)) for p in paper.parameters),
+    )
+    found = provenance.problems(paper)
+    assert len(found) == 2, found
+    assert "sets a value other than the declared default (0.95)" in found[0], found
+    assert "parameters[2] `tiering.ns_per_item`" in found[1] and "drop `status`" in found[1]
+    resolved = provenance.resolve(paper).parameters
+    assert (resolved[0].status, resolved[0].declared) == ("assumed", True)
+    assert resolved[0].provenance == "ranking cost per reported region or page"
+    assert (resolved[3].status, resolved[3].declared) == ("assumed", False)
 
 
 def test_predicates() -> None:

@@ -78,6 +78,9 @@ class Parameter:
     calibrated_to: str = ""
     reason: str = ""
     note: str = ""
+    #: the status and text come from the code's declaration of the parameter (the value is
+    #: its declared default), not from the paper file
+    declared: bool = False
 
     @property
     def provenance(self) -> str:

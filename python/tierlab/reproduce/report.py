@@ -212,7 +212,7 @@ def _parameters_table(pr: PaperRun) -> pg.Table:
             [
                 p.key,
                 shown or "(not in the points run)",
-                p.status,
+                p.status + (" (declared in the code)" if p.declared else ""),
                 p.provenance + (f" ({p.note})" if p.note else ""),
                 ", ".join(p.scenarios),
             ]
@@ -318,14 +318,18 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
         params = sec.section("Parameters", id=f"{p.id}-parameters")
         counts = {
             s: sum(1 for x in p.parameters if x.status == s)
-            for s in ("sourced", "calibrated", "assumed")
+            for s in ("sourced", "calibrated", "assumed", "setting")
         }
+        declared = sum(1 for x in p.parameters if x.declared)
         params.add(
             pg.Paragraph(
                 f"{counts['sourced']} sourced (the value comes from the paper or a cited "
                 f"measurement), {counts['calibrated']} calibrated (fitted to a number of the "
                 f"paper, named), {counts['assumed']} assumed (no source gives the value; the "
-                "reason is given)."
+                f"reason is given), {counts['setting']} settings of the experiment. "
+                f"{declared} are the engine's declared defaults, labelled as the code declares "
+                "them (`tierlab params`); the others are values the scenarios set, labelled by "
+                "the paper file."
             ),
             _parameters_table(pr),
         )
@@ -387,6 +391,7 @@ def report_json(runs: Sequence[PaperRun], info: RunInfo) -> dict[str, Any]:
                         "scenarios": list(x.scenarios),
                         "status": x.status,
                         "provenance": x.provenance,
+                        "declared": x.declared,
                         "values": vals,
                     }
                     for x, vals in zip(p.parameters, pr.parameter_values, strict=False)

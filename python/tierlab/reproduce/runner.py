@@ -283,7 +283,12 @@ def run_paper(
 ) -> PaperRun:
     """Run every figure of ``paper`` (those whose id matches the glob ``figures``) and
     evaluate its claims. ``progress(spec, points)`` gives the progress display of each
-    figure's sweep. Stops after a figure that was interrupted (Ctrl-C)."""
+    figure's sweep. Stops after a figure that was interrupted (Ctrl-C). Parameters the paper
+    file gives no provenance for are labelled with their declaration's
+    (:func:`tierlab.reproduce.provenance.resolve`)."""
+    from tierlab.reproduce.provenance import resolve
+
+    paper = resolve(paper)
     out = PaperRun(paper)
     for spec in paper.figures:
         if figures and not fnmatch.fnmatchcase(spec.id, figures):

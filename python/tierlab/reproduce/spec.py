@@ -18,7 +18,9 @@ the file and the field):
   ``source``, ``check`` (a table: ``kind`` = a predicate of :mod:`tierlab.reproduce.checks`
   and its arguments), ``on_paper`` (also evaluate the check on the paper's tidy values);
 - ``[[parameters]]``: ``key`` (a scenario key, as ``--set`` names it), ``scenarios``,
-  ``status`` (``sourced``, ``calibrated`` or ``assumed``), ``source`` (sourced: where the
+  ``status`` (``sourced``, ``calibrated`` or ``assumed``; absent: the value is the default
+  the code declares, and its provenance is the declaration's, see
+  :mod:`tierlab.reproduce.provenance`), ``source`` (sourced: where the
   value comes from), ``calibrated_to`` (calibrated: the figure or number it was fitted to),
   ``reason`` (assumed: why this value), ``note``.
 """
@@ -219,18 +221,27 @@ def _parameter(origin: str, where: str, t: object, scenarios: set[str]) -> Param
     p = Parameter(
         key=f.text("key"),
         scenarios=f.strings("scenarios") or (),
-        status=f.text("status"),
+        status=f.text("status", ""),
         source=f.text("source", ""),
         calibrated_to=f.text("calibrated_to", ""),
         reason=f.text("reason", ""),
         note=f.text("note", ""),
     )
     f.done()
-    if p.status not in STATUSES:
+    texts = {"sourced": "source", "calibrated": "calibrated_to", "assumed": "reason"}
+    if not p.status:
+        given = [k for k in texts.values() if getattr(p, k).strip()]
+        if given:
+            raise SpecError(
+                f"{origin}: `{where}.{given[0]}`: without `status` the parameter's provenance "
+                "is the one declared in the code; give `status` too, or drop it"
+            )
+    elif p.status not in STATUSES:
         raise SpecError(f"{origin}: `{where}.status`: {p.status!r} is not one of {STATUSES}")
-    need = {"sourced": "source", "calibrated": "calibrated_to", "assumed": "reason"}[p.status]
-    if not getattr(p, need).strip():
-        raise SpecError(f"{origin}: `{where}.{need}`: a {p.status} parameter needs its {need}")
+    else:
+        need = texts[p.status]
+        if not getattr(p, need).strip():
+            raise SpecError(f"{origin}: `{where}.{need}`: a {p.status} parameter needs its {need}")
     for i, s in enumerate(p.scenarios):
         if s not in scenarios:
             raise SpecError(
