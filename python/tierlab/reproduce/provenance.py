@@ -113,6 +113,14 @@ def resolve(paper: Paper) -> Paper:
             continue
         status = info["status"]
         text = info["source"] or ("a setting of the experiment" if status == "setting" else "")
-        field = _TEXT_FIELD.get(status, "reason")
-        params.append(dataclasses.replace(p, status=status, declared=True, **{field: text}))
+        params.append(
+            dataclasses.replace(
+                p,
+                status=status,
+                declared=True,
+                source=text if status == "sourced" else "",
+                calibrated_to=text if status == "calibrated" else "",
+                reason=text if status not in ("sourced", "calibrated") else "",
+            )
+        )
     return dataclasses.replace(paper, parameters=tuple(params))
