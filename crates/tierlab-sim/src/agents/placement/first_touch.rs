@@ -6,7 +6,7 @@
 //! region), every page lands on the initializing thread's node: the case profile-guided
 //! placement fixes.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{PlacementBuildCtx, PlacementParams, PlacementPolicy};
 use crate::agents::MachineView;
@@ -14,8 +14,8 @@ use crate::error::Result;
 use crate::os::memory::Placement;
 
 /// Parameters of `first-touch` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct FirstTouchParams {}
 
 impl PlacementParams for FirstTouchParams {
@@ -37,5 +37,3 @@ impl PlacementPolicy for FirstTouch {
         Ok(())
     }
 }
-
-crate::legacy_params!(FirstTouchParams);

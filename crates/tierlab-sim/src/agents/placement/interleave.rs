@@ -5,7 +5,7 @@
 //! Interleaving spreads every array evenly, so each core finds 1/N of its data local on N
 //! nodes: better than first touch of serially initialized data, worse than affinity.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{PlacementBuildCtx, PlacementParams, PlacementPolicy};
 use crate::agents::MachineView;
@@ -13,8 +13,8 @@ use crate::error::Result;
 use crate::os::memory::Placement;
 
 /// Parameters of `interleave` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct InterleaveParams {}
 
 impl PlacementParams for InterleaveParams {
@@ -36,5 +36,3 @@ impl PlacementPolicy for Interleave {
         Ok(())
     }
 }
-
-crate::legacy_params!(InterleaveParams);

@@ -26,9 +26,10 @@
 //!
 //! # Registry
 //! One file per policy, one line in [`registry!`] below: kind name, enum variant, parameter
-//! type (deserialized with unknown fields rejected). A scenario names its policy as
-//! `[placement]` with `kind = "first-touch" | "interleave" | "profile-guided"`; without it
-//! the machine's `machine.placement` rule applies.
+//! type (a struct declared with `#[params]`: each field's default, range, unit and source;
+//! unknown keys refused). The kinds share no field, so the registry has no shared struct. A
+//! scenario names its policy as `[placement]` with `kind = "first-touch" | "interleave" |
+//! "profile-guided"`; without it the machine's `machine.placement` rule applies.
 
 use crate::error::{Result, SimError};
 use crate::stats::Stats;

@@ -34,21 +34,8 @@
 //!   charged to `core`), and pages not yet allocated follow the affinity at first touch.
 //! - `profile`: the profiling run alone (sampling on for the whole run, first touch).
 //!
-//! # Defaults and sources
-//! - `period` 1000 long-latency loads (or TLB misses) per sample: an assumption. The paper's
-//!   abstract gives no sampling interval; 1 in 1000 keeps the interrupt-per-sample overhead in
-//!   the few-percent range the paper reports (2.7%) while the profiling run still samples
-//!   most pages of the kernels here several times.
-//! - `buffer_records` 1: the paper's interrupt-driven sampling (one sample per interrupt).
-//! - `interrupt_cycles` 20,000: the sampling interrupt handler's cost measured by the PEBS
-//!   seed paper (`reference/cost-model.md`), the only measured handler cost in the references.
-//! - `min_samples` 1: any sample gives a page an affinity (the paper's "most frequently
-//!   accessing node" with the samples it has).
-//! - `batch_pages` 512 (migrate): an assumption; Linux batches the TLB flush of a
-//!   migration list, so a batch costs its copies plus one shootdown.
-//! - `interval` 100 ms (migrate): an assumption; long enough to cover the serial
-//!   initialization and many iterations of the STREAM kernel of `numa-placement` (which
-//!   sets 30 ms for its shorter Jacobi runs).
+//! # Parameters
+//! [`ProfileGuidedParams`] (defaults, ranges and sources in `docs/parameters.md`).
 
 use std::collections::BTreeMap;
 
@@ -66,6 +53,7 @@ use crate::hw::tlb_sampler::TlbMissSampler;
 use crate::os::memory::Placement;
 use crate::stats::Stats;
 use crate::units::Duration;
+use tierlab_core::param::params;
 use tierlab_core::plan::{affinity, AffinityRule};
 
 /// When pages are placed.
@@ -99,83 +87,88 @@ impl SampleSource {
     }
 }
 
-/// Parameters of `profile-guided` (see the module docs for defaults and sources).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Parameters of `profile-guided`.
+#[params]
+#[derive(Clone, Debug)]
 pub struct ProfileGuidedParams {
-    /// `"next-run"` (default), `"migrate"` or `"profile"`.
-    #[serde(default = "d_mode")]
+    /// `"next-run"`, `"migrate"` or `"profile"`.
+    #[param(
+        default = Mode::NextRun,
+        sourced = "papers/numa-placement-abstract.txt: a profiling run (a one-time overhead), then placement"
+    )]
     pub mode: Mode,
-    /// `"long-latency-loads"` (default) or `"tlb-misses"`.
-    #[serde(default = "d_source")]
+    /// `"long-latency-loads"` or `"tlb-misses"`.
+    #[param(
+        default = SampleSource::LongLatencyLoads,
+        sourced = "papers/numa-placement-abstract.txt: long-latency loads are the better indicator"
+    )]
     pub source: SampleSource,
-    /// One sample every this many events. Default 1000.
-    #[serde(default = "d_period")]
+    /// One sample every this many events (long-latency loads or TLB misses).
+    #[param(
+        default = 1000,
+        range = "[1, 1e12]",
+        unit = "events",
+        assumed = "the paper's abstract gives no sampling interval; 1 in 1000 keeps the \
+                   interrupt-per-sample overhead in the few-percent range the paper reports \
+                   (2.7%) while the profiling run still samples most pages of the kernels here \
+                   several times"
+    )]
     pub period: u64,
-    /// Samples buffered per interrupt. Default 1 (an interrupt per sample).
-    #[serde(default = "d_buffer")]
+    /// Samples buffered per interrupt (1: an interrupt per sample).
+    #[param(
+        default = 1,
+        range = "[1, 1e9]",
+        unit = "samples",
+        assumed = "the paper's interrupt-driven user-mode sampling (papers/numa-placement-abstract.txt) \
+                   with one sample per interrupt, as Itanium 2's data event address register holds one"
+    )]
     pub buffer_records: usize,
-    /// Interrupt handler cost in cycles at `machine.cpu_ghz`. Default 20,000.
-    #[serde(default = "d_cycles")]
+    /// Interrupt handler cost at `machine.cpu_ghz`.
+    #[param(
+        default = 20_000.0,
+        range = "[0, 1e12]",
+        unit = "cycles",
+        sourced = "reference/cost-model.md: PEBS interrupt handler ~20,000 cycles (the PEBS seed paper), \
+                   the only measured handler cost in the references"
+    )]
     pub interrupt_cycles: f64,
-    /// Samples a page needs to get an affinity. Default 1.
-    #[serde(default = "d_min")]
+    /// Samples a page needs to get an affinity.
+    #[param(
+        default = 1,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        assumed = "any sample gives a page an affinity (the paper's most frequently accessing node \
+                   with the samples it has)"
+    )]
     pub min_samples: u32,
-    /// `migrate`: profiling interval from the start of the run. Default 100 ms.
-    #[serde(default = "d_interval")]
+    /// `migrate`: profiling interval from the start of the run.
+    #[param(
+        default = Duration(100_000_000),
+        assumed = "long enough to cover the serial initialization and many iterations of the STREAM \
+                   kernel of `numa-placement` (which sets 30 ms for its shorter Jacobi runs)"
+    )]
     pub interval: Duration,
-    /// `migrate`: pages moved per batch (one TLB shootdown per batch). Default 512.
-    #[serde(default = "d_batch")]
+    /// `migrate`: pages moved per batch (one TLB shootdown per batch).
+    #[param(
+        default = 512, // not a page size: pages per batch
+        range = "[1, 281474976710656]",
+        unit = "pages",
+        assumed = "Linux batches the TLB flush of a migration list, so a batch costs its copies plus \
+                   one shootdown"
+    )]
     pub batch_pages: usize,
     /// `migrate`: the core that migrates pages (default: the first core without an
     /// application thread, else core 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 4095]", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub core: Option<usize>,
 }
 
-fn d_mode() -> Mode {
-    Mode::NextRun
-}
-fn d_source() -> SampleSource {
-    SampleSource::LongLatencyLoads
-}
-fn d_period() -> u64 {
-    1000
-}
-fn d_buffer() -> usize {
-    1
-}
-fn d_cycles() -> f64 {
-    20_000.0
-}
-fn d_batch() -> usize {
-    512 // not a page size: pages per batch
-}
-fn d_min() -> u32 {
-    1
-}
-fn d_interval() -> Duration {
-    Duration(100_000_000)
-}
+tierlab_core::choice_param!(Mode, SampleSource);
 
 impl PlacementParams for ProfileGuidedParams {
     fn check(&self, ctx: &PlacementCheckCtx) -> std::result::Result<(), (String, String)> {
         let e = |f: &str, m: String| Err((f.to_string(), m));
-        if self.period == 0 {
-            return e("period", "must be at least 1".into());
-        }
-        if self.buffer_records == 0 {
-            return e("buffer_records", "must be at least 1".into());
-        }
-        if !(self.interrupt_cycles.is_finite() && self.interrupt_cycles >= 0.0) {
-            return e("interrupt_cycles", format!("{} must be a finite number >= 0", self.interrupt_cycles));
-        }
-        if self.min_samples == 0 {
-            return e("min_samples", "must be at least 1".into());
-        }
-        if self.batch_pages == 0 {
-            return e("batch_pages", "must be at least 1".into());
-        }
         if self.interval.0 == 0 {
             return e("interval", "must be > 0".into());
         }
@@ -545,5 +538,3 @@ impl PlacementPolicy for ProfileGuided {
         std::mem::take(&mut self.log)
     }
 }
-
-crate::legacy_params!(ProfileGuidedParams);

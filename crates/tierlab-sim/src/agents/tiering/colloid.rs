@@ -32,21 +32,11 @@
 //! demote cold pages), demotions of the fast tier's hottest pages when it is slower. The
 //! promotion rate limit (`rate_limit_mbps`) and the policy core's time bound the work.
 //!
-//! # Parameters
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `interval` | 10 ms | colloid-mon `SAMPLE_INTERVAL_MS` (MEMTIS/TPP integrations) |
-//! | `ewma_exp` | 4 | colloid-mon `EWMA_EXP` without spin polling (weight 1/16) |
-//! | `quantum` | 500 ms | colloid-mon `MIGRATION_QUANTUM_MS` |
-//! | `delta` | 0.05 | colloid-mon `COLLOID_DELTA_PERCENT` (5%) |
-//! | `epsilon` | 0.01 | colloid-mon `COLLOID_EPSILON_PERCENT` (1%) |
-//! | `cooling` | 1 s | assumption (sample counts halve every second) |
-//! | `rate_limit_mbps` | 2048 | assumption: MEMTIS' 2 GB/s migration cap |
-//! | `ns_per_sample` | 50 ns | assumption, as `hemem`/`memtis` |
+//! Parameters: [`ColloidParams`] (defaults, ranges and sources in `docs/parameters.md`;
+//! colloid-mon's constants are those of its MEMTIS integration without spin polling).
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
 use tierlab_core::PAGE_SIZE;
 
 use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
@@ -54,60 +44,63 @@ use crate::agents::{Feed, FeedKind};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::Duration;
+use tierlab_core::param::{params, Provenance};
 
 /// Parameters of `colloid`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ColloidParams {
     /// Latency measurement period.
-    #[serde(default = "d_interval")]
+    #[param(
+        default = Duration(10_000_000),
+        sourced = "colloid-mon.c of Colloid's MEMTIS integration (host-architecture/colloid): \
+                   SAMPLE_INTERVAL_MS 10",
+    )]
     pub interval: Duration,
     /// EWMA weight exponent (weight of a new measurement = 2^-ewma_exp).
-    #[serde(default = "d_ewma")]
+    #[param(
+        default = 4,
+        range = "[0, 16]",
+        sourced = "colloid-mon.c of Colloid's MEMTIS integration (host-architecture/colloid): EWMA_EXP 4 \
+                   without SPINPOLL (weight 1/16)"
+    )]
     pub ewma_exp: u32,
     /// Migration period.
-    #[serde(default = "d_quantum")]
+    #[param(
+        default = Duration(500_000_000),
+        sourced = "colloid-mon.c of Colloid's MEMTIS integration (host-architecture/colloid): \
+                   MIGRATION_QUANTUM_MS 500",
+    )]
     pub quantum: Duration,
     /// Latencies within this fraction of the fast tier's are balanced.
-    #[serde(default = "d_delta")]
+    #[param(
+        default = 0.05,
+        range = "[0, 1)",
+        unit = "fraction",
+        sourced = "colloid-mon.c of Colloid's MEMTIS integration (host-architecture/colloid): \
+                   COLLOID_DELTA_PERCENT 5"
+    )]
     pub delta: f64,
     /// Watermarks closer than this reset.
-    #[serde(default = "d_epsilon")]
+    #[param(
+        default = 0.01,
+        range = "[0, 1)",
+        unit = "fraction",
+        sourced = "colloid-mon.c of Colloid's MEMTIS integration (host-architecture/colloid): \
+                   COLLOID_EPSILON_PERCENT 1"
+    )]
     pub epsilon: f64,
     /// Sample counts halve this often.
-    #[serde(default = "d_cooling")]
+    #[param(default = Duration(1_000_000_000), assumed = "sample counts halve every second")]
     pub cooling: Duration,
-    /// CPU time per sample processed, ns.
-    #[serde(default = "d_ns_sample")]
+    /// CPU time per sample processed.
+    #[param(
+        default = 50.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "as hemem and memtis: a hash lookup and an update per record"
+    )]
     pub ns_per_sample: f64,
-}
-
-fn d_interval() -> Duration {
-    Duration(10_000_000)
-}
-fn d_ewma() -> u32 {
-    4
-}
-fn d_quantum() -> Duration {
-    Duration(500_000_000)
-}
-fn d_delta() -> f64 {
-    0.05
-}
-fn d_epsilon() -> f64 {
-    0.01
-}
-fn d_cooling() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_ns_sample() -> f64 {
-    50.0
-}
-
-impl Default for ColloidParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 impl TieringParams for ColloidParams {
@@ -116,17 +109,6 @@ impl TieringParams for ColloidParams {
             if d.0 == 0 {
                 return Err(ctx.err(f, "must be > 0"));
             }
-        }
-        if self.ewma_exp > 16 {
-            return Err(ctx.err("ewma_exp", format!("{} is not in [0, 16]", self.ewma_exp)));
-        }
-        for (f, v) in [("delta", self.delta), ("epsilon", self.epsilon)] {
-            if !(0.0..1.0).contains(&v) {
-                return Err(ctx.err(f, format!("{v} is not in [0, 1)")));
-            }
-        }
-        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
-            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
         }
         Ok(Box::new(Colloid::new(self.clone())))
     }
@@ -399,10 +381,14 @@ impl TieringPolicy for Colloid {
     }
 }
 
-crate::legacy_params!(ColloidParams);
-
 impl crate::params::SharedDefaults<TieringShared> for ColloidParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(2048.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+            "MEMTIS' 2 GB/s migration cap (reference/memory-management.md), as Colloid runs on MEMTIS; no \
+             reference gives Colloid's own limit",
+        ))
     }
 }

@@ -52,17 +52,10 @@
 //! Migrations go through the tiering mover (`tiering.promoted_*`/`demoted_*`); the promotion
 //! rate limit defaults to 65536 MB/s so that the quota, not the mover, limits.
 //!
-//! # Parameters (defaults: mtier.c)
-//! The monitoring attributes (`sample_interval`, `aggr_interval`, `ops_update_interval`,
-//! `min_nr_regions`, `max_nr_regions`, `auto_tune`, `tune_*`), `ns_per_check` (300 ns, as
-//! DAMON's), `apply_interval` (1 s), `quota_sz` (200 MiB), `quota_reset_interval` (1 s),
-//! `promote_goal_bp` (9970), `demote_goal_bp` (50), `goal_tuner` (`consist`; `temporal` is the
-//! on/off tuner of newer kernels, below), `young_filter` (true), `per_node_contexts`
-//! (true: see above), `ns_per_page`
-//! (20 ns, assumption). `schemes` (or a damo file, `damo_schemes`) replace the two built-in
-//! schemes entirely.
-
-use serde::{Deserialize, Serialize};
+//! # Parameters
+//! [`DamonMtierParams`] (defaults, ranges and sources in `docs/parameters.md`): the
+//! monitoring attributes and the two schemes' settings are mtier.c's; `schemes` (or a damo
+//! file, `damo_schemes`) replace the two built-in schemes entirely.
 
 use super::{Mover, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared, Tiers};
 use crate::agents::telemetry::damon::{resolve_path, DamonSampler};
@@ -77,134 +70,162 @@ use crate::error::Result;
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
+use tierlab_core::param::{params, Provenance};
 
 /// Parameters of `damon-mtier`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DamonMtierParams {
-    /// Sampling interval. Default 5 ms.
-    #[serde(default = "d_sample")]
+    /// Sampling interval.
+    #[param(
+        default = Duration(5_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, sampling interval 5 ms",
+    )]
     pub sample_interval: Duration,
-    /// Aggregation interval. Default 100 ms.
-    #[serde(default = "d_aggr")]
+    /// Aggregation interval.
+    #[param(
+        default = Duration(100_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, aggregation interval 100 ms",
+    )]
     pub aggr_interval: Duration,
-    /// Ops update interval. Default 60 s.
-    #[serde(default = "d_ops")]
+    /// Ops update interval.
+    #[param(
+        default = Duration(60_000_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, ops update interval 60 s",
+    )]
     pub ops_update_interval: Duration,
-    /// Minimum number of regions. Default 10.
-    #[serde(default = "d_min_regions")]
+    /// Minimum number of regions.
+    #[param(
+        default = 10,
+        range = "[1, 1e8]",
+        unit = "regions",
+        sourced = "reference/damon-modern.md section 7: mtier.c, regions 10..1000"
+    )]
     pub min_nr_regions: usize,
-    /// Maximum number of regions. Default 1000.
-    #[serde(default = "d_max_regions")]
+    /// Maximum number of regions.
+    #[param(
+        default = 1000,
+        range = "[1, 1e8]",
+        unit = "regions",
+        sourced = "reference/damon-modern.md section 7: mtier.c, regions 10..1000"
+    )]
     pub max_nr_regions: usize,
-    /// Intervals auto-tuning. Default on (mtier.c).
-    #[serde(default = "d_true")]
+    /// Intervals auto-tuning.
+    #[param(default = true, sourced = "reference/damon-modern.md section 7: mtier.c sets an intervals goal")]
     pub auto_tune: bool,
-    /// Auto-tuning goal, basis points of possible access events. Default 400.
-    #[serde(default = "d_tune_bp")]
+    /// Auto-tuning goal, of possible access events.
+    #[param(
+        default = 400,
+        range = "[1, 10000]",
+        unit = "basis points",
+        sourced = "reference/damon-modern.md section 7: mtier.c, intervals goal access_bp 400"
+    )]
     pub tune_access_bp: u64,
-    /// Auto-tuning period, aggregations. Default 3.
-    #[serde(default = "d_tune_aggrs")]
+    /// Auto-tuning period.
+    #[param(
+        default = 3,
+        range = "[1, 1e6]",
+        unit = "aggregations",
+        sourced = "reference/damon-modern.md section 7: mtier.c, intervals goal aggrs 3"
+    )]
     pub tune_aggrs: u64,
-    /// Smallest sampling interval of the auto-tuning. Default 5 ms.
-    #[serde(default = "d_sample")]
+    /// Smallest sampling interval of the auto-tuning.
+    #[param(
+        default = Duration(5_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, intervals goal sample range [5 ms, 10 s]",
+    )]
     pub tune_min_sample: Duration,
-    /// Largest sampling interval of the auto-tuning. Default 10 s.
-    #[serde(default = "d_tune_max")]
+    /// Largest sampling interval of the auto-tuning.
+    #[param(
+        default = Duration(10_000_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, intervals goal sample range [5 ms, 10 s]",
+    )]
     pub tune_max_sample: Duration,
-    /// CPU time of one sample, ns. Default 300 (DAMON's assumption).
-    #[serde(default = "d_ns_per_check")]
+    /// CPU time of one sample.
+    #[param(
+        default = 300.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "as DAMON's: per sample, two software page-table walks"
+    )]
     pub ns_per_check: f64,
-    /// How often the schemes apply. Default 1 s.
-    #[serde(default = "d_second")]
+    /// How often the schemes apply.
+    #[param(
+        default = Duration(1_000_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, apply interval 1 s",
+    )]
     pub apply_interval: Duration,
-    /// Size quota per window. Default 200 MiB.
-    #[serde(default = "d_quota")]
+    /// Size quota per window.
+    #[param(
+        default = ByteSize(200 << 20),
+        sourced = "reference/damon-modern.md section 7: mtier.c, quota sz 200 MiB per 1000 ms",
+    )]
     pub quota_sz: ByteSize,
-    /// Quota window. Default 1 s.
-    #[serde(default = "d_second")]
+    /// Quota window.
+    #[param(
+        default = Duration(1_000_000_000),
+        sourced = "reference/damon-modern.md section 7: mtier.c, quota reset interval 1000 ms",
+    )]
     pub quota_reset_interval: Duration,
-    /// Promotion goal: fast node used, basis points. Default 9970.
-    #[serde(default = "d_promote_bp")]
+    /// Promotion goal: fast node used.
+    #[param(
+        default = 9970,
+        range = "[1, 10000]",
+        unit = "basis points",
+        sourced = "reference/damon-modern.md section 7: mtier.c, promote goal node_mem_used_bp 9970"
+    )]
     pub promote_goal_bp: u64,
-    /// Demotion goal: fast node free, basis points. Default 50.
-    #[serde(default = "d_demote_bp")]
+    /// Demotion goal: fast node free.
+    #[param(
+        default = 50,
+        range = "[1, 10000]",
+        unit = "basis points",
+        sourced = "reference/damon-modern.md section 7: mtier.c, demote goal node_mem_free_bp 50"
+    )]
     pub demote_goal_bp: u64,
-    /// The quota goal tuner of both schemes (`goal_tuner`): `consist` (default, mtier.c's:
-    /// the feedback loop) or `temporal` (the whole quota while below the goal, none once it
-    /// is met; Linux's `DAMOS_QUOTA_GOAL_TUNER_TEMPORAL`).
-    #[serde(default, skip_serializing_if = "GoalTuner::is_consist")]
+    /// The quota goal tuner of both schemes (`goal_tuner`): `consist` (mtier.c's: the
+    /// feedback loop) or `temporal` (the whole quota while below the goal, none once it is
+    /// met; Linux's `DAMOS_QUOTA_GOAL_TUNER_TEMPORAL`).
+    #[param(
+        default,
+        sourced = "reference/damon-modern.md section 7: mtier.c sets no tuner: the kernel's default, consist"
+    )]
+    #[serde(skip_serializing_if = "GoalTuner::is_consist")]
     pub goal_tuner: GoalTuner,
-    /// The `young` filters (promote only accessed pages, demote only the others). Default on.
-    #[serde(default = "d_true")]
+    /// The `young` filters (promote only accessed pages, demote only the others).
+    #[param(
+        default = true,
+        sourced = "reference/damon-modern.md section 7: mtier.c, a young filter on each scheme"
+    )]
     pub young_filter: bool,
     /// Emulate the kernel's one `paddr` context per node: each migration scheme sees only
     /// the pages not already on its target node (the source node's memory), whose bytes are
-    /// what its quota is charged; off: one `vaddr` context, whole regions charged. Default on.
-    #[serde(default = "d_true")]
+    /// what its quota is charged; off: one `vaddr` context, whole regions charged.
+    #[param(default = true, setting)]
     pub per_node_contexts: bool,
-    /// CPU time of walking one page of a region an action applies to, ns. Default 20.
-    #[serde(default = "d_ns_per_page")]
+    /// CPU time of walking one page of a region an action applies to.
+    #[param(default = 20.0, range = "[0, 1e9]", unit = "ns", assumed = "as change_prot_numa per PTE")]
     pub ns_per_page: f64,
     /// Schemes replacing the two built-in ones (default: none, mtier's).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schemes: Vec<SchemeConfig>,
     /// A damo scheme file (JSON) replacing the built-in schemes (appended after `schemes`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub damo_schemes: Option<String>,
 }
 
-fn d_sample() -> Duration {
-    Duration(5_000_000)
-}
-fn d_aggr() -> Duration {
-    Duration(100_000_000)
-}
-fn d_ops() -> Duration {
-    Duration(60_000_000_000)
-}
-fn d_min_regions() -> usize {
-    10
-}
-fn d_max_regions() -> usize {
-    1000
-}
-fn d_true() -> bool {
-    true
-}
-fn d_tune_bp() -> u64 {
-    400
-}
-fn d_tune_aggrs() -> u64 {
-    3
-}
-fn d_tune_max() -> Duration {
-    Duration(10_000_000_000)
-}
-fn d_ns_per_check() -> f64 {
-    300.0
-}
-fn d_second() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_quota() -> ByteSize {
-    ByteSize(200 << 20)
-}
-fn d_promote_bp() -> u64 {
-    9970
-}
-fn d_demote_bp() -> u64 {
-    50
-}
-fn d_ns_per_page() -> f64 {
-    20.0
-}
-
-impl Default for DamonMtierParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
+// Scheme configurations and goal tuners are declared by the telemetry's `damos` module,
+// which does not say their shape yet: the schemes are checked by their own code
+// (`SchemeConfig::validate`), the tuner is one of its names.
+// TODO(lead): move these next to `SchemeConfig` and `GoalTuner` in `telemetry::damos`.
+impl tierlab_core::param::ParamType for SchemeConfig {
+    fn shape() -> tierlab_core::param::Shape {
+        tierlab_core::param::Shape::Any
     }
 }
+tierlab_core::choice_param!(GoalTuner);
 
 impl DamonMtierParams {
     /// The monitoring attributes.
@@ -269,18 +290,8 @@ impl TieringParams for DamonMtierParams {
     fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         let attrs = self.attrs();
         attrs.validate().map_err(|(f, m)| ctx.err(f, m))?;
-        for (f, v) in [("ns_per_check", self.ns_per_check), ("ns_per_page", self.ns_per_page)] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(ctx.err(f, format!("{v} must be >= 0")));
-            }
-        }
         if self.apply_interval.0 == 0 || self.quota_reset_interval.0 == 0 {
             return Err(ctx.err("apply_interval", "apply_interval and quota_reset_interval must be > 0"));
-        }
-        for (f, v) in [("promote_goal_bp", self.promote_goal_bp), ("demote_goal_bp", self.demote_goal_bp)] {
-            if v == 0 || v > 10_000 {
-                return Err(ctx.err(f, format!("{v} is not in 1..=10000")));
-            }
         }
         let t = Tiers { fast: shared.fast_node, slow: shared.slow_node };
         let mut schemes = self.schemes.clone();
@@ -317,11 +328,15 @@ impl TieringParams for DamonMtierParams {
     }
 }
 
-crate::legacy_params!(DamonMtierParams);
-
 impl crate::params::SharedDefaults<TieringShared> for DamonMtierParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(65536.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+            "mtier.c sets no rate limit: Linux's promotion default (65536 MB/s), far above the schemes' \
+             200 MiB/s quota, so that the quota limits",
+        ))
     }
 }
 

@@ -13,98 +13,79 @@
 //! first demotes a cold page from the fast tier (coldest first, after applying cooling);
 //! with no cold page there, promotion stops until one appears.
 //!
-//! # Parameters (defaults and sources: `reference/memory-management.md`, HeMem's code)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `read_hot_threshold` | 8 | HeMem: hot at >= 8 sampled reads |
-//! | `write_hot_threshold` | 4 | HeMem: hot at >= 4 sampled writes |
-//! | `cooling_threshold` | 18 | HeMem: cooling when a count reaches 18 |
-//! | `interval` | 10 ms | HeMem: policy loop every 10 ms |
-//! | `max_migrate` | 10 GB | HeMem: up to 10 GB migrated per loop |
-//! | `page` | 2MiB | HeMem manages 2 MiB pages |
-//! | `rate_limit_mbps` | 1,000,000 | = 10 GB per 10 ms (HeMem has no other limit) |
-//! | `ns_per_sample` | 50 ns | assumption: hash lookup and list update per record |
+//! Parameters: [`HememParams`] (defaults, ranges and sources in `docs/parameters.md`).
 //!
 //! The PEBS sample period is the followed `pebs` observer's (`period`; HeMem uses 5003 to
 //! 19997, and samples DRAM loads, NVM loads and stores: `event = "all"`).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
+use tierlab_core::param::{params, Provenance};
 use tierlab_core::PageSize;
 
 /// Parameters of `hemem`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HememParams {
     /// Sampled reads that make a page hot.
-    #[serde(default = "d_read")]
+    #[param(
+        default = 8,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        sourced = "reference/memory-management.md: HeMem, a page is hot at >= 8 sampled reads"
+    )]
     pub read_hot_threshold: u32,
     /// Sampled writes that make a page hot.
-    #[serde(default = "d_write")]
+    #[param(
+        default = 4,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        sourced = "reference/memory-management.md: HeMem, a page is hot at >= 4 sampled writes"
+    )]
     pub write_hot_threshold: u32,
     /// A count reaching this ticks the cooling clock (all counts halve).
-    #[serde(default = "d_cool")]
+    #[param(
+        default = 18,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        sourced = "reference/memory-management.md: HeMem's cooling threshold (18)"
+    )]
     pub cooling_threshold: u32,
     /// Policy-loop period.
-    #[serde(default = "d_interval")]
+    #[param(
+        default = Duration(10_000_000),
+        sourced = "reference/memory-management.md: HeMem's policy loop every 10 ms"
+    )]
     pub interval: Duration,
     /// Bytes migrated per loop at most.
-    #[serde(default = "d_max")]
+    #[param(
+        default = ByteSize(10_000_000_000),
+        sourced = "reference/memory-management.md: HeMem migrates up to 10 GB per policy loop"
+    )]
     pub max_migrate: ByteSize,
     /// Tracking and migration unit.
-    #[serde(default = "d_page")]
+    #[param(
+        default = PageSize::Huge2M,
+        sourced = "reference/memory-management.md: HeMem tracks hot/cold per 2 MiB page"
+    )]
     pub page: PageSize,
-    /// CPU cost of handling one sample, ns.
-    #[serde(default = "d_ns_sample")]
+    /// CPU cost of handling one sample.
+    #[param(
+        default = 50.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "a hash lookup and a list update per record"
+    )]
     pub ns_per_sample: f64,
-}
-
-fn d_read() -> u32 {
-    8
-}
-fn d_write() -> u32 {
-    4
-}
-fn d_cool() -> u32 {
-    18
-}
-fn d_interval() -> Duration {
-    Duration(10_000_000)
-}
-fn d_max() -> ByteSize {
-    ByteSize(10_000_000_000)
-}
-fn d_page() -> PageSize {
-    PageSize::Huge2M
-}
-fn d_ns_sample() -> f64 {
-    50.0
-}
-
-impl Default for HememParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 impl TieringParams for HememParams {
     fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
-        for (f, v) in [
-            ("read_hot_threshold", self.read_hot_threshold),
-            ("write_hot_threshold", self.write_hot_threshold),
-            ("cooling_threshold", self.cooling_threshold),
-        ] {
-            if v == 0 {
-                return Err(ctx.err(f, "must be at least 1"));
-            }
-        }
         if self.cooling_threshold < self.read_hot_threshold.max(self.write_hot_threshold) {
             return Err(ctx.err("cooling_threshold", "must be at least the hot thresholds"));
         }
@@ -118,9 +99,6 @@ impl TieringParams for HememParams {
         }
         if self.max_migrate.0 < tierlab_core::PAGE_SIZE {
             return Err(ctx.err("max_migrate", "must be at least one page (4 KiB)"));
-        }
-        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
-            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
         }
         Ok(Box::new(Hemem::new(self.clone())))
     }
@@ -311,10 +289,14 @@ impl TieringPolicy for Hemem {
     }
 }
 
-crate::legacy_params!(HememParams);
-
 impl crate::params::SharedDefaults<TieringShared> for HememParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(1_000_000.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+            "reference/memory-management.md: HeMem migrates up to 10 GB per 10 ms loop, i.e. 1,000,000 \
+             MB/s (it has no other limit)",
+        ))
     }
 }

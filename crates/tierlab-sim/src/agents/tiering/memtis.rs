@@ -14,92 +14,85 @@
 //! demoting fast-tier pages below the threshold (coldest first) to make room. Huge-page
 //! splitting is not modelled (the tiering-kv machine maps 4 KiB pages).
 //!
-//! # Parameters (defaults and sources: `reference/memory-management.md`)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `bins` | 16 | Memtis: 16-bin log histogram |
-//! | `cooling_samples` | 2,000,000 | Memtis: counts halved every 2 M samples |
-//! | `interval` | 500 ms | Memtis: migration daemon every 500 ms |
-//! | `rate_limit_mbps` | 2048 | Memtis: migration capped at 2 GB/s |
-//! | `cpu_limit` | 0.03 | Memtis: sampling CPU kept <= 3% |
-//! | `min_period`, `max_period` | 199, 19997 | Memtis: load period adapted from 199 up to 19997 |
-//! | `adjust_interval` | 1 s | assumption |
-//! | `fill` | 0.95 | assumption, as hottest-first |
-//! | `ns_per_sample` | 50 ns | assumption |
+//! Parameters: [`MemtisParams`] (defaults, ranges and sources in `docs/parameters.md`).
 
 use std::collections::{HashMap, HashSet};
 use tierlab_core::{bytes_of, page_addr, vpn, PAGE_SIZE};
-
-use serde::{Deserialize, Serialize};
 
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::Duration;
+use tierlab_core::param::{params, Provenance};
 
 /// Bins of the access histogram.
 pub const BINS: usize = 16;
 
 /// Parameters of `memtis`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MemtisParams {
     /// Migration daemon period.
-    #[serde(default = "d_interval")]
+    #[param(
+        default = Duration(500_000_000),
+        sourced = "reference/memory-management.md: Memtis' migration daemon every 500 ms"
+    )]
     pub interval: Duration,
     /// Samples between two coolings (all counts halve).
-    #[serde(default = "d_cooling")]
+    #[param(
+        default = 2_000_000,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        sourced = "reference/memory-management.md: Memtis halves counts every 2,000,000 samples"
+    )]
     pub cooling_samples: u64,
     /// Largest share of the application cores' time PEBS interrupts may take.
-    #[serde(default = "d_cpu")]
+    #[param(
+        default = 0.03,
+        range = "(0, 1)",
+        unit = "fraction",
+        sourced = "reference/memory-management.md: Memtis keeps sampling CPU <= 3%"
+    )]
     pub cpu_limit: f64,
     /// Smallest sample period.
-    #[serde(default = "d_min_period")]
+    #[param(
+        default = 199,
+        range = "[1, 1e12]",
+        unit = "events",
+        sourced = "reference/memory-management.md: Memtis' load period adapted from 199"
+    )]
     pub min_period: u64,
     /// Largest sample period.
-    #[serde(default = "d_max_period")]
+    #[param(
+        default = 19997,
+        range = "[1, 1e12]",
+        unit = "events",
+        sourced = "reference/memory-management.md: Memtis' load period adapted up to 19997"
+    )]
     pub max_period: u64,
     /// Period of the sampling-period adjustment.
-    #[serde(default = "d_adjust")]
+    #[param(
+        default = Duration(1_000_000_000),
+        assumed = "no reference gives Memtis' adjustment period; once a second"
+    )]
     pub adjust_interval: Duration,
     /// Fraction of the fast tier the hot set may fill.
-    #[serde(default = "d_fill")]
+    #[param(
+        default = 0.95,
+        range = "(0, 1]",
+        unit = "fraction",
+        assumed = "as hottest-first: 5% of the fast tier left free"
+    )]
     pub fill: f64,
-    /// CPU cost of handling one sample, ns.
-    #[serde(default = "d_ns_sample")]
+    /// CPU cost of handling one sample.
+    #[param(
+        default = 50.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "as hemem: a hash lookup and a histogram update per record"
+    )]
     pub ns_per_sample: f64,
-}
-
-fn d_interval() -> Duration {
-    Duration(500_000_000)
-}
-fn d_cooling() -> u64 {
-    2_000_000
-}
-fn d_cpu() -> f64 {
-    0.03
-}
-fn d_min_period() -> u64 {
-    199
-}
-fn d_max_period() -> u64 {
-    19997
-}
-fn d_adjust() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_fill() -> f64 {
-    0.95
-}
-fn d_ns_sample() -> f64 {
-    50.0
-}
-
-impl Default for MemtisParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 impl TieringParams for MemtisParams {
@@ -110,23 +103,8 @@ impl TieringParams for MemtisParams {
         if self.adjust_interval.0 == 0 {
             return Err(ctx.err("adjust_interval", "must be > 0"));
         }
-        if self.cooling_samples == 0 {
-            return Err(ctx.err("cooling_samples", "must be at least 1"));
-        }
-        if !(self.cpu_limit > 0.0 && self.cpu_limit < 1.0) {
-            return Err(ctx.err("cpu_limit", format!("{} is not in (0, 1)", self.cpu_limit)));
-        }
-        if self.min_period == 0 {
-            return Err(ctx.err("min_period", "must be at least 1"));
-        }
         if self.max_period < self.min_period {
             return Err(ctx.err("max_period", "must be at least min_period"));
-        }
-        if !(self.fill > 0.0 && self.fill <= 1.0) {
-            return Err(ctx.err("fill", format!("{} is not in (0, 1]", self.fill)));
-        }
-        if !(self.ns_per_sample.is_finite() && self.ns_per_sample >= 0.0) {
-            return Err(ctx.err("ns_per_sample", format!("{} must be >= 0", self.ns_per_sample)));
         }
         Ok(Box::new(Memtis::new(self.clone())))
     }
@@ -482,11 +460,15 @@ impl TieringPolicy for Memtis {
     }
 }
 
-crate::legacy_params!(MemtisParams);
-
 impl crate::params::SharedDefaults<TieringShared> for MemtisParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(2048.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+            "reference/memory-management.md: Memtis' migration daemon is capped at 2 GB/s (here 2 x 1024 \
+             MB/s)",
+        ))
     }
 }
 

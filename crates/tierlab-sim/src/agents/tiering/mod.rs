@@ -27,10 +27,12 @@
 //! them (the policy's, or the faulting application core for NUMA balancing's promotions).
 //!
 //! # Registry
-//! One file per policy, one line in the [`crate::registry!`] below; its own parameters derive
-//! `Deserialize` with `deny_unknown_fields`. The shared ones ([`TieringShared`]: `name`,
-//! `telemetry`, `core`, `fast_node`, `slow_node`, `rate_limit_mbps`, each policy its default
-//! rate) are flattened in by [`crate::params::With`].
+//! One file per policy, one line in the [`crate::registry!`] below; its own parameters are a
+//! struct declared with `#[params]` (each field's default, range, unit and source; unknown
+//! keys refused). The shared ones ([`TieringShared`]: `name`, `telemetry`, `core`,
+//! `fast_node`, `slow_node`, `rate_limit_mbps`) are flattened in by [`crate::params::With`];
+//! each policy gives its default rate limit and where it comes from
+//! ([`crate::params::SharedDefaults`]).
 
 use crate::error::{Result, SimError};
 use crate::params::{Params, SharedDefaults, With};

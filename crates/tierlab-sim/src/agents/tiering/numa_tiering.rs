@@ -45,26 +45,10 @@
 //! per scan period). Not modelled: the scan period's own adaptation (1 s .. 60 s: the period
 //! stays at `scan_period`).
 //!
-//! # Parameters (defaults and sources: `reference/memory-management.md`, Linux)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `scan_size` | 256 MB | Linux `numa_balancing_scan_size_mb` |
-//! | `scan_period` | 1 s | Linux `numa_balancing_scan_period_min_ms` (the period ranges 1..60 s) |
-//! | `scan_delay` | 1 s | Linux `numa_balancing_scan_delay_ms` |
-//! | `hot_threshold` | 1 s | Linux `numa_balancing_hot_threshold_ms` (1000 ms) |
-//! | `scan_period_max` | 60 s | Linux `numa_balancing_scan_period_max_ms`: the threshold's adjustment window |
-//! | `adjust_steps` | 16 | Linux `NUMA_MIGRATION_ADJUST_STEPS` |
-//! | `enough_free` | 1 GiB | Linux `pgdat_free_space_enough` (`max(1 GiB, node / 16)`) |
-//! | `enough_free_fraction` | 1/16 | Linux `pgdat_free_space_enough` |
-//! | `rate_limit_mbps` | 65536 | Linux `numa_balancing_promote_rate_limit_MBps` |
-//! | `demote_watermark` | 0.02 | TPP's `demote_scale_factor` (2%) |
-//! | `hint_fault_ns` | 1000 ns | assumption: a minor fault (`cost.fault_ns`) |
-//! | `ns_per_pte` | 20 ns | assumption: `change_prot_numa` per present PTE |
+//! Parameters: [`NumaTieringParams`] (defaults, ranges and sources in `docs/parameters.md`).
 
 use std::collections::VecDeque;
 use tierlab_core::PAGE_SIZE;
-
-use serde::{Deserialize, Serialize};
 
 use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::FeedKind;
@@ -74,93 +58,88 @@ use crate::os::hint::HintFaults;
 use crate::os::Flush;
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
+use tierlab_core::param::{params, Provenance};
 
 /// Parameters of `numa-tiering`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NumaTieringParams {
     /// Address space protected per scan.
-    #[serde(default = "d_size")]
+    #[param(
+        default = ByteSize(256 << 20),
+        sourced = "Linux kernel/sched/fair.c: numa_balancing_scan_size_mb = 256; \
+                   reference/memory-management.md"
+    )]
     pub scan_size: ByteSize,
     /// Time between scans.
-    #[serde(default = "d_period")]
+    #[param(
+        default = Duration(1_000_000_000),
+        sourced = "Linux kernel/sched/fair.c: numa_balancing_scan_period_min_ms = 1000 (the period ranges \
+                   1..60 s)"
+    )]
     pub scan_period: Duration,
     /// Time before the first scan.
-    #[serde(default = "d_period")]
+    #[param(
+        default = Duration(1_000_000_000),
+        sourced = "Linux kernel/sched/fair.c: numa_balancing_scan_delay_ms = 1000"
+    )]
     pub scan_delay: Duration,
     /// A hint fault this soon after the scan marks the page hot.
-    #[serde(default = "d_period")]
+    #[param(
+        default = Duration(1_000_000_000),
+        sourced = "Linux kernel/sched/fair.c: numa_balancing_hot_threshold_ms = MSEC_PER_SEC; \
+                   reference/memory-management.md"
+    )]
     pub hot_threshold: Duration,
     /// Window of the hot threshold's adjustment (`numa_balancing_scan_period_max_ms`).
-    #[serde(default = "d_period_max")]
+    #[param(
+        default = Duration(60_000_000_000),
+        sourced = "Linux kernel/sched/fair.c: numa_balancing_scan_period_max_ms = 60000"
+    )]
     pub scan_period_max: Duration,
     /// Steps of the threshold's adjustment (`NUMA_MIGRATION_ADJUST_STEPS`).
-    #[serde(default = "d_steps")]
+    #[param(
+        default = 16,
+        range = "[1, 1e6]",
+        unit = "steps",
+        sourced = "Linux kernel/sched/fair.c: NUMA_MIGRATION_ADJUST_STEPS = 16"
+    )]
     pub adjust_steps: u32,
     /// Free fast memory above which every hint-faulted page is promoted: at least this...
-    #[serde(default = "d_enough")]
+    #[param(
+        default = ByteSize(1 << 30),
+        sourced = "Linux kernel/sched/fair.c: pgdat_free_space_enough, max(1 GiB, node size / 16)"
+    )]
     pub enough_free: ByteSize,
     /// ...or this fraction of the fast node, whichever is larger (`pgdat_free_space_enough`).
-    #[serde(default = "d_enough_frac")]
+    #[param(
+        default = 1.0 / 16.0,
+        range = "[0, 1]",
+        unit = "fraction",
+        sourced = "Linux kernel/sched/fair.c: pgdat_free_space_enough, max(1 GiB, node size / 16)"
+    )]
     pub enough_free_fraction: f64,
     /// kswapd demotes when free fast memory is below this fraction of its capacity (TPP's
     /// demotion watermark), until it is back there.
-    #[serde(default = "d_wmark")]
+    #[param(
+        default = 0.02,
+        range = "[0, 0.5)",
+        unit = "fraction",
+        sourced = "reference/memory-management.md: TPP's demote_scale_factor, 2%"
+    )]
     pub demote_watermark: f64,
-    /// Cost of a hint fault to the faulting core, ns.
-    #[serde(default = "d_fault")]
+    /// Cost of a hint fault to the faulting core.
+    #[param(default = 1000.0, range = "[0, 1e9]", unit = "ns", assumed = "a minor fault (cost.fault_ns)")]
     pub hint_fault_ns: f64,
-    /// Cost of protecting one present PTE, ns.
-    #[serde(default = "d_pte")]
+    /// Cost of protecting one present PTE.
+    #[param(default = 20.0, range = "[0, 1e9]", unit = "ns", assumed = "change_prot_numa per present PTE")]
     pub ns_per_pte: f64,
-}
-
-fn d_size() -> ByteSize {
-    ByteSize(256 << 20)
-}
-fn d_period() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_period_max() -> Duration {
-    Duration(60_000_000_000)
-}
-fn d_steps() -> u32 {
-    16
-}
-fn d_enough() -> ByteSize {
-    ByteSize(1 << 30)
-}
-fn d_enough_frac() -> f64 {
-    1.0 / 16.0
-}
-fn d_wmark() -> f64 {
-    0.02
-}
-fn d_fault() -> f64 {
-    1000.0
-}
-fn d_pte() -> f64 {
-    20.0
-}
-
-impl Default for NumaTieringParams {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 impl TieringParams for NumaTieringParams {
     fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.scan_size.0 < PAGE_SIZE {
             return Err(ctx.err("scan_size", "must be at least one page (4 KiB)"));
-        }
-        if self.adjust_steps == 0 {
-            return Err(ctx.err("adjust_steps", "must be > 0"));
-        }
-        if !(0.0..=1.0).contains(&self.enough_free_fraction) {
-            return Err(
-                ctx.err("enough_free_fraction", format!("{} is not in [0, 1]", self.enough_free_fraction))
-            );
         }
         for (f, d) in [
             ("scan_period", self.scan_period),
@@ -169,14 +148,6 @@ impl TieringParams for NumaTieringParams {
         ] {
             if d.0 == 0 {
                 return Err(ctx.err(f, "must be > 0"));
-            }
-        }
-        if !(0.0..0.5).contains(&self.demote_watermark) {
-            return Err(ctx.err("demote_watermark", format!("{} is not in [0, 0.5)", self.demote_watermark)));
-        }
-        for (f, v) in [("hint_fault_ns", self.hint_fault_ns), ("ns_per_pte", self.ns_per_pte)] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(ctx.err(f, format!("{v} must be >= 0")));
             }
         }
         Ok(Box::new(NumaTiering::new(self.clone(), shared.rate_limit_mbps)))
@@ -511,10 +482,14 @@ impl TieringPolicy for NumaTiering {
     }
 }
 
-crate::legacy_params!(NumaTieringParams);
-
 impl crate::params::SharedDefaults<TieringShared> for NumaTieringParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(65536.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+            "Linux kernel/sched/fair.c: numa_balancing_promote_rate_limit_MBps = 65536; \
+             reference/memory-management.md",
+        ))
     }
 }

@@ -3,7 +3,7 @@
 //! region or page its technique reports (any feed kind), within the mover's rate limit.
 //! Registered for tests only.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::{params, Provenance};
 
 use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::{Feed, FeedKind, HotReport, Ps, NEVER};
@@ -12,8 +12,8 @@ use crate::stats::Stats;
 use tierlab_core::{page_addr, vpn, PAGE_MASK};
 
 /// Parameters of `toy` (its own: none; the shared ones are `TieringShared`'s).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct ToyParams {}
 
 impl TieringParams for ToyParams {
@@ -28,11 +28,12 @@ impl TieringParams for ToyParams {
     }
 }
 
-crate::legacy_params!(ToyParams);
-
 impl crate::params::SharedDefaults<TieringShared> for ToyParams {
     fn shared_defaults() -> TieringShared {
         TieringShared::with_rate(1024.0)
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        (field == "rate_limit_mbps").then_some(Provenance::Assumed("a test-only policy: any rate will do"))
     }
 }
 
