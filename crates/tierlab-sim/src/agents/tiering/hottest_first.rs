@@ -19,15 +19,7 @@
 //! pages it promoted earlier whose current rank is below the item being promoted (pages no
 //! longer reported hot rank 0); it never demotes hotter data for colder.
 //!
-//! # Parameters (defaults and sources)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `rate_limit_mbps` | 2048 | assumption: Memtis' migration cap (2 GB/s), `reference/memory-management.md` |
-//! | `interval` | 10 ms | assumption: HeMem's policy-loop period |
-//! | `fill` | 0.95 | assumption: 5% of the fast tier left free (TPP-like headroom) |
-//! | `sample_decay` | 1 s | assumption: PEBS counts halve each second (a 1 s hot window, as the scoring) |
-//! | `min_samples` | 1 | assumption: every sampled page is a candidate, ranked by count |
-//! | `ns_per_item` | 100 ns | assumption: ranking cost per reported region/page |
+//! Parameters: [`HottestFirstParams`] (defaults, ranges and sources in `docs/parameters.md`).
 
 use std::collections::{BTreeMap, HashMap};
 use tierlab_core::{bytes_of, page_addr, pages_for, vpn, PAGE_MASK, PAGE_SIZE};
