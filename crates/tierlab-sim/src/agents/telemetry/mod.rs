@@ -21,14 +21,17 @@
 //!    [`Observer::hot_set`], which the driver's scorer compares with ground truth.
 //!
 //! # Registry
-//! One file per technique, one line in the [`crate::registry!`] below. Its own parameters
-//! derive `Deserialize` with `deny_unknown_fields` and `Serialize`; the shared ones
-//! ([`TelemetryShared`]: `name`, `core`) are flattened in by [`crate::params::With`].
+//! One file per technique, one line in the [`crate::registry!`] below; its own parameters
+//! are a struct declared with `#[params]` (each field's default, range, unit and source;
+//! unknown keys refused). The shared ones ([`TelemetryShared`]: `name`, `core`) are
+//! flattened in by [`crate::params::With`]. The region-based techniques (DAMON, Telescope)
+//! share the region settings too ([`regions::RegionSettings`]), each with its own defaults
+//! and their sources ([`crate::params::SharedDefaults`]).
 
 use crate::error::Result;
 use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 pub use super::HotReport;
 use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role};
@@ -223,19 +226,19 @@ impl TelemetryBuildCtx {
 }
 
 /// The parameters every technique has, flattened into each technique's table.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TelemetryShared {
     /// Label in tables, plots and subscriptions (default: the kind).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Core charged with the technique's own work (default: the first core without an
     /// application thread, else core 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 4095]", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub core: Option<usize>,
 }
-
-crate::legacy_params!(TelemetryShared);
 
 /// Parameters of one telemetry technique (its own; the shared ones are [`TelemetryShared`]).
 pub trait TelemetryParams {
@@ -271,14 +274,14 @@ impl<P: TelemetryParams + Params + SharedDefaults<TelemetryShared>> Technique fo
 
 crate::registry! {
     /// A telemetry technique's configuration: `kind` picks the implementation.
-    pub enum TelemetryConfig: Technique {
-        "pte-scan" => PteScan(With<TelemetryShared, pte_scan::PteScanParams>),
-        "damon" => Damon(With<TelemetryShared, damon::DamonParams>),
-        "telescope" => Telescope(With<TelemetryShared, telescope::TelescopeParams>),
-        "pebs" => Pebs(With<TelemetryShared, pebs::PebsParams>),
-        "perf-pebs" => PerfPebs(With<TelemetryShared, perf_pebs::PerfPebsParams>),
-        "ibs" => Ibs(With<TelemetryShared, ibs::IbsParams>),
-        #[cfg(test)] "toy" => Toy(With<TelemetryShared, toy::ToyParams>),
+    pub enum TelemetryConfig: Technique, shared TelemetryShared {
+        "pte-scan" => PteScan(pte_scan::PteScanParams),
+        "damon" => Damon(damon::DamonParams),
+        "telescope" => Telescope(telescope::TelescopeParams),
+        "pebs" => Pebs(pebs::PebsParams),
+        "perf-pebs" => PerfPebs(perf_pebs::PerfPebsParams),
+        "ibs" => Ibs(ibs::IbsParams),
+        #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }
 

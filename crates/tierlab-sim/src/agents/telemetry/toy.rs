@@ -3,7 +3,7 @@
 //! every mapping whose first base page has its PTE Accessed bit set, testing and clearing
 //! that bit (with no TLB flush) every `interval`. Registered for tests only.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{HotReport, Observer, ObserverCtx, TelemetryBuildCtx, TelemetryParams, TelemetryShared};
 use crate::agents::{ns_to_ps, MachineView, Ps};
@@ -14,16 +14,12 @@ use crate::stats::Stats;
 use crate::units::Duration;
 
 /// Parameters of `toy`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct ToyParams {
-    /// How often it looks. Default 10 ms.
-    #[serde(default = "d_interval")]
+    /// How often it looks.
+    #[param(default = Duration(10_000_000), setting)]
     pub interval: Duration,
-}
-
-fn d_interval() -> Duration {
-    Duration(10_000_000)
 }
 
 impl TelemetryParams for ToyParams {
@@ -68,8 +64,6 @@ impl Observer for Toy {
         out.set(format!("{prefix}.looks"), self.looks);
     }
 }
-
-crate::legacy_params!(ToyParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for ToyParams {
     fn shared_defaults() -> TelemetryShared {
