@@ -180,6 +180,18 @@ impl Agent for TelemetryAgent {
     }
 }
 
+/// The error of loading a small scenario whose one `[[telemetry]]` table is `table` (for the
+/// tests of values a declared range refuses).
+#[cfg(test)]
+pub(crate) fn load_error(table: &str) -> String {
+    let text = format!(
+        "duration = \"100ms\"\n[workload]\nkind = \"uniform\"\nfootprint = \"16MiB\"\n\
+         [[telemetry]]\n{table}\n"
+    );
+    let src = crate::scenario::Source { text, file: "t.toml".into(), base_dir: ".".into() };
+    crate::scenario::load(&src, &[], None).err().expect("the scenario is refused").to_string()
+}
+
 /// Build-time context of an observer.
 #[derive(Clone, Debug, Default)]
 pub struct TelemetryBuildCtx {

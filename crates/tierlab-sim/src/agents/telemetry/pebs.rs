@@ -47,17 +47,14 @@
 //! a second `pebs` observer on the same machine is an error. Run several configurations one
 //! machine each (`tierlab telemetry` does).
 //!
-//! # Defaults and sources
-//! R = 100, B = 64 KiB, threshold 90%: the McKernel driver's defaults; record 192 bytes
-//! (24 u64 on Knights Landing) and a handler of ~20,000 cycles: the PEBS seed paper
-//! (`reference/perf-sampling.md`). Assist 250 ns: Akiyama & Hirofuchi, ROSS'17 (200-300 ns per
-//! record, measured on Xeon; none is published for Knights Landing). Per-record handler time
-//! 0: the paper gives the handler's total only. The dedicated thread's 540 cycles per record:
-//! DERIVED, the paper's 20,000-cycle handler spread over the 37 records of an 8 KiB buffer
-//! (an upper bound: the interrupt's entry and exit are in it too). Event `all` (loads and
-//! stores): Telescope's PEBS comparison samples MEM_INST_RETIRED.ALL_LOADS and ALL_STORES.
+//! Parameters: [`PebsParams`] (defaults, ranges and sources in `docs/parameters.md`). The
+//! costs whose defaults are assumptions rather than measurements (`assist_ns` on Knights
+//! Landing, `drain_cycles_per_record`, and with the dedicated thread `poll_interval` and
+//! `poll_cycles_per_record`) are reported, while at their defaults, in the `assumed_costs`
+//! stat.
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::*;
 use crate::agents::{Feed, FeedKind, MachineView, Ps};
@@ -125,108 +122,126 @@ pub enum DrainKind {
     DedicatedThread,
 }
 
+tierlab_core::choice_param!(PebsEvent, DrainKind);
+
 /// Parameters of `pebs` (the McKernel-like driver).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct PebsParams {
-    /// `loads`, `stores`, `all` (default) or `l2-miss-loads`.
-    #[serde(default = "d_event")]
+    /// `loads`, `stores`, `all` or `l2-miss-loads`.
+    #[param(
+        default = PebsEvent::All,
+        sourced = "reference/telescope.md: Telescope's PEBS comparison samples MEM_INST_RETIRED.ALL_LOADS \
+                   and ALL_STORES"
+    )]
     pub event: PebsEvent,
-    /// Reset value R: a record every R events. Default 100 (McKernel driver). In frequency
-    /// mode, the starting value.
-    #[serde(default = "d_period")]
+    /// Reset value R: a record every R events. In frequency mode, the starting value.
+    #[param(
+        default = 100,
+        range = "[1, 1e12]",
+        unit = "events",
+        sourced = "reference/perf-sampling.md: the McKernel driver's default R = 100"
+    )]
     pub period: u64,
     /// Frequency mode: samples per second per core (Telescope's PEBS moderate 5000,
     /// aggressive 10000); R follows the event rate. Absent: fixed R. Not a McKernel feature
     /// (see the module docs; `perf-pebs` is Linux's frequency mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "(0, 1e10]", unit = "Hz", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_hz: Option<f64>,
-    /// Per-core PEBS buffer. Default 64 KiB (McKernel driver).
-    #[serde(default = "d_buffer")]
+    /// Per-core PEBS buffer.
+    #[param(
+        default = ByteSize(64 << 10),
+        sourced = "reference/perf-sampling.md: the McKernel driver's default B = 64 KiB"
+    )]
     pub buffer_size: ByteSize,
-    /// Bytes per record. Default 192 (Knights Landing: 24 u64).
-    #[serde(default = "d_record")]
+    /// Bytes per record (at most 64 KiB).
+    #[param(
+        default = ByteSize(192),
+        sourced = "reference/perf-sampling.md: a KNL PEBS record is 192 bytes (24 u64)"
+    )]
     pub record_size: ByteSize,
     /// The interrupt fires when the buffer holds this fraction of its records (rounded
-    /// down, at least 1). Default 0.9 (McKernel driver).
-    #[serde(default = "d_threshold")]
+    /// down, at least 1).
+    #[param(
+        default = 0.9,
+        range = "(0, 1]",
+        unit = "fraction",
+        sourced = "reference/perf-sampling.md: the McKernel driver interrupts at 90% of the buffer's records"
+    )]
     pub threshold_fraction: f64,
-    /// Interrupt handler cost in cycles (at `machine.cpu_ghz`). Default 20,000 (PEBS paper).
-    #[serde(default = "d_cycles")]
+    /// Interrupt handler cost (at `machine.cpu_ghz`).
+    #[param(
+        default = 20_000.0,
+        range = "[0, 1e12]",
+        unit = "cycles",
+        sourced = "papers/pebs-mckernel-paper.txt: the interrupt handler took approximately 20 thousand \
+                   cycles"
+    )]
     pub interrupt_cycles: f64,
-    /// Handler cycles per record drained, on top of `interrupt_cycles`. Default 0 (the paper
-    /// gives the handler's total only).
-    #[serde(default)]
+    /// Handler cycles per record drained, on top of `interrupt_cycles`.
+    #[param(
+        default = 0.0,
+        range = "[0, 1e12]",
+        unit = "cycles",
+        assumed = "the paper gives the handler's total only (interrupt_cycles)"
+    )]
     pub drain_cycles_per_record: f64,
-    /// One PEBS assist (writing a record), charged inline to the sampled core. Default 250 ns
-    /// (Akiyama & Hirofuchi, ROSS'17: 200-300 ns per record).
-    #[serde(default = "d_assist")]
+    /// One PEBS assist (writing a record), charged inline to the sampled core.
+    #[param(
+        default = 250.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        sourced = "reference/pebs-cost.md section 2: Akiyama & Hirofuchi, ROSS'17, 200-300 ns per record \
+                   measured on Xeon (the midpoint; none is published for Knights Landing)"
+    )]
     pub assist_ns: f64,
-    /// `interrupt` (default: the paper's driver) or `dedicated-thread` (the future work).
-    #[serde(default)]
+    /// `interrupt` (the paper's driver) or `dedicated-thread` (the future work).
+    #[param(default, setting)]
     pub drain: DrainKind,
-    /// Dedicated thread: how often it empties the buffers. Default 100 us (an assumption:
-    /// an 8 KiB buffer of 42 records at R = 64 fills in ~0.4 ms at 6 M events/s).
-    #[serde(default = "d_poll")]
+    /// Dedicated thread: how often it empties the buffers.
+    #[param(
+        default = Duration(100_000),
+        assumed = "an 8 KiB buffer of 42 records at R = 64 fills in ~0.4 ms at 6 M events/s"
+    )]
     pub poll_interval: Duration,
-    /// Dedicated thread: its cycles per record copied out. Default 540 (DERIVED: 20,000
-    /// cycles over the 37 records of an 8 KiB buffer).
-    #[serde(default = "d_poll_cycles")]
+    /// Dedicated thread: its cycles per record copied out.
+    #[param(
+        default = 540.0,
+        range = "[0, 1e12]",
+        unit = "cycles",
+        assumed = "derived: the paper's 20,000-cycle handler over the 37 records of an 8 KiB buffer (an \
+                   upper bound: the interrupt's entry and exit are in it too)"
+    )]
     pub poll_cycles_per_record: f64,
     /// Write each record's cache lines through the cache model (`[machine.cache]`), so the
     /// records evict application lines (ROSS'17 names the pollution; it has no figure, so no
-    /// time is charged for it beyond the misses it causes). Default true.
-    #[serde(default = "d_true")]
+    /// time is charged for it beyond the misses it causes).
+    #[param(default = true, setting)]
     pub pollution: bool,
-    /// A page is hot in a window when it got at least this many samples there. Default 1.
-    #[serde(default = "d_min_samples")]
+    /// A page is hot in a window when it got at least this many samples there.
+    #[param(
+        default = 1,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        assumed = "every sampled page is hot in its window"
+    )]
     pub min_samples: u32,
     /// Driver tick: drains are consumed and frequency-mode periods adjusted this often.
-    /// Default 4 ms (perf adjusts on the scheduler tick, 4 ms at CONFIG_HZ=250).
-    #[serde(default = "d_tick")]
+    #[param(
+        default = Duration(4_000_000),
+        assumed = "perf adjusts on the scheduler tick, 4 ms at CONFIG_HZ=250 (reference/pebs-cost.md \
+                   section 5); the McKernel driver has no tick"
+    )]
     pub tick: Duration,
 }
+
+/// Largest PEBS record accepted, bytes.
+pub const MAX_RECORD_SIZE: u64 = 65_536; // not a page size: a bound on a record
 
 /// Frequency mode's first adjustment comes this soon after the start (or at the first tick
 /// if that is sooner).
 pub const FIRST_ADJUST_NS: u64 = 100_000;
-
-fn d_event() -> PebsEvent {
-    PebsEvent::All
-}
-fn d_period() -> u64 {
-    100
-}
-fn d_buffer() -> ByteSize {
-    ByteSize(64 << 10)
-}
-fn d_record() -> ByteSize {
-    ByteSize(192)
-}
-fn d_threshold() -> f64 {
-    0.9
-}
-fn d_cycles() -> f64 {
-    20_000.0
-}
-fn d_assist() -> f64 {
-    250.0
-}
-fn d_poll() -> Duration {
-    Duration(100_000)
-}
-fn d_poll_cycles() -> f64 {
-    540.0
-}
-fn d_true() -> bool {
-    true
-}
-fn d_min_samples() -> u32 {
-    1
-}
-fn d_tick() -> Duration {
-    Duration(4_000_000)
-}
 
 impl PebsParams {
     /// Records the buffer holds, and the record count at which the interrupt fires.
@@ -264,10 +279,18 @@ impl PebsParams {
             min_samples: self.min_samples,
             tick_ns: self.tick.0,
             assumed: [
-                ("assist_ns", self.assist_ns == d_assist()),
+                ("assist_ns", self.assist_ns == PebsParams::__param_default_assist_ns()),
                 ("drain_cycles_per_record", self.drain_cycles_per_record == 0.0),
-                ("poll_cycles_per_record", dedicated && self.poll_cycles_per_record == d_poll_cycles()),
-                ("poll_interval", dedicated && self.poll_interval == d_poll()),
+                (
+                    "poll_cycles_per_record",
+                    dedicated
+                        && self.poll_cycles_per_record
+                            == PebsParams::__param_default_poll_cycles_per_record(),
+                ),
+                (
+                    "poll_interval",
+                    dedicated && self.poll_interval == PebsParams::__param_default_poll_interval(),
+                ),
             ]
             .into_iter()
             .filter_map(|(k, on)| on.then_some(k))
@@ -383,19 +406,17 @@ impl TelemetryParams for PebsParams {
         &[crate::agents::FeedKind::Samples]
     }
     fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-        if self.record_size.0 == 0 {
-            return Err(ctx.err("record_size", "must be > 0"));
+        if self.record_size.0 == 0 || self.record_size.0 > MAX_RECORD_SIZE {
+            return Err(ctx.err(
+                "record_size",
+                format!("{} bytes is not in [1, {MAX_RECORD_SIZE}]", self.record_size.0),
+            ));
         }
         if self.buffer_size.0 < self.record_size.0 {
             return Err(ctx.err(
                 "buffer_size",
                 format!("{} bytes hold no {}-byte record", self.buffer_size.0, self.record_size.0),
             ));
-        }
-        if !(self.threshold_fraction > 0.0 && self.threshold_fraction <= 1.0) {
-            return Err(
-                ctx.err("threshold_fraction", format!("{} is not in (0, 1]", self.threshold_fraction))
-            );
         }
         if self.drain == DrainKind::DedicatedThread && self.frequency_hz.is_some() {
             return Err(ctx.err("drain", "a dedicated drain thread needs a fixed period (no frequency_hz)"));
@@ -855,8 +876,6 @@ impl Observer for Pebs {
         }
     }
 }
-
-crate::legacy_params!(PebsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PebsParams {
     fn shared_defaults() -> TelemetryShared {
@@ -1338,7 +1357,9 @@ buffer_size = "8KiB"
         assert!(bad("period = 0").contains("telemetry[4].period"));
         assert!(bad("frequency_hz = 0.0").contains("frequency_hz"));
         assert!(bad("buffer_size = 100").contains("buffer_size"));
-        assert!(bad("threshold_fraction = 1.5").contains("threshold_fraction"));
+        let e = load_error("kind = \"pebs\"\nthreshold_fraction = 1.5");
+        assert!(e.contains("telemetry[0].threshold_fraction") && e.contains("must be in (0, 1]"), "{e}");
+        assert!(bad("record_size = 65540\nbuffer_size = \"1MiB\"").contains("telemetry[4].record_size"));
         assert!(bad("min_samples = 0").contains("min_samples"));
         assert!(bad("tick = 0").contains("tick"));
         assert!(toml::from_str::<PebsParams>("event = \"cycles\"").is_err());
