@@ -20,20 +20,17 @@
 //! one interrupt (all records but the last go out through `perf_event_output`, DERIVED from
 //! `ds.c`).
 //!
-//! # Defaults and sources
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `record_size` | 200 bytes | Skylake's PEBS record, 25 u64 (`ds.c` `struct pebs_record_skl`) |
-//! | `pebs_counters` | 4 | `max_pebs_events` with Hyper-Threading on (4 general counters) |
-//! | `assist_ns` | 250 ns | Akiyama & Hirofuchi, ROSS'17 (200-300 ns per record) |
-//! | `pmi_ns` | 2,500 ns | ASSUMPTION (no measured PMI cost on Xeon was found, `reference/pebs-cost.md` section 3): perf's allowed time per sample at the default sysctls (25% of a 10 us sample period, `perf_sample_allowed_ns`); the kernel's defaults are set so that a handler at this cost is the most it tolerates without lowering the rate, so it is an upper bound of what the kernel expects. The McKernel handler's 20,000 cycles would be 6.7 us at 3 GHz; it copies 42-170 records, which this model charges separately |
-//! | `drain_ns_per_record` | 300 ns | ASSUMPTION: `setup_pebs_sample_data` + `perf_event_output` of one record (decode, copy ~100 bytes into the ring buffer), taken as about one assist's 200-300 ns (ROSS'17), not measured |
-//!
-//! Both assumptions are reported, while at their defaults, in the `assumed_costs` stat of every
-//! run that uses them.
-//! | `max_sample_rate`, `cpu_time_max_percent`, `hz` | 100,000, 25, 250 | the kernel's defaults (`kernel.perf_event_max_sample_rate`, `kernel.perf_cpu_time_max_percent`, CONFIG_HZ=250) |
+//! Parameters: [`PerfPebsParams`] (defaults, ranges and sources in `docs/parameters.md`).
+//! The PMI's cost is an assumption: no measured PMI cost on Xeon was found
+//! (`reference/pebs-cost.md` section 3), so `pmi_ns` is perf's allowed time per sample at the
+//! default sysctls (25% of a 10 us sample period, `perf_sample_allowed_ns`); the kernel's
+//! defaults are set so that a handler at this cost is the most it tolerates without lowering
+//! the rate, so it is an upper bound of what the kernel expects. The McKernel handler's
+//! 20,000 cycles would be 6.7 us at 3 GHz; it copies 42-170 records, which this model charges
+//! separately. Both assumed costs (`pmi_ns`, `drain_ns_per_record`) are reported, while at
+//! their defaults, in the `assumed_costs` stat of every run that uses them.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::pebs::{Pebs, PebsEvent, Spec};
 use super::*;
@@ -45,93 +42,106 @@ use crate::units::ByteSize;
 pub const PEBS_BUFFER_SIZE: u64 = tierlab_core::PAGE_SIZE << 4;
 
 /// Parameters of `perf-pebs`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct PerfPebsParams {
-    /// `loads` (default, `mem-loads` / MEM_INST_RETIRED.ALL_LOADS), `stores`, `all` or
+    /// `loads` (`mem-loads` / MEM_INST_RETIRED.ALL_LOADS), `stores`, `all` or
     /// `l2-miss-loads`.
-    #[serde(default = "d_event")]
+    #[param(default = PebsEvent::Loads, setting)]
     pub event: PebsEvent,
     /// Fixed period (`perf record -c`, `sample_period`): large PEBS when allowed. Exactly one
     /// of `period` and `frequency_hz`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[1, 1e12]", unit = "events", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub period: Option<u64>,
     /// Frequency mode (`perf record -F`, `sample_freq`): one record per PMI; samples per
     /// second per CPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "(0, 1e10]", unit = "Hz", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_hz: Option<f64>,
     /// The sample type includes a callchain (PERF_SAMPLE_CALLCHAIN), which large PEBS cannot
-    /// supply: one record per PMI even with a fixed period. Default false.
-    #[serde(default)]
+    /// supply: one record per PMI even with a fixed period.
+    #[param(default = false, setting)]
     pub callchain: bool,
-    /// Bytes per PEBS record. Default 200 (Skylake).
-    #[serde(default = "d_record")]
+    /// Bytes per PEBS record (at most the 64 KiB buffer).
+    #[param(
+        default = ByteSize(200),
+        sourced = "reference/pebs-cost.md section 1: Skylake's PEBS record (adds TSC), 25x8 = 200 B"
+    )]
     pub record_size: ByteSize,
     /// PEBS-capable counters the kernel reserves room for at the end of the buffer
-    /// (`max_pebs_events`). Default 4.
-    #[serde(default = "d_counters")]
+    /// (`max_pebs_events`).
+    #[param(
+        default = 4,
+        range = "[1, 64]",
+        unit = "counters",
+        assumed = "max_pebs_events with Hyper-Threading on (4 general counters); the reference notes name \
+                   the reservation (reference/pebs-cost.md section 4) but not the count"
+    )]
     pub pebs_counters: u64,
-    /// One PEBS assist, ns. Default 250 (ROSS'17).
-    #[serde(default = "d_assist")]
+    /// One PEBS assist.
+    #[param(
+        default = 250.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        sourced = "reference/pebs-cost.md section 2: Akiyama & Hirofuchi, ROSS'17, 200-300 ns per record \
+                   (the midpoint)"
+    )]
     pub assist_ns: f64,
-    /// The PMI's fixed cost (entry, handler, exit), ns. Default 2,500 (an ASSUMPTION, see the
-    /// module docs: perf's allowed time per sample; no measurement was found).
-    #[serde(default = "d_pmi")]
+    /// The PMI's fixed cost (entry, handler, exit).
+    #[param(
+        default = 2_500.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "no measured PMI cost on Xeon was found (reference/pebs-cost.md section 3): perf's allowed \
+                   time per sample at the default sysctls (25% of a 10 us sample period, \
+                   perf_sample_allowed_ns), an upper bound of what the kernel expects"
+    )]
     pub pmi_ns: f64,
-    /// Handler time per record (perf_event_output), ns. Default 300 (an ASSUMPTION: about one
-    /// assist; not measured).
-    #[serde(default = "d_drain")]
+    /// Handler time per record (perf_event_output).
+    #[param(
+        default = 300.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "setup_pebs_sample_data + perf_event_output of one record (decode, copy ~100 bytes into \
+                   the ring buffer), taken as about one assist's 200-300 ns (ROSS'17); not measured"
+    )]
     pub drain_ns_per_record: f64,
-    /// `kernel.perf_event_max_sample_rate`. Default 100,000.
-    #[serde(default = "d_rate")]
+    /// `kernel.perf_event_max_sample_rate`.
+    #[param(
+        default = 100_000,
+        range = "(0, 1e9]",
+        unit = "samples per second",
+        sourced = "reference/pebs-cost.md section 5: kernel.perf_event_max_sample_rate default 100000"
+    )]
     pub max_sample_rate: u64,
-    /// `kernel.perf_cpu_time_max_percent`. Default 25.
-    #[serde(default = "d_percent")]
+    /// `kernel.perf_cpu_time_max_percent`.
+    #[param(
+        default = 25,
+        range = "[0, 100]",
+        unit = "percent",
+        sourced = "reference/pebs-cost.md section 5: kernel.perf_cpu_time_max_percent default 25"
+    )]
     pub cpu_time_max_percent: u64,
     /// CONFIG_HZ: the tick at which perf unthrottles and adjusts frequency-mode periods.
-    /// Default 250.
-    #[serde(default = "d_hz")]
+    #[param(
+        default = 250,
+        range = "(0, 1e6]",
+        unit = "Hz",
+        sourced = "reference/pebs-cost.md section 5 and suggested defaults: HZ = 250 (400 samples per tick)"
+    )]
     pub hz: u64,
-    /// Write each record's cache lines through the cache model. Default true.
-    #[serde(default = "d_true")]
+    /// Write each record's cache lines through the cache model.
+    #[param(default = true, setting)]
     pub pollution: bool,
-    /// A page is hot in a window when it got at least this many samples there. Default 1.
-    #[serde(default = "d_min_samples")]
+    /// A page is hot in a window when it got at least this many samples there.
+    #[param(
+        default = 1,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        assumed = "every sampled page is hot in its window"
+    )]
     pub min_samples: u32,
-}
-
-fn d_event() -> PebsEvent {
-    PebsEvent::Loads
-}
-fn d_record() -> ByteSize {
-    ByteSize(200)
-}
-fn d_counters() -> u64 {
-    4
-}
-fn d_assist() -> f64 {
-    250.0
-}
-fn d_pmi() -> f64 {
-    2_500.0
-}
-fn d_drain() -> f64 {
-    300.0
-}
-fn d_rate() -> u64 {
-    100_000
-}
-fn d_percent() -> u64 {
-    25
-}
-fn d_hz() -> u64 {
-    250
-}
-fn d_true() -> bool {
-    true
-}
-fn d_min_samples() -> u32 {
-    1
 }
 
 impl PerfPebsParams {
@@ -180,8 +190,11 @@ impl PerfPebsParams {
             min_samples: self.min_samples,
             tick_ns: 1_000_000_000 / self.hz.max(1),
             assumed: [
-                ("pmi_ns", self.pmi_ns == d_pmi()),
-                ("drain_ns_per_record", self.drain_ns_per_record == d_drain()),
+                ("pmi_ns", self.pmi_ns == PerfPebsParams::__param_default_pmi_ns()),
+                (
+                    "drain_ns_per_record",
+                    self.drain_ns_per_record == PerfPebsParams::__param_default_drain_ns_per_record(),
+                ),
             ]
             .into_iter()
             .filter_map(|(k, on)| on.then_some(k))
@@ -208,24 +221,11 @@ impl TelemetryParams for PerfPebsParams {
             return Err(ctx
                 .err("record_size", format!("{} bytes does not fit the 64 KiB buffer", self.record_size.0)));
         }
-        for (f, v) in [("max_sample_rate", self.max_sample_rate), ("hz", self.hz)] {
-            if v == 0 {
-                return Err(ctx.err(f, "must be > 0"));
-            }
-        }
-        if self.cpu_time_max_percent > 100 {
-            return Err(ctx.err("cpu_time_max_percent", "must be at most 100"));
-        }
-        if self.pmi_ns < 0.0 || !self.pmi_ns.is_finite() {
-            return Err(ctx.err("pmi_ns", "must be >= 0"));
-        }
         let spec = self.spec();
         spec.validate(ctx)?;
         Ok(Box::new(Pebs::new(spec, label.to_string(), ctx.cores)))
     }
 }
-
-crate::legacy_params!(PerfPebsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PerfPebsParams {
     fn shared_defaults() -> TelemetryShared {
@@ -263,7 +263,8 @@ mod tests {
         let bad = |t: &str| params(t).build("p", &ctx).err().unwrap().to_string();
         assert!(bad("").contains("telemetry[3].period"));
         assert!(bad("period = 5\nfrequency_hz = 10.0").contains("frequency_hz"));
-        assert!(bad("period = 5\nhz = 0").contains("hz"));
+        let e = load_error("kind = \"perf-pebs\"\nperiod = 5\nhz = 0");
+        assert!(e.contains("telemetry[0].hz") && e.contains("must be in (0, 1000000]"), "{e}");
         assert!(bad("period = 0").contains("period"));
         assert!(bad("period = 5\nrecord_size = 0").contains("record_size"));
         assert!(toml::from_str::<PerfPebsParams>("buffer_size = \"8KiB\"").is_err(), "the buffer is fixed");
