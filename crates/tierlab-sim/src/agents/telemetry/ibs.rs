@@ -11,81 +11,93 @@
 //!
 //! Interrupts are throttled as perf throttles every sampling event (see `perf-pebs`).
 //!
-//! # Defaults and sources
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `period` quantum | 16 ops | `ibs.c`: the low nibble of the period is masked |
-//! | `min_period` | 144 | `ibs.c` (2024): minimum op period 0x90 |
-//! | `nmi_ns` | 2,500 ns | ASSUMPTION: no measured IBS NMI cost was found; `reference/pebs-cost.md` says to reuse the PMI cost (`perf-pebs` `pmi_ns`) until a measurement exists |
-//! | `mem_op_fraction` | 0.35 | ASSUMPTION: the share of ops that are loads or stores in a typical integer/FP instruction mix (roughly a third in common instruction-mix studies); not measured for any workload here |
-//!
-//! Both are reported, while at their defaults, in the `assumed_costs` stat.
-//! | `max_sample_rate`, `cpu_time_max_percent`, `hz` | 100,000, 25, 250 | kernel defaults |
+//! Parameters: [`IbsParams`] (defaults, ranges and sources in `docs/parameters.md`). The two
+//! assumed costs (`nmi_ns`, `mem_op_fraction`) are reported, while at their defaults, in the
+//! `assumed_costs` stat.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::pebs::{Pebs, PebsEvent, Spec};
 use super::*;
 use crate::error::Result;
 use crate::hw::pebs::Throttle;
 
-/// IBS periods are multiples of this many ops.
+/// IBS periods are multiples of this many ops (`ibs.c` masks the period's low nibble;
+/// `reference/pebs-cost.md` section 7).
 pub const PERIOD_QUANTUM: u64 = 16;
 
 /// Parameters of `ibs`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct IbsParams {
     /// Ops between samples (rounded down to a multiple of 16). Exactly one of `period` and
     /// `frequency_hz`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[1, 1e12]", unit = "ops", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub period: Option<u64>,
     /// Samples per second per CPU (perf's frequency mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "(0, 1e10]", unit = "Hz", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_hz: Option<f64>,
-    /// Smallest op period accepted. Default 144.
-    #[serde(default = "d_min")]
+    /// Smallest op period accepted.
+    #[param(
+        default = 144,
+        range = "[1, 1e12]",
+        unit = "ops",
+        sourced = "reference/pebs-cost.md section 7: ibs.c, a 2024 patch sets the minimum op period 0x90 \
+                   (144)"
+    )]
     pub min_period: u64,
-    /// Share of ops that are loads or stores. Default 0.35 (an ASSUMPTION, module docs).
-    #[serde(default = "d_frac")]
+    /// Share of ops that are loads or stores.
+    #[param(
+        default = 0.35,
+        range = "(0, 1]",
+        unit = "fraction",
+        assumed = "the share of loads and stores in a typical integer/FP instruction mix (roughly a third in \
+                   common instruction-mix studies); not measured for any workload here"
+    )]
     pub mem_op_fraction: f64,
-    /// Cost of one IBS NMI, ns. Default 2,500 (an ASSUMPTION: perf-pebs' PMI cost).
-    #[serde(default = "d_nmi")]
+    /// Cost of one IBS NMI.
+    #[param(
+        default = 2_500.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "no measured IBS NMI cost was found; reference/pebs-cost.md (section 7 and its suggested \
+                   defaults) says to reuse the PMI cost (perf-pebs' pmi_ns) until a measurement exists"
+    )]
     pub nmi_ns: f64,
-    /// `kernel.perf_event_max_sample_rate`. Default 100,000.
-    #[serde(default = "d_rate")]
+    /// `kernel.perf_event_max_sample_rate`.
+    #[param(
+        default = 100_000,
+        range = "(0, 1e9]",
+        unit = "samples per second",
+        sourced = "reference/pebs-cost.md section 5: kernel.perf_event_max_sample_rate default 100000"
+    )]
     pub max_sample_rate: u64,
-    /// `kernel.perf_cpu_time_max_percent`. Default 25.
-    #[serde(default = "d_percent")]
+    /// `kernel.perf_cpu_time_max_percent`.
+    #[param(
+        default = 25,
+        range = "[0, 100]",
+        unit = "percent",
+        sourced = "reference/pebs-cost.md section 5: kernel.perf_cpu_time_max_percent default 25"
+    )]
     pub cpu_time_max_percent: u64,
-    /// CONFIG_HZ. Default 250.
-    #[serde(default = "d_hz")]
+    /// CONFIG_HZ.
+    #[param(
+        default = 250,
+        range = "(0, 1e6]",
+        unit = "Hz",
+        sourced = "reference/pebs-cost.md section 5 and suggested defaults: HZ = 250 (400 samples per tick)"
+    )]
     pub hz: u64,
-    /// A page is hot in a window when it got at least this many samples there. Default 1.
-    #[serde(default = "d_min_samples")]
+    /// A page is hot in a window when it got at least this many samples there.
+    #[param(
+        default = 1,
+        range = "[1, 281474976710656]",
+        unit = "samples",
+        assumed = "every sampled page is hot in its window"
+    )]
     pub min_samples: u32,
-}
-
-fn d_min() -> u64 {
-    144
-}
-fn d_frac() -> f64 {
-    0.35
-}
-fn d_nmi() -> f64 {
-    2_500.0
-}
-fn d_rate() -> u64 {
-    100_000
-}
-fn d_percent() -> u64 {
-    25
-}
-fn d_hz() -> u64 {
-    250
-}
-fn d_min_samples() -> u32 {
-    1
 }
 
 impl IbsParams {
@@ -119,8 +131,8 @@ impl IbsParams {
             min_samples: self.min_samples,
             tick_ns: 1_000_000_000 / self.hz.max(1),
             assumed: [
-                ("nmi_ns", self.nmi_ns == d_nmi()),
-                ("mem_op_fraction", self.mem_op_fraction == d_frac()),
+                ("nmi_ns", self.nmi_ns == IbsParams::__param_default_nmi_ns()),
+                ("mem_op_fraction", self.mem_op_fraction == IbsParams::__param_default_mem_op_fraction()),
             ]
             .into_iter()
             .filter_map(|(k, on)| on.then_some(k))
@@ -152,24 +164,11 @@ impl TelemetryParams for IbsParams {
                 ));
             }
         }
-        if !(self.mem_op_fraction > 0.0 && self.mem_op_fraction <= 1.0) {
-            return Err(ctx.err("mem_op_fraction", format!("{} is not in (0, 1]", self.mem_op_fraction)));
-        }
-        if !(self.nmi_ns.is_finite() && self.nmi_ns >= 0.0) {
-            return Err(ctx.err("nmi_ns", "must be >= 0"));
-        }
-        for (f, v) in [("max_sample_rate", self.max_sample_rate), ("hz", self.hz)] {
-            if v == 0 {
-                return Err(ctx.err(f, "must be > 0"));
-            }
-        }
         let spec = self.spec();
         spec.validate(ctx)?;
         Ok(Box::new(Pebs::new(spec, label.to_string(), ctx.cores)))
     }
 }
-
-crate::legacy_params!(IbsParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for IbsParams {
     fn shared_defaults() -> TelemetryShared {
@@ -192,8 +191,8 @@ mod tests {
         let ctx = TelemetryBuildCtx { cores: 1, threads: 1, ..Default::default() };
         let e = toml::from_str::<IbsParams>("period = 100").unwrap().build("i", &ctx).err().unwrap();
         assert!(e.to_string().contains("below the smallest IBS op period (144)"), "{e}");
-        let e = toml::from_str::<IbsParams>("period = 1000\nmem_op_fraction = 0.0").unwrap().build("i", &ctx);
-        assert!(e.err().unwrap().to_string().contains("mem_op_fraction"));
+        let e = load_error("kind = \"ibs\"\nperiod = 1000\nmem_op_fraction = 0.0");
+        assert!(e.contains("telemetry[0].mem_op_fraction") && e.contains("must be in (0, 1]"), "{e}");
     }
 
     #[test]
