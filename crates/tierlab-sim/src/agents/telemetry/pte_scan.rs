@@ -36,6 +36,7 @@
 //! live mappings.
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 use tierlab_core::{bytes_of, page_addr, vpn, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
 use super::*;
@@ -56,64 +57,62 @@ pub enum PteReport {
     LastPass,
 }
 
+tierlab_core::choice_param!(PteReport);
+
 /// Parameters of `pte-scan`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct PteScanParams {
-    /// Time between the starts of two passes. Default 1 s: Telescope's comparison scores
-    /// 1 s windows and rescans mappings every 1 s; a pass that takes longer is followed
-    /// at once by the next.
-    #[serde(default = "d_interval")]
+    /// Time between the starts of two passes; a pass that takes longer is followed at once
+    /// by the next.
+    #[param(
+        default = Duration(1_000_000_000),
+        assumed = "Telescope's comparison scores 1 s windows (reference/telescope.md): one pass per window"
+    )]
     pub interval: Duration,
-    /// Cost of reading (and clearing) one PTE, ns. Default 250 ns: the Telescope slides give
-    /// "1 TB = 256 M 4 KiB pages; one full scan takes over a minute" (> 234 ns per PTE), so a
-    /// full pass over 1 TiB takes 67 s.
-    #[serde(default = "d_ns_per_pte")]
+    /// Cost of reading (and clearing) one PTE.
+    #[param(
+        default = 250.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        calibrated = "papers/telescope-slides.txt: 1 TB memory = 256M pages (4K each), one full scan takes \
+                      > 1 minute (> 234 ns per PTE; 250 ns gives 67 s per TiB)"
+    )]
     pub ns_per_pte: f64,
     /// PTE slots (of address space: 4 KiB each, 2 MiB in huge-page mappings) scanned per
-    /// event. Default 64 Ki (256 MiB of 4 KiB pages, 16 ms of scanning at 250 ns/PTE).
-    #[serde(default = "d_chunk")]
+    /// event.
+    #[param(
+        default = 65_536,
+        range = "[1, 1073741824]",
+        unit = "PTEs",
+        assumed = "a simulation step: 256 MiB of 4 KiB pages, 16 ms of scanning at 250 ns/PTE"
+    )]
     pub chunk_ptes: u64,
-    /// Flush the TLBs after clearing (a shootdown per mapping and chunk). Default false, as
-    /// x86 Linux does for Accessed-bit harvesting.
-    #[serde(default)]
+    /// Flush the TLBs after clearing (a shootdown per mapping and chunk).
+    #[param(
+        default = false,
+        sourced = "reference/page-walk-caches.md: Linux x86 ptep_clear_flush_young() clears A without any \
+                   TLB flush"
+    )]
     pub flush: bool,
-    /// What is reported hot: `last-check` (default) or `last-pass`.
-    #[serde(default)]
+    /// What is reported hot: `last-check` or `last-pass`.
+    #[param(default, setting)]
     pub report: PteReport,
     /// Share of its core the scanner may take: after a chunk that took `t`, the next starts
-    /// `t / max_cpu` later. Default 1.0 (flat out, as "over a minute per TB" assumes); lower
-    /// it when the scanner shares a core with the application.
-    #[serde(default = "d_max_cpu")]
+    /// `t / max_cpu` later. Lower it when the scanner shares a core with the application.
+    #[param(
+        default = 1.0,
+        range = "(0, 1]",
+        unit = "fraction of one core",
+        assumed = "flat out, as \"over a minute per TB\" assumes"
+    )]
     pub max_cpu: f64,
-}
-
-fn d_interval() -> Duration {
-    Duration(1_000_000_000)
-}
-fn d_ns_per_pte() -> f64 {
-    250.0
-}
-fn d_chunk() -> u64 {
-    65_536
-}
-fn d_max_cpu() -> f64 {
-    1.0
 }
 
 impl TelemetryParams for PteScanParams {
     fn build(&self, _label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
         if self.interval.0 == 0 {
             return Err(ctx.err("interval", "must be > 0"));
-        }
-        if !(self.ns_per_pte.is_finite() && self.ns_per_pte >= 0.0) {
-            return Err(ctx.err("ns_per_pte", format!("{} must be a finite number >= 0", self.ns_per_pte)));
-        }
-        if self.chunk_ptes == 0 || self.chunk_ptes > 1 << 30 {
-            return Err(ctx.err("chunk_ptes", format!("{} is not in 1..=2^30", self.chunk_ptes)));
-        }
-        if !(self.max_cpu > 0.0 && self.max_cpu <= 1.0) {
-            return Err(ctx.err("max_cpu", format!("{} is not in (0, 1]", self.max_cpu)));
         }
         Ok(Box::new(PteScan::new(self.clone())))
     }
@@ -394,8 +393,6 @@ impl Observer for PteScan {
         out.set(format!("{prefix}.ns_per_pte"), self.p.ns_per_pte);
     }
 }
-
-crate::legacy_params!(PteScanParams);
 
 impl crate::params::SharedDefaults<TelemetryShared> for PteScanParams {
     fn shared_defaults() -> TelemetryShared {
@@ -699,9 +696,15 @@ flush = true
             p.build("pte-scan", &ctx).err().unwrap().to_string()
         };
         assert!(bad("interval = 0").contains("telemetry[3].interval"));
-        assert!(bad("chunk_ptes = 0").contains("telemetry[3].chunk_ptes"));
-        assert!(bad("ns_per_pte = -1.0").contains("ns_per_pte"));
-        assert!(bad("max_cpu = 0.0").contains("telemetry[3].max_cpu"));
+        for (text, field, range) in [
+            ("chunk_ptes = 0", "chunk_ptes", "[1, 1073741824]"),
+            ("chunk_ptes = 1073741825", "chunk_ptes", "[1, 1073741824]"),
+            ("ns_per_pte = -1.0", "ns_per_pte", "[0, 1000000000]"),
+            ("max_cpu = 0.0", "max_cpu", "(0, 1]"),
+        ] {
+            let e = load_error(&format!("kind = \"pte-scan\"\n{text}"));
+            assert!(e.contains(&format!("telemetry[0].{field}")) && e.contains(range), "{text}: {e}");
+        }
         assert!(toml::from_str::<PteScanParams>("nspte = 1").is_err(), "unknown fields rejected");
         let p: PteScanParams = toml::from_str("").unwrap();
         let cfg: TelemetryConfig = toml::from_str("kind = \"pte-scan\"").unwrap();
