@@ -27,24 +27,19 @@
 //! The hot set per window follows [`super::regions`]: the last aggregation snapshot at or
 //! before the window end, regions with `nr_accesses > hot_threshold`, all their bytes.
 //!
-//! # Parameters (all in [`TelescopeParams`]; defaults and sources)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `variant` | `bounded` | paper: Telescope-BND (`flex` = Telescope-FLX) |
-//! | `sample_interval` | 5 ms | paper ("sampling window") |
-//! | `aggr_interval` | 200 ms | paper ("profiling window") |
-//! | `ops_update_interval` | 1 s | paper ("VMA scan interval") |
-//! | `min_nr_regions` / `max_nr_regions` | 10 / 1000 | DAMON defaults (the patch keeps them) |
-//! | `hot_threshold` | 5 | the authors' scoring rule (`nr_accesses > 5`) |
-//! | `flex_pmd` / `flex_pud` / `flex_pgd` | 0.25 / 0.15 / 0 | paper: "L2: n=25%, L3: n=15%"; no PGD value |
-//! | `ns_per_check` | 300 ns | as DAMON's (assumption): one walk to the entry and one bit operation, twice |
-//! | `auto_tune`, `tune_*` | off, 400, 3, 5 ms, 10 s | DAMON's intervals goal (damo's recommendation) |
+//! # Parameters
+//! [`TelescopeOwn`] and the region settings ([`RegionSettings`]) with the paper's intervals
+//! (5 ms sampling window, 200 ms profiling window, 1 s VMA scan) and, as DAMON's, the region
+//! bounds, the hot threshold and the intervals goal (defaults, ranges and sources in
+//! `docs/parameters.md`). The Telescope paper's
+//! configurations are Telescope-BND (`variant = "bounded"`) and Telescope-FLX (`flex`).
 //!
 //! # CPU cost
 //! `ns_per_check` per distinct entry per interval: half when it is cleared, half when it is
 //! tested. Regions reusing an entry's result cost nothing.
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::{params, Provenance};
 
 use super::regions::{Attrs, Region, RegionObserver, RegionSettings, Sampler};
 use super::*;
@@ -53,7 +48,7 @@ use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
-use crate::params::{Params, SharedDefaults, With};
+use crate::params::{SharedDefaults, With};
 use crate::rng::Rng;
 use crate::units::Duration;
 
@@ -68,34 +63,69 @@ pub enum Variant {
     Flex,
 }
 
+tierlab_core::choice_param!(Variant);
+
 /// Telescope's own parameters (beside the region settings, [`RegionSettings`], flattened
 /// into `kind = "telescope"` tables with the paper's defaults).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TelescopeOwn {
-    /// `bounded` or `flex`. Default `bounded`.
-    #[serde(default)]
+    /// `bounded` (Telescope-BND) or `flex` (Telescope-FLX).
+    #[param(default, setting)]
     pub variant: Variant,
-    /// `flex`: largest overshoot fraction of a PMD (2 MiB) entry. Default 0.25 (paper).
-    #[serde(default = "d_flex_pmd")]
+    /// `flex`: largest overshoot fraction of a PMD (2 MiB) entry.
+    #[param(
+        default = 0.25,
+        range = "[0, 1)",
+        unit = "fraction",
+        sourced = "reference/telescope.md: Flex, n = 25% at L2 (PMD) in the paper's configuration"
+    )]
     pub flex_pmd: f64,
-    /// `flex`: largest overshoot fraction of a PUD (1 GiB) entry. Default 0.15 (paper).
-    #[serde(default = "d_flex_pud")]
+    /// `flex`: largest overshoot fraction of a PUD (1 GiB) entry.
+    #[param(
+        default = 0.15,
+        range = "[0, 1)",
+        unit = "fraction",
+        sourced = "reference/telescope.md: Flex, n = 15% at L3 (PUD) in the paper's configuration"
+    )]
     pub flex_pud: f64,
-    /// `flex`: largest overshoot fraction of a PGD (512 GiB) entry. Default 0 (bounded; the
-    /// paper gives no PGD threshold).
-    #[serde(default)]
+    /// `flex`: largest overshoot fraction of a PGD (512 GiB) entry.
+    #[param(
+        default = 0.0,
+        range = "[0, 1)",
+        unit = "fraction",
+        assumed = "bounded at PGD: the paper gives no PGD threshold"
+    )]
     pub flex_pgd: f64,
 }
 
 /// Telescope's parameters: the region settings and its own.
 pub type TelescopeParams = With<RegionSettings, TelescopeOwn>;
 
-crate::legacy_params!(TelescopeOwn);
-
 impl SharedDefaults<RegionSettings> for TelescopeOwn {
     fn shared_defaults() -> RegionSettings {
         RegionSettings::with_intervals(Duration(200_000_000), Duration(1_000_000_000))
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        use Provenance::{Assumed, Sourced};
+        Some(match field {
+            "sample_interval" => {
+                Sourced("papers/telescope-slides.txt: 5 ms sampling window (reference/telescope.md)")
+            }
+            "aggr_interval" => {
+                Sourced("papers/telescope-slides.txt: 200 ms profiling window (reference/telescope.md)")
+            }
+            "ops_update_interval" => {
+                Sourced("papers/telescope-slides.txt: 1 sec vma-scan interval (reference/telescope.md)")
+            }
+            "min_nr_regions" | "max_nr_regions" => Sourced(
+                "reference/damon.md: DAMON's 10 / 1000 regions; reference/telescope.md: regions as in DAMON",
+            ),
+            "ns_per_check" => {
+                Assumed("as DAMON's: one walk to the entry and one bit operation, twice (prepare and check)")
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -105,23 +135,9 @@ impl SharedDefaults<TelemetryShared> for TelescopeOwn {
     }
 }
 
-fn d_flex_pmd() -> f64 {
-    0.25
-}
-fn d_flex_pud() -> f64 {
-    0.15
-}
-
 impl With<RegionSettings, TelescopeOwn> {
     /// The validated attributes.
     pub fn attrs(&self, ctx: &TelemetryBuildCtx) -> Result<Attrs> {
-        for (field, v) in
-            [("flex_pgd", self.flex_pgd), ("flex_pud", self.flex_pud), ("flex_pmd", self.flex_pmd)]
-        {
-            if !(v.is_finite() && (0.0..1.0).contains(&v)) {
-                return Err(ctx.err(field, format!("{v} is not a fraction in [0, 1)")));
-            }
-        }
         self.shared.attrs(ctx)
     }
 
@@ -477,8 +493,8 @@ mod tests {
         assert_eq!(cfg.label(), "telescope");
         let s = toml::to_string(&p).unwrap();
         assert_eq!(toml::from_str::<TelescopeParams>(&s).unwrap(), p);
-        let bad: TelescopeParams = toml::from_str("variant = \"flex\"\nflex_pud = 1.5").unwrap();
-        assert!(bad.build("telescope", &ctx()).err().unwrap().to_string().contains("telemetry[0].flex_pud"));
+        let e = load_error("kind = \"telescope\"\nvariant = \"flex\"\nflex_pud = 1.0");
+        assert!(e.contains("telemetry[0].flex_pud") && e.contains("must be in [0, 1)"), "{e}");
         assert!(toml::from_str::<TelescopeParams>("variant = \"loose\"").is_err());
 
         let run = |seed: u64| {
