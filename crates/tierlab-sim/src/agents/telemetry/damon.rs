@@ -9,19 +9,12 @@
 //! per window is the rule in [`super::regions`]'s docs: the last aggregation snapshot at or
 //! before the window end, regions with `nr_accesses > hot_threshold`, all their bytes.
 //!
-//! # Parameters ([`RegionSettings`] with DAMON's defaults; sources)
-//! | parameter | default | source |
-//! |---|---|---|
-//! | `sample_interval` | 5 ms | kernel and damo default (`damon_new_ctx`) |
-//! | `aggr_interval` | 100 ms | kernel and damo default |
-//! | `ops_update_interval` | 60 s | kernel default; damo's default is 1 s |
-//! | `min_nr_regions` / `max_nr_regions` | 10 / 1000 | kernel and damo default |
-//! | `hot_threshold` | 5 | Telescope authors' scoring of DAMON (`nr_accesses > 5`) |
-//! | `ns_per_check` | 300 ns | assumption: per sample, two software page-table walks |
-//! |   |   | (~150 ns each with cache misses, plus the lock and the bit operation) |
-//! | `auto_tune` | off | kernel: intervals goal with `aggrs = 0` |
-//! | `tune_access_bp`, `tune_aggrs` | 400 (4%), 3 | damo's recommended intervals goal |
-//! | `tune_min_sample`, `tune_max_sample` | 5 ms, 10 s | damo's recommended intervals goal |
+//! # Parameters
+//! [`DamonOwn`] and the region settings ([`RegionSettings`]) with the kernel's defaults
+//! (`damon_new_ctx`: 5 ms sampling, 100 ms aggregation, 60 s ops update, 10..1000 regions;
+//! damo's ops update is 1 s), the Telescope authors' hot threshold and damo's recommended
+//! intervals goal, off by default as the kernel's (`aggrs = 0`); defaults, ranges and sources
+//! in `docs/parameters.md`.
 //!
 //! The Telescope paper's configurations: DAMON-MOD = `sample_interval = "5ms"`,
 //! `aggr_interval = "200ms"`, `ops_update_interval = "1s"`; DAMON-AGG the same with
@@ -37,7 +30,7 @@
 //! kernel clears the bit of each region's sample), half when it is tested (reused results
 //! cost nothing), charged to the observer's core at each event.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::{params, Provenance};
 use tierlab_core::{HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
 
 use super::damos::{schemes_from_damo_json, Damos, SchemeConfig};
@@ -48,51 +41,37 @@ use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
-use crate::params::{Params, SharedDefaults, With};
+use crate::params::{SharedDefaults, With};
 use crate::rng::Rng;
 use crate::units::Duration;
 
 /// DAMON's own parameters besides the region settings ([`RegionSettings`], flattened into
 /// `kind = "damon"` tables with DAMON's defaults): DAMOS schemes run in the monitoring loop
 /// ([`super::damos`]) and the damo record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DamonOwn {
     /// DAMOS schemes applied in the monitoring loop, in order (default: none, monitoring
     /// only). Each is a table: `action`, `target_nid`, the access pattern (`min_size`,
     /// `max_size`, `min_nr_accesses`, `max_nr_accesses`, `min_age`, `max_age`),
     /// `apply_interval`, `quota`, `watermarks`, `filters` ([`SchemeConfig`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schemes: Vec<SchemeConfig>,
     /// A file of schemes as written for damo (JSON: a list of schemes, `{"schemes": [...]}`
     /// or damo's whole `{"kdamonds": [...]}`; damo's units), appended after `schemes`. A
     /// relative path is read from the scenario file's directory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub damo_schemes: Option<String>,
     /// CPU time of walking one page of a region a scheme's action is applied to (page-table
-    /// walk, filters), ns. Default 20 (assumption: as `change_prot_numa` per PTE).
-    #[serde(default = "d_ns_per_page")]
+    /// walk, filters).
+    #[param(default = 20.0, range = "[0, 1e9]", unit = "ns", assumed = "as change_prot_numa per PTE")]
     pub damos_ns_per_page: f64,
     /// Keep every aggregation's snapshot and write them as a damo record
-    /// (`damon-<label>.json` in `tierlab run --out`, the JSON `damo record` writes). Default
-    /// off.
-    #[serde(default)]
+    /// (`damon-<label>.json` in `tierlab run --out`, the JSON `damo record` writes).
+    #[param(default = false, setting)]
     pub record: bool,
-}
-
-fn d_ns_per_page() -> f64 {
-    20.0
-}
-
-impl Default for DamonOwn {
-    fn default() -> Self {
-        DamonOwn {
-            schemes: Vec::new(),
-            damo_schemes: None,
-            damos_ns_per_page: d_ns_per_page(),
-            record: false,
-        }
-    }
 }
 
 impl DamonOwn {
@@ -115,9 +94,6 @@ impl DamonOwn {
         for (k, s) in all.iter().enumerate() {
             s.validate(ctx.nodes.max(1)).map_err(|(f, m)| ctx.err(&format!("schemes[{k}].{f}"), m))?;
         }
-        if !(self.damos_ns_per_page.is_finite() && self.damos_ns_per_page >= 0.0) {
-            return Err(ctx.err("damos_ns_per_page", format!("{} must be >= 0", self.damos_ns_per_page)));
-        }
         Ok(all)
     }
 }
@@ -138,11 +114,32 @@ pub fn resolve_path(scenario_file: &str, f: &str) -> std::path::PathBuf {
 /// DAMON's parameters: the region settings and its own.
 pub type DamonParams = With<RegionSettings, DamonOwn>;
 
-crate::legacy_params!(DamonOwn);
-
 impl SharedDefaults<RegionSettings> for DamonOwn {
     fn shared_defaults() -> RegionSettings {
         RegionSettings::with_intervals(Duration(100_000_000), Duration(60_000_000_000))
+    }
+    fn shared_provenance(field: &str) -> Option<Provenance> {
+        use Provenance::{Assumed, Sourced};
+        Some(match field {
+            "sample_interval" => {
+                Sourced("reference/damon-modern.md section 1: damon_new_ctx, sample_interval 5 ms")
+            }
+            "aggr_interval" => {
+                Sourced("reference/damon-modern.md section 1: damon_new_ctx, aggr_interval 100 ms")
+            }
+            "ops_update_interval" => Sourced(
+                "reference/damon-modern.md section 1: damon_new_ctx, ops_update_interval 60 s (damo's is \
+                 1 s, reference/damon.md)",
+            ),
+            "min_nr_regions" | "max_nr_regions" => Sourced(
+                "reference/damon-modern.md section 1: damon_new_ctx, min_nr_regions 10, max_nr_regions 1000",
+            ),
+            "ns_per_check" => Assumed(
+                "per sample, two software page-table walks (~150 ns each with cache misses, plus the lock \
+                 and the bit operation)",
+            ),
+            _ => return None,
+        })
     }
 }
 
