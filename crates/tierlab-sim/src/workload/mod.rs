@@ -181,3 +181,26 @@ impl WorkloadConfig {
         self.params().build(ctx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab_core::param::{expand, Provenance};
+
+    /// Every kind's parameters are declared with `#[params]` (none left to `legacy_params!`),
+    /// each number with a range and a provenance.
+    #[test]
+    fn every_kind_declares_its_fields() {
+        for k in WorkloadConfig::kinds() {
+            let fields = expand(WorkloadConfig::fields_of_kind(k).expect("registered"));
+            assert!(fields.len() >= 3, "{k}");
+            for f in fields {
+                assert!(!f.rust_type.is_empty(), "workload {k}: `{}` is not declared", f.name);
+                if (f.shape)().is_numeric() {
+                    assert!(f.range.is_some(), "workload {k}: `{}` has no range", f.name);
+                    assert_ne!(f.provenance, Provenance::Unstated, "workload {k}: `{}`", f.name);
+                }
+            }
+        }
+    }
+}
