@@ -198,7 +198,6 @@ impl MachineConfig {
         if let Some(c) = &self.cache {
             c.validate().map_err(|(f, m)| (f.to_string(), m))?;
         }
-        self.cost.validate().map_err(|(f, m)| (f.to_string(), m))?;
         if let Some(h) = &self.hmem {
             h.validate(self.cores)?;
         }
