@@ -16,7 +16,7 @@ pub mod shootdown;
 
 use std::collections::BTreeMap;
 
-use tierlab_core::param::{params, Declared, Range};
+use tierlab_core::param::{params, Range};
 
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
@@ -111,25 +111,12 @@ pub struct MachineConfig {
     pub hmem: Option<backend::hier::HmemConfig>,
 }
 
-/// Check every number of `p` against the range its field declares, as a scenario's load
-/// does, for a configuration built in code; the error names the field below `prefix`
-/// (`machine` gives `machine.cores`; empty: the bare field).
-pub fn check_ranges<P: Declared + serde::Serialize>(
-    p: &P,
-    prefix: &str,
-) -> std::result::Result<(), (String, String)> {
-    let value = toml::Value::try_from(p).map_err(|e| (prefix.to_string(), e.to_string()))?;
-    let toml::Value::Table(t) = value else { return Ok(()) };
-    let (mut path, mut bare) = (prefix.to_string(), prefix.to_string());
-    crate::limits::check_table(&t, &P::fields(), &mut path, &mut bare)
-}
-
 impl MachineConfig {
-    /// Check the configuration: every number in its declared range ([`check_ranges`]; a
+    /// Check the configuration: every number in its declared range ([`crate::limits::check_ranges`]; a
     /// scenario's load has checked them already), then how the fields agree. Returns (dotted
     /// field, problem).
     pub fn validate(&self) -> std::result::Result<(), (String, String)> {
-        check_ranges(self, "machine")?;
+        crate::limits::check_ranges(self, "machine")?;
         let e = |f: &str, m: String| Err((f.to_string(), m));
         if self.nodes.is_empty() || self.nodes.len() > MAX_NODES {
             return e("machine.nodes", format!("need 1..={MAX_NODES} nodes, got {}", self.nodes.len()));

@@ -59,7 +59,7 @@ impl PolicyParams for CmcpParams {
         Ok(Box::new(Cmcp::new(self.p, every, ctx.pages as usize)))
     }
     fn check(&self) -> std::result::Result<(), (String, String)> {
-        crate::os::check_ranges(self, "")
+        crate::limits::check_ranges(self, "")
     }
 }
 

@@ -115,7 +115,7 @@ impl PolicyParams for LruParams {
         Ok(Box::new(Lru::new(self, ratio, ctx.pages as usize)))
     }
     fn check(&self) -> std::result::Result<(), (String, String)> {
-        crate::os::check_ranges(self, "")?;
+        crate::limits::check_ranges(self, "")?;
         if self.scan_period.0 == 0 {
             return Err(("scan_period".into(), "must be > 0".into()));
         }
