@@ -84,7 +84,7 @@
 use serde::{Deserialize, Serialize};
 use tierlab_core::{PageSize, PAGE_SIZE};
 
-use super::regions::{feed_loop_next_input, Monitor, Region};
+use super::monitor::{feed_loop_next_input, Monitor, Region};
 use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
@@ -626,11 +626,6 @@ fn score(action: Action, r: &Region, max_nr: u64, aggr_ns: u64, q: &QuotaConfig)
         Action::MigrateCold | Action::Pageout | Action::LruDeprio => MAX_SCORE - hot(),
         Action::Stat => MAX_SCORE,
     }
-}
-
-/// `damon_moving_sum`: the pseudo moving sum of `nr_accesses_bp`.
-pub fn moving_sum(mvsum: u32, nomvsum: u32, len_window: u32, new_value: u32) -> u32 {
-    mvsum.saturating_sub(nomvsum / len_window.max(1)).saturating_add(new_value)
 }
 
 /// What applying an action needs from the machine and whoever runs the context (a telemetry
@@ -1811,7 +1806,8 @@ pub fn damo_record_json(
 
 #[cfg(test)]
 mod tests {
-    use super::super::regions::{testutil, Attrs};
+    use super::super::monitor::Attrs;
+    use super::super::regions::testutil;
     use super::*;
     use crate::os::Machine;
     use crate::rng::Rng;
@@ -2215,16 +2211,6 @@ mod tests {
         assert_eq!(hot_score(20, 10, 20, 100_000_000, 0, 0), 0);
         // No access, age 0: age subscore 50; hot = (0 + 50*100)/200 = 25 -> 24; cold = 75.
         assert_eq!(MAX_SCORE - hot_score(0, 0, 20, 100_000_000, 100, 100), 99 - 25 * 99 / 100);
-    }
-
-    #[test]
-    fn moving_sum_is_exact_at_window_boundaries() {
-        // A window of 4: last window 2 hits -> nomvsum 20000; this window 3 hits.
-        let mut bp = 20_000;
-        for hit in [true, false, true, true] {
-            bp = moving_sum(bp, 20_000, 4, if hit { 10_000 } else { 0 });
-        }
-        assert_eq!(bp, 30_000);
     }
 
     #[test]
