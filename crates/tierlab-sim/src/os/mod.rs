@@ -417,13 +417,7 @@ impl Machine {
             core_node: &mem.core_node,
             latency_ns: &lat,
         });
-        let backend = match &cfg.hmem {
-            Some(h) => {
-                hw.set_tlb_caching(h.tlb);
-                Backend::Hier(Box::new(backend::hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost)))
-            }
-            None => Backend::Flat(Box::new(backend::flat::Flat::new(&cfg.cost, cfg.dirty_upper_levels))),
-        };
+        let backend = Backend::for_config(cfg, &mut hw);
         Machine {
             cfg: cfg.clone(),
             hw,
