@@ -315,21 +315,21 @@ const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps be
 /// The OS state of the machine.
 pub struct Os {
     /// The memory backend.
-    pub backend: Backend,
+    pub(crate) backend: Backend,
     /// Memory nodes.
-    pub mem: Memory,
+    pub(crate) mem: Memory,
     /// Mappings by start address.
-    pub vmas: BTreeMap<u64, Vma>,
+    pub(crate) vmas: BTreeMap<u64, Vma>,
     /// Mapping history: (time ns, map?, start, len, name).
-    pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
+    pub(crate) mapping_log: Vec<(u64, bool, u64, u64, String)>,
     /// Cores in the address space's CPU mask (those that ran its threads).
-    pub mm_cpumask: Vec<bool>,
+    pub(crate) mm_cpumask: Vec<bool>,
     /// Accesses outside any mapping (the run stops with an error on the first one).
-    pub segfaults: u64,
+    pub(crate) segfaults: u64,
     /// NUMA hint faults armed by a tiering policy (pages protected by its scanner), if any.
-    pub hint: Option<Box<hint::HintFaults>>,
+    pub(crate) hint: Option<Box<hint::HintFaults>>,
     /// Page migrations done.
-    pub migration: MigrationCounters,
+    pub(crate) migration: MigrationCounters,
     default_page: PageSize,
     next_mmap: u64,
 }
@@ -387,11 +387,11 @@ impl Mmu for Os {
 /// The simulated machine with its address space.
 pub struct Machine {
     /// Configuration.
-    pub cfg: MachineConfig,
+    pub(crate) cfg: MachineConfig,
     /// The hardware.
-    pub hw: Hardware,
+    pub(crate) hw: Hardware,
     /// The OS.
-    pub os: Os,
+    pub(crate) os: Os,
     /// Exact per-window access counts: read only by scoring.
     truth: GroundTruth,
 }
@@ -435,6 +435,34 @@ impl Machine {
             },
             truth: GroundTruth::default(),
         }
+    }
+
+    /// The hardware, read-only (the driver, tests; agents see the machine only through
+    /// [`crate::agents::MachineView`]).
+    pub fn hw(&self) -> &Hardware {
+        &self.hw
+    }
+
+    /// The hardware, for tests that drive a mechanism (a shootdown) by hand.
+    pub fn hw_mut(&mut self) -> &mut Hardware {
+        &mut self.hw
+    }
+
+    /// The configuration the machine was built from.
+    pub fn cfg(&self) -> &MachineConfig {
+        &self.cfg
+    }
+
+    /// Page migrations done so far.
+    pub fn migration(&self) -> &MigrationCounters {
+        &self.os.migration
+    }
+
+    /// Set the cores that run the address space's threads (its CPU mask: they receive its TLB
+    /// shootdowns).
+    pub fn set_cpumask(&mut self, mask: Vec<bool>) {
+        assert_eq!(mask.len(), self.hw.cores.len(), "one entry per core");
+        self.os.mm_cpumask = mask;
     }
 
     /// Simulated time of the furthest core, ns.
