@@ -87,6 +87,7 @@ impl Run {
         }
         if let Some(cfg) = &scenario.placement {
             let pctx = PlacementBuildCtx {
+                seed: scenario.seed,
                 scenario_file: &ctx.scenario_file,
                 cores,
                 cpu_ghz: scenario.machine.cpu_ghz,
@@ -155,7 +156,7 @@ impl Run {
                 ),
             ));
         }
-        machine.start_backend(&scenario.policies, &ctx.scenario_file)?;
+        machine.start_backend(&scenario.policies, &ctx.scenario_file, scenario.seed)?;
         let end_ns = match scenario.duration {
             Some(d) => d.0,
             None => workload.natural_duration_ns().unwrap_or(0),

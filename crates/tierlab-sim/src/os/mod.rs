@@ -525,6 +525,7 @@ impl Machine {
         &mut self,
         policies: &[replacement::PolicyConfig],
         scenario_file: &str,
+        seed: u64,
     ) -> Result<()> {
         if let (Backend::Flat(_), Some(p)) = (&self.os.backend, policies.first()) {
             return Err(SimError::config(
@@ -537,7 +538,7 @@ impl Machine {
             ));
         }
         let (backend, mut env) = split(&mut self.os, &mut self.hw);
-        backend.start(&mut env, policies, scenario_file)
+        backend.start(&mut env, policies, scenario_file, seed)
     }
 
     /// The hierarchical backend, when it runs.

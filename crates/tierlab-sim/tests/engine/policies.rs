@@ -21,6 +21,7 @@ fn policy(toml: &str, pages: u64, frames: u64) -> Box<dyn Replacement> {
         per_core_page_tables: true,
         scenario_file: "t".into(),
         index: 0,
+        seed: 1,
     })
     .unwrap()
 }
@@ -251,7 +252,7 @@ fn hmem_machine(
 
 fn start(m: &mut Machine, kind: &str) {
     let p = PolicyConfig::from_toml(&format!("kind = \"{kind}\"")).unwrap();
-    m.start_backend(&[p], "t").unwrap();
+    m.start_backend(&[p], "t", 1).unwrap();
 }
 
 fn remote(m: &Machine) -> Vec<u64> {

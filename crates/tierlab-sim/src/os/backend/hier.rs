@@ -959,7 +959,13 @@ impl MemoryBackend for Hier {
 
     /// Size the fast memory (a share of the footprint is resolved now) and build the
     /// replacement policy from `policies` (the scenario's `[[policies]]`).
-    fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], scenario_file: &str) -> Result<()> {
+    fn start(
+        &mut self,
+        env: &mut Env,
+        policies: &[PolicyConfig],
+        scenario_file: &str,
+        seed: u64,
+    ) -> Result<()> {
         let Some(pc) = policies.first() else {
             return Err(SimError::config(
                 scenario_file,
@@ -1004,6 +1010,7 @@ impl MemoryBackend for Hier {
             per_core_page_tables: h.pt == PageTableKind::Pspt,
             scenario_file: scenario_file.to_string(),
             index: 0,
+            seed,
         };
         let p = pc.build(&ctx)?;
         self.track = p.wants_accesses();

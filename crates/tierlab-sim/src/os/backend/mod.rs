@@ -116,7 +116,13 @@ pub trait MemoryBackend: Send {
     }
     /// Called once after the workload mapped its memory (build the replacement policy, size
     /// the fast memory).
-    fn start(&mut self, _env: &mut Env, _policies: &[PolicyConfig], _scenario_file: &str) -> Result<()> {
+    fn start(
+        &mut self,
+        _env: &mut Env,
+        _policies: &[PolicyConfig],
+        _scenario_file: &str,
+        _seed: u64,
+    ) -> Result<()> {
         Ok(())
     }
     /// Time of the backend's next periodic work, ps (`u64::MAX`: none).
@@ -201,8 +207,8 @@ macro_rules! backends {
             fn page_tables_ref(&self) -> Option<&PageTables> {
                 match self { $( Self::$variant(b) => b.page_tables_ref(), )* }
             }
-            fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], file: &str) -> Result<()> {
-                match self { $( Self::$variant(b) => b.start(env, policies, file), )* }
+            fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], file: &str, seed: u64) -> Result<()> {
+                match self { $( Self::$variant(b) => b.start(env, policies, file, seed), )* }
             }
             fn next_event_ps(&self) -> u64 {
                 match self { $( Self::$variant(b) => b.next_event_ps(), )* }
