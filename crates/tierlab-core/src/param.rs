@@ -26,7 +26,8 @@
 //! - `default = EXPR` (the default, any expression of the field's type; a bare `default`
 //!   means `Default::default()`), or `required` (no default: the key must be given);
 //! - `unit = "ns"`; `range = "[0, 1e9]"` (`[`/`]` closed, `(`/`)` open, `inf` allowed) or
-//!   `range = PATH` (a [`Range`] constant); numeric fields must declare one;
+//!   `range = PATH` (a [`Range`] constant); numeric fields must declare one; sizes may
+//!   declare one in bytes and durations in ns (checked on the parsed value);
 //! - provenance, one of: `sourced = "where the value comes from"`, `calibrated = "the
 //!   figure it was fitted to"`, `assumed = "why this value"` or `setting` (a choice of the
 //!   experiment, not a fact about a machine or mechanism); numeric fields must declare one;
@@ -137,6 +138,11 @@ pub enum Shape {
     /// A string (or a value with its own parser: sizes, durations, names; bounded where
     /// parsed).
     Text,
+    /// A size: bytes, written as an integer or a string with a unit (`"4KiB"`); a range is in
+    /// bytes.
+    Size,
+    /// A duration: seconds as a number, or a string with a unit (`"5ms"`); a range is in ns.
+    Duration,
     /// One of named strings (a unit enum), listed.
     Choice(fn() -> &'static [&'static str]),
     /// A table of declared fields.
@@ -189,6 +195,8 @@ impl Shape {
             Shape::Float => "number".into(),
             Shape::Bool => "bool".into(),
             Shape::Text => "string".into(),
+            Shape::Size => "size".into(),
+            Shape::Duration => "duration".into(),
             Shape::Choice(c) => c().iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(" | "),
             Shape::Table(_) => "table".into(),
             Shape::Tagged { .. } => "table with `kind`".into(),

@@ -110,10 +110,18 @@ fn parse_field_attr(attr: &Attribute, d: &mut FieldDecl) -> syn::Result<()> {
                 }
             }
             "sourced" | "calibrated" | "assumed" => {
-                let text: LitStr = meta.value()?.parse()?;
-                if text.value().trim().is_empty() {
-                    return Err(syn::Error::new(text.span(), format!("{key}: say what (not empty)")));
-                }
+                // A string literal (not empty) or a constant's path.
+                let v = meta.value()?;
+                let text: Tokens = if v.peek(LitStr) {
+                    let lit: LitStr = v.parse()?;
+                    if lit.value().trim().is_empty() {
+                        return Err(syn::Error::new(lit.span(), format!("{key}: say what (not empty)")));
+                    }
+                    quote!(#lit)
+                } else {
+                    let p: Path = v.parse()?;
+                    quote!(#p)
+                };
                 let variant = match key.as_str() {
                     "sourced" => quote!(Sourced),
                     "calibrated" => quote!(Calibrated),

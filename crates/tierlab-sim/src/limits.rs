@@ -226,6 +226,18 @@ pub fn check(value: &toml::Value, fields: &[&'static FieldSpec]) -> Result<(), V
     check_table(t, fields, &mut String::new(), &mut String::new())
 }
 
+/// Check the numbers of a declared struct against their ranges (configurations built in code
+/// and checks that run again after a scenario's load); errors name `prefix.field`.
+pub fn check_ranges<P: tierlab_core::param::Declared + serde::Serialize>(
+    p: &P,
+    prefix: &str,
+) -> Result<(), Violation> {
+    let value = toml::Value::try_from(p).map_err(|e| (prefix.to_string(), e.to_string()))?;
+    let toml::Value::Table(t) = value else { return Ok(()) };
+    let (mut path, mut bare) = (prefix.to_string(), prefix.to_string());
+    check_table(&t, &P::fields(), &mut path, &mut bare)
+}
+
 /// Check the numbers of the table `t` whose keys are `fields`.
 pub fn check_table(
     t: &toml::Table,
@@ -289,10 +301,34 @@ fn check_value(
             Err((path.to_string(), format!("{x} must be an integer ({})", f.unit_or("count"))))
         }
         (Shape::Float, toml::Value::Float(x)) => check_declared(*x, false, f, path, bare),
+        // Sizes and durations: bounded where parsed; a declared range is checked on the
+        // parsed value (bytes, ns).
+        (Shape::Size, _) if f.range.is_some() => match size_of(v) {
+            Some(b) => check_declared(b as f64, true, f, path, bare),
+            None => Ok(()),
+        },
+        (Shape::Duration, _) if f.range.is_some() => match duration_of(v) {
+            Some(ns) => check_declared(ns as f64, true, f, path, bare),
+            None => Ok(()),
+        },
         (Shape::Any, _) => walk(v, path, bare),
         // Strings, booleans, sizes and durations (bounded where parsed).
         _ => Ok(()),
     }
+}
+
+/// The bytes of a size as written (an integer or a string with a unit).
+fn size_of(v: &toml::Value) -> Option<u64> {
+    match v {
+        toml::Value::Integer(i) => u64::try_from(*i).ok(),
+        toml::Value::String(s) => crate::units::parse_size(s).ok(),
+        _ => None,
+    }
+}
+
+/// The ns of a duration as written (seconds as a number, or a string with a unit).
+fn duration_of(v: &toml::Value) -> Option<u64> {
+    v.clone().try_into::<crate::units::Duration>().ok().map(|d| d.0)
 }
 
 fn check_declared(x: f64, is_int: bool, f: &FieldSpec, path: &str, bare: &str) -> Result<(), Violation> {

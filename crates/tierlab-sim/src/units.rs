@@ -20,13 +20,13 @@ pub const MAX_DURATION_NS: u64 = 1_000_000_000_000_000;
 
 impl tierlab_core::param::ParamType for ByteSize {
     fn shape() -> tierlab_core::param::Shape {
-        tierlab_core::param::Shape::Text
+        tierlab_core::param::Shape::Size
     }
 }
 
 impl tierlab_core::param::ParamType for Duration {
     fn shape() -> tierlab_core::param::Shape {
-        tierlab_core::param::Shape::Text
+        tierlab_core::param::Shape::Duration
     }
 }
 

@@ -11,39 +11,33 @@
 //! Without a configuration the model is off: nothing is tracked and every access counts as
 //! a miss for the miss-only event filter. The model is deterministic.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use crate::units::ByteSize;
 
-/// Geometry of the cache (`[machine.cache]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Geometry of the cache (`[machine.cache]`). Defaults: the L2 of a Knights Landing tile,
+/// the PEBS seed paper's machine.
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CacheConfig {
-    /// Capacity. Default 1 MiB: the L2 of a Knights Landing tile (PEBS seed paper's machine).
-    #[serde(default = "d_size")]
+    /// Capacity.
+    #[param(
+        default = ByteSize(1 << 20),
+        unit = "bytes",
+        assumed = "1 MiB, the L2 of a Knights Landing tile (the PEBS seed paper's machine; the size is not in ../shared/reference)"
+    )]
     pub size: ByteSize,
-    /// Associativity. Default 16 (KNL L2).
-    #[serde(default = "d_ways")]
+    /// Associativity.
+    #[param(
+        default = 16,
+        range = "[1, 64]",
+        unit = "ways",
+        assumed = "16, the Knights Landing L2's (not in ../shared/reference)"
+    )]
     pub ways: usize,
-    /// Line size. Default 64 bytes.
-    #[serde(default = "d_line")]
+    /// Line size.
+    #[param(default = ByteSize(64), unit = "bytes", assumed = "the x86 cache line")]
     pub line: ByteSize,
-}
-
-fn d_size() -> ByteSize {
-    ByteSize(1 << 20)
-}
-fn d_ways() -> usize {
-    16
-}
-fn d_line() -> ByteSize {
-    ByteSize(64)
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig { size: d_size(), ways: d_ways(), line: d_line() }
-    }
 }
 
 impl CacheConfig {
@@ -52,14 +46,12 @@ impl CacheConfig {
         self.size.0 / (self.line.0.max(1) * self.ways.max(1) as u64)
     }
 
-    /// Check the geometry; returns (dotted field, problem).
+    /// Check that the fields agree (each one's range is declared); returns (dotted field,
+    /// problem).
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let line = self.line.0;
         if !(line.is_power_of_two() && (8..=MAX_LINE).contains(&line)) {
             return Err(("machine.cache.line", format!("{line} must be a power of two in 8..={MAX_LINE}")));
-        }
-        if self.ways == 0 || self.ways > 64 {
-            return Err(("machine.cache.ways", format!("{} is not in 1..=64", self.ways)));
         }
         let sets = self.sets();
         if sets == 0 || !sets.is_power_of_two() || sets * line * self.ways as u64 != self.size.0 {
@@ -255,7 +247,11 @@ mod tests {
             CacheConfig { size: ByteSize(size), ways, line: ByteSize(line) }.validate().unwrap_err().0
         };
         assert_eq!(bad(1 << 20, 16, 48), "machine.cache.line");
-        assert_eq!(bad(1 << 20, 0, 64), "machine.cache.ways");
+        // The associativity's range is declared (checked when a scenario loads).
+        let ways =
+            tierlab_core::param::find(<CacheConfig as tierlab_core::param::Declared>::fields(), "ways");
+        let ways = ways.and_then(|f| f.range).unwrap();
+        assert!(!ways.contains(0.0) && ways.contains(64.0) && !ways.contains(65.0));
         assert_eq!(bad(3 << 19, 16, 64), "machine.cache.size");
         assert_eq!(bad(512, 16, 64), "machine.cache.size");
     }

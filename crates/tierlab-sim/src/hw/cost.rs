@@ -1,124 +1,119 @@
 //! The cost model: how much simulated time each event takes.
 //!
-//! Every number is a parameter. Defaults come from `../shared/reference/cost-model.md`
-//! (sources given per field) or, where that note has no figure, from the assumption named
-//! in the field's doc; `docs/engine.md` lists them all.
+//! Every number is a parameter of [`CostConfig`]: its default comes from
+//! `../shared/reference/cost-model.md` or, where that note has no figure, from the assumption
+//! its declaration names; `docs/engine.md` lists them all.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
-/// Time costs, in nanoseconds unless named otherwise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Time costs, in nanoseconds unless named otherwise. A CPU preset (`machine.cpu`) sets
+/// `l2_tlb_hit_ns` and `walk_ns_per_level` from its cycle counts and clock.
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CostConfig {
     /// CPU time of one access excluding memory (address generation, the instruction itself).
-    /// Assumption: 2 cycles at 2 GHz.
-    #[serde(default = "d_cpu")]
+    #[param(default = 1.0, range = "[0, 1e9]", unit = "ns", assumed = "2 cycles at 2 GHz")]
     pub cpu_ns_per_access: f64,
     /// Fraction of accesses served by the CPU caches (they pay `cache_hit_ns` instead of the
-    /// memory latency). Default 0: every access goes to memory, as masim's page-strided and
-    /// random patterns do; the optional cache model of the PEBS issue replaces this.
-    #[serde(default)]
+    /// memory latency). The optional cache model of the PEBS issue replaces this.
+    #[param(
+        default = 0.0,
+        range = "[0, 1]",
+        unit = "fraction",
+        assumed = "every access goes to memory, as masim's page-strided and random patterns do"
+    )]
     pub cache_hit_fraction: f64,
-    /// Latency of a cache hit. Assumption: ~10 cycles (L1/L2 mix).
-    #[serde(default = "d_cache")]
+    /// Latency of a cache hit.
+    #[param(default = 5.0, range = "[0, 1e9]", unit = "ns", assumed = "~10 cycles (L1/L2 mix) at 2 GHz")]
     pub cache_hit_ns: f64,
     /// Extra time of an access that misses the L1 dTLB but hits the L2 TLB.
-    /// Assumption: ~7 cycles (Intel STLB hit latency).
-    #[serde(default = "d_l2tlb")]
+    #[param(
+        default = 3.5,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "~7 cycles (Intel STLB hit latency) at 2 GHz"
+    )]
     pub l2_tlb_hit_ns: f64,
     /// Time of a page walk per page-table level read (a walk of a 4 KiB page reads 4
-    /// levels, of a 2 MiB page 3). Assumption: paging-structure caches and the data caches
-    /// serve most walk reads, ~5 ns per level.
-    #[serde(default = "d_walk")]
+    /// levels, of a 2 MiB page 3).
+    #[param(
+        default = 5.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "paging-structure caches and the data caches serve most walk reads, ~5 ns per level"
+    )]
     pub walk_ns_per_level: f64,
     /// Fixed cost of a page fault that allocates a page (trap, handler, PTE install).
-    /// Assumption: ~1 us for an anonymous minor fault on Linux.
-    #[serde(default = "d_fault")]
+    #[param(
+        default = 1000.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "~1 us for an anonymous minor fault on Linux"
+    )]
     pub fault_ns: f64,
-    /// Bandwidth of zeroing a newly allocated page, in GB/s (adds size/bandwidth to a fault).
-    /// Assumption: ~10 GB/s single-thread memset.
-    #[serde(default = "d_zero")]
+    /// Bandwidth of zeroing a newly allocated page (adds size/bandwidth to a fault).
+    #[param(default = 10.0, range = "(0, 1e6]", unit = "GB/s", assumed = "~10 GB/s single-thread memset")]
     pub zero_gbps: f64,
-    /// One local INVLPG. Source: cost-model.md (~100 ns, arch/x86/mm/tlb.c).
-    #[serde(default = "d_invlpg")]
+    /// One local INVLPG.
+    #[param(
+        default = 100.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        sourced = "reference/cost-model.md: single 4 KiB TLB invalidation (INVLPG) ~100 ns (arch/x86/mm/tlb.c)"
+    )]
     pub invlpg_ns: f64,
-    /// A local full TLB flush. Assumption: ~500 ns plus the refills it causes (modelled).
-    #[serde(default = "d_flush")]
+    /// A local full TLB flush (the refills it causes are modelled).
+    #[param(
+        default = 500.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "~500 ns plus the refills it causes"
+    )]
     pub full_flush_ns: f64,
     /// Linux flushes page by page up to this many pages, then the whole TLB.
-    /// Source: cost-model.md (tlb_single_page_flush_ceiling = 33).
-    #[serde(default = "d_ceiling")]
+    #[param(
+        default = 33,
+        range = "[0, 281474976710656]",
+        unit = "pages",
+        sourced = "reference/cost-model.md: Linux flushes per page up to 33 pages, then the whole TLB (tlb_single_page_flush_ceiling, arch/x86/mm/tlb.c)"
+    )]
     pub flush_ceiling_pages: u64,
     /// Initiator cost of a remote TLB shootdown (IPI round trip) to one core.
-    /// Source: cost-model.md (~1-3 us, Amit ATC'17).
-    #[serde(default = "d_ipi")]
+    #[param(
+        default = 1500.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        sourced = "reference/cost-model.md: remote TLB shootdown (IPI round trip) ~1-3 us (Amit ATC'17); 1.5 us in that range"
+    )]
     pub shootdown_base_ns: f64,
     /// Additional initiator cost per extra target core (tens of us at 64 cores).
-    /// Source: cost-model.md (LATR); 400 ns x 63 + 1.5 us = 26.7 us at 64 cores.
-    #[serde(default = "d_ipi_core")]
+    #[param(
+        default = 400.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        calibrated = "reference/cost-model.md: a shootdown takes tens of us at 64 cores (LATR); 1.5 us + 63 x 400 ns = 26.7 us"
+    )]
     pub shootdown_per_core_ns: f64,
     /// Cost charged to each target core for handling a shootdown interrupt.
-    /// Assumption: ~1 us (interrupt entry/exit plus the INVLPG).
-    #[serde(default = "d_ipi_target")]
+    #[param(
+        default = 1000.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "~1 us (interrupt entry/exit plus the INVLPG)"
+    )]
     pub shootdown_target_ns: f64,
     /// Fixed extra cost of a major fault that reads a page back from swap (after DAMOS
-    /// `pageout`). Assumption: ~10 us, an NVMe SSD's read latency.
-    #[serde(default = "d_swap_in")]
+    /// `pageout`).
+    #[param(
+        default = 10_000.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "~10 us, an NVMe SSD's read latency"
+    )]
     pub swap_in_ns: f64,
-    /// Bandwidth of the swap device in GB/s (page-out writes and refault reads).
-    /// Assumption: ~2 GB/s, one NVMe SSD.
-    #[serde(default = "d_swap_gbps")]
+    /// Bandwidth of the swap device (page-out writes and refault reads).
+    #[param(default = 2.0, range = "(0, 1e6]", unit = "GB/s", assumed = "~2 GB/s, one NVMe SSD")]
     pub swap_gbps: f64,
-}
-
-fn d_swap_in() -> f64 {
-    10_000.0
-}
-fn d_swap_gbps() -> f64 {
-    2.0
-}
-
-fn d_cpu() -> f64 {
-    1.0
-}
-fn d_cache() -> f64 {
-    5.0
-}
-fn d_l2tlb() -> f64 {
-    3.5
-}
-fn d_walk() -> f64 {
-    5.0
-}
-fn d_fault() -> f64 {
-    1000.0
-}
-fn d_zero() -> f64 {
-    10.0
-}
-fn d_invlpg() -> f64 {
-    100.0
-}
-fn d_flush() -> f64 {
-    500.0
-}
-fn d_ceiling() -> u64 {
-    33
-}
-fn d_ipi() -> f64 {
-    1500.0
-}
-fn d_ipi_core() -> f64 {
-    400.0
-}
-fn d_ipi_target() -> f64 {
-    1000.0
-}
-
-impl Default for CostConfig {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
 }
 
 /// Convert nanoseconds to the engine's clock unit (picoseconds).
@@ -128,40 +123,6 @@ pub fn ps(ns: f64) -> u64 {
 }
 
 impl CostConfig {
-    /// Check ranges; returns (field, problem).
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !(0.0..=1.0).contains(&self.cache_hit_fraction) {
-            return Err((
-                "machine.cost.cache_hit_fraction",
-                format!("{} is not in [0, 1]", self.cache_hit_fraction),
-            ));
-        }
-        for (f, v) in [
-            ("machine.cost.cpu_ns_per_access", self.cpu_ns_per_access),
-            ("machine.cost.cache_hit_ns", self.cache_hit_ns),
-            ("machine.cost.l2_tlb_hit_ns", self.l2_tlb_hit_ns),
-            ("machine.cost.walk_ns_per_level", self.walk_ns_per_level),
-            ("machine.cost.fault_ns", self.fault_ns),
-            ("machine.cost.invlpg_ns", self.invlpg_ns),
-            ("machine.cost.full_flush_ns", self.full_flush_ns),
-            ("machine.cost.shootdown_base_ns", self.shootdown_base_ns),
-            ("machine.cost.shootdown_per_core_ns", self.shootdown_per_core_ns),
-            ("machine.cost.shootdown_target_ns", self.shootdown_target_ns),
-            ("machine.cost.swap_in_ns", self.swap_in_ns),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err((f, format!("{v} must be a finite number >= 0")));
-            }
-        }
-        if !(self.swap_gbps.is_finite() && self.swap_gbps > 0.0) {
-            return Err(("machine.cost.swap_gbps", format!("{} must be > 0", self.swap_gbps)));
-        }
-        if !(self.zero_gbps.is_finite() && self.zero_gbps > 0.0) {
-            return Err(("machine.cost.zero_gbps", format!("{} must be > 0", self.zero_gbps)));
-        }
-        Ok(())
-    }
-
     /// Initiator cost of shooting down `targets` remote cores, in ns.
     pub fn shootdown_ns(&self, targets: usize) -> f64 {
         if targets == 0 {

@@ -6,8 +6,11 @@
 //! A preset is applied when the scenario is parsed (`scenario::load`): each of its
 //! values is written into the scenario's `[machine]` table **only where the scenario (or a
 //! `--set`) does not give that key**, so an explicit key always wins and the rest of the
-//! engine sees an ordinary `MachineConfig`. `docs/engine.md` ("CPU presets") has the table and
-//! the sources.
+//! engine sees an ordinary `MachineConfig`. Every key a preset writes is a declared field
+//! (`machine.tlb`: [`super::tlb::TlbConfig`], `machine.psc`: [`super::psc::PscConfig`],
+//! `machine.cost`: [`super::cost::CostConfig`], `machine.cpu_ghz`), whose declared range the
+//! merged value is checked against like any other; the declared defaults are the values
+//! without a preset. `docs/engine.md` ("CPU presets") has the table and the sources.
 //!
 //! Sources (each value below names one):
 //! - [ORM] Intel 64 and IA-32 Architectures Optimization Reference Manual (248966), the
@@ -401,18 +404,33 @@ impl Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tierlab_core::param::Declared;
+
+    /// Every number of `table` lies in the range its field declares.
+    fn in_declared_ranges<T: Declared>(preset: &str, table: &toml::Value) {
+        for (k, v) in table.as_table().unwrap() {
+            let Some(x) = v.as_float().or(v.as_integer().map(|i| i as f64)) else { continue };
+            let f = tierlab_core::param::find(T::fields(), k)
+                .unwrap_or_else(|| panic!("{preset}: {k} not declared"));
+            let r = f.range.unwrap_or_else(|| panic!("{preset}: {k} has no range"));
+            assert!(r.contains(x), "{preset}: {k} = {x} is not in {r}");
+        }
+    }
 
     #[test]
     fn every_preset_is_a_valid_machine() {
+        use super::super::{cost::CostConfig, psc::PscConfig, tlb::TlbConfig};
         for p in PRESETS {
             let mut t = toml::Table::new();
             p.merge_into(&mut t);
-            let tlb: super::super::tlb::TlbConfig = t["tlb"].clone().try_into().unwrap();
+            let tlb: TlbConfig = t["tlb"].clone().try_into().unwrap();
             tlb.validate().unwrap_or_else(|e| panic!("{}: {e:?}", p.name));
-            let psc: super::super::psc::PscConfig = t["psc"].clone().try_into().unwrap();
+            in_declared_ranges::<TlbConfig>(p.name, &t["tlb"]);
+            let psc: PscConfig = t["psc"].clone().try_into().unwrap();
             psc.validate().unwrap_or_else(|e| panic!("{}: {e:?}", p.name));
-            let cost: super::super::cost::CostConfig = t["cost"].clone().try_into().unwrap();
-            cost.validate().unwrap_or_else(|e| panic!("{}: {e:?}", p.name));
+            in_declared_ranges::<PscConfig>(p.name, &t["psc"]);
+            let _: CostConfig = t["cost"].clone().try_into().unwrap();
+            in_declared_ranges::<CostConfig>(p.name, &t["cost"]);
             assert!(t["cpu_ghz"].as_float().unwrap() > 0.0);
         }
     }

@@ -35,6 +35,7 @@
 //!   first at `u = 0` with factor 1).
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use crate::units::Duration;
 
@@ -66,91 +67,70 @@ pub enum CurveKind {
     /// Explicit points.
     Points,
 }
+tierlab_core::choice_param!(CurveKind);
 
 /// A node's loaded-latency model (`[machine.nodes.loaded]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LoadedLatency {
-    /// Peak read bandwidth, GB/s. Default: the node's `bandwidth_gbps`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Peak read bandwidth. Absent: the node's `bandwidth_gbps`.
+    #[param(default, range = "(0, 1e6]", unit = "GB/s", assumed = "the node's bandwidth_gbps when absent")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_read_gbps: Option<f64>,
-    /// Peak write bandwidth, GB/s. Default: the peak read bandwidth (DRAM; Optane: 13.9).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Peak write bandwidth (Optane: 13.9). Absent: the peak read bandwidth.
+    #[param(
+        default,
+        range = "(0, 1e6]",
+        unit = "GB/s",
+        assumed = "the peak read bandwidth when absent (DRAM reads and writes alike)"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_write_gbps: Option<f64>,
-    /// Curve shape: `mlc` (default), `mm1`, `points`.
-    #[serde(default)]
+    /// Curve shape: `mlc`, `mm1`, `points`.
+    #[param(default)]
     pub curve: CurveKind,
-    /// `mm1`: queueing constant, ns. Default 22 (the reference's fit to the MLC curve).
-    #[serde(default = "d_c_ns")]
+    /// `mm1`: queueing constant.
+    #[param(
+        default = 22.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        calibrated = "reference/loaded-latency.md: M/M/1 fit to the MLC curve, best c ~ 22 ns over u < 0.55"
+    )]
     pub mm1_c_ns: f64,
-    /// `mm1`: largest factor. Default 3.
-    #[serde(default = "d_max_factor")]
+    /// `mm1`: largest factor.
+    #[param(
+        default = 3.0,
+        range = "[1, 1e6]",
+        assumed = "a cap for stress studies; no source gives one (MLC's closed-loop curve saturates at 1.59)"
+    )]
     pub max_factor: f64,
     /// `points`: `[[u, factor], ...]`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default, range = "[0, 1e9]", setting)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub points: Vec<[f64; 2]>,
-    /// Traffic of other tenants (an antagonist, as in Colloid's evaluation), GB/s read.
-    /// Default 0.
-    #[serde(default)]
+    /// Traffic of other tenants (an antagonist, as in Colloid's evaluation), read.
+    #[param(default = 0.0, range = "[0, 1e6]", unit = "GB/s", setting)]
     pub background_read_gbps: f64,
-    /// Background traffic, GB/s written. Default 0.
-    #[serde(default)]
+    /// Background traffic, written.
+    #[param(default = 0.0, range = "[0, 1e6]", unit = "GB/s", setting)]
     pub background_write_gbps: f64,
-    /// How often the latency is recomputed from the previous interval's traffic. Default 1 ms
-    /// (assumption: short against policy loops of 10 ms and more, long against accesses).
-    #[serde(default = "d_interval")]
+    /// How often the latency is recomputed from the previous interval's traffic.
+    #[param(
+        default = Duration(1_000_000),
+        assumed = "1 ms: short against policy loops of 10 ms and more, long against accesses"
+    )]
     pub update_interval: Duration,
-    /// Bytes one memory access moves (a cache line). Default 64.
-    #[serde(default = "d_line")]
+    /// Bytes one memory access moves (a cache line).
+    #[param(default = 64, range = "[1, 4096]", unit = "bytes", assumed = "a 64-byte cache line")]
     pub line_bytes: u64,
 }
 
-fn d_c_ns() -> f64 {
-    22.0
-}
-fn d_max_factor() -> f64 {
-    3.0
-}
-fn d_interval() -> Duration {
-    Duration(1_000_000)
-}
-fn d_line() -> u64 {
-    64
-}
-
-impl Default for LoadedLatency {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
-}
-
 impl LoadedLatency {
-    /// Check the parameters; `(field suffix, problem)`.
+    /// Check what the declared ranges do not (the interval, the points' order); `(field
+    /// suffix, problem)`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        for (f, v) in [("peak_read_gbps", self.peak_read_gbps), ("peak_write_gbps", self.peak_write_gbps)] {
-            if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err((f, format!("{v} must be > 0")));
-                }
-            }
-        }
-        for (f, v) in [
-            ("background_read_gbps", self.background_read_gbps),
-            ("background_write_gbps", self.background_write_gbps),
-            ("mm1_c_ns", self.mm1_c_ns),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err((f, format!("{v} must be >= 0")));
-            }
-        }
-        if !(self.max_factor.is_finite() && self.max_factor >= 1.0) {
-            return Err(("max_factor", format!("{} must be >= 1", self.max_factor)));
-        }
         if self.update_interval.0 == 0 {
             return Err(("update_interval", "must be > 0".into()));
-        }
-        if self.line_bytes == 0 {
-            return Err(("line_bytes", "must be > 0".into()));
         }
         if self.curve == CurveKind::Points {
             let p = &self.points;

@@ -135,17 +135,17 @@ impl CoreCounters {
 #[repr(align(64))]
 pub struct Core {
     /// Clock, picoseconds.
-    pub clock_ps: u64,
+    pub(crate) clock_ps: u64,
     /// TLBs.
-    pub tlb: CoreTlb,
+    pub(crate) tlb: CoreTlb,
     /// Paging-structure caches (consulted by walks only).
-    pub psc: psc::Psc,
+    pub(crate) psc: psc::Psc,
     /// The memo of this core's last page walk in the flat backend's page tables (a
     /// simulator shortcut, not hardware: [`pagetable::WalkMemo`]). Kept with the core: the
     /// walk needs no other per-core lookup.
-    pub walk_memo: pagetable::WalkMemo,
+    pub(crate) walk_memo: pagetable::WalkMemo,
     /// Counters.
-    pub c: CoreCounters,
+    pub(crate) c: CoreCounters,
     /// Memory nodes of the machine: the first `nodes` entries of the per-node arrays are used.
     nodes: usize,
     /// Fast path: the page of the last access (base address), its mask, node and dirtiness.
@@ -158,7 +158,7 @@ pub struct Core {
     /// identity for every node): the access path needs no bounds check.
     cost_to: [u64; COST_SLOTS],
     /// The memory node this core belongs to.
-    pub node: u8,
+    pub(crate) node: u8,
     /// PEBS: events left until the next record, and the event mask (bit 0 loads, bit 1
     /// stores; 0 = sampling off).
     pebs_left: u64,
@@ -169,13 +169,40 @@ pub struct Core {
     /// OS, and the TLB has the usual geometry ([`CoreTlb::usual_geometry`]).
     fast_l1: bool,
     /// Data cache model (off unless `machine.cache` is set).
-    pub cache: cache::Cache,
+    pub(crate) cache: cache::Cache,
     /// The ground-truth tap: a small cache of this core's recent page counts, spilled into the
     /// machine's ground truth (private: nothing but the machine's window close reads it).
     truth: Box<Coalescer>,
 }
 
 impl Core {
+    /// The core's clock, ps.
+    #[inline]
+    pub fn clock_ps(&self) -> u64 {
+        self.clock_ps
+    }
+
+    /// Its counters.
+    #[inline]
+    pub fn counters(&self) -> &CoreCounters {
+        &self.c
+    }
+
+    /// Its TLBs.
+    pub fn tlb(&self) -> &CoreTlb {
+        &self.tlb
+    }
+
+    /// Its data cache model.
+    pub fn cache(&self) -> &cache::Cache {
+        &self.cache
+    }
+
+    /// The memory node it belongs to.
+    pub fn node(&self) -> u8 {
+        self.node
+    }
+
     /// No per-access hook is on (cache model, PEBS) and the inline L1 probe may be used:
     /// [`Hardware::access`] may skip both tests (`PLAIN`).
     #[inline]
@@ -317,23 +344,23 @@ pub trait Mmu {
 pub struct Hardware {
     /// Cores. A boxed slice: their number is fixed when the hardware is built (the access
     /// path relies on it: a core index checked once stays in range).
-    pub cores: Box<[Core]>,
+    pub(crate) cores: Box<[Core]>,
     /// The PEBS hardware, when a driver enabled it.
-    pub pebs: Option<pebs::PebsHw>,
+    pub(crate) pebs: Option<pebs::PebsHw>,
     /// TLB-miss sampling (a PMU event a profiler enabled), when on
     /// ([`Hardware::set_tlb_sampler`]: the cores' TLBs must know).
     tlb_sampler: Option<tlb_sampler::TlbMissSampler>,
     /// Core clock in GHz.
-    pub cpu_ghz: f64,
+    pub(crate) cpu_ghz: f64,
     /// The cost model.
-    pub cost: CostConfig,
+    pub(crate) cost: CostConfig,
     /// One page-table level read by a walk, ps.
-    pub walk_level_ps: u64,
+    pub(crate) walk_level_ps: u64,
     /// An L2 TLB hit, ps.
     pub l2_hit_ps: u64,
     /// Memory latency in force `[core node][memory node]`, ns: the idle latencies, or the
     /// loaded ones the loaded-latency model set (what uncore latency counters would show).
-    pub mem_latency_ns: Vec<Vec<f64>>,
+    pub(crate) mem_latency_ns: Vec<Vec<f64>>,
     /// TLBs cache translations (false: every access walks; for checking policies against
     /// trace simulators).
     caching: bool,
@@ -416,6 +443,31 @@ impl Hardware {
     /// Set the memory latency every core sees, `latency_ns[core node][memory node]` (the
     /// loaded-latency model recomputes it between accesses; the access path reads the
     /// per-core table it produces).
+    /// The cores.
+    pub fn cores(&self) -> &[Core] {
+        &self.cores
+    }
+
+    /// The PEBS hardware, when enabled.
+    pub fn pebs(&self) -> Option<&pebs::PebsHw> {
+        self.pebs.as_ref()
+    }
+
+    /// Core clock, GHz.
+    pub fn cpu_ghz(&self) -> f64 {
+        self.cpu_ghz
+    }
+
+    /// The cost model.
+    pub fn cost(&self) -> &CostConfig {
+        &self.cost
+    }
+
+    /// Memory latency in force `[core node][memory node]`, ns.
+    pub fn mem_latency_ns(&self) -> &[Vec<f64>] {
+        &self.mem_latency_ns
+    }
+
     pub fn set_memory_latency(&mut self, latency_ns: &[Vec<f64>]) {
         self.mem_latency_ns = latency_ns.to_vec();
         let cost = &self.cost;

@@ -29,7 +29,7 @@
 //! `page-walk-caches.md` (PML4 2, PDPTE 4, PDE 32 entries, fully associative), labelled as
 //! such in `docs/engine.md`. A PSC is consulted only on a TLB miss, inside the walk.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 use tierlab_core::{HUGE_1G_SHIFT, HUGE_SHIFT};
 
 use super::pagetable::{Level, LEVEL_SHIFT};
@@ -37,60 +37,63 @@ use super::pagetable::{Level, LEVEL_SHIFT};
 /// Entries of one paging-structure cache at most (slot numbers are `u16`).
 const MAX_ENTRIES: usize = 1 << 12; // not a page size
 
-/// Geometry of one core's paging-structure caches (`[machine.psc]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Geometry of one core's paging-structure caches (`[machine.psc]`). A CPU preset
+/// (`machine.cpu`) sets every size the scenario does not give.
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PscConfig {
     /// Whether the walker uses the caches at all (false: every walk reads from the PGD, the
-    /// model before paging-structure caches). Default true.
-    #[serde(default = "d_true")]
+    /// model before paging-structure caches).
+    #[param(default = true)]
     pub enabled: bool,
-    /// Entries of the PML4 (PGD-entry) cache; 0 = no such cache. Default 2 (placeholder,
-    /// `page-walk-caches.md`: no published size).
-    #[serde(default = "d_pml4")]
+    /// Entries of the PML4 (PGD-entry) cache; 0 = no such cache.
+    #[param(
+        default = 2,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pml4_entries: usize,
-    /// Ways of the PML4 cache (`= entries`: fully associative). Default 2.
-    #[serde(default = "d_pml4")]
+    /// Ways of the PML4 cache (`= entries`: fully associative).
+    #[param(
+        default = 2,
+        range = "[1, 256]",
+        unit = "ways",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pml4_ways: usize,
-    /// Entries of the PDPTE (PUD-entry) cache; 0 = none. Default 4 (placeholder).
-    #[serde(default = "d_pdpte")]
+    /// Entries of the PDPTE (PUD-entry) cache; 0 = none.
+    #[param(
+        default = 4,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pdpte_entries: usize,
-    /// Ways of the PDPTE cache. Default 4.
-    #[serde(default = "d_pdpte")]
+    /// Ways of the PDPTE cache.
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pdpte_ways: usize,
-    /// Entries of the PDE (PMD-entry) cache; 0 = none. Default 32 (placeholder).
-    #[serde(default = "d_pde")]
+    /// Entries of the PDE (PMD-entry) cache; 0 = none.
+    #[param(
+        default = 32,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pde_entries: usize,
-    /// Ways of the PDE cache. Default 32.
-    #[serde(default = "d_pde")]
+    /// Ways of the PDE cache.
+    #[param(
+        default = 32,
+        range = "[1, 256]",
+        unit = "ways",
+        assumed = "placeholder of reference/page-walk-caches.md (no published size; PML4 2, PDPTE 4, PDE 32 entries, fully associative)"
+    )]
     pub pde_ways: usize,
-}
-
-fn d_true() -> bool {
-    true
-}
-fn d_pml4() -> usize {
-    2
-}
-fn d_pdpte() -> usize {
-    4
-}
-fn d_pde() -> usize {
-    32
-}
-
-impl Default for PscConfig {
-    fn default() -> Self {
-        PscConfig {
-            enabled: true,
-            pml4_entries: d_pml4(),
-            pml4_ways: d_pml4(),
-            pdpte_entries: d_pdpte(),
-            pdpte_ways: d_pdpte(),
-            pde_entries: d_pde(),
-            pde_ways: d_pde(),
-        }
-    }
 }
 
 impl PscConfig {

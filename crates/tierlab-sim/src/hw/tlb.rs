@@ -12,7 +12,7 @@
 //! page is cached as the 2 MiB page holding the address (the model before 1 GiB arrays).
 //! INVLPG of any address of a 1 GiB page drops every entry that caches part of it.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 use tierlab_core::{
     PageSize, HUGE_1G_SHIFT, HUGE_1G_SIZE, HUGE_SHIFT, HUGE_SIZE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_SHIFT,
     PAGE_SIZE,
@@ -20,81 +20,98 @@ use tierlab_core::{
 
 /// Geometry of one core's TLBs. Defaults: a recent x86 core (L1 dTLB 64 entries 4-way for
 /// 4 KiB, 32 entries 4-way for 2 MiB, 1536-entry 12-way STLB; see docs/engine.md, from
-/// `cost-model.md`'s "typical TLB geometry").
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `cost-model.md`'s "typical TLB geometry"). A CPU preset (`machine.cpu`, [`super::cpu`])
+/// sets every field the scenario does not give.
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TlbConfig {
     /// Entries of the L1 4 KiB dTLB.
-    #[serde(default = "d_l1_4k")]
+    #[param(
+        default = 64,
+        range = "[0, 65536]",
+        unit = "entries",
+        sourced = "reference/cost-model.md, typical TLB geometry: L1 dTLB 64 entries (4 KiB) 4-way"
+    )]
     pub l1_4k_entries: usize,
     /// Associativity of the L1 4 KiB dTLB.
-    #[serde(default = "d_4")]
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        sourced = "reference/cost-model.md, typical TLB geometry: L1 dTLB 64 entries (4 KiB) 4-way"
+    )]
     pub l1_4k_ways: usize,
     /// Entries of the L1 2 MiB dTLB.
-    #[serde(default = "d_l1_2m")]
+    #[param(
+        default = 32,
+        range = "[0, 65536]",
+        unit = "entries",
+        sourced = "reference/cost-model.md, typical TLB geometry: 32 entries (2 MiB)"
+    )]
     pub l1_2m_entries: usize,
     /// Associativity of the L1 2 MiB dTLB.
-    #[serde(default = "d_4")]
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        sourced = "reference/page-walk-caches.md, suggested defaults: DTLB 32 x 4-way (2M)"
+    )]
     pub l1_2m_ways: usize,
     /// Entries of the second-level TLB (0 = none).
-    #[serde(default = "d_l2")]
+    #[param(
+        default = 1536,
+        range = "[0, 65536]",
+        unit = "entries",
+        sourced = "reference/page-walk-caches.md, suggested defaults: STLB 1536 x 12-way (4K+2M)"
+    )]
     pub l2_entries: usize,
     /// Associativity of the second-level TLB.
-    #[serde(default = "d_l2_ways")]
+    #[param(
+        default = 12,
+        range = "[1, 256]",
+        unit = "ways",
+        sourced = "reference/page-walk-caches.md, suggested defaults: STLB 1536 x 12-way (4K+2M)"
+    )]
     pub l2_ways: usize,
     /// Entries of the L1 1 GiB dTLB (0 = none: a 1 GiB page is cached as the 2 MiB page
-    /// holding the address, in the 2 MiB arrays). Default 0.
-    #[serde(default)]
+    /// holding the address, in the 2 MiB arrays).
+    #[param(
+        default = 0,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "none: the model before 1 GiB arrays (a 1 GiB page cached as its 2 MiB pieces); the CPU presets set it"
+    )]
     pub l1_1g_entries: usize,
-    /// Associativity of the L1 1 GiB dTLB. Default 4.
-    #[serde(default = "d_4")]
+    /// Associativity of the L1 1 GiB dTLB.
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        sourced = "reference/page-walk-caches.md: Skylake-SP CPUID, DTLB 1 GiB 4 entries 4-way"
+    )]
     pub l1_1g_ways: usize,
     /// Entries of a second-level array for 1 GiB pages only (0 = none). Used only with an
-    /// L1 1 GiB array. Default 0.
-    #[serde(default)]
+    /// L1 1 GiB array.
+    #[param(
+        default = 0,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "none, as the L1 1 GiB array; the CPU presets set it"
+    )]
     pub l2_1g_entries: usize,
-    /// Associativity of the second-level 1 GiB array. Default 4.
-    #[serde(default = "d_4")]
+    /// Associativity of the second-level 1 GiB array.
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        assumed = "as the L1 1 GiB array (unused while l2_1g_entries = 0)"
+    )]
     pub l2_1g_ways: usize,
     /// The shared second-level TLB holds a 1 GiB page as the 2 MiB piece the access fell in
     /// ("smashed" into a 2 MiB entry; an L2 hit on it refills the L1 1 GiB array). Used only
-    /// with an L1 1 GiB array and without a second-level 1 GiB array. Default false.
-    #[serde(default)]
+    /// with an L1 1 GiB array and without a second-level 1 GiB array.
+    #[param(default = false)]
     pub l2_1g_splinter: bool,
-}
-
-fn d_l1_4k() -> usize {
-    64
-}
-fn d_l1_2m() -> usize {
-    32
-}
-fn d_4() -> usize {
-    4
-}
-fn d_l2() -> usize {
-    1536
-}
-fn d_l2_ways() -> usize {
-    12
-}
-
-impl Default for TlbConfig {
-    fn default() -> Self {
-        TlbConfig {
-            l1_4k_entries: 64,
-            l1_4k_ways: 4,
-            l1_2m_entries: 32,
-            l1_2m_ways: 4,
-            l2_entries: 1536,
-            l2_ways: 12,
-            l1_1g_entries: 0,
-            l1_1g_ways: 4,
-            l2_1g_entries: 0,
-            l2_1g_ways: 4,
-            l2_1g_splinter: false,
-        }
-    }
 }
 
 impl TlbConfig {

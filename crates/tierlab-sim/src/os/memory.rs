@@ -7,37 +7,43 @@
 //! `remote_factor` when both nodes have cores and differ (a remote socket).
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use crate::units::ByteSize;
 
 /// One memory node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {
     /// Name used in stats (`node.<name>.accesses`).
+    #[param(required)]
     pub name: String,
     /// Capacity.
+    #[param(required, unit = "bytes", setting)]
     pub capacity: ByteSize,
     /// Idle load latency from a core of this node (or from any core for a CPU-less node).
+    #[param(required, range = "(0, 1e9]", unit = "ns", setting)]
     pub latency_ns: f64,
-    /// Bandwidth in GB/s (used for page migration and fault-in over a link).
-    #[serde(default = "d_bw")]
+    /// Bandwidth (used for page migration and fault-in over a link).
+    #[param(
+        default = 100.0,
+        range = "(0, 1e6]",
+        unit = "GB/s",
+        assumed = "a round figure for a node that does not give its own"
+    )]
     pub bandwidth_gbps: f64,
     /// Cores attached to this node (empty = CPU-less). Cores listed by no node belong to
     /// the first node that has cores, or to node 0.
-    #[serde(default)]
+    #[param(default, range = "[0, 4095]", setting)]
     pub cores: Vec<usize>,
     /// Tier rank: 0 is the fastest; used for fallback order when a node is full.
-    #[serde(default)]
+    #[param(default = 0, range = "[0, 255]", setting)]
     pub tier: u32,
     /// Loaded latency (`[machine.nodes.loaded]`): the latency rises with the node's bandwidth
     /// use ([`crate::hw::loaded`]); absent = the idle latency always.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub loaded: Option<crate::hw::loaded::LoadedLatency>,
-}
-
-fn d_bw() -> f64 {
-    100.0
 }
 
 /// The default two-tier machine's memory: 16 GiB of local DDR (90 ns, DDR4-3200 x8 204.8
@@ -178,6 +184,7 @@ pub enum Placement {
     /// Round-robin over the nodes (by page); full nodes are skipped.
     Interleave,
 }
+tierlab_core::choice_param!(Placement);
 
 /// The machine's memory.
 #[derive(Clone, Debug)]

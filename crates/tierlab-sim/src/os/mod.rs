@@ -16,7 +16,7 @@ pub mod shootdown;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::{params, Range};
 
 use crate::error::{Result, SimError};
 use crate::hw::cost::ps;
@@ -34,95 +34,90 @@ use tierlab_core::{Access, PageSize, HUGE_SIZE};
 pub const MAX_NODES: usize = 64;
 /// Most cores a machine may have.
 pub const MAX_CORES: usize = 4096; // not a page size
+/// The range of `machine.cores`.
+const CORES: Range = Range::closed(1.0, MAX_CORES as f64);
 
 /// The machine's configuration (`[machine]` in a scenario).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MachineConfig {
     /// Number of cores.
-    #[serde(default = "d_cores")]
+    #[param(default = 1, range = CORES, unit = "cores", setting)]
     pub cores: usize,
     /// CPU preset (`hw::cpu::PRESETS`: "skylake-sp", "icelake-sp", "sapphire-rapids", "zen3",
     /// "zen4", "knl", "knc"): TLB geometry, paging-structure caches, L2-TLB hit and walk
     /// latencies, clock, PEBS/IBS, applied at parse time to every key the scenario does not
     /// give. Absent: the defaults below.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
-    /// Core clock in GHz (converts cycle counts such as the PEBS handler's to time).
-    #[serde(default = "d_ghz")]
+    /// Core clock (converts cycle counts such as the PEBS handler's to time).
+    #[param(
+        default = 2.0,
+        range = "(0, 100]",
+        unit = "GHz",
+        assumed = "a 2 GHz core, the clock the cost model's cycle figures are converted at; the CPU presets set their SKU's base clock"
+    )]
     pub cpu_ghz: f64,
-    /// Default page size of anonymous mappings: "4KiB" or "2MiB".
-    #[serde(default = "d_page")]
+    /// Default page size of anonymous mappings: "4KiB", "2MiB" or "1GiB".
+    #[param(default = PageSize::Base4K)]
     pub page_size: PageSize,
     /// Placement of newly faulted pages: "first-touch" or "interleave".
-    #[serde(default = "d_placement")]
+    #[param(default = Placement::FirstTouch)]
     pub placement: Placement,
-    /// Set Dirty on upper page-table levels on stores (x86 does not; default false).
-    #[serde(default)]
+    /// Set Dirty on upper page-table levels on stores (x86 does not).
+    #[param(
+        default = false,
+        sourced = "reference/page-walk-caches.md: Intel SDM 4.8, the D flag only in entries that map a page"
+    )]
     pub dirty_upper_levels: bool,
     /// Latency multiplier between distinct nodes that both have cores (remote socket).
-    /// Source: cost-model.md (remote DRAM ~130-140 ns vs ~90 local: about 1.5x).
-    #[serde(default = "d_remote")]
+    #[param(
+        default = 1.5,
+        range = "[1, 1000]",
+        sourced = "reference/cost-model.md: remote-socket DRAM ~130-140 ns, about 1.5-2x local"
+    )]
     pub remote_factor: f64,
-    /// Explicit latency matrix `[core_node][mem_node]` in ns; replaces the default built
-    /// from node latencies and `remote_factor`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Explicit latency matrix `[core_node][mem_node]`; replaces the default built from node
+    /// latencies and `remote_factor`.
+    #[param(default, range = "(0, 1e9]", unit = "ns", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<Vec<Vec<f64>>>,
     /// TLB geometry.
-    #[serde(default)]
+    #[param(default)]
     pub tlb: TlbConfig,
     /// Paging-structure caches (`[machine.psc]`: sizes per level, `enabled`).
-    #[serde(default)]
+    #[param(default)]
     pub psc: crate::hw::psc::PscConfig,
     /// Per-core data cache model (`[machine.cache]`: size, ways, line); absent = none.
     /// Needed by PEBS's `l2-miss-loads` event. (Access costs still use
     /// `cost.cache_hit_fraction`.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::hw::cache::CacheConfig>,
     /// Cost model.
-    #[serde(default)]
+    #[param(default)]
     pub cost: crate::hw::cost::CostConfig,
     /// Memory nodes; default: the two-tier machine of [`memory::default_nodes`].
-    #[serde(default = "memory::default_nodes")]
+    #[param(
+        default = memory::default_nodes(),
+        sourced = "reference/cost-model.md: local DRAM ~80-100 ns (90), DDR4-3200 x8 204.8 GB/s; CXL-attached DRAM local + 70..90 ns (170), a PCIe Gen5 expander ~32 GB/s (the capacities, 16 and 64 GiB, are a choice)"
+    )]
     pub nodes: Vec<NodeConfig>,
     /// Hierarchical memory mode (fast memory = node 0 with a capacity limit, slow memory
     /// behind a link, OS page replacement by the scenario's policy); absent = off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hmem: Option<backend::hier::HmemConfig>,
 }
 
-fn d_cores() -> usize {
-    1
-}
-fn d_ghz() -> f64 {
-    2.0
-}
-fn d_page() -> PageSize {
-    PageSize::Base4K
-}
-fn d_placement() -> Placement {
-    Placement::FirstTouch
-}
-fn d_remote() -> f64 {
-    1.5
-}
-
-impl Default for MachineConfig {
-    fn default() -> Self {
-        toml::from_str("").expect("defaults")
-    }
-}
-
 impl MachineConfig {
-    /// Check the configuration; returns (dotted field, problem).
+    /// Check the configuration: every number in its declared range ([`crate::limits::check_ranges`]; a
+    /// scenario's load has checked them already), then how the fields agree. Returns (dotted
+    /// field, problem).
     pub fn validate(&self) -> std::result::Result<(), (String, String)> {
+        crate::limits::check_ranges(self, "machine")?;
         let e = |f: &str, m: String| Err((f.to_string(), m));
-        if self.cores == 0 || self.cores > MAX_CORES {
-            return e("machine.cores", format!("{} is not in 1..={MAX_CORES}", self.cores));
-        }
-        if !(self.cpu_ghz.is_finite() && self.cpu_ghz > 0.0) {
-            return e("machine.cpu_ghz", format!("{} must be > 0", self.cpu_ghz));
-        }
         if self.nodes.is_empty() || self.nodes.len() > MAX_NODES {
             return e("machine.nodes", format!("need 1..={MAX_NODES} nodes, got {}", self.nodes.len()));
         }
@@ -136,15 +131,6 @@ impl MachineConfig {
             }
             if self.nodes[..i].iter().any(|m| m.name == n.name) {
                 return e(&format!("machine.nodes[{i}].name"), format!("duplicate node name `{}`", n.name));
-            }
-            if !(n.latency_ns.is_finite() && n.latency_ns > 0.0) {
-                return e(&format!("machine.nodes[{i}].latency_ns"), format!("{} must be > 0", n.latency_ns));
-            }
-            if !(n.bandwidth_gbps.is_finite() && n.bandwidth_gbps > 0.0) {
-                return e(
-                    &format!("machine.nodes[{i}].bandwidth_gbps"),
-                    format!("{} must be > 0", n.bandwidth_gbps),
-                );
             }
             if let Some(l) = &n.loaded {
                 l.validate().map_err(|(f, m)| (format!("machine.nodes[{i}].loaded.{f}"), m))?;
@@ -172,12 +158,6 @@ impl MachineConfig {
                     format!("must be a {0}x{0} matrix (one row and column per node)", self.nodes.len()),
                 );
             }
-            if m.iter().flatten().any(|v| !(v.is_finite() && *v > 0.0)) {
-                return e("machine.latency_ns", "every latency must be > 0".into());
-            }
-        }
-        if !(self.remote_factor.is_finite() && self.remote_factor >= 1.0) {
-            return e("machine.remote_factor", format!("{} must be >= 1", self.remote_factor));
         }
         if !matches!(self.page_size, PageSize::Base4K | PageSize::Huge2M | PageSize::Huge1G) {
             return e(
@@ -198,7 +178,6 @@ impl MachineConfig {
         if let Some(c) = &self.cache {
             c.validate().map_err(|(f, m)| (f.to_string(), m))?;
         }
-        self.cost.validate().map_err(|(f, m)| (f.to_string(), m))?;
         if let Some(h) = &self.hmem {
             h.validate(self.cores)?;
         }
@@ -336,21 +315,21 @@ const MMAP_BASE: u64 = 0x1000_0000_0000; // 16 TiB: room for many 5 TiB heaps be
 /// The OS state of the machine.
 pub struct Os {
     /// The memory backend.
-    pub backend: Backend,
+    pub(crate) backend: Backend,
     /// Memory nodes.
-    pub mem: Memory,
+    pub(crate) mem: Memory,
     /// Mappings by start address.
-    pub vmas: BTreeMap<u64, Vma>,
+    pub(crate) vmas: BTreeMap<u64, Vma>,
     /// Mapping history: (time ns, map?, start, len, name).
-    pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
+    pub(crate) mapping_log: Vec<(u64, bool, u64, u64, String)>,
     /// Cores in the address space's CPU mask (those that ran its threads).
-    pub mm_cpumask: Vec<bool>,
+    pub(crate) mm_cpumask: Vec<bool>,
     /// Accesses outside any mapping (the run stops with an error on the first one).
-    pub segfaults: u64,
+    pub(crate) segfaults: u64,
     /// NUMA hint faults armed by a tiering policy (pages protected by its scanner), if any.
-    pub hint: Option<Box<hint::HintFaults>>,
+    pub(crate) hint: Option<Box<hint::HintFaults>>,
     /// Page migrations done.
-    pub migration: MigrationCounters,
+    pub(crate) migration: MigrationCounters,
     default_page: PageSize,
     next_mmap: u64,
 }
@@ -408,11 +387,11 @@ impl Mmu for Os {
 /// The simulated machine with its address space.
 pub struct Machine {
     /// Configuration.
-    pub cfg: MachineConfig,
+    pub(crate) cfg: MachineConfig,
     /// The hardware.
-    pub hw: Hardware,
+    pub(crate) hw: Hardware,
     /// The OS.
-    pub os: Os,
+    pub(crate) os: Os,
     /// Exact per-window access counts: read only by scoring.
     truth: GroundTruth,
 }
@@ -438,13 +417,7 @@ impl Machine {
             core_node: &mem.core_node,
             latency_ns: &lat,
         });
-        let backend = match &cfg.hmem {
-            Some(h) => {
-                hw.set_tlb_caching(h.tlb);
-                Backend::Hier(Box::new(backend::hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost)))
-            }
-            None => Backend::Flat(Box::new(backend::flat::Flat::new(&cfg.cost, cfg.dirty_upper_levels))),
-        };
+        let backend = Backend::for_config(cfg, &mut hw);
         Machine {
             cfg: cfg.clone(),
             hw,
@@ -462,6 +435,34 @@ impl Machine {
             },
             truth: GroundTruth::default(),
         }
+    }
+
+    /// The hardware, read-only (the driver, tests; agents see the machine only through
+    /// [`crate::agents::MachineView`]).
+    pub fn hw(&self) -> &Hardware {
+        &self.hw
+    }
+
+    /// The hardware, for tests that drive a mechanism (a shootdown) by hand.
+    pub fn hw_mut(&mut self) -> &mut Hardware {
+        &mut self.hw
+    }
+
+    /// The configuration the machine was built from.
+    pub fn cfg(&self) -> &MachineConfig {
+        &self.cfg
+    }
+
+    /// Page migrations done so far.
+    pub fn migration(&self) -> &MigrationCounters {
+        &self.os.migration
+    }
+
+    /// Set the cores that run the address space's threads (its CPU mask: they receive its TLB
+    /// shootdowns).
+    pub fn set_cpumask(&mut self, mask: Vec<bool>) {
+        assert_eq!(mask.len(), self.hw.cores.len(), "one entry per core");
+        self.os.mm_cpumask = mask;
     }
 
     /// Simulated time of the furthest core, ns.
@@ -524,6 +525,7 @@ impl Machine {
         &mut self,
         policies: &[replacement::PolicyConfig],
         scenario_file: &str,
+        seed: u64,
     ) -> Result<()> {
         if let (Backend::Flat(_), Some(p)) = (&self.os.backend, policies.first()) {
             return Err(SimError::config(
@@ -536,7 +538,7 @@ impl Machine {
             ));
         }
         let (backend, mut env) = split(&mut self.os, &mut self.hw);
-        backend.start(&mut env, policies, scenario_file)
+        backend.start(&mut env, policies, scenario_file, seed)
     }
 
     /// The hierarchical backend, when it runs.
@@ -1243,6 +1245,19 @@ mod tests {
     }
 
     #[test]
+    fn validate_checks_the_declared_ranges() {
+        MachineConfig::default().validate().unwrap();
+        let cfg = MachineConfig { cores: 0, ..MachineConfig::default() };
+        assert_eq!(cfg.validate().unwrap_err().0, "machine.cores");
+        let mut cfg = MachineConfig::default();
+        cfg.nodes[1].latency_ns = 0.0;
+        assert_eq!(cfg.validate().unwrap_err().0, "machine.nodes[1].latency_ns");
+        let mut cfg = MachineConfig::default();
+        cfg.cost.swap_gbps = 0.0;
+        assert_eq!(cfg.validate().unwrap_err().0, "machine.cost.swap_gbps");
+    }
+
+    #[test]
     fn gigantic_pages_need_the_flat_backend() {
         let mut cfg: MachineConfig =
             toml::from_str("page_size = \"1GiB\"\n[hmem]\nfast_memory = \"64MiB\"").unwrap();
@@ -1293,5 +1308,3 @@ mod tests {
         assert!(m.access(0, Access::read(a)).is_err());
     }
 }
-
-crate::legacy_params!(MachineConfig);

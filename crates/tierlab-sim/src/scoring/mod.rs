@@ -9,6 +9,7 @@
 pub mod optimum;
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 use tierlab_core::{bytes_of, page_addr, PAGE_SIZE};
 
 use crate::agents::HotReport;
@@ -25,39 +26,27 @@ pub enum TruthRule {
     /// The workload's declared hot set during the window.
     Declared,
 }
+tierlab_core::choice_param!(TruthRule);
 
 /// How ground truth's hot set is defined for scoring (`[scoring]` in a scenario).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ScoringConfig {
     /// A page is truly hot in a window when the workload accessed it at least this many
-    /// times in that window. Default 1: every page the workload touched (for masim and
-    /// hot-set workloads, the pages of the regions the current phase accesses).
-    #[serde(default = "d_truth")]
+    /// times in that window. The default, 1, is every page the workload touched (for masim
+    /// and hot-set workloads, the pages of the regions the current phase accesses).
+    #[param(default = 1, range = "[0, 281474976710656]", unit = "accesses", setting)]
     pub truth_threshold: u32,
-    /// Which pages are truly hot: `accessed` (default: pages accessed at least
-    /// `truth_threshold` times in the window, from exact ground truth) or `declared` (the hot
-    /// set the workload declares, e.g. hotset's needles in place during the window, all their
-    /// pages: the masim-style rule "the regions the current phase accesses", which does not
-    /// depend on how many of their pages a window happens to touch).
-    #[serde(default)]
+    /// Which pages are truly hot: `accessed` (pages accessed at least `truth_threshold`
+    /// times in the window, from exact ground truth) or `declared` (the hot set the workload
+    /// declares, e.g. hotset's needles in place during the window, all their pages: the
+    /// masim-style rule "the regions the current phase accesses", which does not depend on
+    /// how many of their pages a window happens to touch).
+    #[param(default)]
     pub truth: TruthRule,
     /// Precision/recall level for the "time to reach" figures.
-    #[serde(default = "d_target")]
+    #[param(default = 0.9, range = "[0, 1]", unit = "fraction", setting)]
     pub target: f64,
-}
-
-fn d_truth() -> u32 {
-    1
-}
-fn d_target() -> f64 {
-    0.9
-}
-
-impl Default for ScoringConfig {
-    fn default() -> Self {
-        ScoringConfig { truth_threshold: d_truth(), truth: TruthRule::default(), target: d_target() }
-    }
 }
 
 /// One window's score.
@@ -316,5 +305,3 @@ mod tests {
         assert_eq!(s.truth, vec![4]);
     }
 }
-
-crate::legacy_params!(ScoringConfig);

@@ -23,49 +23,35 @@ use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64, Rng};
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Parameters of the `hotset` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct HotsetParams {
-    /// Bytes of the heap (one mapping named `heap`). Default "64GiB".
-    #[serde(default = "default_heap")]
+    /// Bytes of the heap (one mapping named `heap`).
+    #[param(default = ByteSize(64 << 30), setting)]
     pub heap_size: ByteSize,
-    /// Bytes of the hot set (rounded up so every needle is whole pages). Default "1GiB".
-    #[serde(default = "default_hot")]
+    /// Bytes of the hot set (rounded up so every needle is whole pages).
+    #[param(default = ByteSize(1 << 30), setting)]
     pub hot_size: ByteSize,
     /// Number of equal pieces of the hot set, one per equal slot of the heap at a seeded
-    /// page-aligned offset; 1 (default) = one contiguous hot range at a seeded offset.
-    #[serde(default = "default_needles")]
+    /// page-aligned offset; 1 = one contiguous hot range at a seeded offset.
+    #[param(default = 1, range = "[0, 281474976710656]", unit = "needles", setting)]
     pub needles: u64,
     /// Share of accesses that go to the hot set; the rest are uniform over the whole heap.
-    /// Default 1.0.
-    #[serde(default = "default_one")]
+    #[param(default = 1.0, range = "[0, 1]", unit = "fraction", setting)]
     pub hot_fraction: f64,
-    /// Fraction of accesses that are loads, the rest stores. Default 1.0.
-    #[serde(default = "default_one")]
+    /// Fraction of accesses that are loads, the rest stores.
+    #[param(default = 1.0, range = "[0, 1]", unit = "fraction", setting)]
     pub read_fraction: f64,
-    /// Move the needles to new seeded positions every this much simulated time; "0s"
-    /// (default) = never.
-    #[serde(default)]
+    /// Move the needles to new seeded positions every this much simulated time; "0s" =
+    /// never.
+    #[param(default, setting)]
     pub shift_every: Duration,
-    /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Accesses per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "accesses", setting)]
     pub accesses: u64,
-}
-
-fn default_heap() -> ByteSize {
-    ByteSize(64 << 30)
-}
-fn default_hot() -> ByteSize {
-    ByteSize(1 << 30)
-}
-fn default_needles() -> u64 {
-    1
-}
-fn default_one() -> f64 {
-    1.0
 }
 
 const BATCH: usize = 16_384;
@@ -373,11 +359,9 @@ impl Workload for Hotset {
 /// `HotsetParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type HotsetConfig = crate::params::With<WorkloadShared, HotsetParams>;
 
-crate::legacy_params!(HotsetParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for HotsetParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: true }
+        WorkloadShared { populate: true, ..WorkloadShared::default() }
     }
 }
 #[cfg(test)]

@@ -45,6 +45,7 @@ use crate::workload::pointer_chase::Permutation;
 use crate::workload::uniform::{check_fraction, fraction_threshold};
 use crate::workload::zipf::ZipfSampler;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// YCSB request distributions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,53 +61,37 @@ pub enum Distribution {
     Uniform,
 }
 
+tierlab_core::choice_param!(Distribution);
+
 /// Parameters of the `kv` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct KvParams {
-    /// Number of keys (records). Default 1,000,000.
-    #[serde(default = "d_keys")]
+    /// Number of keys (records).
+    #[param(default = 1_000_000, range = "[0, 281474976710656]", unit = "keys", setting)]
     pub keys: u64,
-    /// Bytes per value. Default 1 KiB (YCSB: 10 fields of 100 bytes).
-    #[serde(default = "d_value")]
+    /// Bytes per value (1 KiB: YCSB's 10 fields of 100 bytes).
+    #[param(default = ByteSize(1024), setting)]
     pub value_size: ByteSize,
-    /// Request distribution. Default `scrambled-zipfian` (YCSB's `zipfian`).
-    #[serde(default = "d_dist")]
+    /// Request distribution (`scrambled-zipfian` is YCSB's `zipfian`).
+    #[param(default = Distribution::ScrambledZipfian)]
     pub distribution: Distribution,
-    /// Zipf exponent. Default 0.99 (YCSB).
-    #[serde(default = "d_theta")]
+    /// Zipf exponent (0.99: YCSB's).
+    #[param(default = 0.99, range = "[0, 100]", setting)]
     pub theta: f64,
-    /// Fraction of requests that are reads (the rest updates). Default 0.95 (YCSB workload B).
-    #[serde(default = "d_read")]
+    /// Fraction of requests that are reads, the rest updates (0.95: YCSB workload B).
+    #[param(default = 0.95, range = "[0, 1]", unit = "fraction", setting)]
     pub read_fraction: f64,
-    /// Requests per thread; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Requests per thread; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "requests", setting)]
     pub requests: u64,
-    /// Closed-loop clients per server thread (outstanding requests). Default 1.
-    #[serde(default = "d_threads")]
+    /// Closed-loop clients per server thread (outstanding requests).
+    #[param(default = 1, range = "[0, 281474976710656]", unit = "clients", setting)]
     pub clients: usize,
     /// Populate on this memory node (e.g. the slow tier); absent = by the placement rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 255]", unit = "node number", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<u8>,
-}
-
-fn d_keys() -> u64 {
-    1_000_000
-}
-fn d_value() -> ByteSize {
-    ByteSize(1024)
-}
-fn d_dist() -> Distribution {
-    Distribution::ScrambledZipfian
-}
-fn d_theta() -> f64 {
-    0.99
-}
-fn d_read() -> f64 {
-    0.95
-}
-fn d_threads() -> usize {
-    1
 }
 
 /// Log-linear latency histogram (ns).
@@ -434,11 +419,9 @@ impl Workload for Kv {
 /// `KvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type KvConfig = crate::params::With<WorkloadShared, KvParams>;
 
-crate::legacy_params!(KvParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for KvParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: true }
+        WorkloadShared { populate: true, ..WorkloadShared::default() }
     }
 }
 #[cfg(test)]

@@ -52,23 +52,19 @@ use super::{
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Parameters of the `lulesh` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct LuleshParams {
-    /// Elements per side of the cube (LULESH's `-s`). Default 30, LULESH 2.0's default: 27,000
+    /// Elements per side of the cube (LULESH's `-s`). 30 is LULESH 2.0's default: 27,000
     /// elements, 29,791 nodes, 5.9 MB of arrays.
-    #[serde(default = "default_size")]
+    #[param(default = 30, range = "[0, 281474976710656]", unit = "elements per side", setting)]
     pub size: u64,
-    /// Time steps per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Time steps per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "time steps", setting)]
     pub iterations: u64,
-}
-
-fn default_size() -> u64 {
-    30
 }
 
 /// Target accesses per batch.
@@ -392,11 +388,9 @@ impl Workload for Lulesh {
 /// `LuleshParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type LuleshConfig = crate::params::With<WorkloadShared, LuleshParams>;
 
-crate::legacy_params!(LuleshParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for LuleshParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 

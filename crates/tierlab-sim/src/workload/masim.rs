@@ -35,6 +35,7 @@ use crate::rng::Rng;
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use tierlab_core::param::params;
 
 /// How a thread chooses the next pattern of a phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,40 +51,42 @@ pub enum Selection {
     Random,
 }
 
+tierlab_core::choice_param!(Selection);
+
 /// Parameters of the `masim` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct MasimParams {
     /// Path of a masim config file, relative to the scenario's folder. Exactly one of
     /// `config` and `text` is required.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
     /// An inline masim config (same grammar as a file). Exactly one of `config` and `text`
     /// is required.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Accesses per pattern choice (an `rw` access is a load plus a store). Default 131072,
-    /// masim's `--nr_accesses_per_region`.
-    #[serde(default = "default_accesses_per_choice")]
+    /// Accesses per pattern choice (an `rw` access is a load plus a store): masim's
+    /// `--nr_accesses_per_region`.
+    #[param(
+        default = 131_072,
+        range = "[1, 1e12]",
+        unit = "accesses",
+        sourced = "reference/masim-format.md: masim's --nr_accesses_per_region, 131,072"
+    )]
     pub accesses_per_choice: u64,
-    /// Number of times the whole phase list runs (masim's `--repeat`). Default 1.
-    #[serde(default = "default_repeat")]
+    /// Number of times the whole phase list runs (masim's `--repeat`).
+    #[param(default = 1, range = "[1, 1e9]", unit = "repetitions", setting)]
     pub repeat: u32,
-    /// `"shuffled"` (default) or `"random"`. `random` is masim's i.i.d. weighted choice.
+    /// `"shuffled"` or `"random"`. `random` is masim's i.i.d. weighted choice.
     /// `shuffled` draws choices from a shuffled bag holding each pattern weight/g times
     /// (g = gcd of the phase's weights), refilled when empty: the same expected shares,
     /// but the shares within a phase match the weights closely even with few choices
     /// (masim at ~10,000 accesses/ms makes only ~760 choices in a 10 s phase, so i.i.d.
     /// choice would miss the weights by ~2%).
-    #[serde(default)]
+    #[param(default)]
     pub selection: Selection,
-}
-
-fn default_accesses_per_choice() -> u64 {
-    131_072
-}
-fn default_repeat() -> u32 {
-    1
 }
 
 /// Largest number of pattern iterations emitted in one batch; a longer choice continues in
@@ -494,11 +497,9 @@ impl Workload for Masim {
 /// `MasimParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type MasimWorkloadConfig = crate::params::With<WorkloadShared, MasimParams>;
 
-crate::legacy_params!(MasimParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for MasimParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 

@@ -20,16 +20,17 @@
 //!
 //! # Registry
 //! Each implementation lives in its own file and is registered by one line in
-//! [`registry!`] below: kind name, enum variant, parameter type. Parameter types derive
-//! `Deserialize` with `deny_unknown_fields` (a typo is an error) and `Serialize` (so
-//! `tierlab export` prints every default), and every field has a serde default unless it is
-//! required.
+//! [`registry!`] below: kind name, enum variant, parameter type. Parameter types are declared
+//! with `#[params]` (each field's default, range, unit and provenance; a typo is an error,
+//! and `tierlab export` prints every default); a kind sharing [`WorkloadShared`] registers
+//! `With<WorkloadShared, ItsParams>` and gives its defaults for the shared part
+//! ([`crate::params::SharedDefaults`]).
 
 use crate::error::{Result, SimError};
 pub use crate::os::{AddressSpace, MapOptions};
 use crate::stats::Stats;
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use tierlab_core::param::params;
 pub use tierlab_core::{Access, AccessKind, PageSize};
 
 pub mod hotset;
@@ -110,29 +111,25 @@ pub trait Workload: Send {
 }
 
 /// The parameters (almost) every workload kind shares, flattened into each kind's `[workload]`
-/// table (each kind gives its defaults). `replay` takes its threads from the recording and
-/// declares its own.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// table with [`crate::params::With`] (each kind gives its defaults). `replay` takes its
+/// threads from the recording and declares its own, so the registry below lists each kind's
+/// `With<WorkloadShared, _>` itself rather than applying `shared WorkloadShared` to all.
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadShared {
-    /// Threads (thread `t` runs on core `t`; at most `machine.cores`). Default 1.
-    #[serde(default = "d_threads")]
+    /// Threads (thread `t` runs on core `t`; at most `machine.cores`).
+    #[param(default = 1, range = "[1, 4096]", unit = "threads", setting)]
     pub threads: usize,
     /// Page size of the workload's mappings (`"4KiB"`, `"2MiB"`, `"1GiB"`); default the machine's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub page_size: Option<PageSize>,
     /// Bulk-populate the workload's memory at setup (pages placed without simulated first
     /// touches, as if touched by thread 0). Default: the kind's (false except for the hot-set
     /// heap and the key-value store).
-    #[serde(default)]
+    #[param(default, setting)]
     pub populate: bool,
 }
-
-fn d_threads() -> usize {
-    1
-}
-
-crate::legacy_params!(WorkloadShared);
 
 /// Parameters of one workload kind.
 pub trait WorkloadParams {
@@ -182,5 +179,28 @@ impl WorkloadConfig {
     /// Build the workload.
     pub fn build(&self, ctx: &BuildCtx) -> Result<Box<dyn Workload>> {
         self.params().build(ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab_core::param::{expand, Provenance};
+
+    /// Every kind's parameters are declared with `#[params]` (none left to `legacy_params!`),
+    /// each number with a range and a provenance.
+    #[test]
+    fn every_kind_declares_its_fields() {
+        for k in WorkloadConfig::kinds() {
+            let fields = expand(WorkloadConfig::fields_of_kind(k).expect("registered"));
+            assert!(fields.len() >= 3, "{k}");
+            for f in fields {
+                assert!(!f.rust_type.is_empty(), "workload {k}: `{}` is not declared", f.name);
+                if (f.shape)().is_numeric() {
+                    assert!(f.range.is_some(), "workload {k}: `{}` has no range", f.name);
+                    assert_ne!(f.provenance, Provenance::Unstated, "workload {k}: `{}`", f.name);
+                }
+            }
+        }
     }
 }

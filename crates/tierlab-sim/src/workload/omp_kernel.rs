@@ -28,6 +28,7 @@ use crate::error::{Result, SimError};
 use crate::stats::Stats;
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// The loop kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,41 +52,33 @@ pub enum Init {
     Parallel,
 }
 
-/// Parameters of `omp-kernel`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OmpKernelParams {
-    /// `"stream"` (default) or `"jacobi"`.
-    #[serde(default)]
-    pub kernel: Kernel,
-    /// `"serial"` (default) or `"parallel"`.
-    #[serde(default)]
-    pub init: Init,
-    /// `stream`: bytes per array (8-byte elements). Default "8MiB".
-    #[serde(default = "d_array")]
-    pub array_size: ByteSize,
-    /// `jacobi`: grid points along x (contiguous). Default 64.
-    #[serde(default = "d_n")]
-    pub nx: u64,
-    /// `jacobi`: grid points along y. Default 64.
-    #[serde(default = "d_n")]
-    pub ny: u64,
-    /// `jacobi`: grid points along z (split among threads). Default 64.
-    #[serde(default = "d_n")]
-    pub nz: u64,
-    /// Iterations of the parallel loop after initialization. Default 10.
-    #[serde(default = "d_iter")]
-    pub iterations: u64,
-}
+tierlab_core::choice_param!(Kernel, Init);
 
-fn d_array() -> ByteSize {
-    ByteSize(8 << 20)
-}
-fn d_n() -> u64 {
-    64
-}
-fn d_iter() -> u64 {
-    10
+/// Parameters of `omp-kernel`.
+#[params]
+#[derive(Clone, Debug)]
+pub struct OmpKernelParams {
+    /// `"stream"` or `"jacobi"`.
+    #[param(default)]
+    pub kernel: Kernel,
+    /// `"serial"` or `"parallel"`.
+    #[param(default)]
+    pub init: Init,
+    /// `stream`: bytes per array (8-byte elements).
+    #[param(default = ByteSize(8 << 20), setting)]
+    pub array_size: ByteSize,
+    /// `jacobi`: grid points along x (contiguous).
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub nx: u64,
+    /// `jacobi`: grid points along y.
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub ny: u64,
+    /// `jacobi`: grid points along z (split among threads).
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub nz: u64,
+    /// Iterations of the parallel loop after initialization.
+    #[param(default = 10, range = "[0, 281474976710656]", unit = "iterations", setting)]
+    pub iterations: u64,
 }
 
 const ELEM: u64 = 8;
@@ -376,11 +369,9 @@ impl Workload for OmpKernel {
 /// `OmpKernelParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type OmpKernelConfig = crate::params::With<WorkloadShared, OmpKernelParams>;
 
-crate::legacy_params!(OmpKernelParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for OmpKernelParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
 use crate::stats::Stats;
 use crate::units::ByteSize;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// A seeded bijection of `[0, n)` in O(1) memory and a few ns per evaluation.
 ///
@@ -80,26 +80,19 @@ impl Permutation {
 }
 
 /// Parameters of the `pointer-chase` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct PointerChaseParams {
-    /// Bytes covered by the list (rounded down to whole nodes). Default "1GiB".
-    #[serde(default = "default_footprint")]
+    /// Bytes covered by the list (rounded down to whole nodes).
+    #[param(default = ByteSize(1 << 30), setting)]
     pub footprint: ByteSize,
-    /// Bytes per node; each step loads the first byte of a node. Default 64 (one cache line,
-    /// as in lmbench-style latency chasers).
-    #[serde(default = "default_node_size")]
+    /// Bytes per node; each step loads the first byte of a node. 64 is one cache line, as in
+    /// lmbench-style latency chasers.
+    #[param(default = ByteSize(64), setting)]
     pub node_size: ByteSize,
-    /// Steps per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Steps per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "steps", setting)]
     pub steps: u64,
-}
-
-fn default_footprint() -> ByteSize {
-    ByteSize(1 << 30)
-}
-fn default_node_size() -> ByteSize {
-    ByteSize(64)
 }
 
 const BATCH: u64 = 16_384;
@@ -220,11 +213,9 @@ impl Workload for PointerChase {
 /// `PointerChaseParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type PointerChaseConfig = crate::params::With<WorkloadShared, PointerChaseParams>;
 
-crate::legacy_params!(PointerChaseParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for PointerChaseParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -39,6 +39,7 @@ use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tierlab_core::param::params;
 use tierlab_core::recording::aggregate::PageSet;
 use tierlab_core::recording::{
     self as rec, AccessChunk, AccessCursor, AccessTable, Columns, RecordingError, TimeUnit,
@@ -170,38 +171,43 @@ pub enum MapMode {
     Recorded,
 }
 
-/// Parameters of the `replay` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+tierlab_core::choice_param!(MapMode);
+
+/// Parameters of the `replay` workload (not [`super::WorkloadShared`]: its threads default to
+/// the recording's).
+#[params]
+#[derive(Clone, Debug)]
 pub struct ReplayParams {
-    /// The recording directory, relative to the scenario's folder.
+    /// The recording directory, relative to the scenario's folder (`builtin:NAME`: a
+    /// recording shipped with tierlab).
+    #[param(required)]
     pub path: String,
-    /// Simulated threads; absent (default) = one per distinct recorded tid, at most one per
-    /// core. Recorded thread `i` (by ascending tid) runs on simulated thread `i % threads`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Simulated threads; absent = one per distinct recorded tid, at most one per core.
+    /// Recorded thread `i` (by ascending tid) runs on simulated thread `i % threads`.
+    #[param(default, range = "[1, 4096]", unit = "threads", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
-    /// Times the whole stream is replayed (`loop_count` is accepted as an old name). Default 1.
-    #[serde(default = "default_repeat", alias = "loop_count")]
+    /// Times the whole stream is replayed (`loop_count` is accepted as an old name).
+    #[param(default = 1, range = "[1, 1e9]", unit = "repetitions", setting)]
+    #[serde(alias = "loop_count")]
     pub repeat: u32,
-    /// Page size of the mappings: absent (default) = 4 KiB pages for ranges that are not
+    /// Page size of the mappings: absent = 4 KiB pages for ranges that are not
     /// 2 MiB-aligned and the machine's default for the others; `"2MiB"` rounds every range
     /// out to 2 MiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub page_size: Option<PageSize>,
-    /// Bulk-populate the mappings at setup (default false: faulted in on first touch).
-    #[serde(default)]
+    /// Bulk-populate the mappings at setup (false: faulted in on first touch).
+    #[param(default, setting)]
     pub populate: bool,
-    /// `touched` (default): map the touched pages; `recorded`: the recorded mappings whole.
-    #[serde(default)]
+    /// `touched`: map the touched pages; `recorded`: the recorded mappings whole.
+    #[param(default)]
     pub mappings: MapMode,
     /// Populate the mappings on this memory node (`numactl --membind` and a pre-fault: e.g.
     /// a store loaded in the slow tier); needs `populate = true`. Absent: the placement rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 255]", unit = "node number", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<u8>,
-}
-
-fn default_repeat() -> u32 {
-    1
 }
 
 /// Accesses handed to the driver per batch.
@@ -1044,5 +1050,3 @@ mod tests {
         assert!(e.contains("omp-stencil"), "{e}");
     }
 }
-
-crate::legacy_params!(ReplayParams);

@@ -38,52 +38,53 @@ use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Parameters of the `spmv` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct SpmvParams {
-    /// Grid points along x. Default 128.
-    #[serde(default = "default_n")]
+    /// Grid points along x.
+    #[param(default = 128, range = "[1, 1e7]", unit = "grid points", setting)]
     pub nx: u64,
-    /// Grid points along y. Default 128.
-    #[serde(default = "default_n")]
+    /// Grid points along y.
+    #[param(default = 128, range = "[1, 1e7]", unit = "grid points", setting)]
     pub ny: u64,
-    /// Grid points along z. Default 128 (128^3 = 2 Mi rows: with 27 points, 53 Mi nonzeros
-    /// and ~0.7 GiB of matrix).
-    #[serde(default = "default_n")]
+    /// Grid points along z (128^3 = 2 Mi rows: with 27 points, 53 Mi nonzeros and ~0.7 GiB
+    /// of matrix).
+    #[param(default = 128, range = "[1, 1e7]", unit = "grid points", setting)]
     pub nz: u64,
-    /// Stencil of the matrix: 7 (faces) or 27 (MiniFE's hexahedral finite elements).
-    /// Default 27, the operator of HPCG and MiniFE.
-    #[serde(default = "default_points")]
+    /// Stencil of the matrix: 7 (faces) or 27 (MiniFE's hexahedral finite elements, the
+    /// operator of HPCG and MiniFE).
+    #[param(default = 27, range = "[1, 1e4]", unit = "stencil points", setting)]
     pub points: u32,
     /// Run the SpMV inside conjugate gradient (adds 2 dot products and 3 axpys per
-    /// iteration). Default true.
-    #[serde(default = "default_cg")]
+    /// iteration).
+    #[param(default = true, setting)]
     pub cg: bool,
-    /// Iterations per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Iterations per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "iterations", setting)]
     pub iterations: u64,
-    /// `"grid"` (default): the operator of the `nx * ny * nz` grid; `"random"`: NPB CG's
-    /// random sparsity, `rows` x `row_nnz`.
-    #[serde(default)]
+    /// `"grid"`: the operator of the `nx * ny * nz` grid; `"random"`: NPB CG's random
+    /// sparsity, `rows` x `row_nnz`.
+    #[param(default)]
     pub matrix: MatrixKind,
-    /// Rows of the random matrix (`matrix = "random"` only). Default 75,000 (NPB CG class B).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Rows of the random matrix (`matrix = "random"` only); absent: 75,000 (NPB CG class B).
+    #[param(default, range = "[0, 281474976710656]", unit = "rows", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
     /// Nonzeros per row of the random matrix, the diagonal included (`matrix = "random"`
-    /// only). Default 27.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// only); absent: 27.
+    #[param(default, range = "[0, 281474976710656]", unit = "nonzeros", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub row_nnz: Option<u64>,
-    /// Degrees of freedom per grid point: 1 (default, a scalar operator) or 3 (a 3-D
-    /// elasticity operator like GeoFEM's: block CSR with 3 x 3 blocks; grid matrix only).
-    #[serde(default = "default_dof", skip_serializing_if = "is_one")]
+    /// Degrees of freedom per grid point: 1 (a scalar operator) or 3 (a 3-D elasticity
+    /// operator like GeoFEM's: block CSR with 3 x 3 blocks; grid matrix only).
+    #[param(default = 1, range = "[0, 281474976710656]", unit = "unknowns per point", setting)]
+    #[serde(skip_serializing_if = "is_one")]
     pub dof: u32,
 }
 
-fn default_dof() -> u32 {
-    1
-}
 fn is_one(v: &u32) -> bool {
     *v == 1
 }
@@ -99,18 +100,10 @@ pub enum MatrixKind {
     Random,
 }
 
+tierlab_core::choice_param!(MatrixKind);
+
 /// Rows of NPB CG class B (`NA`).
 const NPB_CG_B_ROWS: u64 = 75_000;
-
-fn default_n() -> u64 {
-    128
-}
-fn default_points() -> u32 {
-    27
-}
-fn default_cg() -> bool {
-    true
-}
 
 /// Target accesses per batch.
 const BATCH: usize = 16_384;
@@ -597,11 +590,9 @@ impl Workload for Spmv {
 /// `SpmvParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type SpmvConfig = crate::params::With<WorkloadShared, SpmvParams>;
 
-crate::legacy_params!(SpmvParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for SpmvParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -14,6 +14,7 @@ use super::{
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// How the grid is split among threads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,29 +29,27 @@ pub enum Decomposition {
     Block,
 }
 
-/// Parameters of the `stencil` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StencilParams {
-    /// Grid points along x (the contiguous dimension). Default 256.
-    #[serde(default = "default_n")]
-    pub nx: u64,
-    /// Grid points along y. Default 256.
-    #[serde(default = "default_n")]
-    pub ny: u64,
-    /// Grid points along z. Default 256 (256^3 f64 = 128 MiB per array).
-    #[serde(default = "default_n")]
-    pub nz: u64,
-    /// `"slab"` (default), `"pencil"` or `"block"`.
-    #[serde(default)]
-    pub decomposition: Decomposition,
-    /// Sweeps per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
-    pub iterations: u64,
-}
+tierlab_core::choice_param!(Decomposition);
 
-fn default_n() -> u64 {
-    256
+/// Parameters of the `stencil` workload.
+#[params]
+#[derive(Clone, Debug)]
+pub struct StencilParams {
+    /// Grid points along x (the contiguous dimension).
+    #[param(default = 256, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub nx: u64,
+    /// Grid points along y.
+    #[param(default = 256, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub ny: u64,
+    /// Grid points along z (256^3 f64 = 128 MiB per array).
+    #[param(default = 256, range = "[1, 1e7]", unit = "grid points", setting)]
+    pub nz: u64,
+    /// `"slab"`, `"pencil"` or `"block"`.
+    #[param(default)]
+    pub decomposition: Decomposition,
+    /// Sweeps per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "iterations", setting)]
+    pub iterations: u64,
 }
 
 /// Target accesses per batch.
@@ -278,11 +277,9 @@ impl Workload for Stencil {
 /// `StencilParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type StencilConfig = crate::params::With<WorkloadShared, StencilParams>;
 
-crate::legacy_params!(StencilParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for StencilParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

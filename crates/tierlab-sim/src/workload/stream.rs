@@ -19,6 +19,7 @@ use crate::error::{Result, SimError};
 use crate::stats::Stats;
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// A STREAM kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,31 +51,26 @@ impl Kernel {
     }
 }
 
-/// Parameters of the `stream` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamParams {
-    /// `"copy"`, `"scale"`, `"add"`, `"triad"` (default) or `"read"`.
-    #[serde(default)]
-    pub kernel: Kernel,
-    /// Bytes per array (rounded down to whole elements). Default "64MiB" (well beyond any
-    /// cache, per STREAM's sizing rule).
-    #[serde(default = "default_array_size")]
-    pub array_size: ByteSize,
-    /// Bytes per element. Default 8 (STREAM's `double`).
-    #[serde(default = "default_element_size")]
-    pub element_size: ByteSize,
-    /// Passes over the arrays per thread before it is done; 0 (default) = until the
-    /// scenario's duration.
-    #[serde(default)]
-    pub iterations: u64,
-}
+tierlab_core::choice_param!(Kernel);
 
-fn default_array_size() -> ByteSize {
-    ByteSize(64 << 20)
-}
-fn default_element_size() -> ByteSize {
-    ByteSize(8)
+/// Parameters of the `stream` workload.
+#[params]
+#[derive(Clone, Debug)]
+pub struct StreamParams {
+    /// `"copy"`, `"scale"`, `"add"`, `"triad"` or `"read"`.
+    #[param(default)]
+    pub kernel: Kernel,
+    /// Bytes per array (rounded down to whole elements), well beyond any cache, per STREAM's
+    /// sizing rule.
+    #[param(default = ByteSize(64 << 20), setting)]
+    pub array_size: ByteSize,
+    /// Bytes per element (8: STREAM's `double`).
+    #[param(default = ByteSize(8), setting)]
+    pub element_size: ByteSize,
+    /// Passes over the arrays per thread before it is done; 0 = until the scenario's
+    /// duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "iterations", setting)]
+    pub iterations: u64,
 }
 
 /// Elements per batch.
@@ -217,11 +213,9 @@ impl Workload for Stream {
 /// `StreamParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type StreamConfig = crate::params::With<WorkloadShared, StreamParams>;
 
-crate::legacy_params!(StreamParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for StreamParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

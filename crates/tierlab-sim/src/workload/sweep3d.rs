@@ -42,6 +42,7 @@ use super::{
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Which application's loop structure.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,33 +57,31 @@ pub enum Preset {
     Scale,
 }
 
+tierlab_core::choice_param!(Preset);
+
 /// Parameters of the `sweep3d` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct Sweep3dParams {
-    /// `"bt"` (default), `"lu"` or `"scale"`.
-    #[serde(default)]
+    /// `"bt"`, `"lu"` or `"scale"`.
+    #[param(default)]
     pub preset: Preset,
-    /// Grid points along x (contiguous). Default 64.
-    #[serde(default = "d_n")]
+    /// Grid points along x (contiguous).
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
     pub nx: u64,
-    /// Grid points along y. Default 64.
-    #[serde(default = "d_n")]
+    /// Grid points along y.
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
     pub ny: u64,
-    /// Grid points along z. Default 64.
-    #[serde(default = "d_n")]
+    /// Grid points along z.
+    #[param(default = 64, range = "[1, 1e7]", unit = "grid points", setting)]
     pub nz: u64,
-    /// Iterations per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Iterations per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "iterations", setting)]
     pub iterations: u64,
     /// Initialize every array before the first iteration (a z-split pass writing each point
-    /// of each array, as NAS's initialization routines do). Default false.
-    #[serde(default)]
+    /// of each array, as NAS's initialization routines do).
+    #[param(default, setting)]
     pub init: bool,
-}
-
-fn d_n() -> u64 {
-    64
 }
 
 const BATCH: usize = 16_384;
@@ -478,11 +477,9 @@ impl Workload for Sweep3d {
 /// `Sweep3dParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type Sweep3dConfig = crate::params::With<WorkloadShared, Sweep3dParams>;
 
-crate::legacy_params!(Sweep3dParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for Sweep3dParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -8,35 +8,25 @@ use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::units::ByteSize;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Parameters of the `uniform` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct UniformParams {
-    /// Bytes accessed (one mapping named `heap`). Default "1GiB".
-    #[serde(default = "default_footprint")]
+    /// Bytes accessed (one mapping named `heap`).
+    #[param(default = ByteSize(1 << 30), setting)]
     pub footprint: ByteSize,
-    /// Alignment of every access in bytes (offsets are multiples of it). Default 64, one
-    /// cache line.
-    #[serde(default = "default_align")]
+    /// Alignment of every access in bytes (offsets are multiples of it); 64 is one cache
+    /// line.
+    #[param(default = ByteSize(64), setting)]
     pub align: ByteSize,
-    /// Fraction of accesses that are loads, the rest stores. Default 1.0 (all loads).
-    #[serde(default = "default_read_fraction")]
+    /// Fraction of accesses that are loads, the rest stores (1: all loads).
+    #[param(default = 1.0, range = "[0, 1]", unit = "fraction", setting)]
     pub read_fraction: f64,
-    /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Accesses per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "accesses", setting)]
     pub accesses: u64,
-}
-
-fn default_footprint() -> ByteSize {
-    ByteSize(1 << 30)
-}
-fn default_align() -> ByteSize {
-    ByteSize(64)
-}
-fn default_read_fraction() -> f64 {
-    1.0
 }
 
 const BATCH: u64 = 16_384;
@@ -178,11 +168,9 @@ impl Workload for Uniform {
 /// `UniformParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type UniformConfig = crate::params::With<WorkloadShared, UniformParams>;
 
-crate::legacy_params!(UniformParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for UniformParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -18,45 +18,36 @@ use crate::error::{Result, SimError};
 use crate::rng::{derive, Rng};
 use crate::stats::Stats;
 use crate::units::ByteSize;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 /// Parameters of the `zipf` workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct ZipfParams {
     /// Number of items. Give either `items` or `footprint` (items = footprint / item_size);
     /// with neither, the footprint is 1 GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 281474976710656]", unit = "items", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub items: Option<u64>,
     /// Bytes covered by the items (rounded down to whole items); alternative to `items`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub footprint: Option<ByteSize>,
-    /// Bytes per item. Default 4096 (one base page per item).
-    #[serde(default = "default_item_size")]
+    /// Bytes per item (4096: one base page per item).
+    #[param(default = ByteSize(tierlab_core::PAGE_SIZE), setting)]
     pub item_size: ByteSize,
-    /// Zipf exponent (>= 0; 0 = uniform). Default 0.99, YCSB's `zipfian` constant.
-    #[serde(default = "default_theta")]
+    /// Zipf exponent (0 = uniform); 0.99 is YCSB's `zipfian` constant.
+    #[param(default = 0.99, range = "[0, 100]", setting)]
     pub theta: f64,
     /// Place item ranks at hashed positions (a seeded bijection) instead of in rank order.
-    /// Default false.
-    #[serde(default)]
+    #[param(default, setting)]
     pub scramble: bool,
-    /// Fraction of accesses that are loads, the rest stores. Default 1.0.
-    #[serde(default = "default_read_fraction")]
+    /// Fraction of accesses that are loads, the rest stores.
+    #[param(default = 1.0, range = "[0, 1]", unit = "fraction", setting)]
     pub read_fraction: f64,
-    /// Accesses per thread before it is done; 0 (default) = until the scenario's duration.
-    #[serde(default)]
+    /// Accesses per thread before it is done; 0 = until the scenario's duration.
+    #[param(default, range = "[0, 281474976710656]", unit = "accesses", setting)]
     pub accesses: u64,
-}
-
-fn default_item_size() -> ByteSize {
-    ByteSize(tierlab_core::PAGE_SIZE)
-}
-fn default_theta() -> f64 {
-    0.99
-}
-fn default_read_fraction() -> f64 {
-    1.0
 }
 
 const BATCH: u64 = 16_384;
@@ -466,11 +457,9 @@ impl Workload for Zipf {
 /// `ZipfParams` with the workload parameters every kind shares ([`WorkloadShared`]).
 pub type ZipfConfig = crate::params::With<WorkloadShared, ZipfParams>;
 
-crate::legacy_params!(ZipfParams);
-
 impl crate::params::SharedDefaults<WorkloadShared> for ZipfParams {
     fn shared_defaults() -> WorkloadShared {
-        WorkloadShared { threads: 1, page_size: None, populate: false }
+        WorkloadShared::default()
     }
 }
 #[cfg(test)]

@@ -21,6 +21,7 @@ fn policy(toml: &str, pages: u64, frames: u64) -> Box<dyn Replacement> {
         per_core_page_tables: true,
         scenario_file: "t".into(),
         index: 0,
+        seed: 1,
     })
     .unwrap()
 }
@@ -245,19 +246,17 @@ fn hmem_machine(
     });
     cfg.validate().unwrap();
     let mut m = Machine::new(&cfg);
-    for c in m.os.mm_cpumask.iter_mut() {
-        *c = true;
-    }
+    m.set_cpumask(vec![true; cfg.cores]);
     m
 }
 
 fn start(m: &mut Machine, kind: &str) {
     let p = PolicyConfig::from_toml(&format!("kind = \"{kind}\"")).unwrap();
-    m.start_backend(&[p], "t").unwrap();
+    m.start_backend(&[p], "t", 1).unwrap();
 }
 
 fn remote(m: &Machine) -> Vec<u64> {
-    m.hw.cores.iter().map(|c| c.c.remote_invalidations).collect()
+    m.hw().cores().iter().map(|c| c.counters().remote_invalidations).collect()
 }
 
 #[test]
@@ -277,11 +276,11 @@ fn pspt_invalidates_only_the_core_map() {
         m.access(3, Access::read(a + 8192)).unwrap();
         assert_eq!(m.hier().unwrap().is_resident(a), Some(false));
         assert_eq!(remote(&m), expect, "{pt:?}");
-        assert_eq!(m.hw.cores[3].c.page_faults, 1);
-        assert_eq!(m.hw.cores[3].c.shootdowns_sent, 1);
+        assert_eq!(m.hw().cores()[3].counters().page_faults, 1);
+        assert_eq!(m.hw().cores()[3].counters().shootdowns_sent, 1);
         // The evicted page is gone from every TLB: core 0 faults again.
         m.access(0, Access::read(a + 16)).unwrap();
-        assert_eq!(m.hw.cores[0].c.page_faults, 2);
+        assert_eq!(m.hw().cores()[0].counters().page_faults, 2);
     }
 }
 
@@ -291,7 +290,7 @@ fn knights_corner_64k_pages() {
     let a = m.mmap(1 << 20, MapOptions::named("x")).unwrap();
     start(&mut m, "fifo");
     m.access(0, Access::write(a + 5 * 4096 + 100)).unwrap();
-    assert_eq!(m.hw.cores[0].c.page_faults, 1);
+    assert_eq!(m.hw().cores()[0].counters().page_faults, 1);
     assert_eq!(
         m.hier().unwrap().pte_bits(0, a + 5 * 4096),
         Some((true, true, true)),
@@ -301,15 +300,15 @@ fn knights_corner_64k_pages() {
     // The whole 64 KiB is one TLB entry and one page.
     m.access(0, Access::read(a + 15 * 4096)).unwrap();
     m.access(0, Access::write(a + 9 * 4096)).unwrap();
-    assert_eq!(m.hw.cores[0].c.tlb_misses, 1);
-    assert_eq!(m.hw.cores[0].c.page_faults, 1);
+    assert_eq!(m.hw().cores()[0].counters().tlb_misses, 1);
+    assert_eq!(m.hw().cores()[0].counters().page_faults, 1);
     assert_eq!(
         m.hier().unwrap().pte_bits(0, a + 9 * 4096),
         Some((true, false, false)),
         "TLB hit on a dirty entry"
     );
     m.access(0, Access::read(a + 65536)).unwrap();
-    assert_eq!(m.hw.cores[0].c.page_faults, 2);
+    assert_eq!(m.hw().cores()[0].counters().page_faults, 2);
 }
 
 #[test]
@@ -325,7 +324,11 @@ fn dirty_victims_are_written_back_and_refetched() {
     assert_eq!((c.writebacks, c.bytes_out, c.bytes_in, c.evictions), (1, 4096, 4096, 2));
     assert_eq!(h.core_counters(0).zero_fills, 2);
     // Time: the fetch waited for the link: latency + 4096 B / 6 GB/s.
-    assert!(m.hw.cores[0].c.fault_ps > 3 * 2_000_000, "{}", m.hw.cores[0].c.fault_ps);
+    assert!(
+        m.hw().cores()[0].counters().fault_ps > 3 * 2_000_000,
+        "{}",
+        m.hw().cores()[0].counters().fault_ps
+    );
 }
 
 #[test]
@@ -353,7 +356,7 @@ fn machine_with_tlb_effects_off_matches_the_trace_replay() {
             m.access(0, Access::read(a + p * 4096 + 8)).unwrap();
         }
         let replay = replay_trace(kind, &pages, 80).unwrap();
-        assert_eq!(m.hw.cores[0].c.page_faults, replay.misses, "{kind}");
+        assert_eq!(m.hw().cores()[0].counters().page_faults, replay.misses, "{kind}");
     }
 }
 
@@ -380,10 +383,10 @@ fn cmcp_scenarios_shootdown_cost_is_the_mechanism() {
                 Machine::new(&MachineConfig { cores: 56, cost: c.clone(), ..MachineConfig::default() });
             let pages = [0x7f00_0000_0000u64];
             let o =
-                shootdown(&mut m.hw, Inval::Pages(&pages), Initiator::Core { core: 0, local: true }, |i| {
+                shootdown(m.hw_mut(), Inval::Pages(&pages), Initiator::Core { core: 0, local: true }, |i| {
                     i <= n
                 });
-            let total: u64 = m.hw.cores.iter().map(|k| k.c.tlb_maint_ps).sum();
+            let total: u64 = m.hw().cores().iter().map(|k| k.counters().tlb_maint_ps).sum();
             assert_eq!(o.targets, n as u64);
             assert!(o.initiator_ps > last.0 && total > last.1, "{name}: {n} targets");
             last = (o.initiator_ps, total);

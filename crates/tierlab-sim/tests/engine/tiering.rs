@@ -16,7 +16,7 @@ fn machine(cores: usize) -> Machine {
     cfg.nodes[1].latency_ns = 300.0;
     cfg.nodes[1].bandwidth_gbps = 10.0;
     let mut m = Machine::new(&cfg);
-    m.os.mm_cpumask = vec![true; cores];
+    m.set_cpumask(vec![true; cores]);
     m
 }
 
@@ -29,7 +29,7 @@ fn migrate_page_moves_and_charges() {
     // Both cores cache the page's translation.
     m.access(0, Access::read(a)).unwrap();
     m.access(1, Access::read(a)).unwrap();
-    let (c0, c1) = (m.hw.cores[0].clock_ps, m.hw.cores[1].clock_ps);
+    let (c0, c1) = (m.hw().cores()[0].clock_ps(), m.hw().cores()[1].clock_ps());
     let ns = m.migrate_page(a + 100, 0, 0).unwrap();
     assert_eq!(m.page_tables_mut().unwrap().node_of(a), Some(0));
     assert_eq!(m.page_tables_mut().unwrap().node_of(a + 4096), Some(1), "only that page moved");
@@ -38,14 +38,14 @@ fn migrate_page_moves_and_charges() {
     // core (1500 ns) charged to the initiator; the target pays its handler (1000 ns).
     let want = 409.6 + 100.0 + 1500.0;
     assert!((ns - want).abs() < 0.01, "{ns} vs {want}");
-    assert_eq!(m.hw.cores[0].clock_ps - c0, (want * 1000.0).round() as u64);
-    assert_eq!(m.hw.cores[1].clock_ps - c1, 1_000_000);
-    assert!(!m.hw.cores[1].tlb.caches(a), "the other core's entry was shot down");
-    assert_eq!((m.os.migration.moves, m.os.migration.promotions, m.os.migration.bytes), (1, 1, 4096));
+    assert_eq!(m.hw().cores()[0].clock_ps() - c0, (want * 1000.0).round() as u64);
+    assert_eq!(m.hw().cores()[1].clock_ps() - c1, 1_000_000);
+    assert!(!m.hw().cores()[1].tlb().caches(a), "the other core's entry was shot down");
+    assert_eq!((m.migration().moves, m.migration().promotions, m.migration().bytes), (1, 1, 4096));
     // The next access sees the fast node's latency.
-    let before = m.hw.cores[1].node_accesses()[0];
+    let before = m.hw().cores()[1].node_accesses()[0];
     m.access(1, Access::read(a + 8)).unwrap();
-    assert_eq!(m.hw.cores[1].node_accesses()[0], before + 1);
+    assert_eq!(m.hw().cores()[1].node_accesses()[0], before + 1);
     // Same node: nothing to do.
     assert_eq!(m.migrate_page(a, 0, 0).unwrap(), 0.0);
     // Errors: not mapped, no such node.
@@ -62,7 +62,7 @@ fn migrate_page_needs_room_and_moves_huge_pages_whole() {
     let ns = m.migrate_page(h + (2 << 20) + 5, 0, 0).unwrap();
     assert!((ns - ((2u64 << 20) as f64 / 10.0 + 100.0)).abs() < 0.01, "{ns}");
     assert_eq!(m.resident_bytes()[0], 2 << 20);
-    assert_eq!(m.os.migration.huge_moves, 1);
+    assert_eq!(m.migration().huge_moves, 1);
     // 64 MiB of fast memory holds 32 huge pages.
     for k in 0..32u64 {
         let r = m.migrate_page(h + k * (2 << 20), 0, 0);
@@ -81,12 +81,16 @@ fn batch_migration_shoots_down_once() {
     let pages: Vec<u64> = (0..100).map(|k| a + k * 4096).collect();
     let r = m.migrate_pages(&pages, 0, 0).unwrap();
     assert_eq!((r.pages, r.bytes, r.out_of_room), (100, 409_600, false));
-    assert_eq!(m.hw.cores[1].c.remote_invalidations, 1, "one IPI for the batch");
-    assert_eq!(m.hw.cores[0].c.local_flushes, 1, "100 entries > the flush ceiling: a full flush");
-    assert_eq!(m.os.migration.shootdowns, 1);
+    assert_eq!(m.hw().cores()[1].counters().remote_invalidations, 1, "one IPI for the batch");
+    assert_eq!(
+        m.hw().cores()[0].counters().local_flushes,
+        1,
+        "100 entries > the flush ceiling: a full flush"
+    );
+    assert_eq!(m.migration().shootdowns, 1);
     // Back to the slow node: demotions.
     m.migrate_pages(&pages[..10], 1, 0).unwrap();
-    assert_eq!(m.os.migration.demotions, 10);
+    assert_eq!(m.migration().demotions, 10);
 }
 
 /// The key-value store of `common`, 3 s in 500 ms windows.

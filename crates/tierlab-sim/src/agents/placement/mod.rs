@@ -67,6 +67,8 @@ pub struct StageRequest {
 
 /// What every policy gets at build time.
 pub struct PlacementBuildCtx<'a> {
+    /// The scenario's seed (every random choice: `Rng::derived(seed, "placement", ...)`).
+    pub seed: u64,
     /// Scenario file, for messages.
     pub scenario_file: &'a str,
     /// Cores of the machine.

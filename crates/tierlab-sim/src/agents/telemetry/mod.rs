@@ -39,6 +39,7 @@ use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role}
 pub mod damon;
 pub mod damos;
 pub mod ibs;
+pub mod monitor;
 pub mod pebs;
 pub mod perf_pebs;
 pub mod pte_scan;

@@ -59,6 +59,7 @@ use crate::os::shootdown::{shootdown, Initiator as ShootdownInitiator, Inval};
 use crate::os::{Migrated, Vma};
 use crate::stats::Stats;
 use crate::units::{format_size, parse_size};
+use tierlab_core::param::{params, ParamType, Shape};
 use tierlab_core::PageSize;
 
 /// Most cores the hierarchical mode supports (core maps are 64-bit masks).
@@ -114,6 +115,13 @@ impl<'de> Deserialize<'de> for FastMemory {
     }
 }
 
+/// A size or a share, parsed from a string (or a number) by its own `Deserialize`.
+impl ParamType for FastMemory {
+    fn shape() -> Shape {
+        Shape::Text
+    }
+}
+
 /// Page-table organization.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -124,6 +132,7 @@ pub enum PageTableKind {
     #[default]
     Pspt,
 }
+tierlab_core::choice_param!(PageTableKind);
 
 impl PageTableKind {
     /// `shared` or `pspt`.
@@ -136,82 +145,73 @@ impl PageTableKind {
 }
 
 /// `[machine.hmem]`: the hierarchical memory mode.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HmemConfig {
     /// Fast memory: bytes (`"512MiB"`) or a share of the footprint (`"50%"` or `0.5`).
+    #[param(required, setting)]
     pub fast_memory: FastMemory,
-    /// Link bandwidth to the slow memory, GB/s, per direction. Default 6 (the paper's
-    /// measured PCIe DMA bandwidth between host and card).
-    #[serde(default = "d_link")]
+    /// Link bandwidth to the slow memory, per direction.
+    #[param(
+        default = 6.0,
+        range = "(0, 1e6]",
+        unit = "GB/s",
+        sourced = "reference/cost-model.md: Knights Corner host link up to ~6 GB/s (PCIe DMA), the CMCP seed paper's"
+    )]
     pub link_gbps: f64,
-    /// Latency of one transfer over the link (DMA setup and completion). Assumption: 2 us.
-    #[serde(default = "d_link_lat")]
+    /// Latency of one transfer over the link (DMA setup and completion).
+    #[param(default = 2000.0, range = "[0, 1e9]", unit = "ns", assumed = "2 us of DMA setup and completion")]
     pub link_latency_ns: f64,
-    /// `"pspt"` (per-core page tables, default) or `"shared"`.
-    #[serde(default)]
+    /// `"pspt"` (per-core page tables) or `"shared"`.
+    #[param(default)]
     pub page_tables: PageTableKind,
-    /// `"4KiB"` (default), `"64KiB"` or `"2MiB"`: the size of every page of every mapping.
-    #[serde(default)]
+    /// `"4KiB"`, `"64KiB"` or `"2MiB"`: the size of every page of every mapping.
+    #[param(default)]
     pub page_size: PageSize,
     /// Fixed cost of a fault that brings a page in (trap, handler, PTE setup), excluding
-    /// eviction and transfer. Assumption: 2 us on a 1 GHz in-order core.
-    #[serde(default = "d_fault")]
+    /// eviction and transfer.
+    #[param(default = 2000.0, range = "[0, 1e9]", unit = "ns", assumed = "2 us on a 1 GHz in-order core")]
     pub fault_ns: f64,
-    /// Cost of a PSPT fault that copies another core's valid PTE. Assumption: 1 us.
-    #[serde(default = "d_copy")]
+    /// Cost of a PSPT fault that copies another core's valid PTE.
+    #[param(default = 1000.0, range = "[0, 1e9]", unit = "ns", assumed = "1 us (no data moved)")]
     pub pte_copy_ns: f64,
-    /// Cost of reading one PTE when testing Accessed bits. Assumption: 20 ns.
-    #[serde(default = "d_scan")]
+    /// Cost of reading one PTE when testing Accessed bits.
+    #[param(default = 20.0, range = "[0, 1e9]", unit = "ns", assumed = "20 ns")]
     pub pte_scan_ns: f64,
-    /// Entries of the L1 TLB for 64 KiB pages (Knights Corner: 32, 4-way).
-    #[serde(default = "d_64k")]
+    /// Entries of the L1 TLB for 64 KiB pages.
+    #[param(
+        default = 32,
+        range = "[0, 65536]",
+        unit = "entries",
+        assumed = "Knights Corner's, 32 entries 4-way (not in ../shared/reference)"
+    )]
     pub l1_64k_entries: usize,
     /// Ways of the 64 KiB L1 TLB.
-    #[serde(default = "d_ways")]
+    #[param(
+        default = 4,
+        range = "[1, 256]",
+        unit = "ways",
+        assumed = "Knights Corner's, 32 entries 4-way (not in ../shared/reference)"
+    )]
     pub l1_64k_ways: usize,
     /// Hardware threads running the policy's periodic work (the LRU scanner), outside the
     /// application's cores: the paper dedicates spare hyperthreads to it. A scan's work
-    /// (PTE reads, shootdowns it waits for) is spread over them. Default 16 (the 4 cores of
-    /// a 60-core Knights Corner left by a 56-core run, 4 hyperthreads each).
-    #[serde(default = "d_scanners")]
+    /// (PTE reads, shootdowns it waits for) is spread over them.
+    #[param(
+        default = 16,
+        range = "[1, 4096]",
+        unit = "threads",
+        assumed = "the 4 cores of a 60-core Knights Corner (4 hyperthreads each, reference/tlb-shootdown.md) left by a 56-core run"
+    )]
     pub scanner_threads: u32,
     /// TLB effects: false = every access walks and sets the Accessed bit (no TLB hides any
-    /// access; for checking policies against trace simulators). Default true.
-    #[serde(default = "d_true")]
+    /// access; for checking policies against trace simulators).
+    #[param(default = true)]
     pub tlb: bool,
 }
 
-fn d_link() -> f64 {
-    6.0
-}
-fn d_link_lat() -> f64 {
-    2000.0
-}
-fn d_fault() -> f64 {
-    2000.0
-}
-fn d_copy() -> f64 {
-    1000.0
-}
-fn d_scan() -> f64 {
-    20.0
-}
-fn d_64k() -> usize {
-    32
-}
-fn d_ways() -> usize {
-    4
-}
-fn d_true() -> bool {
-    true
-}
-fn d_scanners() -> u32 {
-    16
-}
-
 impl HmemConfig {
-    /// Check the configuration: (dotted field, problem).
+    /// Check what the fields' declared ranges do not: (dotted field, problem).
     pub fn validate(&self, cores: usize) -> std::result::Result<(), (String, String)> {
         let e = |f: &str, m: String| Err((format!("machine.hmem.{f}"), m));
         match self.fast_memory {
@@ -237,22 +237,6 @@ impl HmemConfig {
                 "page_tables",
                 format!("the hierarchical mode supports at most {MAX_CORES} cores, not {cores}"),
             );
-        }
-        for (f, v) in [
-            ("link_latency_ns", self.link_latency_ns),
-            ("fault_ns", self.fault_ns),
-            ("pte_copy_ns", self.pte_copy_ns),
-            ("pte_scan_ns", self.pte_scan_ns),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return e(f, format!("{v} must be a finite number >= 0"));
-            }
-        }
-        if !(self.link_gbps.is_finite() && self.link_gbps > 0.0) {
-            return e("link_gbps", format!("{} must be > 0", self.link_gbps));
-        }
-        if self.scanner_threads == 0 {
-            return e("scanner_threads", "must be at least 1".into());
         }
         if self.l1_64k_ways == 0
             || self.l1_64k_entries == 0
@@ -975,7 +959,13 @@ impl MemoryBackend for Hier {
 
     /// Size the fast memory (a share of the footprint is resolved now) and build the
     /// replacement policy from `policies` (the scenario's `[[policies]]`).
-    fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], scenario_file: &str) -> Result<()> {
+    fn start(
+        &mut self,
+        env: &mut Env,
+        policies: &[PolicyConfig],
+        scenario_file: &str,
+        seed: u64,
+    ) -> Result<()> {
         let Some(pc) = policies.first() else {
             return Err(SimError::config(
                 scenario_file,
@@ -1020,6 +1010,7 @@ impl MemoryBackend for Hier {
             per_core_page_tables: h.pt == PageTableKind::Pspt,
             scenario_file: scenario_file.to_string(),
             index: 0,
+            seed,
         };
         let p = pc.build(&ctx)?;
         self.track = p.wants_accesses();

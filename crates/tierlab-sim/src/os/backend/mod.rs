@@ -19,8 +19,11 @@
 //! shootdowns through [`super::shootdown`], the one implementation.
 //!
 //! # Registry
-//! One file per backend, one line in [`backends!`] below. `[machine.hmem]` in a scenario
-//! selects the hierarchical backend; without it the flat one runs.
+//! One file per backend, implementing [`MemoryBackend`] and [`BackendKind`] (which machine
+//! configurations select it, how it is built from one), and one line in [`backends!`] below.
+//! The machine is built with [`Backend::for_config`]: the registered backend its
+//! configuration selects. `[machine.hmem]` in a scenario selects the hierarchical backend;
+//! without it the flat one runs.
 
 use std::collections::BTreeMap;
 
@@ -32,7 +35,7 @@ use tierlab_core::PageSize;
 
 use super::memory::Memory;
 use super::replacement::PolicyConfig;
-use super::{Migrated, MigrationCounters, Vma};
+use super::{MachineConfig, Migrated, MigrationCounters, Vma};
 
 pub mod flat;
 pub mod hier;
@@ -113,7 +116,13 @@ pub trait MemoryBackend: Send {
     }
     /// Called once after the workload mapped its memory (build the replacement policy, size
     /// the fast memory).
-    fn start(&mut self, _env: &mut Env, _policies: &[PolicyConfig], _scenario_file: &str) -> Result<()> {
+    fn start(
+        &mut self,
+        _env: &mut Env,
+        _policies: &[PolicyConfig],
+        _scenario_file: &str,
+        _seed: u64,
+    ) -> Result<()> {
         Ok(())
     }
     /// Time of the backend's next periodic work, ps (`u64::MAX`: none).
@@ -126,14 +135,31 @@ pub trait MemoryBackend: Send {
     fn report_stats(&self, _hw: &Hardware, _mm_cpumask: &[bool], _out: &mut Stats) {}
 }
 
+/// How the registry chooses and builds a backend ([`Backend::for_config`]).
+pub trait BackendKind: MemoryBackend + Sized {
+    /// The backend for the machine configuration `cfg` when `cfg` selects it, else `None`
+    /// (every valid configuration selects exactly one registered backend). `hw`, the
+    /// machine's hardware, is built already; the backend may configure it.
+    fn for_config(cfg: &MachineConfig, hw: &mut Hardware) -> Option<Self>;
+}
+
 macro_rules! backends {
     ($( $name:literal => $variant:ident ( $ty:ty ) ),* $(,)?) => {
         /// The machine's memory backend (static dispatch over the registered backends).
         pub enum Backend {
             $( #[allow(missing_docs)] $variant(Box<$ty>), )*
         }
-        /// Registered backend names.
-        pub const KINDS: &[&str] = &[$($name),*];
+        impl Backend {
+            /// The registered backend `cfg` selects ([`BackendKind::for_config`]).
+            pub fn for_config(cfg: &MachineConfig, hw: &mut Hardware) -> Backend {
+                $(
+                    if let Some(b) = <$ty as BackendKind>::for_config(cfg, hw) {
+                        return Self::$variant(Box::new(b));
+                    }
+                )*
+                unreachable!("no registered memory backend is selected by this machine configuration")
+            }
+        }
         impl MemoryBackend for Backend {
             fn name(&self) -> &'static str { match self { $( Self::$variant(_) => $name, )* } }
             #[inline]
@@ -181,8 +207,8 @@ macro_rules! backends {
             fn page_tables_ref(&self) -> Option<&PageTables> {
                 match self { $( Self::$variant(b) => b.page_tables_ref(), )* }
             }
-            fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], file: &str) -> Result<()> {
-                match self { $( Self::$variant(b) => b.start(env, policies, file), )* }
+            fn start(&mut self, env: &mut Env, policies: &[PolicyConfig], file: &str, seed: u64) -> Result<()> {
+                match self { $( Self::$variant(b) => b.start(env, policies, file, seed), )* }
             }
             fn next_event_ps(&self) -> u64 {
                 match self { $( Self::$variant(b) => b.next_event_ps(), )* }
@@ -200,4 +226,23 @@ macro_rules! backends {
 backends! {
     "flat" => Flat(flat::Flat),
     "hierarchical" => Hier(hier::Hier),
+}
+
+// What selects each registered backend. (A new backend implements `BackendKind` in its own
+// file; these two are here to keep their files as they were.)
+
+/// Selected by a machine without `[machine.hmem]`.
+impl BackendKind for flat::Flat {
+    fn for_config(cfg: &MachineConfig, _hw: &mut Hardware) -> Option<Self> {
+        cfg.hmem.is_none().then(|| flat::Flat::new(&cfg.cost, cfg.dirty_upper_levels))
+    }
+}
+
+/// Selected by `[machine.hmem]`, which also sets the TLBs' caching of its translations.
+impl BackendKind for hier::Hier {
+    fn for_config(cfg: &MachineConfig, hw: &mut Hardware) -> Option<Self> {
+        let h = cfg.hmem.as_ref()?;
+        hw.set_tlb_caching(h.tlb);
+        Some(hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost))
+    }
 }

@@ -9,15 +9,15 @@
 //! With every access setting the bit (TLB effects off) this is libCacheSim's `Clock` with
 //! `init_freq = 1, n_bit_counter = 1`: the faulting access itself sets the bit.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{Frames, PageId, PageVec, PolicyBuildCtx, PolicyParams, Replacement, NIL};
 use crate::error::Result;
 use crate::stats::Stats;
 
 /// Parameters of `clock` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct ClockParams {}
 
 impl PolicyParams for ClockParams {
@@ -98,5 +98,3 @@ impl Replacement for Clock {
         out.set(format!("{prefix}.second_chances"), self.second_chances);
     }
 }
-
-crate::legacy_params!(ClockParams);

@@ -21,37 +21,32 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{DList, Frames, Links, PageId, PageVec, PolicyBuildCtx, PolicyParams, Replacement};
 use crate::error::Result;
 use crate::stats::Stats;
 
 /// Parameters of `cmcp`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct CmcpParams {
-    /// Fraction of resident pages the priority group may hold, in [0, 1]. Default 0.5.
-    #[serde(default = "d_p")]
+    /// Fraction of resident pages the priority group may hold.
+    #[param(
+        default = 0.5,
+        range = "[0, 1]",
+        unit = "fraction",
+        assumed = "the middle of [0, 1]: the paper's best p is workload-specific (CG low, LU and SCALE high)"
+    )]
     pub p: f64,
     /// Ageing period as a fraction of the fast memory's frames: every `aging * frames`
-    /// evictions every prioritized page loses one priority level. 0 = no ageing. Default 1
-    /// (a step per memory turnover).
-    #[serde(default = "d_aging")]
+    /// evictions every prioritized page loses one priority level. 0 = no ageing.
+    #[param(
+        default = 1.0,
+        range = "[0, 1e6]",
+        assumed = "a step per memory turnover; the paper names \"a simple aging method\" without a rate"
+    )]
     pub aging: f64,
-}
-
-fn d_p() -> f64 {
-    0.5
-}
-fn d_aging() -> f64 {
-    1.0
-}
-
-impl Default for CmcpParams {
-    fn default() -> Self {
-        CmcpParams { p: d_p(), aging: d_aging() }
-    }
 }
 
 impl PolicyParams for CmcpParams {
@@ -64,13 +59,7 @@ impl PolicyParams for CmcpParams {
         Ok(Box::new(Cmcp::new(self.p, every, ctx.pages as usize)))
     }
     fn check(&self) -> std::result::Result<(), (String, String)> {
-        if !(0.0..=1.0).contains(&self.p) {
-            return Err(("p".into(), format!("{} is not in [0, 1]", self.p)));
-        }
-        if !(self.aging.is_finite() && self.aging >= 0.0) {
-            return Err(("aging".into(), format!("{} must be a number >= 0", self.aging)));
-        }
-        Ok(())
+        crate::limits::check_ranges(self, "")
     }
 }
 
@@ -261,5 +250,3 @@ impl Replacement for Cmcp {
         out.set(format!("{prefix}.fifo_pages"), self.fifo.len());
     }
 }
-
-crate::legacy_params!(CmcpParams);

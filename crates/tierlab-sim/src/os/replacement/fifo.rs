@@ -1,15 +1,15 @@
 //! `fifo`: first in, first out. The victim is the page resident the longest; references
 //! are ignored, so FIFO never tests an Accessed bit and causes no TLB invalidation of its own.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{DList, Frames, Links, PageId, PolicyBuildCtx, PolicyParams, Replacement};
 use crate::error::Result;
 use crate::stats::Stats;
 
 /// Parameters of `fifo` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct FifoParams {}
 
 impl PolicyParams for FifoParams {
@@ -52,5 +52,3 @@ impl Replacement for Fifo {
         out.set(format!("{prefix}.resident_pages"), self.queue.len());
     }
 }
-
-crate::legacy_params!(FifoParams);

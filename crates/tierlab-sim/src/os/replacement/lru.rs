@@ -33,7 +33,7 @@
 //! Every Accessed bit the scanner clears costs a TLB invalidation on the cores whose PTE had
 //! it: the price the CMCP paper shows LRU pays on many cores.
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{DList, Frames, Links, PageId, PageVec, PolicyBuildCtx, PolicyParams, Replacement};
 use crate::error::Result;
@@ -41,49 +41,47 @@ use crate::stats::Stats;
 use crate::units::Duration;
 
 /// Parameters of `lru`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct LruParams {
-    /// Period of the Accessed-bit scanner. Default 10 ms (the paper's timer).
-    #[serde(default = "d_period")]
+    /// Period of the Accessed-bit scanner.
+    #[param(
+        default = Duration(10_000_000),
+        sourced = "papers/cmcp-pspt-paper.txt, section 5.1: periodic scanning of the access bit \"in a timer set for every 10 milliseconds\""
+    )]
     pub scan_period: Duration,
     /// Inactive:active ratio target; absent = Linux's `int_sqrt(10 * GB)` of fast memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(
+        default,
+        range = "[1, 1e6]",
+        sourced = "reference/memory-management.md, Linux's two-list LRU: ratio = int_sqrt(10 * total_GB) when absent"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub inactive_ratio: Option<u64>,
     /// Activate refaulting pages whose refault distance fits the active list (Linux's
-    /// workingset detection, 3.15 and later). Default false: the paper's LRU follows the
+    /// workingset detection, 3.15 and later). Off by default: the paper's LRU follows the
     /// Linux 2.6 algorithm (Mauerer 2008), which has none.
-    #[serde(default)]
+    #[param(default = false)]
     pub refault: bool,
     /// Inactive pages a scan examines per page evicted since the previous scan (reclaim-
     /// driven, as kswapd scans in proportion to what it must reclaim), at least 32 (Linux's
-    /// SWAP_CLUSTER_MAX); 0 (default) = the whole inactive list every scan, the paper's timer.
-    #[serde(default)]
+    /// SWAP_CLUSTER_MAX); 0 = the whole inactive list every scan, the paper's timer.
+    #[param(
+        default = 0.0,
+        range = "[0, 1e6]",
+        assumed = "the whole inactive list every scan, as the paper's timer-driven LRU"
+    )]
     pub scan_ratio: f64,
     /// Fraction of the active list (from its oldest end) each scan examines, referenced pages
-    /// rotating back to the active head, the others deactivated. Default 1 (the whole list,
-    /// the paper's timer); 0 = the active list is aged only to keep the inactive ratio.
-    #[serde(default = "d_active_scan")]
+    /// rotating back to the active head, the others deactivated; 0 = the active list is aged
+    /// only to keep the inactive ratio.
+    #[param(
+        default = 1.0,
+        range = "[0, 1]",
+        unit = "fraction",
+        assumed = "the whole list every scan, as the paper's timer-driven LRU"
+    )]
     pub active_scan: f64,
-}
-
-fn d_active_scan() -> f64 {
-    1.0
-}
-
-fn d_period() -> Duration {
-    Duration(10_000_000)
-}
-impl Default for LruParams {
-    fn default() -> Self {
-        LruParams {
-            scan_period: d_period(),
-            inactive_ratio: None,
-            refault: false,
-            scan_ratio: 0.0,
-            active_scan: d_active_scan(),
-        }
-    }
 }
 
 /// Integer square root (floor).
@@ -117,20 +115,9 @@ impl PolicyParams for LruParams {
         Ok(Box::new(Lru::new(self, ratio, ctx.pages as usize)))
     }
     fn check(&self) -> std::result::Result<(), (String, String)> {
+        crate::limits::check_ranges(self, "")?;
         if self.scan_period.0 == 0 {
             return Err(("scan_period".into(), "must be > 0".into()));
-        }
-        if !(self.scan_ratio.is_finite() && self.scan_ratio >= 0.0) {
-            return Err(("scan_ratio".into(), format!("{} must be a number >= 0", self.scan_ratio)));
-        }
-        if !(self.active_scan.is_finite() && (0.0..=1.0).contains(&self.active_scan)) {
-            return Err((
-                "active_scan".into(),
-                format!("{} must be a fraction between 0 and 1", self.active_scan),
-            ));
-        }
-        if self.inactive_ratio == Some(0) {
-            return Err(("inactive_ratio".into(), "must be at least 1".into()));
         }
         Ok(())
     }
@@ -352,5 +339,3 @@ impl Replacement for Lru {
         out.set(format!("{prefix}.inactive_pages"), self.inactive.len());
     }
 }
-
-crate::legacy_params!(LruParams);

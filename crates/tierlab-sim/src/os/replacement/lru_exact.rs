@@ -10,15 +10,15 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use super::{Frames, PageId, PolicyBuildCtx, PolicyParams, Replacement};
 use crate::error::Result;
 use crate::stats::Stats;
 
 /// Parameters of `lru-exact` (none).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug)]
 pub struct LruExactParams {}
 
 impl PolicyParams for LruExactParams {
@@ -112,5 +112,3 @@ impl Replacement for LruExact {
         out.set(format!("{prefix}.resident_pages"), self.resident);
     }
 }
-
-crate::legacy_params!(LruExactParams);

@@ -96,6 +96,9 @@ pub struct PolicyBuildCtx {
     pub scenario_file: String,
     /// Index of the policy in `policies`.
     pub index: usize,
+    /// The scenario's seed: a policy that draws random numbers draws them from
+    /// `Rng::derived(seed, "policies.<kind>", index)`.
+    pub seed: u64,
 }
 
 impl PolicyBuildCtx {
@@ -446,7 +449,8 @@ pub fn compact_ids(trace: &[u64]) -> (Vec<PageId>, usize) {
 }
 
 /// Build policy `kind` with default parameters for a trace replay of `pages` pages and
-/// `capacity` frames.
+/// `capacity` frames (random choices, if the policy makes any, from the default scenario
+/// seed, 1).
 pub fn build_default(kind: &str, pages: u64, capacity: u64) -> Result<Box<dyn Replacement>> {
     let cfg: PolicyConfig = PolicyConfig::from_toml(&format!("kind = \"{kind}\"")).map_err(|m| {
         SimError::config("<trace>", "policy", format!("{m} (policies: {})", PolicyConfig::kinds().join(", ")))
@@ -458,6 +462,7 @@ pub fn build_default(kind: &str, pages: u64, capacity: u64) -> Result<Box<dyn Re
         per_core_page_tables: true,
         scenario_file: "<trace>".into(),
         index: 0,
+        seed: 1,
     })
 }
 
