@@ -155,9 +155,11 @@ pub struct PebsParams {
         sourced = "reference/perf-sampling.md: the McKernel driver's default B = 64 KiB"
     )]
     pub buffer_size: ByteSize,
-    /// Bytes per record (at most 64 KiB).
+    /// Bytes per record.
     #[param(
         default = ByteSize(192),
+        range = "[1, 65536]",
+        unit = "bytes",
         sourced = "reference/perf-sampling.md: a KNL PEBS record is 192 bytes (24 u64)"
     )]
     pub record_size: ByteSize,
@@ -235,9 +237,6 @@ pub struct PebsParams {
     )]
     pub tick: Duration,
 }
-
-/// Largest PEBS record accepted, bytes.
-pub const MAX_RECORD_SIZE: u64 = 65_536; // not a page size: a bound on a record
 
 /// Frequency mode's first adjustment comes this soon after the start (or at the first tick
 /// if that is sooner).
@@ -406,12 +405,6 @@ impl TelemetryParams for PebsParams {
         &[crate::agents::FeedKind::Samples]
     }
     fn build(&self, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-        if self.record_size.0 == 0 || self.record_size.0 > MAX_RECORD_SIZE {
-            return Err(ctx.err(
-                "record_size",
-                format!("{} bytes is not in [1, {MAX_RECORD_SIZE}]", self.record_size.0),
-            ));
-        }
         if self.buffer_size.0 < self.record_size.0 {
             return Err(ctx.err(
                 "buffer_size",
@@ -1359,7 +1352,12 @@ buffer_size = "8KiB"
         assert!(bad("buffer_size = 100").contains("buffer_size"));
         let e = load_error("kind = \"pebs\"\nthreshold_fraction = 1.5");
         assert!(e.contains("telemetry[0].threshold_fraction") && e.contains("must be in (0, 1]"), "{e}");
-        assert!(bad("record_size = 65540\nbuffer_size = \"1MiB\"").contains("telemetry[4].record_size"));
+        for text in
+            ["record_size = 65540\nbuffer_size = \"1MiB\"", "record_size = \"128KiB\"", "record_size = 0"]
+        {
+            let e = load_error(&format!("kind = \"pebs\"\n{text}"));
+            assert!(e.contains("telemetry[0].record_size") && e.contains("must be in [1, 65536]"), "{e}");
+        }
         assert!(bad("min_samples = 0").contains("min_samples"));
         assert!(bad("tick = 0").contains("tick"));
         assert!(toml::from_str::<PebsParams>("event = \"cycles\"").is_err());

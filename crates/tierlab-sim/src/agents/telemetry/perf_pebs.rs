@@ -66,6 +66,8 @@ pub struct PerfPebsParams {
     /// Bytes per PEBS record (at most the 64 KiB buffer).
     #[param(
         default = ByteSize(200),
+        range = "[1, 65536]",
+        unit = "bytes",
         sourced = "reference/pebs-cost.md section 1: Skylake's PEBS record (adds TSC), 25x8 = 200 B"
     )]
     pub record_size: ByteSize,
@@ -217,10 +219,6 @@ impl TelemetryParams for PerfPebsParams {
             }
             _ => {}
         }
-        if self.record_size.0 == 0 || self.record_size.0 > PEBS_BUFFER_SIZE {
-            return Err(ctx
-                .err("record_size", format!("{} bytes does not fit the 64 KiB buffer", self.record_size.0)));
-        }
         let spec = self.spec();
         spec.validate(ctx)?;
         Ok(Box::new(Pebs::new(spec, label.to_string(), ctx.cores)))
@@ -266,7 +264,10 @@ mod tests {
         let e = load_error("kind = \"perf-pebs\"\nperiod = 5\nhz = 0");
         assert!(e.contains("telemetry[0].hz") && e.contains("must be in (0, 1000000]"), "{e}");
         assert!(bad("period = 0").contains("period"));
-        assert!(bad("period = 5\nrecord_size = 0").contains("record_size"));
+        for text in ["record_size = 0", "record_size = \"65537B\""] {
+            let e = load_error(&format!("kind = \"perf-pebs\"\nperiod = 5\n{text}"));
+            assert!(e.contains("telemetry[0].record_size") && e.contains("must be in [1, 65536]"), "{e}");
+        }
         assert!(toml::from_str::<PerfPebsParams>("buffer_size = \"8KiB\"").is_err(), "the buffer is fixed");
     }
 
