@@ -118,28 +118,19 @@ impl SharedDefaults<RegionSettings> for DamonOwn {
     fn shared_defaults() -> RegionSettings {
         RegionSettings::with_intervals(Duration(100_000_000), Duration(60_000_000_000))
     }
+    /// The intervals DAMON has by default are the kernel's (the region settings declare the
+    /// rest with their sources).
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        use Provenance::{Assumed, Sourced};
-        Some(match field {
-            "sample_interval" => {
-                Sourced("reference/damon-modern.md section 1: damon_new_ctx, sample_interval 5 ms")
-            }
-            "aggr_interval" => {
-                Sourced("reference/damon-modern.md section 1: damon_new_ctx, aggr_interval 100 ms")
-            }
-            "ops_update_interval" => Sourced(
+        match field {
+            "aggr_interval" => Some(Provenance::Sourced(
+                "reference/damon-modern.md section 1: damon_new_ctx, aggr_interval 100 ms",
+            )),
+            "ops_update_interval" => Some(Provenance::Sourced(
                 "reference/damon-modern.md section 1: damon_new_ctx, ops_update_interval 60 s (damo's is \
                  1 s, reference/damon.md)",
-            ),
-            "min_nr_regions" | "max_nr_regions" => Sourced(
-                "reference/damon-modern.md section 1: damon_new_ctx, min_nr_regions 10, max_nr_regions 1000",
-            ),
-            "ns_per_check" => Assumed(
-                "per sample, two software page-table walks (~150 ns each with cache misses, plus the lock \
-                 and the bit operation)",
-            ),
-            _ => return None,
-        })
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -288,7 +279,6 @@ mod tests {
             ("min_nr_regions = 2", "min_nr_regions"),
             ("min_nr_regions = 20\nmax_nr_regions = 10", "max_nr_regions"),
             ("sample_interval = \"1s\"", "aggr_interval"),
-            ("ns_per_check = -1.0", "ns_per_check"),
             ("auto_tune = true\ntune_aggrs = 0", "tune_aggrs"),
         ];
         for (text, field) in bad {
@@ -297,6 +287,15 @@ mod tests {
             assert!(e.contains(&format!("telemetry[0].{field}")), "{text}: {e}");
         }
         assert!(toml::from_str::<DamonParams>("sampling = \"5ms\"").is_err(), "unknown field");
+        for (text, range) in [
+            ("ns_per_check = -1.0", "[0, 1000000000]"),
+            ("min_nr_regions = 2", "[3, 100000000]"),
+            ("damos_ns_per_page = -1.0", "[0, 1000000000]"),
+        ] {
+            let e = load_error(&format!("kind = \"damon\"\n{text}"));
+            let field = text.split(' ').next().unwrap();
+            assert!(e.contains(&format!("telemetry[0].{field}")) && e.contains(range), "{text}: {e}");
+        }
     }
 
     #[test]

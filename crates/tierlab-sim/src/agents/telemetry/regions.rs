@@ -42,7 +42,7 @@ use crate::error::Result;
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::units::Duration;
-use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 pub use super::monitor::{Attrs, IntervalsGoal, Monitor, Region, Snapshot};
 
@@ -52,80 +52,94 @@ use super::{HotReport, Observer, ObserverCtx};
 
 /// The region settings DAMON and Telescope share (flattened into both techniques' tables;
 /// each gives its own defaults: DAMON's are the kernel's, Telescope's the paper's).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RegionSettings {
-    /// Sampling interval. Default 5 ms (kernel, damo, the Telescope paper).
-    #[serde(default = "d_sample")]
+    /// Sampling interval.
+    #[param(
+        default = Duration(5_000_000),
+        sourced = "reference/damon.md: sampling interval 5 ms, the kernel's and damo's default \
+                   (reference/telescope.md: Telescope's sampling window too)"
+    )]
     pub sample_interval: Duration,
-    /// Aggregation interval (Telescope's profiling window). Default: DAMON 100 ms (kernel and
-    /// damo), Telescope 200 ms (paper).
+    /// Aggregation interval (Telescope's profiling window; default: the technique's).
+    #[param(required)]
     pub aggr_interval: Duration,
-    /// Interval of re-reading the mappings (ops update; Telescope's VMA scan). Default: DAMON
-    /// 60 s (kernel; damo uses 1 s), Telescope 1 s (paper).
+    /// Interval of re-reading the mappings (ops update; Telescope's VMA scan; default: the
+    /// technique's).
+    #[param(required)]
     pub ops_update_interval: Duration,
-    /// Minimum number of regions (>= 3). Default 10.
-    #[serde(default = "d_min_regions")]
+    /// Minimum number of regions.
+    #[param(
+        default = 10,
+        range = "[3, 1e8]",
+        unit = "regions",
+        sourced = "reference/damon.md: min_nr_regions 10, the kernel's and damo's default"
+    )]
     pub min_nr_regions: usize,
-    /// Maximum number of regions. Default 1000.
-    #[serde(default = "d_max_regions")]
+    /// Maximum number of regions.
+    #[param(
+        default = 1000,
+        range = "[1, 1e8]",
+        unit = "regions",
+        sourced = "reference/damon.md: max_nr_regions 1000, the kernel's and damo's default"
+    )]
     pub max_nr_regions: usize,
     /// A region is reported hot when its `nr_accesses` in the aggregation interval exceeds
-    /// this. Default 5 (the Telescope authors' scoring).
-    #[serde(default = "d_hot")]
+    /// this.
+    #[param(
+        default = 5,
+        range = "[0, 281474976710656]",
+        unit = "accesses",
+        sourced = "reference/damon.md: the Telescope authors report a region hot when its nr_accesses > 5"
+    )]
     pub hot_threshold: u32,
-    /// CPU time of one sample (prepare + check of one entry), ns. Default 300 (assumption).
-    #[serde(default = "d_ns_per_check")]
+    /// CPU time of one sample (prepare + check of one entry).
+    #[param(
+        default = 300.0,
+        range = "[0, 1e9]",
+        unit = "ns",
+        assumed = "per sample, two software page-table walks (~150 ns each with cache misses, plus the \
+                   lock and the bit operation)"
+    )]
     pub ns_per_check: f64,
-    /// Interval auto-tuning (the kernel's intervals goal). Default off.
-    #[serde(default)]
+    /// Interval auto-tuning (the kernel's intervals goal).
+    #[param(
+        default = false,
+        sourced = "reference/damon.md: interval auto-tuning is optional, off when aggrs = 0"
+    )]
     pub auto_tune: bool,
-    /// Auto-tuning goal: observed access events per possible ones, basis points. Default 400.
-    #[serde(default = "d_tune_bp")]
+    /// Auto-tuning goal: observed access events per possible ones.
+    #[param(
+        default = 400,
+        range = "[1, 10000]",
+        unit = "basis points",
+        sourced = "reference/damon.md: the recommended intervals goal, 4% (400 bp)"
+    )]
     pub tune_access_bp: u64,
-    /// Auto-tuning period in aggregation intervals. Default 3.
-    #[serde(default = "d_tune_aggrs")]
+    /// Auto-tuning period.
+    #[param(
+        default = 3,
+        range = "[1, 1e6]",
+        unit = "aggregations",
+        sourced = "reference/damon.md: the recommended intervals goal, aggrs 3"
+    )]
     pub tune_aggrs: u64,
-    /// Smallest sampling interval auto-tuning may set. Default 5 ms.
-    #[serde(default = "d_tune_min")]
+    /// Smallest sampling interval auto-tuning may set.
+    #[param(
+        default = Duration(5_000_000),
+        sourced = "reference/damon.md: the recommended intervals goal, min_sample 5 ms"
+    )]
     pub tune_min_sample: Duration,
-    /// Largest sampling interval auto-tuning may set. Default 10 s.
-    #[serde(default = "d_tune_max")]
+    /// Largest sampling interval auto-tuning may set.
+    #[param(
+        default = Duration(10_000_000_000),
+        sourced = "reference/damon.md: the recommended intervals goal, max_sample 10 s"
+    )]
     pub tune_max_sample: Duration,
 }
 
-crate::legacy_params!(RegionSettings);
-
-fn d_sample() -> Duration {
-    Duration(5_000_000)
-}
-fn d_min_regions() -> usize {
-    10
-}
-fn d_max_regions() -> usize {
-    1000
-}
-fn d_hot() -> u32 {
-    5
-}
-fn d_ns_per_check() -> f64 {
-    300.0
-}
-fn d_tune_bp() -> u64 {
-    400
-}
-fn d_tune_aggrs() -> u64 {
-    3
-}
-fn d_tune_min() -> Duration {
-    Duration(5_000_000)
-}
-fn d_tune_max() -> Duration {
-    Duration(10_000_000_000)
-}
-
 /// Validated [`Attrs`] from the settings' values.
-#[allow(clippy::too_many_arguments)]
 fn build_attrs(
     ctx: &super::TelemetryBuildCtx,
     sample: Duration,
@@ -133,7 +147,6 @@ fn build_attrs(
     ops_update: Duration,
     min_nr_regions: usize,
     max_nr_regions: usize,
-    ns_per_check: f64,
     tune: Option<(u64, u64, Duration, Duration)>,
 ) -> Result<Attrs> {
     let attrs = Attrs {
@@ -150,9 +163,6 @@ fn build_attrs(
         }),
     };
     attrs.validate().map_err(|(field, msg)| ctx.err(field, msg))?;
-    if !(ns_per_check.is_finite() && ns_per_check >= 0.0) {
-        return Err(ctx.err("ns_per_check", format!("{ns_per_check} must be a finite number >= 0")));
-    }
     Ok(attrs)
 }
 
@@ -160,18 +170,18 @@ impl RegionSettings {
     /// The settings with these aggregation and ops-update intervals and every other default.
     pub fn with_intervals(aggr: Duration, ops_update: Duration) -> Self {
         RegionSettings {
-            sample_interval: d_sample(),
+            sample_interval: Self::__param_default_sample_interval(),
             aggr_interval: aggr,
             ops_update_interval: ops_update,
-            min_nr_regions: d_min_regions(),
-            max_nr_regions: d_max_regions(),
-            hot_threshold: d_hot(),
-            ns_per_check: d_ns_per_check(),
-            auto_tune: false,
-            tune_access_bp: d_tune_bp(),
-            tune_aggrs: d_tune_aggrs(),
-            tune_min_sample: d_tune_min(),
-            tune_max_sample: d_tune_max(),
+            min_nr_regions: Self::__param_default_min_nr_regions(),
+            max_nr_regions: Self::__param_default_max_nr_regions(),
+            hot_threshold: Self::__param_default_hot_threshold(),
+            ns_per_check: Self::__param_default_ns_per_check(),
+            auto_tune: Self::__param_default_auto_tune(),
+            tune_access_bp: Self::__param_default_tune_access_bp(),
+            tune_aggrs: Self::__param_default_tune_aggrs(),
+            tune_min_sample: Self::__param_default_tune_min_sample(),
+            tune_max_sample: Self::__param_default_tune_max_sample(),
         }
     }
 
@@ -184,7 +194,6 @@ impl RegionSettings {
             self.ops_update_interval,
             self.min_nr_regions,
             self.max_nr_regions,
-            self.ns_per_check,
             self.auto_tune.then_some((
                 self.tune_access_bp,
                 self.tune_aggrs,

@@ -106,6 +106,8 @@ impl SharedDefaults<RegionSettings> for TelescopeOwn {
     fn shared_defaults() -> RegionSettings {
         RegionSettings::with_intervals(Duration(200_000_000), Duration(1_000_000_000))
     }
+    /// Telescope's intervals are the paper's; its cost per check is assumed as DAMON's (the
+    /// region settings declare the rest with their sources).
     fn shared_provenance(field: &str) -> Option<Provenance> {
         use Provenance::{Assumed, Sourced};
         Some(match field {
@@ -118,9 +120,6 @@ impl SharedDefaults<RegionSettings> for TelescopeOwn {
             "ops_update_interval" => {
                 Sourced("papers/telescope-slides.txt: 1 sec vma-scan interval (reference/telescope.md)")
             }
-            "min_nr_regions" | "max_nr_regions" => Sourced(
-                "reference/damon.md: DAMON's 10 / 1000 regions; reference/telescope.md: regions as in DAMON",
-            ),
             "ns_per_check" => {
                 Assumed("as DAMON's: one walk to the entry and one bit operation, twice (prepare and check)")
             }
