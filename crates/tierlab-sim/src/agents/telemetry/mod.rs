@@ -332,3 +332,37 @@ impl TelemetryConfig {
         Ok(TelemetryAgent::new(self.label(), self.kind(), core, ctx.threads, obs))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab_core::param::{expand, FieldSpec, Provenance, Shape};
+
+    /// Every field of `fields` (and of the tables nested in them) is declared with
+    /// `#[params]`, each number with a range and a provenance.
+    fn check_declared(kind: &str, fields: Vec<&'static FieldSpec>) {
+        for f in expand(fields) {
+            assert!(!f.rust_type.is_empty(), "telemetry {kind}: `{}` is not declared", f.name);
+            let mut shape = (f.shape)();
+            while let Shape::Optional(inner) | Shape::List(inner) = shape {
+                shape = inner();
+            }
+            match shape {
+                Shape::Table(inner) => check_declared(kind, inner()),
+                Shape::Any => panic!("telemetry {kind}: `{}` has no declared shape", f.name),
+                s if s.is_numeric() => {
+                    assert!(f.range.is_some(), "telemetry {kind}: `{}` has no range", f.name);
+                    assert_ne!(f.provenance, Provenance::Unstated, "telemetry {kind}: `{}`", f.name);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_declares_its_fields() {
+        for k in TelemetryConfig::kinds() {
+            check_declared(k, TelemetryConfig::fields_of_kind(k).expect("registered"));
+        }
+    }
+}

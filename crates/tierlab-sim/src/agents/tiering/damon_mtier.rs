@@ -216,17 +216,6 @@ pub struct DamonMtierParams {
     pub damo_schemes: Option<String>,
 }
 
-// Scheme configurations and goal tuners are declared by the telemetry's `damos` module,
-// which does not say their shape yet: the schemes are checked by their own code
-// (`SchemeConfig::validate`), the tuner is one of its names.
-// TODO(lead): move these next to `SchemeConfig` and `GoalTuner` in `telemetry::damos`.
-impl tierlab_core::param::ParamType for SchemeConfig {
-    fn shape() -> tierlab_core::param::Shape {
-        tierlab_core::param::Shape::Any
-    }
-}
-tierlab_core::choice_param!(GoalTuner);
-
 impl DamonMtierParams {
     /// The monitoring attributes.
     pub fn attrs(&self) -> Attrs {
@@ -465,5 +454,74 @@ mod tests {
         // Serialized defaults read back identically.
         let s = toml::to_string(&p).unwrap();
         assert_eq!(toml::from_str::<DamonMtierParams>(&s).unwrap(), p);
+    }
+
+    /// A scenario's `[[tiering.schemes]]` replace the built-in schemes; each number of a
+    /// scheme is checked against its declared range.
+    #[test]
+    fn a_scenario_with_schemes_loads() {
+        let text = r#"
+duration = "1s"
+[[machine.nodes]]
+name = "dram"
+capacity = "32MiB"
+latency_ns = 90.0
+bandwidth_gbps = 100.0
+[[machine.nodes]]
+name = "slow"
+capacity = "1GiB"
+latency_ns = 300.0
+bandwidth_gbps = 20.0
+tier = 1
+[workload]
+kind = "uniform"
+footprint = "64MiB"
+[tiering]
+kind = "damon-mtier"
+[[tiering.schemes]]
+action = "migrate_hot"
+target_nid = 0
+min_nr_accesses = 1
+min_age = 2
+[tiering.schemes.quota]
+sz = "100MiB"
+reset_interval = "1s"
+weight_nr_accesses = 100
+[[tiering.schemes.quota.goals]]
+metric = "node_mem_used_bp"
+target = 9970
+nid = 0
+[tiering.schemes.watermarks]
+metric = "free_mem_rate"
+interval = "100ms"
+high = 900
+mid = 500
+low = 100
+[[tiering.schemes.filters]]
+type = "young"
+allow = true
+"#;
+        let load = |t: &str| {
+            let src = crate::scenario::Source { text: t.into(), file: "t.toml".into(), base_dir: ".".into() };
+            crate::scenario::load(&src, &[], None)
+        };
+        let sc = load(text).unwrap_or_else(|e| panic!("{e}"));
+        let Some(super::super::TieringConfig::DamonMtier(p)) = &sc.tiering else { panic!("damon-mtier") };
+        let s = &p.schemes[0];
+        assert_eq!(
+            (s.action, s.target_nid, s.min_nr_accesses, s.min_age),
+            (Action::MigrateHot, Some(0), 1, 2)
+        );
+        assert_eq!((s.quota.sz.0, s.quota.weight_nr_accesses, s.watermarks.high), (100 << 20, 100, 900));
+        assert_eq!(s.quota.goals[0].target, 9970);
+        assert!(s.filters[0].allow && s.filters[0].matching);
+        for (from, to, field, range) in [
+            ("min_nr_accesses = 1", "min_nr_accesses = 1000000001", "min_nr_accesses", "[0, 1000000000]"),
+            ("high = 900", "high = 1001", "watermarks.high", "[0, 1000]"),
+            ("target = 9970", "target = 0", "quota.goals[0].target", "[1, 9.223372036854776e18]"),
+        ] {
+            let e = load(&text.replace(from, to)).err().expect("refused").to_string();
+            assert!(e.contains(&format!("tiering.schemes[0].{field}")) && e.contains(range), "{to}: {e}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! the access-pattern test (`__damos_valid_target`).
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::param::params;
 
 use crate::agents::telemetry::monitor::Region;
 use crate::units::{ByteSize, Duration};
@@ -99,49 +100,54 @@ impl Metric {
 }
 
 /// A quota goal.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GoalConfig {
     /// The metric.
+    #[param(required)]
     pub metric: Metric,
-    /// Its target value.
+    /// Its target value (in the metric's unit).
+    #[param(required, range = "[1, 9223372036854775807]", setting)]
     pub target: u64,
     /// The node of node metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 255]", unit = "node", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub nid: Option<u8>,
-    /// `user_input`: the current value.
-    #[serde(default)]
+    /// `user_input`: the current value (in the metric's unit).
+    #[param(default, range = "[0, 9223372036854775807]", setting)]
     pub current: u64,
 }
 
 /// A scheme's quota (`struct damos_quota`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct QuotaConfig {
-    /// Time quota per charge window, ms (0: none).
-    #[serde(default)]
+    /// Time quota per charge window (0: none).
+    #[param(default, range = "[0, 1e9]", unit = "ms", setting)]
     pub ms: u64,
     /// Size quota per charge window (0: none).
-    #[serde(default)]
+    #[param(default, setting)]
     pub sz: ByteSize,
-    /// Charge window. Default 0 (the kernel's: a new window at every application).
-    #[serde(default)]
+    /// Charge window (0, the kernel's default: a new window at every application).
+    #[param(default, setting)]
     pub reset_interval: Duration,
     /// Priority weight of the region size (unused by the kernel's score functions).
-    #[serde(default)]
+    #[param(default, range = "[0, 4294967295]", setting)]
     pub weight_sz: u32,
     /// Priority weight of `nr_accesses`.
-    #[serde(default)]
+    #[param(default, range = "[0, 4294967295]", setting)]
     pub weight_nr_accesses: u32,
     /// Priority weight of the age.
-    #[serde(default)]
+    #[param(default, range = "[0, 4294967295]", setting)]
     pub weight_age: u32,
     /// Goals (the feedback loop tunes the effective quota to meet them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub goals: Vec<GoalConfig>,
-    /// How the goals set the effective quota (the `goal_tuner` sysfs file). Default
-    /// `consist`.
-    #[serde(default, skip_serializing_if = "GoalTuner::is_consist")]
+    /// How the goals set the effective quota (the `goal_tuner` sysfs file; the kernel's
+    /// default is `consist`).
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "GoalTuner::is_consist")]
     pub goal_tuner: GoalTuner,
 }
 
@@ -188,24 +194,24 @@ pub enum WmarkMetric {
     FreeMemRate,
 }
 
-/// A scheme's watermarks (`struct damos_watermarks`), per mille.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A scheme's watermarks (`struct damos_watermarks`).
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WatermarksConfig {
-    /// The metric (default `none`: always active).
-    #[serde(default)]
+    /// The metric (`none`: always active).
+    #[param(default, setting)]
     pub metric: WmarkMetric,
     /// Time between checks while inactive.
-    #[serde(default)]
+    #[param(default, setting)]
     pub interval: Duration,
     /// High watermark.
-    #[serde(default)]
+    #[param(default, range = "[0, 1000]", unit = "per mille", setting)]
     pub high: u64,
     /// Middle watermark.
-    #[serde(default)]
+    #[param(default, range = "[0, 1000]", unit = "per mille", setting)]
     pub mid: u64,
     /// Low watermark.
-    #[serde(default)]
+    #[param(default, range = "[0, 1000]", unit = "per mille", setting)]
     pub low: u64,
 }
 
@@ -237,81 +243,93 @@ impl FilterKind {
     }
 }
 
+tierlab_core::choice_param!(Action, Metric, GoalTuner, WmarkMetric, FilterKind);
+
 /// A filter (`struct damos_filter`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FilterConfig {
     /// The type.
+    #[param(required)]
     #[serde(rename = "type")]
     pub kind: FilterKind,
     /// Whether memory matching (true) or not matching (false) the type is filtered.
-    #[serde(default = "d_true")]
+    #[param(default = true, setting)]
     pub matching: bool,
     /// Allow (true) or reject (false) the memory the filter matches.
-    #[serde(default)]
+    #[param(default = false, setting)]
     pub allow: bool,
     /// `addr`: first byte.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 9223372036854775807]", unit = "address", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub start: Option<u64>,
     /// `addr`: one past the last byte.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 9223372036854775807]", unit = "address", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<u64>,
     /// `hugepage_size`: smallest page size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_size: Option<ByteSize>,
     /// `hugepage_size`: largest page size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_size: Option<ByteSize>,
     /// `target`: the target index.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 9223372036854775807]", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<usize>,
     /// `memcg`: the cgroup path (informative).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memcg_path: Option<String>,
 }
 
-fn d_true() -> bool {
-    true
-}
-
 /// One scheme (`struct damos`), as configured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[params]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SchemeConfig {
     /// The action.
+    #[param(required)]
     pub action: Action,
     /// Target node of `migrate_hot` / `migrate_cold`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(default, range = "[0, 255]", unit = "node", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_nid: Option<u8>,
-    /// Smallest region size. Default 0.
-    #[serde(default)]
+    /// Smallest region size.
+    #[param(default, setting)]
     pub min_size: ByteSize,
-    /// Largest region size. Default: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Largest region size (absent: no limit).
+    #[param(default, setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_size: Option<ByteSize>,
-    /// Smallest `nr_accesses` (samples per aggregation). Default 0.
-    #[serde(default)]
+    /// Smallest `nr_accesses` (samples per aggregation).
+    #[param(default, range = "[0, 1e9]", unit = "accesses", setting)]
     pub min_nr_accesses: u32,
-    /// Largest `nr_accesses`. Default: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Largest `nr_accesses` (absent: no limit).
+    #[param(default, range = "[0, 1e9]", unit = "accesses", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nr_accesses: Option<u32>,
-    /// Smallest age, aggregation intervals. Default 0.
-    #[serde(default)]
+    /// Smallest age.
+    #[param(default, range = "[0, 4294967295]", unit = "aggregations", setting)]
     pub min_age: u32,
-    /// Largest age, aggregation intervals. Default: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Largest age (absent: no limit).
+    #[param(default, range = "[0, 4294967295]", unit = "aggregations", setting)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_age: Option<u32>,
-    /// How often the scheme is applied (0, the default: every aggregation interval).
-    #[serde(default)]
+    /// How often the scheme is applied (0: every aggregation interval, the kernel's
+    /// default).
+    #[param(default, setting)]
     pub apply_interval: Duration,
     /// The quota.
-    #[serde(default)]
+    #[param(default)]
     pub quota: QuotaConfig,
     /// The watermarks.
-    #[serde(default)]
+    #[param(default)]
     pub watermarks: WatermarksConfig,
     /// The filters, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[param(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub filters: Vec<FilterConfig>,
 }
 
