@@ -190,7 +190,7 @@ pub(crate) fn load_error(table: &str) -> String {
          [[telemetry]]\n{table}\n"
     );
     let src = crate::scenario::Source { text, file: "t.toml".into(), base_dir: ".".into() };
-    crate::scenario::load(&src, &[], None).err().expect("the scenario is refused").to_string()
+    crate::scenario::load(&src, &[], None).expect_err("the scenario is refused").to_string()
 }
 
 /// Build-time context of an observer.

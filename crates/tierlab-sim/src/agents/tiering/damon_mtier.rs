@@ -520,7 +520,7 @@ allow = true
             ("high = 900", "high = 1001", "watermarks.high", "[0, 1000]"),
             ("target = 9970", "target = 0", "quota.goals[0].target", "[1, 9.223372036854776e18]"),
         ] {
-            let e = load(&text.replace(from, to)).err().expect("refused").to_string();
+            let e = load(&text.replace(from, to)).expect_err("refused").to_string();
             assert!(e.contains(&format!("tiering.schemes[0].{field}")) && e.contains(range), "{to}: {e}");
         }
     }
