@@ -25,9 +25,12 @@ fn field_dict<'py>(py: Python<'py>, f: &FieldSpec) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
+/// A table of the catalogue: (path, kind, fields).
+type SectionRow<'py> = (String, String, Vec<Bound<'py, PyDict>>);
+
 /// Every declared parameter of a scenario, table by table: [(path, kind, [field])].
 #[pyfunction]
-fn param_sections(py: Python<'_>) -> PyResult<Vec<(String, String, Vec<Bound<'_, PyDict>>)>> {
+fn param_sections(py: Python<'_>) -> PyResult<Vec<SectionRow<'_>>> {
     scenario::catalogue()
         .into_iter()
         .map(|s| {

@@ -364,6 +364,10 @@ fn unwrap_shape(mut s: Shape) -> (Shape, bool) {
     }
 }
 
+/// Kinds registered only in test builds (the toy implementations the architecture tests add
+/// as the how-to-add recipe says): not listed, so the catalogue is the same in every build.
+pub const TEST_ONLY_KINDS: &[&str] = &["toy"];
+
 fn walk_section(path: String, kind: String, fields: Vec<&'static FieldSpec>, out: &mut Vec<Section>) {
     let fields = tierlab_core::param::expand(fields);
     let mut leaves = Vec::new();
@@ -387,7 +391,7 @@ fn walk_section(path: String, kind: String, fields: Vec<&'static FieldSpec>, out
         if let Some(inner) = table {
             walk_section(p, String::new(), inner(), out);
         } else if let Some((kinds, fields)) = tagged {
-            for k in kinds() {
+            for k in kinds().into_iter().filter(|k| !TEST_ONLY_KINDS.contains(k)) {
                 if let Some(fs) = fields(k) {
                     walk_section(p.clone(), k.to_string(), fs, out);
                 }

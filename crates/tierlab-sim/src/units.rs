@@ -170,6 +170,129 @@ impl Duration {
     }
 }
 
+impl Duration {
+    /// As simulated time ([`Ps`]).
+    #[inline]
+    pub fn ps(self) -> Ps {
+        Ps::from_ns(self.0)
+    }
+}
+
+/// Simulated time, or a span of it, in picoseconds: the one time type of the engine's
+/// interfaces (agent hooks, feeds, charges, replacement ticks, workload batches). Scenario
+/// values (durations in ns, costs in ns) become `Ps` where they are read; outputs convert back
+/// (seconds, ns) where they are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ps(u64);
+
+impl Ps {
+    /// Time zero; no time.
+    pub const ZERO: Ps = Ps(0);
+    /// "Never" (no event): later than every time.
+    pub const NEVER: Ps = Ps(u64::MAX);
+    /// One nanosecond.
+    pub const NS: Ps = Ps(1000);
+
+    /// `ps` picoseconds.
+    #[inline]
+    pub const fn from_ps(ps: u64) -> Ps {
+        Ps(ps)
+    }
+    /// `ns` nanoseconds (saturating).
+    #[inline]
+    pub const fn from_ns(ns: u64) -> Ps {
+        Ps(ns.saturating_mul(1000))
+    }
+    /// `ns` nanoseconds as a number (a cost: rounded to the picosecond; negative and NaN are 0).
+    #[inline]
+    pub fn from_ns_f64(ns: f64) -> Ps {
+        Ps((ns * 1000.0).round() as u64)
+    }
+    /// `s` seconds (rounded to the picosecond).
+    pub fn from_secs_f64(s: f64) -> Ps {
+        Ps((s * 1e12).round() as u64)
+    }
+    /// Picoseconds.
+    #[inline]
+    pub const fn ps(self) -> u64 {
+        self.0
+    }
+    /// Whole nanoseconds (truncated: for outputs and the recording format, whose times are ns).
+    #[inline]
+    pub const fn whole_ns(self) -> u64 {
+        self.0 / 1000
+    }
+    /// Nanoseconds as a number.
+    #[inline]
+    pub fn ns_f64(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+    /// Seconds.
+    #[inline]
+    pub fn secs_f64(self) -> f64 {
+        self.0 as f64 / 1e12
+    }
+    /// Whether this is [`Ps::NEVER`].
+    #[inline]
+    pub const fn is_never(self) -> bool {
+        self.0 == u64::MAX
+    }
+    /// `self + d`, at most [`Ps::NEVER`].
+    #[inline]
+    pub const fn saturating_add(self, d: Ps) -> Ps {
+        Ps(self.0.saturating_add(d.0))
+    }
+    /// `self - d`, at least zero.
+    #[inline]
+    pub const fn saturating_sub(self, d: Ps) -> Ps {
+        Ps(self.0.saturating_sub(d.0))
+    }
+    /// `self * n`, at most [`Ps::NEVER`].
+    #[inline]
+    pub const fn times(self, n: u64) -> Ps {
+        Ps(self.0.saturating_mul(n))
+    }
+}
+
+impl std::ops::Add for Ps {
+    type Output = Ps;
+    #[inline]
+    fn add(self, d: Ps) -> Ps {
+        Ps(self.0 + d.0)
+    }
+}
+
+impl std::ops::AddAssign for Ps {
+    #[inline]
+    fn add_assign(&mut self, d: Ps) {
+        self.0 += d.0;
+    }
+}
+
+impl std::ops::Sub for Ps {
+    type Output = Ps;
+    #[inline]
+    fn sub(self, d: Ps) -> Ps {
+        Ps(self.0 - d.0)
+    }
+}
+
+impl std::iter::Sum for Ps {
+    fn sum<I: Iterator<Item = Ps>>(it: I) -> Ps {
+        Ps(it.map(|p| p.0).sum())
+    }
+}
+
+impl fmt::Display for Ps {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.is_never() {
+            f.write_str("never")
+        } else {
+            f.write_str(&format_duration(self.whole_ns()))
+        }
+    }
+}
+
 /// Parse a duration such as `60s`, `5ms`, `250us`, `1.5s`, `2min`, `100ns`.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let t = s.trim();

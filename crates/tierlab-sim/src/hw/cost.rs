@@ -99,7 +99,7 @@ pub struct CostConfig {
         default = 1000.0,
         range = "[0, 1e9]",
         unit = "ns",
-        assumed = "~1 us (interrupt entry/exit plus the INVLPG)"
+        assumed = "reference/tlb-shootdown.md's placeholder t_recv, 1 us: each target core's handler (interrupt entry/exit, INVLPG, acknowledgement); not a measured value"
     )]
     pub shootdown_target_ns: f64,
     /// Fixed extra cost of a major fault that reads a page back from swap (after DAMOS

@@ -156,7 +156,7 @@ pub struct HmemConfig {
         default = 6.0,
         range = "(0, 1e6]",
         unit = "GB/s",
-        sourced = "reference/cost-model.md: Knights Corner host link up to ~6 GB/s (PCIe DMA), the CMCP seed paper's"
+        sourced = "papers/cmcp-pspt-paper.txt, section 3: 'we measured up to 6GB/s bandwidth between the host and the MIC' (also reference/cost-model.md)"
     )]
     pub link_gbps: f64,
     /// Latency of one transfer over the link (DMA setup and completion).
@@ -201,7 +201,7 @@ pub struct HmemConfig {
         default = 16,
         range = "[1, 4096]",
         unit = "threads",
-        assumed = "the 4 cores of a 60-core Knights Corner (4 hyperthreads each, reference/tlb-shootdown.md) left by a 56-core run"
+        assumed = "the CMCP paper (section 5.1) dedicates hyperthreads to the statistics collection without their number: the 4 cores of a 60-core Knights Corner (4 hyperthreads each, reference/tlb-shootdown.md) left by a 56-core run"
     )]
     pub scanner_threads: u32,
     /// TLB effects: false = every access walks and sets the Accessed bit (no TLB hides any
