@@ -1,20 +1,29 @@
 //! Parameters and registries: the one mechanism every pluggable kind uses.
 //!
+//! # Declarations
+//! Every parameter struct is declared with `#[params]` ([`tierlab_core::param`]): each field
+//! states its default, unit, range, description and provenance once. From that declaration
+//! come the scenario's validation ([`crate::limits`]), `tierlab export` (every default is
+//! serialized), `tierlab params` and `docs/parameters.md` ([`catalogue`], [`markdown`]), and
+//! the reproduce report's labels of parameters at their defaults ([`field_at`]).
+//!
 //! # Registries
 //! [`registry!`] declares a kind's configuration enum, tagged by `kind` in a scenario
 //! (`kind = "damon"`), with one line per implementation: its registered name, a variant and
-//! its parameter type. It also gives the registered names ([`registry!`]'s `kinds()`) and the
-//! implementation's parameters as the kind's trait object (`params()`), through which the
-//! kind dispatches. Adding an implementation is one new file and one line in its kind's
-//! `registry!`.
+//! its parameter type. It also gives the registered names ([`registry!`]'s `kinds()`), each
+//! kind's declared fields, and the implementation's parameters as the kind's trait object
+//! (`params()`), through which the kind dispatches. Adding an implementation is one new file
+//! and one line in its kind's `registry!`.
 //!
 //! # Composed parameters
 //! The fields every implementation of a kind shares (a tiering policy's tiers and rate limit,
-//! a region-based technique's intervals) are one struct, flattened into each implementation's
-//! parameters with [`With`]: `With<Shared, Own>` reads one TOML table, sends each key to the
-//! struct that declares it, and rejects a key neither declares (an error naming the key, as
-//! for any other unknown field). An implementation gives its own defaults for the shared
-//! fields ([`SharedDefaults`]); `tierlab export` writes both parts, every default included.
+//! a technique's label and core) are one struct, flattened into each implementation's
+//! parameters with [`With`]; a registry declared `shared S` applies it to each line itself.
+//! `With<Shared, Own>` reads one TOML table, sends each key to the struct that declares it,
+//! and rejects a key neither declares (an error naming the key, as for any other unknown
+//! field). An implementation gives its own defaults for the shared fields, and their
+//! provenance where it differs from the shared declaration ([`SharedDefaults`]); `tierlab
+//! export` writes both parts, every default included.
 
 use std::fmt;
 
@@ -107,97 +116,6 @@ pub trait Params: Declared + Serialize + DeserializeOwned + Clone + fmt::Debug {
 }
 
 impl<T: Declared + Serialize + DeserializeOwned + Clone + fmt::Debug> Params for T {}
-
-/// Field names of a struct, read from its `Deserialize` implementation (which tells the
-/// deserializer the fields it expects).
-pub fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
-    struct Probe(std::cell::Cell<&'static [&'static str]>);
-    #[derive(Debug)]
-    struct Stop;
-    impl fmt::Display for Stop {
-        fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("field probe")
-        }
-    }
-    impl std::error::Error for Stop {}
-    impl de::Error for Stop {
-        fn custom<T: fmt::Display>(_: T) -> Self {
-            Stop
-        }
-    }
-    impl<'de> Deserializer<'de> for &Probe {
-        type Error = Stop;
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
-            Err(Stop)
-        }
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Stop> {
-            self.0.set(fields);
-            Err(Stop)
-        }
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-            ignored_any
-        }
-    }
-    let p = Probe(std::cell::Cell::new(&[]));
-    let _ = T::deserialize(&p);
-    p.0.get()
-}
-
-/// Declare structs whose fields are not yet declared with `#[params]`: their keys are read
-/// from `Deserialize`, nothing else is known of them (a transition; every parameter struct
-/// is to be declared).
-#[macro_export]
-macro_rules! legacy_params {
-    ($($t:ty),* $(,)?) => {
-        $(impl tierlab_core::param::Declared for $t {
-            fn fields() -> Vec<&'static tierlab_core::param::FieldSpec> {
-                $crate::params::legacy_fields::<$t>()
-            }
-        }
-        impl tierlab_core::param::ParamType for $t {
-            fn shape() -> tierlab_core::param::Shape {
-                tierlab_core::param::Shape::Table(<$t as tierlab_core::param::Declared>::fields)
-            }
-        })*
-    };
-}
-
-/// The fields of a struct not declared with `#[params]` (see [`legacy_params!`]).
-pub fn legacy_fields<T: for<'de> Deserialize<'de> + 'static>() -> Vec<&'static FieldSpec> {
-    use std::any::TypeId;
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static MADE: OnceLock<Mutex<HashMap<TypeId, Vec<&'static FieldSpec>>>> = OnceLock::new();
-    let made = MADE.get_or_init(Default::default);
-    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
-    made.entry(TypeId::of::<T>())
-        .or_insert_with(|| {
-            fields_of::<T>()
-                .iter()
-                .map(|&name| {
-                    &*Box::leak(Box::new(FieldSpec {
-                        name,
-                        rust_type: "",
-                        doc: "",
-                        unit: "",
-                        range: None,
-                        provenance: Provenance::Unstated,
-                        default: DefaultText::Text(None),
-                        shape: || Shape::Any,
-                        flatten: false,
-                    }))
-                })
-                .collect()
-        })
-        .clone()
-}
 
 /// An implementation's defaults for its kind's shared parameters `S`.
 pub trait SharedDefaults<S> {

@@ -1007,8 +1007,8 @@ mod tests {
         assert_eq!(export(&again), text);
     }
 
-    /// Every number of every built-in scenario and of every kind's defaults has a declared
-    /// range (limits::RULES), and the defaults lie in it.
+    /// Every number of every built-in scenario and of every kind's defaults is a declared
+    /// field with a range, and the defaults lie in it; no declared field is free-form.
     #[test]
     fn every_number_has_a_range() {
         let mut texts: Vec<String> = BUILTINS.iter().map(|b| b.text.to_string()).collect();
@@ -1048,25 +1048,34 @@ mod tests {
         for k in crate::agents::tiering::TieringConfig::kinds() {
             texts.push(format!("{base}[[telemetry]]\nkind = \"pebs\"\n[tiering]\nkind = \"{k}\"\n"));
         }
-        let mut missing = Vec::new();
         for t in &texts {
-            // Load without the range check, then check the expanded scenario: every number
-            // without a rule is listed rather than failing the load.
+            // Load without the range check, then check the expanded scenario (a number
+            // without a declared range is an error naming it).
             let sc: Scenario = toml::from_str(t).unwrap_or_else(|e| panic!("{t}: {e}"));
             let v = toml::Value::try_from(&sc).unwrap();
-            let u = crate::limits::uncovered(&v);
-            if u.is_empty() {
-                if let Err((f, m)) = crate::limits::check(&v, &Scenario::fields()) {
-                    panic!("{t}\n{f}: {m}");
-                }
+            if let Err((f, m)) = crate::limits::check(&v, &Scenario::fields()) {
+                panic!("{t}\n{f}: {m}");
             }
-            missing.extend(u.into_iter().map(|(p, x)| format!("{p} = {x}")));
             checked += 1;
         }
-        missing.sort();
-        missing.dedup();
-        assert!(missing.is_empty(), "no range declared in limits::RULES for:\n{}", missing.join("\n"));
         assert!(checked >= 20, "{checked}");
+        // Every field of every table: a shape the checker walks, a range for each number.
+        let mut problems = Vec::new();
+        for sec in catalogue() {
+            for f in &sec.fields {
+                let shape = (f.shape)();
+                if matches!(shape, tierlab_core::param::Shape::Any) {
+                    problems.push(format!("{}:{} `{}` is free-form", sec.path, sec.kind, f.name));
+                }
+                if shape.is_numeric() && f.range.is_none() {
+                    problems.push(format!("{}:{} `{}` declares no range", sec.path, sec.kind, f.name));
+                }
+                if shape.is_numeric() && f.provenance == tierlab_core::param::Provenance::Unstated {
+                    problems.push(format!("{}:{} `{}` declares no provenance", sec.path, sec.kind, f.name));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
     #[test]
@@ -1103,14 +1112,6 @@ mod tests {
         let cat = catalogue();
         assert!(cat.iter().any(|s| s.path == "tiering" && s.kind == "hottest-first"));
         assert!(cat.iter().any(|s| s.path == "telemetry[]" && s.kind == "damon"));
-    }
-
-    #[test]
-    fn ranges_are_documented() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/scenarios.md"))
-            .expect("docs/scenarios.md");
-        let table = crate::limits::markdown();
-        assert!(doc.contains(&table), "docs/scenarios.md must hold limits::markdown():\n{table}");
     }
 
     #[test]

@@ -187,7 +187,7 @@ mod tests {
     use super::*;
     use tierlab_core::param::{expand, Provenance};
 
-    /// Every kind's parameters are declared with `#[params]` (none left to `legacy_params!`),
+    /// Every kind's parameters are declared with `#[params]`,
     /// each number with a range and a provenance.
     #[test]
     fn every_kind_declares_its_fields() {
