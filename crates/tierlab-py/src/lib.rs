@@ -265,8 +265,8 @@ fn export(spec: &str, overrides: Vec<String>, seed: Option<u64>) -> PyResult<Str
     if sc.duration.is_none() && !matches!(sc.workload, WorkloadConfig::Replay(_)) {
         let ctx = scenario::build_ctx(&sc, &src);
         let w = sc.workload.build(&ctx).map_err(to_py)?;
-        if let Some(ns) = w.natural_duration_ns() {
-            sc.duration = Some(tierlab_sim::units::Duration(ns));
+        if let Some(d) = w.natural_duration() {
+            sc.duration = Some(tierlab_sim::units::Duration(d.whole_ns()));
         }
     }
     Ok(scenario::export(&sc))

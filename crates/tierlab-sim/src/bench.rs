@@ -45,7 +45,7 @@ fn generate_rate(accesses: u64) -> Result<f64> {
         seed: 1,
         cores: 1,
         scenario_file: "<bench>".into(),
-        duration_ns: 1_000_000_000,
+        duration: crate::units::Ps::from_ns(1_000_000_000),
         ..Default::default()
     };
     let mut w = sc.workload.build(&ctx)?;
@@ -57,7 +57,7 @@ fn generate_rate(accesses: u64) -> Result<f64> {
     let t = Instant::now();
     while n < accesses {
         buf.clear();
-        let s = w.next_batch(0, 0, &mut buf, &mut m)?;
+        let s = w.next_batch(0, crate::units::Ps::ZERO, &mut buf, &mut m)?;
         n += buf.len() as u64;
         checksum = checksum.wrapping_add(buf.last().map(|a| a.addr).unwrap_or(0));
         if s == Step::Done {

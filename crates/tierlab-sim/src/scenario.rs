@@ -471,7 +471,7 @@ pub fn build_ctx(sc: &Scenario, src: &Source) -> BuildCtx {
         base_dir: src.base_dir.clone(),
         scenario_file: src.file.clone(),
         cores: sc.machine.cores,
-        duration_ns: sc.duration.map(|d| d.0).unwrap_or(0),
+        duration: sc.duration.map(|d| d.ps()).unwrap_or(crate::units::Ps::ZERO),
         replay: None,
     }
 }

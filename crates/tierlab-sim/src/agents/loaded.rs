@@ -36,9 +36,9 @@ pub struct LoadedLatencyAgent {
     /// The model per node (None: fixed latency).
     nodes: Vec<Option<NodeLoad>>,
     names: Vec<String>,
-    interval_ns: u64,
-    next_ns: u64,
-    last_ns: u64,
+    interval: Ps,
+    next: Ps,
+    last: Ps,
     snaps: Vec<CoreSnap>,
     mig_in: Vec<u64>,
     mig_out: Vec<u64>,
@@ -60,8 +60,12 @@ impl LoadedLatencyAgent {
         if nodes.iter().all(|n| n.loaded.is_none()) {
             return None;
         }
-        let interval_ns =
-            nodes.iter().filter_map(|n| n.loaded.as_ref()).map(|l| l.update_interval.0).min().unwrap_or(1);
+        let interval = nodes
+            .iter()
+            .filter_map(|n| n.loaded.as_ref())
+            .map(|l| l.update_interval.ps())
+            .min()
+            .unwrap_or(Ps::NS);
         // The node's own idle latency (from a core of its own, or any core for CPU-less
         // nodes) sets the curve's scale; the factor multiplies every core's latency to it.
         let models = nodes
@@ -74,9 +78,9 @@ impl LoadedLatencyAgent {
             line_bytes: nodes.iter().map(|n| n.loaded.as_ref().map_or(0, |l| l.line_bytes)).collect(),
             nodes: models,
             names: nodes.iter().map(|n| n.name.clone()).collect(),
-            interval_ns,
-            next_ns: interval_ns,
-            last_ns: 0,
+            interval,
+            next: interval,
+            last: Ps::ZERO,
             snaps: Vec::new(),
             mig_in: vec![0; k],
             mig_out: vec![0; k],
@@ -90,14 +94,12 @@ impl LoadedLatencyAgent {
     }
 
     fn snapshot(ctx: &AgentCtx) -> Vec<CoreSnap> {
-        ctx.machine
-            .hw()
-            .cores
-            .iter()
-            .map(|c| CoreSnap {
-                accesses: c.c.accesses(),
-                writes: c.c.writes,
-                node_accesses: c.node_accesses().to_vec(),
+        let m = &ctx.machine;
+        (0..m.cores())
+            .map(|i| CoreSnap {
+                accesses: m.core_counters(i).accesses(),
+                writes: m.core_counters(i).writes,
+                node_accesses: m.node_accesses(i).to_vec(),
             })
             .collect()
     }
@@ -111,7 +113,7 @@ impl LoadedLatencyAgent {
         let f = self.factors();
         let lat: Vec<Vec<f64>> =
             self.idle.iter().map(|row| row.iter().zip(&f).map(|(l, g)| l * g).collect()).collect();
-        ctx.machine.hw_mut().set_memory_latency(&lat);
+        ctx.machine.set_memory_latency(&lat);
     }
 }
 
@@ -140,14 +142,14 @@ impl Agent for LoadedLatencyAgent {
         Ok(())
     }
     fn next_event(&self) -> Ps {
-        super::ns_to_ps(self.next_ns)
+        self.next
     }
     fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        let now = ctx.now_ns();
-        let dt = (now - self.last_ns) as f64;
-        self.last_ns = now;
-        self.next_ns = now + self.interval_ns;
-        let chf = ctx.machine.hw().cost.cache_hit_fraction;
+        let now = ctx.now;
+        let dt = (now - self.last).ns_f64();
+        self.last = now;
+        self.next = now + self.interval;
+        let chf = ctx.machine.cost().cache_hit_fraction;
         let snaps = Self::snapshot(ctx);
         let k = self.nodes.len();
         let mut reads = vec![0.0f64; k];
@@ -206,7 +208,7 @@ impl Agent for LoadedLatencyAgent {
     }
     fn report_stats(&self, _info: &Info, out: &mut Stats) {
         out.set("machine.loaded.updates", self.updates);
-        out.set("machine.loaded.update_interval_s", self.interval_ns as f64 / 1e9);
+        out.set("machine.loaded.update_interval_s", self.interval.secs_f64());
         let n_up = self.updates.max(1) as f64;
         for (n, m) in self.nodes.iter().enumerate() {
             if m.is_some() {

@@ -5,6 +5,7 @@
 use super::Run;
 use crate::error::{Result, SimError};
 use crate::os::Machine;
+use crate::units::Ps;
 use crate::workload::{Access, Step};
 
 /// A core's batch of accesses from its workload, executed from `pos` on.
@@ -71,7 +72,8 @@ fn drain<const TRUTH: bool, const PLAIN: bool, const PREFETCH: bool>(
 impl Run {
     /// Run core `t` until its clock reaches `target_ps` or its thread finishes.
     #[inline]
-    pub(super) fn run_core(&mut self, t: usize, target_ps: u64) -> Result<()> {
+    pub(super) fn run_core(&mut self, t: usize, target: Ps) -> Result<()> {
+        let target_ps = target.ps();
         loop {
             let b = &mut self.batches[t];
             if b.pos == b.buf.len() {
@@ -80,8 +82,8 @@ impl Run {
                 }
                 b.buf.clear();
                 b.pos = 0;
-                let now_ns = self.machine.hw.cores[t].clock_ps / 1000;
-                let step = self.workload.next_batch(t, now_ns, &mut b.buf, &mut self.machine)?;
+                let now = Ps::from_ps(self.machine.hw.cores[t].clock_ps);
+                let step = self.workload.next_batch(t, now, &mut b.buf, &mut self.machine)?;
                 if step == Step::Done {
                     b.done = true;
                 }

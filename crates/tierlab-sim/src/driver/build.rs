@@ -21,6 +21,7 @@ use crate::os::Machine;
 use crate::scenario::Scenario;
 use crate::scoring::optimum::Optimum;
 use crate::scoring::{Scorer, TruthRule};
+use crate::units::Ps;
 use crate::workload::BuildCtx;
 
 /// The fast and slow node of a run on a tiered machine (the tiering policy's, else the
@@ -54,14 +55,14 @@ impl Run {
             ));
         }
         // Before anything big is allocated: would the run fit in the host's memory?
-        let natural_ns =
-            scenario.duration.map(|d| d.0).or_else(|| workload.natural_duration_ns()).unwrap_or(0);
+        let natural =
+            scenario.duration.map(|d| d.ps()).or_else(|| workload.natural_duration()).unwrap_or(Ps::ZERO);
         let agent_count = scenario.telemetry.len()
             + scenario.placement.is_some() as usize
             + scenario.tiering.is_some() as usize;
         budget::check(
             &ctx.scenario_file,
-            &budget::estimate(&scenario, natural_ns, agent_count),
+            &budget::estimate(&scenario, natural.whole_ns(), agent_count),
             budget::available_bytes(),
         )?;
         let mut machine = Machine::new(&scenario.machine);
@@ -111,7 +112,7 @@ impl Run {
         }
         let mut slots: Vec<Slot> = agents
             .into_iter()
-            .map(|agent| Slot { agent, cpu_ps: 0, wants: Vec::new(), routes: Vec::new(), scored: None })
+            .map(|agent| Slot { agent, cpu: Ps::ZERO, wants: Vec::new(), routes: Vec::new(), scored: None })
             .collect();
         let labels: Vec<String> = slots
             .iter()
@@ -132,21 +133,24 @@ impl Run {
             for i in 0..slots.len() {
                 let mut out = Vec::new();
                 {
-                    let Slot { agent, cpu_ps, wants, .. } = &mut slots[i];
+                    let Slot { agent, cpu, wants, .. } = &mut slots[i];
                     let core = agent.core();
-                    let mut actx = AgentCtx::new(0, MachineView::new(machine), core, cpu_ps, &mut out, wants);
+                    let mut actx =
+                        AgentCtx::new(Ps::ZERO, MachineView::new(machine), core, cpu, &mut out, wants);
                     match hook {
                         Hook::Prepare => agent.prepare(&mut actx)?,
                         Hook::Start => agent.start(&mut actx)?,
                     }
                 }
-                deliver(slots, machine, i, out, 0)?;
+                deliver(slots, machine, i, out, Ps::ZERO)?;
             }
             Ok(())
         };
         run_agents(&mut slots, &mut machine, Hook::Prepare)?;
         workload.setup(&mut machine)?;
-        if scenario.scoring.truth == TruthRule::Declared && workload.declared_hot_ranges(0, 1).is_none() {
+        if scenario.scoring.truth == TruthRule::Declared
+            && workload.declared_hot_ranges(Ps::ZERO, Ps::NS).is_none()
+        {
             return Err(SimError::config(
                 &ctx.scenario_file,
                 "scoring.truth",
@@ -157,12 +161,12 @@ impl Run {
             ));
         }
         machine.start_backend(&scenario.policies, &ctx.scenario_file, scenario.seed)?;
-        let end_ns = match scenario.duration {
-            Some(d) => d.0,
-            None => workload.natural_duration_ns().unwrap_or(0),
+        let end = match scenario.duration {
+            Some(d) => d.ps(),
+            None => workload.natural_duration().unwrap_or(Ps::ZERO),
         };
-        if scenario.duration.is_none() && end_ns > 0 {
-            scenario.duration = Some(crate::units::Duration(end_ns));
+        if scenario.duration.is_none() && end > Ps::ZERO {
+            scenario.duration = Some(crate::units::Duration(end.whole_ns()));
         }
         let truth = scenario.report.ground_truth;
         if !truth && scorer.active() && scenario.scoring.truth == TruthRule::Accessed {
@@ -194,9 +198,9 @@ impl Run {
             .map(|(f, s)| Optimum::new(f, s, machine.os.mem.nodes[f as usize].capacity_pages));
         let prev_overhead = app_overhead_ps(&machine, threads);
         Ok(Run {
-            window_ps: scenario.window.0 * 1000,
-            quantum_ps: scenario.quantum.0 * 1000,
-            end_ps: if end_ns == 0 { u64::MAX } else { end_ns.saturating_mul(1000) },
+            window: scenario.window.ps(),
+            quantum: scenario.quantum.ps(),
+            end: if end == Ps::ZERO { Ps::NEVER } else { end },
             scenario,
             machine,
             workload,

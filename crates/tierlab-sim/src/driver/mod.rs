@@ -37,6 +37,7 @@ use crate::os::Machine;
 use crate::scenario::{build_ctx, Scenario, Source};
 use crate::scoring::optimum::Optimum;
 use crate::scoring::Scorer;
+use crate::units::Ps;
 use crate::workload::{BuildCtx, Workload};
 
 pub mod budget;
@@ -86,9 +87,10 @@ pub struct Run {
     workload: Box<dyn Workload>,
     threads: usize,
     batches: Vec<Batch>,
-    end_ps: u64,
-    window_ps: u64,
-    quantum_ps: u64,
+    /// End of the run ([`Ps::NEVER`]: when the workload finishes).
+    end: Ps,
+    window: Ps,
+    quantum: Ps,
     heatmap: Heatmap,
     timeseries: TimeSeries,
     mappings: Vec<MappingInfo>,

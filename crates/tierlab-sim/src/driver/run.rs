@@ -11,23 +11,24 @@ use crate::agents::placement::StageInput;
 use crate::agents::{AgentCtx, Info, MachineView};
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
+use crate::units::Ps;
 
 /// The progress clock is read every 64 steps or every this much simulated time (1 ms),
 /// whichever comes first: long steps (a long quantum, few agents) still see a Ctrl-C soon.
-const PROGRESS_EVERY_PS: u64 = 1_000_000_000;
+const PROGRESS_EVERY: Ps = Ps::from_ns(1_000_000);
 
 impl Run {
     /// Run to the end (or until `progress` says stop).
     pub(super) fn run(mut self, progress: &mut dyn FnMut(Progress) -> Control) -> Result<StageOutcome> {
         let wall = Instant::now();
         let mut last_report = Instant::now();
-        let mut window_start = 0u64;
+        let mut window_start = Ps::ZERO;
         let mut interrupted = false;
-        let total_ns = if self.end_ps == u64::MAX { 0 } else { self.end_ps / 1000 };
-        let mut frontier = 0u64;
+        let total_ns = if self.end.is_never() { 0 } else { self.end.whole_ns() };
+        let mut frontier = Ps::ZERO;
         let mut steps = 0u64;
         let mut error: Option<String> = None;
-        let mut checked_at = 0u64;
+        let mut checked_at = Ps::ZERO;
         // A simulation error (not a bad input: those are found before the run) ends the run
         // like Ctrl-C: the window so far is closed and everything simulated is reported.
         macro_rules! step {
@@ -43,12 +44,15 @@ impl Run {
             };
         }
         'outer: loop {
-            let window_end = (window_start + self.window_ps).min(self.end_ps);
+            let window_end = window_start.saturating_add(self.window).min(self.end);
             while frontier < window_end {
                 let next = self.next_event();
-                frontier = (frontier + self.quantum_ps).min(window_end).min(next.max(frontier + 1));
+                frontier = frontier
+                    .saturating_add(self.quantum)
+                    .min(window_end)
+                    .min(next.max(frontier + Ps::from_ps(1)));
                 for t in 0..self.threads {
-                    if self.machine.hw.cores[t].clock_ps < frontier {
+                    if self.machine.hw.cores[t].clock_ps < frontier.ps() {
                         step!('outer, self.run_core(t, frontier));
                     }
                 }
@@ -59,14 +63,14 @@ impl Run {
                     break;
                 }
                 steps += 1;
-                let due = steps & 63 == 0 || frontier - checked_at >= PROGRESS_EVERY_PS;
+                let due = steps & 63 == 0 || frontier - checked_at >= PROGRESS_EVERY;
                 if due {
                     checked_at = frontier;
                 }
                 if due && last_report.elapsed().as_millis() >= 100 {
                     last_report = Instant::now();
                     let p = Progress {
-                        sim_ns: frontier / 1000,
+                        sim_ns: frontier.whole_ns(),
                         total_ns,
                         accesses: self.machine.total(|c| c.accesses()),
                     };
@@ -77,22 +81,25 @@ impl Run {
                 }
             }
             if self.all_done() {
-                let end = self.machine.hw.now_ps();
+                let end = Ps::from_ps(self.machine.hw.now_ps());
                 if end > window_start {
-                    self.close_window(window_start, end.min(window_end).max(window_start + 1))?;
+                    self.close_window(window_start, end.min(window_end).max(window_start + Ps::from_ps(1)))?;
                 }
                 break;
             }
             self.close_window(window_start, window_end)?;
             window_start = window_end;
-            if window_end >= self.end_ps {
+            if window_end >= self.end {
                 break;
             }
         }
         if interrupted || error.is_some() {
             // The window under way when the run stopped.
-            let window_end = window_start.saturating_add(self.window_ps).min(self.end_ps);
-            let end = self.machine.hw.now_ps().max(window_start + 1).min(window_end.max(window_start + 1));
+            let window_end = window_start.saturating_add(self.window).min(self.end);
+            let one = Ps::from_ps(1);
+            let end = Ps::from_ps(self.machine.hw.now_ps())
+                .max(window_start + one)
+                .min(window_end.max(window_start + one));
             if let Err(e) = self.close_window(window_start, end) {
                 error.get_or_insert(e.to_string());
             }
@@ -103,19 +110,21 @@ impl Run {
                 self.workload.discard(t, &b.buf[b.pos..]);
             }
         }
-        let p =
-            Progress { sim_ns: frontier / 1000, total_ns, accesses: self.machine.total(|c| c.accesses()) };
+        let p = Progress {
+            sim_ns: frontier.whole_ns(),
+            total_ns,
+            accesses: self.machine.total(|c| c.accesses()),
+        };
         progress(p);
-        let end_ps = self.machine.hw.now_ps() / 1000 * 1000;
+        let end = Ps::from_ps(self.machine.hw.now_ps());
         let mut samples = Vec::new();
         let mut plan = None;
         let mut damo_records = Vec::new();
         for i in 0..self.agents.len() {
             let mut out = Vec::new();
-            let Slot { agent, cpu_ps, wants, .. } = &mut self.agents[i];
+            let Slot { agent, cpu, wants, .. } = &mut self.agents[i];
             let core = agent.core();
-            let mut ctx =
-                AgentCtx::new(end_ps, MachineView::new(&mut self.machine), core, cpu_ps, &mut out, wants);
+            let mut ctx = AgentCtx::new(end, MachineView::new(&mut self.machine), core, cpu, &mut out, wants);
             match agent.finish(&mut ctx) {
                 Ok(()) => {}
                 // After an error the agents finish on what there is; a second error is
@@ -143,7 +152,7 @@ impl Run {
         {
             let view = MachineView::new(&mut self.machine);
             for s in &self.agents {
-                s.agent.report_stats(&Info { view: &view, cpu_ps: s.cpu_ps, threads }, &mut stats);
+                s.agent.report_stats(&Info { view: &view, cpu: s.cpu, threads }, &mut stats);
             }
         }
         let sim_s = self.machine.hw.now_ps() as f64 / 1e12;

@@ -11,7 +11,7 @@ use crate::os::Machine;
 /// One agent with the driver's bookkeeping.
 pub(super) struct Slot {
     pub(super) agent: Box<dyn Agent>,
-    pub(super) cpu_ps: u64,
+    pub(super) cpu: Ps,
     /// Feed kinds someone receives from this agent.
     pub(super) wants: Vec<FeedKind>,
     /// (kind, subscriber) routes.
@@ -38,17 +38,17 @@ impl Run {
             let Some((t, i)) = due else { return Ok(()) };
             let mut out = Vec::new();
             {
-                let Slot { agent, cpu_ps, wants, .. } = &mut self.agents[i];
+                let Slot { agent, cpu, wants, .. } = &mut self.agents[i];
                 let core = agent.core();
                 let mut ctx =
-                    AgentCtx::new(t, MachineView::new(&mut self.machine), core, cpu_ps, &mut out, wants);
+                    AgentCtx::new(t, MachineView::new(&mut self.machine), core, cpu, &mut out, wants);
                 agent.on_event(&mut ctx)?;
                 if agent.next_event() <= t {
                     return Err(SimError::runtime(format!(
-                        "{} `{}` did not advance its next event past {} ns",
+                        "{} `{}` did not advance its next event past {}",
                         role_name(agent.role()),
                         agent.label(),
-                        t / 1000
+                        t
                     )));
                 }
             }
@@ -139,9 +139,9 @@ pub(super) fn deliver(
         for j in routes {
             let mut out = Vec::new();
             {
-                let Slot { agent, cpu_ps, wants, .. } = &mut slots[j];
+                let Slot { agent, cpu, wants, .. } = &mut slots[j];
                 let core = agent.core();
-                let mut ctx = AgentCtx::new(now, MachineView::new(machine), core, cpu_ps, &mut out, wants);
+                let mut ctx = AgentCtx::new(now, MachineView::new(machine), core, cpu, &mut out, wants);
                 agent.on_feed(&f, &mut ctx)?;
             }
             deliver(slots, machine, j, out, now)?;

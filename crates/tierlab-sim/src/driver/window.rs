@@ -10,6 +10,7 @@ use crate::hw::CoreCounters;
 use crate::os::Machine;
 use crate::scoring::optimum::Optimum;
 use crate::truth::WindowTruth;
+use crate::units::Ps;
 use tierlab_core::{page_addr, PAGE_SIZE};
 
 use super::slots::{deliver, Slot};
@@ -141,9 +142,10 @@ impl Run {
         self.scenario.report.ground_truth
     }
 
-    pub(super) fn close_window(&mut self, start_ps: u64, end_ps: u64) -> Result<()> {
-        let (start_ns, end_ns) = (start_ps / 1000, end_ps / 1000);
-        let w = self.machine.close_window(self.windows, start_ns, end_ns);
+    /// Close the window `[start, end)`: ground truth is cut (its windows are in whole ns, the
+    /// recording format's unit), the agents' `on_window` run, scores and a row recorded.
+    pub(super) fn close_window(&mut self, start: Ps, end: Ps) -> Result<()> {
+        let w = self.machine.close_window(self.windows, start.whole_ns(), end.whole_ns());
         if self.counts_truth() {
             self.heatmap.add_window(&w);
         }
@@ -151,34 +153,33 @@ impl Run {
         if self.scorer.active() {
             let workload = &self.workload;
             score_cols.push(
-                self.scorer
-                    .begin_window(&w, || workload.declared_hot_ranges(start_ns, end_ns).unwrap_or_default()),
+                self.scorer.begin_window(&w, || workload.declared_hot_ranges(start, end).unwrap_or_default()),
             );
         }
         for i in 0..self.agents.len() {
             let mut out = Vec::new();
             {
-                let Slot { agent, cpu_ps, wants, .. } = &mut self.agents[i];
+                let Slot { agent, cpu, wants, .. } = &mut self.agents[i];
                 let core = agent.core();
                 let mut ctx =
-                    AgentCtx::new(end_ps, MachineView::new(&mut self.machine), core, cpu_ps, &mut out, wants);
-                agent.on_window(start_ns, end_ns, &mut ctx)?;
+                    AgentCtx::new(end, MachineView::new(&mut self.machine), core, cpu, &mut out, wants);
+                agent.on_window(start, end, &mut ctx)?;
             }
             if let Some(k) = self.agents[i].scored {
                 for f in &out {
                     if let Feed::HotSet { report, .. } = f {
-                        score_cols.extend(self.scorer.score(k, report, end_ps as f64 / 1e12));
+                        score_cols.extend(self.scorer.score(k, report, end.secs_f64()));
                     }
                 }
             }
-            deliver(&mut self.agents, &mut self.machine, i, out, end_ps)?;
+            deliver(&mut self.agents, &mut self.machine, i, out, end)?;
         }
         let now = sum_counters(&self.machine);
         let d = |a: u64, b: u64| (a - b) as f64;
         let mut row = vec![
             ("window".to_string(), self.windows as f64),
-            ("t_start_s".to_string(), start_ps as f64 / 1e12),
-            ("t_end_s".to_string(), end_ps as f64 / 1e12),
+            ("t_start_s".to_string(), start.secs_f64()),
+            ("t_end_s".to_string(), end.secs_f64()),
             ("accesses".to_string(), d(now.c.accesses(), self.prev.c.accesses())),
             (
                 "reads".to_string(),
@@ -199,7 +200,7 @@ impl Run {
                 d(now.c.remote_invalidations, self.prev.c.remote_invalidations),
             ),
         ]);
-        let secs = (end_ps - start_ps) as f64 / 1e12;
+        let secs = (end - start).secs_f64();
         let acc = d(now.c.accesses(), self.prev.c.accesses());
         row.push(("accesses_per_ms".to_string(), if secs > 0.0 { acc / (secs * 1e3) } else { 0.0 }));
         for (i, n) in self.machine.os.mem.nodes.iter().enumerate() {
@@ -224,14 +225,14 @@ impl Run {
         let truth = self.counts_truth();
         let view = MachineView::new(&mut self.machine);
         for s in &mut self.agents {
-            let info = Info { view: &view, cpu_ps: s.cpu_ps, threads };
+            let info = Info { view: &view, cpu: s.cpu, threads };
             row.extend(s.agent.window_columns(&info));
             if let Some(fast) = s.agent.fast_node().filter(|_| truth) {
                 let hot = self.scorer.hot_bytes_where(&w, |va| view.node_of(va) == Some(fast));
                 row.push(("tiering.fast_hot_bytes".to_string(), hot));
             }
         }
-        row.extend(self.workload.window_columns(start_ns, end_ns));
+        row.extend(self.workload.window_columns(start, end));
         self.timeseries.push_row(row);
         self.prev = now;
         self.windows += 1;

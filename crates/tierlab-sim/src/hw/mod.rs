@@ -528,7 +528,7 @@ impl Hardware {
     /// simulator. `PLAIN`: the caller knows the core [`Core::is_plain`] (a run of accesses
     /// tests it once: nothing on the access path changes it), and its two tests are skipped.
     #[inline(always)]
-    pub fn access<M: Mmu, const TRUTH: bool, const PLAIN: bool>(
+    pub(crate) fn access<M: Mmu, const TRUTH: bool, const PLAIN: bool>(
         &mut self,
         core: usize,
         a: Access,
@@ -784,10 +784,10 @@ impl Hardware {
     }
 
     /// perf's tick: restart the per-tick interrupt counts and the counting of throttled cores.
-    pub fn pebs_tick(&mut self, now_ns: u64) {
+    pub fn pebs_tick(&mut self, now: crate::units::Ps) {
         let Some(hw) = self.pebs.as_mut() else { return };
         let period = hw.cfg.period.max(1);
-        for core in hw.tick(now_ns) {
+        for core in hw.tick(now) {
             self.cores[core].pebs_left = period;
         }
     }
@@ -865,7 +865,7 @@ impl Hardware {
     }
 
     /// Spill every core's ground-truth tap into `gt` (before a window closes).
-    pub fn flush_truth(&mut self, gt: &mut GroundTruth) {
+    pub(crate) fn flush_truth(&mut self, gt: &mut GroundTruth) {
         for c in &mut self.cores {
             c.truth.flush(gt);
         }
@@ -873,7 +873,7 @@ impl Hardware {
 
     /// A ground-truth window closed (after [`Hardware::flush_truth`]); `buffered`: the next
     /// one is buffered. Each core's tap decides whether to coalesce in it.
-    pub fn truth_window_ended(&mut self, buffered: bool) {
+    pub(crate) fn truth_window_ended(&mut self, buffered: bool) {
         for c in &mut self.cores {
             c.truth.end_window(buffered);
         }

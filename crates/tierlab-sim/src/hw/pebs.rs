@@ -30,6 +30,8 @@
 //!
 //! The driver side (hotness, frequency mode) lives in `agents::telemetry::pebs`.
 
+use crate::units::Ps;
+
 /// Configuration of the sampling hardware.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PebsHwConfig {
@@ -120,8 +122,8 @@ pub struct PebsCosts {
 /// A batch of records handed over by one interrupt (or a poll, or a final flush).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Drain {
-    /// Time of the interrupt, ns (the one timestamp all its records get).
-    pub time_ns: u64,
+    /// Time of the interrupt (the one timestamp all its records get).
+    pub time: Ps,
     /// Core that took it.
     pub core: u32,
     /// Drain number on this machine, from 0.
@@ -273,7 +275,7 @@ impl PebsHw {
         if drain {
             let records = std::mem::take(&mut c.buf);
             self.drained.push(Drain {
-                time_ns: clock_ps / 1000,
+                time: Ps::from_ps(clock_ps),
                 core: core as u32,
                 index: self.drains,
                 records,
@@ -312,7 +314,8 @@ impl PebsHw {
     /// A tick (perf's `perf_event_task_tick`): every core's interrupt count restarts and the
     /// throttled cores are unthrottled (logged). Returns the cores unthrottled, whose event
     /// counting the caller restarts.
-    pub fn tick(&mut self, now_ns: u64) -> Vec<usize> {
+    pub fn tick(&mut self, now: Ps) -> Vec<usize> {
+        let now_ns = now.whole_ns();
         let mut back = Vec::new();
         for (i, c) in self.cores.iter_mut().enumerate() {
             c.tick_irqs = 0;
@@ -327,14 +330,14 @@ impl PebsHw {
 
     /// Polled mode: another hardware thread empties every core's buffer at `now_ns`. Returns
     /// the records taken (the poller's cost is the caller's).
-    pub fn poll(&mut self, now_ns: u64) -> u64 {
+    pub fn poll(&mut self, now: Ps) -> u64 {
         let mut n = 0;
         for (i, c) in self.cores.iter_mut().enumerate() {
             if !c.buf.is_empty() {
                 let records = std::mem::take(&mut c.buf);
                 n += records.len() as u64;
                 self.drained.push(Drain {
-                    time_ns: now_ns,
+                    time: now,
                     core: i as u32,
                     index: self.drains,
                     records,
@@ -347,8 +350,8 @@ impl PebsHw {
     }
 
     /// Hand over every partly filled buffer without an interrupt (end of run).
-    pub fn flush(&mut self, now_ns: u64) {
-        self.poll(now_ns);
+    pub fn flush(&mut self, now: Ps) {
+        self.poll(now);
     }
 }
 
@@ -383,7 +386,7 @@ mod tests {
         assert_eq!(h.cores[0].assist_ps, 10 * 250_000);
         assert_eq!(h.drained.len(), 2);
         assert_eq!(h.drained[1].cost_ps, 1_040_000);
-        assert_eq!(h.drained[1].time_ns, 7_000);
+        assert_eq!(h.drained[1].time, Ps::from_ns(7_000));
         assert_eq!(h.cores[0].buf.len(), 2);
     }
 
@@ -397,7 +400,7 @@ mod tests {
         }
         assert_eq!(total, 8 * 5, "assists only, for the 8 records that fit");
         assert_eq!((h.cores[1].interrupts, h.cores[1].lost, h.cores[1].samples), (0, 4, 8));
-        assert_eq!(h.poll(100), 8);
+        assert_eq!(h.poll(Ps::from_ns(100)), 8);
         assert_eq!(h.drained[0].cost_ps, 0);
         assert!(h.cores[1].buf.is_empty());
     }
@@ -417,7 +420,7 @@ mod tests {
         let t: Vec<bool> = (0..3u64).map(|k| h.record(0, k, 0, k).throttled).collect();
         assert_eq!(t, vec![false, false, true]);
         assert_eq!(h.cores[0].throttles, 1);
-        assert_eq!(h.tick(4_000), vec![0]);
+        assert_eq!(h.tick(Ps::from_ns(4_000)), vec![0]);
         assert_eq!(h.throttle_log, vec![(0, 0, true), (4_000, 0, false)]);
         assert!(!h.record(0, 9, 0, 5_000_000).throttled, "a new tick counts from zero");
     }
@@ -440,7 +443,7 @@ mod tests {
         let mut h = PebsHw::with_costs(cfg, costs, 1);
         for k in 0..2000u64 {
             h.record(0, k, 0, k * 1_000_000_000);
-            h.tick(k);
+            h.tick(Ps::from_ns(k));
         }
         // The running average converges to 4,000 ns > 2,500: limit = 1e6 / (1.25 x avg).
         let t = h.costs.throttle.as_ref().unwrap();

@@ -5,6 +5,8 @@
 //! whether to migrate the page. The machine calls [`HintFaults::on_walk`] on every page walk
 //! when hint faults are armed; the policy reads the faults with [`HintFaults::take_faults`].
 
+use crate::units::Ps;
+
 use crate::stats::Stats;
 use tierlab_core::{bytes_of, vpn, PAGE_MASK, PAGE_SIZE};
 
@@ -15,10 +17,10 @@ pub struct HintFault {
     pub va: u64,
     /// Core that faulted.
     pub core: usize,
-    /// Time of the fault, ns.
-    pub time_ns: u64,
-    /// Time the page was protected by the scan, ns.
-    pub scan_ns: u64,
+    /// Time of the fault.
+    pub time: Ps,
+    /// Time the page was protected by the scan.
+    pub scan: Ps,
 }
 
 /// Protected pages of one scanned window `[start, start + 4096 * bits)`.
@@ -26,7 +28,7 @@ pub struct HintFault {
 struct Window {
     start: u64,
     end: u64,
-    scan_ns: u64,
+    scan: Ps,
     bits: Vec<u64>,
     left: u64,
 }
@@ -45,12 +47,12 @@ pub struct HintFaults {
 }
 
 impl HintFaults {
-    /// Hint faults costing `fault_ns` each to the faulting core.
-    pub fn new(fault_ns: f64) -> Self {
+    /// Hint faults costing `fault` each to the faulting core.
+    pub fn new(fault: Ps) -> Self {
         HintFaults {
             windows: Vec::new(),
             faults: Vec::new(),
-            fault_ps: crate::hw::cost::ps(fault_ns),
+            fault_ps: fault.ps(),
             total_faults: 0,
             protected_pages: 0,
         }
@@ -59,7 +61,7 @@ impl HintFaults {
     /// Protect the 4 KiB pages `[start, end)` for which `pick(va)` is true (scan time
     /// `now_ns`), replacing older protection of those addresses. The caller flushes the TLBs
     /// of the range. Returns the pages protected.
-    pub fn protect(&mut self, start: u64, end: u64, now_ns: u64, pick: &mut dyn FnMut(u64) -> bool) -> u64 {
+    pub fn protect(&mut self, start: u64, end: u64, now: Ps, pick: &mut dyn FnMut(u64) -> bool) -> u64 {
         let n = (end - start) / PAGE_SIZE;
         let mut bits = vec![0u64; n.div_ceil(64) as usize];
         let mut left = 0;
@@ -73,7 +75,7 @@ impl HintFaults {
         self.windows.retain(|w| w.end <= start || w.start >= end);
         if left > 0 {
             let i = self.windows.partition_point(|w| w.start < start);
-            self.windows.insert(i, Window { start, end, scan_ns: now_ns, bits, left });
+            self.windows.insert(i, Window { start, end, scan: now, bits, left });
         }
         self.protected_pages += left;
         left
@@ -95,12 +97,12 @@ impl HintFaults {
         }
         w.bits[word] &= !bit;
         w.left -= 1;
-        let scan_ns = w.scan_ns;
+        let scan = w.scan;
         if w.left == 0 {
             self.windows.remove(i);
         }
         self.total_faults += 1;
-        self.faults.push(HintFault { va: addr & !PAGE_MASK, core, time_ns: clock_ps / 1000, scan_ns });
+        self.faults.push(HintFault { va: addr & !PAGE_MASK, core, time: Ps::from_ps(clock_ps), scan });
         self.fault_ps
     }
 
@@ -133,19 +135,21 @@ mod tests {
 
     #[test]
     fn protected_pages_fault_once() {
-        let mut h = HintFaults::new(1000.0);
+        let mut h = HintFaults::new(Ps::from_ns(1000));
         let base = 1u64 << 30;
-        let n = h.protect(base, base + 128 * 4096, 5, &mut |va| ((va - base) / 4096).is_multiple_of(2));
+        let n = h.protect(base, base + 128 * 4096, Ps::from_ns(5), &mut |va| {
+            ((va - base) / 4096).is_multiple_of(2)
+        });
         assert_eq!(n, 64);
         assert_eq!(h.on_walk(0, base + 8, 7_000), 1_000_000);
         assert_eq!(h.on_walk(0, base + 8, 8_000), 0, "unprotected by the fault");
         assert_eq!(h.on_walk(1, base + 4096, 8_000), 0, "odd pages were not protected");
         assert_eq!(h.on_walk(1, base - 4096, 8_000), 0);
         let f = h.take_faults();
-        assert_eq!(f, vec![HintFault { va: base, core: 0, time_ns: 7, scan_ns: 5 }]);
+        assert_eq!(f, vec![HintFault { va: base, core: 0, time: Ps::from_ps(7_000), scan: Ps::from_ns(5) }]);
         assert_eq!(h.still_protected(), 63);
         // A new scan of part of the range replaces the old protection.
-        h.protect(base, base + 64 * 4096, 100, &mut |_| true);
+        h.protect(base, base + 64 * 4096, Ps::from_ns(100), &mut |_| true);
         assert_eq!(h.still_protected(), 64);
     }
 }

@@ -496,7 +496,7 @@ impl Machine {
 
     /// Close the ground-truth window `[start_ns, end_ns)` numbered `index` and return its
     /// exact counts (the driver's scoring is the only caller).
-    pub fn close_window(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
+    pub(crate) fn close_window(&mut self, index: u64, start_ns: u64, end_ns: u64) -> WindowTruth {
         self.hw.flush_truth(&mut self.truth);
         let w = self.truth.close(index, start_ns, end_ns);
         self.hw.truth_window_ended(self.truth.is_buffered());
@@ -505,18 +505,13 @@ impl Machine {
 
     /// Hand back a window [`Machine::close_window`] returned, once nothing reads it (its
     /// page list is reused by the next window).
-    pub fn recycle_window(&mut self, w: WindowTruth) {
+    pub(crate) fn recycle_window(&mut self, w: WindowTruth) {
         self.truth.recycle(w);
     }
 
     /// Accesses ground truth counted so far.
     pub fn ground_truth_accesses(&self) -> u64 {
         self.truth.total_accesses()
-    }
-
-    /// The ground-truth store (for its memory-layout knobs; scoring only).
-    pub fn ground_truth_mut(&mut self) -> &mut GroundTruth {
-        &mut self.truth
     }
 
     /// Start the memory backend after the workload's setup (the hierarchical backend sizes

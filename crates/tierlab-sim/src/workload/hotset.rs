@@ -17,7 +17,8 @@
 
 use super::uniform::{check_fraction, fraction_threshold};
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64, Rng};
@@ -70,8 +71,8 @@ pub struct HotsetLayout {
     pub slot: u64,
     /// Alignment of needles (the page size).
     pub align: u64,
-    /// Period of the shifts in ns (0 = never).
-    pub shift_every_ns: u64,
+    /// Period of the shifts ([`Ps::ZERO`]: never).
+    pub shift_every: Ps,
     /// Placement choices per slot (`(slot - needle_bytes) / align + 1`).
     choices: u64,
     seed: u64,
@@ -83,9 +84,9 @@ impl HotsetLayout {
         self.needles * self.needle_bytes
     }
 
-    /// The epoch in force at `time_ns`.
-    pub fn epoch_at(&self, time_ns: u64) -> u64 {
-        time_ns.checked_div(self.shift_every_ns).unwrap_or(0)
+    /// The epoch in force at `time`.
+    pub fn epoch_at(&self, time: Ps) -> u64 {
+        time.ps().checked_div(self.shift_every.ps()).unwrap_or(0)
     }
 
     /// The placement key of an epoch.
@@ -102,10 +103,10 @@ impl HotsetLayout {
         j * self.slot + pick * self.align
     }
 
-    /// The hot ranges `(start, length)` at `time_ns`, ascending, for a heap starting at
+    /// The hot ranges `(start, length)` at `time`, ascending, for a heap starting at
     /// `heap_base`.
-    pub fn ranges_at(&self, heap_base: u64, time_ns: u64) -> Vec<(u64, u64)> {
-        let key = self.key(self.epoch_at(time_ns));
+    pub fn ranges_at(&self, heap_base: u64, time: Ps) -> Vec<(u64, u64)> {
+        let key = self.key(self.epoch_at(time));
         (0..self.needles).map(|j| (heap_base + self.needle_offset(key, j), self.needle_bytes)).collect()
     }
 }
@@ -146,7 +147,7 @@ impl HotsetConfig {
             needle_bytes,
             slot,
             align,
-            shift_every_ns: self.shift_every.0,
+            shift_every: self.shift_every.ps(),
             choices: (slot - needle_bytes) / align + 1,
             seed: ctx.seed,
         })
@@ -159,7 +160,7 @@ impl WorkloadParams for HotsetConfig {
         check_fraction(ctx, "hot_fraction", self.hot_fraction)?;
         check_fraction(ctx, "read_fraction", self.read_fraction)?;
         let layout = self.layout(ctx)?;
-        if self.accesses == 0 && ctx.duration_ns == 0 {
+        if self.accesses == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 &ctx.scenario_file,
                 "workload.accesses",
@@ -218,9 +219,9 @@ impl Hotset {
         &self.layout
     }
 
-    /// The hot ranges `(start, length)` at `time_ns` (addresses valid after setup).
-    pub fn hot_ranges_at(&self, time_ns: u64) -> Vec<(u64, u64)> {
-        self.layout.ranges_at(self.base, time_ns)
+    /// The hot ranges `(start, length)` at `time` (addresses valid after setup).
+    pub fn hot_ranges_at(&self, time: Ps) -> Vec<(u64, u64)> {
+        self.layout.ranges_at(self.base, time)
     }
 
     /// Generate `n` accesses with `rng` under placement key `key` (`offsets`: the needles'
@@ -267,8 +268,9 @@ impl Workload for Hotset {
     }
 
     /// The needles in place for most of the window (the epoch of its midpoint).
-    fn declared_hot_ranges(&self, start_ns: u64, end_ns: u64) -> Option<Vec<(u64, u64)>> {
-        Some(self.hot_ranges_at(start_ns + (end_ns.saturating_sub(start_ns)) / 2))
+    fn declared_hot_ranges(&self, start: Ps, end: Ps) -> Option<Vec<(u64, u64)>> {
+        let mid = start + Ps::from_ps(end.saturating_sub(start).ps() / 2);
+        Some(self.hot_ranges_at(mid))
     }
 
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()> {
@@ -285,7 +287,7 @@ impl Workload for Hotset {
     fn next_batch(
         &mut self,
         t: usize,
-        now_ns: u64,
+        now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -293,7 +295,7 @@ impl Workload for Hotset {
         if self.p.accesses > 0 {
             n = n.min((self.p.accesses - self.st[t].issued) as usize);
         }
-        let epoch = self.layout.epoch_at(now_ns);
+        let epoch = self.layout.epoch_at(now);
         self.max_epoch = self.max_epoch.max(epoch);
         let key = self.layout.key(epoch);
         let l = &self.layout;
@@ -370,7 +372,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 17, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 17,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     fn params(t: &str) -> HotsetConfig {
@@ -385,7 +393,7 @@ mod tests {
     fn layout_at_five_tib_is_cheap_and_sound() {
         let p = params("heap_size = \"5TiB\"\nhot_size = \"10GB\"\nneedles = 2560\naccesses = 1");
         let l = p.layout(&ctx()).unwrap();
-        let r = l.ranges_at(0, 0);
+        let r = l.ranges_at(0, Ps::ZERO);
         assert_eq!(r.len(), 2560);
         assert!(l.hot_bytes() >= 10_000_000_000 && l.hot_bytes() < 10_000_000_000 + 2560 * 4096);
         for (i, &(s, len)) in r.iter().enumerate() {
@@ -400,20 +408,20 @@ mod tests {
         assert!(r.iter().enumerate().filter(|(j, &(s, _))| s == *j as u64 * l.slot).count() < 10);
         // A single needle is contiguous at a seeded offset.
         let one = params("heap_size = \"1GiB\"\nhot_size = \"64MiB\"\naccesses = 1").layout(&ctx()).unwrap();
-        let r1 = one.ranges_at(0, 0);
+        let r1 = one.ranges_at(0, Ps::ZERO);
         assert_eq!(r1.len(), 1);
         assert_eq!(r1[0].1, 64 << 20);
         let other = params("heap_size = \"1GiB\"\nhot_size = \"64MiB\"\naccesses = 1")
             .layout(&BuildCtx { seed: 18, ..ctx() })
             .unwrap();
-        assert_ne!(other.ranges_at(0, 0), r1);
+        assert_ne!(other.ranges_at(0, Ps::ZERO), r1);
         // 2 MiB pages align needles to 2 MiB.
         let huge = params(
             "heap_size = \"1GiB\"\nhot_size = \"10MiB\"\nneedles = 4\npage_size = \"2MiB\"\naccesses = 1",
         )
         .layout(&ctx())
         .unwrap();
-        assert!(huge.ranges_at(0, 0).iter().all(|&(s, l)| s & ((2 << 20) - 1) == 0 && l == 4 << 20));
+        assert!(huge.ranges_at(0, Ps::ZERO).iter().all(|&(s, l)| s & ((2 << 20) - 1) == 0 && l == 4 << 20));
     }
 
     #[test]
@@ -424,10 +432,10 @@ mod tests {
         w.setup(&mut mem).unwrap();
         assert!(mem.find("heap").opts.populate);
         let base = mem.find("heap").start;
-        let ranges = p.layout(&ctx()).unwrap().ranges_at(base, 0);
+        let ranges = p.layout(&ctx()).unwrap().ranges_at(base, Ps::ZERO);
         let mut per_needle = vec![0u32; 16];
         let mut writes = 0;
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             assert_eq!(a.addr & 63, 0);
             let j = ranges.iter().position(|&(s, l)| a.addr >= s && a.addr < s + l).expect("hot");
             per_needle[j] += 1;
@@ -446,14 +454,14 @@ mod tests {
     fn hot_fraction_and_discard() {
         let p =
             params("heap_size = \"1GiB\"\nhot_size = \"1MiB\"\nneedles = 4\nhot_fraction = 0.8\nthreads = 2");
-        let c = BuildCtx { duration_ns: 1, ..ctx() };
+        let c = BuildCtx { duration: Ps::NS, ..ctx() };
         let mut w = p.build(&c).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let base = mem.find("heap").start;
-        let ranges = p.layout(&c).unwrap().ranges_at(base, 0);
+        let ranges = p.layout(&c).unwrap().ranges_at(base, Ps::ZERO);
         let (mut n, mut in_hot) = (0u64, 0u64);
-        drive(w.as_mut(), &mut mem, 1, 100_001, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::from_ns(100_001), |_, _, a| {
             assert!(a.addr >= base && a.addr < base + (1 << 30));
             n += 1;
             in_hot += inside(&ranges, a.addr) as u64;
@@ -472,7 +480,7 @@ mod tests {
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let mut out = Vec::new();
-        w.next_batch(0, 0, &mut out, &mut mem).unwrap();
+        w.next_batch(0, Ps::ZERO, &mut out, &mut mem).unwrap();
         w.discard(0, &out);
         let mut s = Stats::new();
         w.report_stats(&mut s);
@@ -489,14 +497,14 @@ mod tests {
         w.setup(&mut mem).unwrap();
         let base = mem.find("heap").start;
         let l = p.layout(&ctx()).unwrap();
-        let (r0, r1) = (l.ranges_at(base, 0), l.ranges_at(base, 1_500_000));
+        let (r0, r1) = (l.ranges_at(base, Ps::ZERO), l.ranges_at(base, Ps::from_ns(1_500_000)));
         assert_ne!(r0, r1);
-        assert_eq!(l.ranges_at(base, 999_999), r0);
+        assert_eq!(l.ranges_at(base, Ps::from_ns(999_999)), r0);
         let mut out = Vec::new();
-        w.next_batch(0, 0, &mut out, &mut mem).unwrap();
+        w.next_batch(0, Ps::ZERO, &mut out, &mut mem).unwrap();
         assert!(out.iter().all(|a| inside(&r0, a.addr)));
         out.clear();
-        w.next_batch(0, 1_200_000, &mut out, &mut mem).unwrap();
+        w.next_batch(0, Ps::from_ns(1_200_000), &mut out, &mut mem).unwrap();
         assert!(out.iter().all(|a| inside(&r1, a.addr)));
         let mut s = Stats::new();
         w.report_stats(&mut s);

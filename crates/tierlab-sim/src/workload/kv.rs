@@ -35,7 +35,8 @@
 //! `populate = false` faults them in on first touch.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64, Rng};
@@ -205,7 +206,7 @@ impl WorkloadParams for KvConfig {
         if self.keys.checked_mul(record).is_none_or(|b| b >= 1 << 46) {
             return Err(SimError::config(f, "workload.keys", "keys x record size exceeds 64 TiB"));
         }
-        if self.requests == 0 && ctx.duration_ns == 0 {
+        if self.requests == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.requests",
@@ -239,14 +240,14 @@ impl WorkloadParams for KvConfig {
             rngs: (0..self.shared.threads).map(|t| Rng::derived(ctx.seed, "workload.kv", t as u64)).collect(),
             started: vec![None; self.shared.threads],
             queues: vec![std::collections::VecDeque::with_capacity(self.clients); self.shared.threads],
-            queued_ns: vec![0; self.shared.threads],
+            queued: vec![Ps::ZERO; self.shared.threads],
             issued: vec![0; self.shared.threads],
             reads: 0,
             updates: 0,
             pending: Vec::new(),
             win: LatencyHist::default(),
             all: LatencyHist::default(),
-            last_done_ns: 0,
+            last_done: Ps::ZERO,
             p: self.clone(),
         }))
     }
@@ -264,18 +265,19 @@ pub struct Kv {
     slab: u64,
     rngs: Vec<Rng>,
     /// Start time of each thread's request in flight.
-    started: Vec<Option<u64>>,
+    started: Vec<Option<Ps>>,
     /// Service times of the last `clients` requests of each thread, and their sum.
-    queues: Vec<std::collections::VecDeque<u64>>,
-    queued_ns: Vec<u64>,
+    queues: Vec<std::collections::VecDeque<Ps>>,
+    queued: Vec<Ps>,
     issued: Vec<u64>,
     reads: u64,
     updates: u64,
-    /// (completion ns, latency ns) of requests not yet counted in a window.
-    pending: Vec<(u64, u64)>,
+    /// (completion time, latency) of requests not yet counted in a window.
+    pending: Vec<(Ps, Ps)>,
     win: LatencyHist,
     all: LatencyHist,
-    last_done_ns: u64,
+    /// Completion time of the last request.
+    last_done: Ps,
 }
 
 impl Kv {
@@ -329,22 +331,23 @@ impl Workload for Kv {
     fn next_batch(
         &mut self,
         t: usize,
-        now_ns: u64,
+        now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
         if let Some(s) = self.started[t].take() {
-            let service = now_ns - s;
+            let service = now - s;
             let q = &mut self.queues[t];
             if q.len() == self.p.clients {
-                self.queued_ns[t] -= q.pop_front().unwrap_or(0);
+                self.queued[t] = self.queued[t] - q.pop_front().unwrap_or(Ps::ZERO);
             }
             q.push_back(service);
-            self.queued_ns[t] += service;
-            let lat = self.queued_ns[t];
-            self.pending.push((now_ns, lat));
-            self.all.add(lat);
-            self.last_done_ns = self.last_done_ns.max(now_ns);
+            self.queued[t] += service;
+            let lat = self.queued[t];
+            self.pending.push((now, lat));
+            // The histograms count whole ns (the unit of the latency outputs).
+            self.all.add(lat.whole_ns());
+            self.last_done = self.last_done.max(now);
         }
         if self.p.requests > 0 && self.issued[t] >= self.p.requests {
             return Ok(Step::Done);
@@ -370,23 +373,23 @@ impl Workload for Kv {
         } else {
             self.updates += 1;
         }
-        self.started[t] = Some(now_ns);
+        self.started[t] = Some(now);
         self.issued[t] += 1;
         Ok(Step::Continue)
     }
 
-    fn window_columns(&mut self, start_ns: u64, end_ns: u64) -> Vec<(String, f64)> {
+    fn window_columns(&mut self, start: Ps, end: Ps) -> Vec<(String, f64)> {
         self.win.clear();
         let mut keep = Vec::new();
         for &(done, lat) in &self.pending {
-            if done < end_ns {
-                self.win.add(lat);
+            if done < end {
+                self.win.add(lat.whole_ns());
             } else {
                 keep.push((done, lat));
             }
         }
         self.pending = keep;
-        let secs = end_ns.saturating_sub(start_ns) as f64 / 1e9;
+        let secs = end.saturating_sub(start).secs_f64();
         let n = self.win.len() as f64;
         vec![
             ("kv.requests".into(), n),
@@ -407,7 +410,7 @@ impl Workload for Kv {
         out.set(format!("{p}.requests"), self.all.len());
         out.set(format!("{p}.reads"), self.reads);
         out.set(format!("{p}.updates"), self.updates);
-        let secs = self.last_done_ns as f64 / 1e9;
+        let secs = self.last_done.secs_f64();
         out.set(format!("{p}.throughput"), if secs > 0.0 { self.all.len() as f64 / secs } else { 0.0 });
         out.set(format!("{p}.mean_us"), self.all.mean() / 1e3);
         out.set(format!("{p}.p50_us"), self.all.quantile(0.50) / 1e3);

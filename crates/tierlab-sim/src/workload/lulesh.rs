@@ -48,7 +48,8 @@
 //! choice.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -227,7 +228,7 @@ impl WorkloadParams for LuleshConfig {
                 format!("{elems} elements cannot be split among {t} threads"),
             ));
         }
-        if self.iterations == 0 && ctx.duration_ns == 0 {
+        if self.iterations == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.iterations",
@@ -336,7 +337,7 @@ impl Workload for Lulesh {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -400,7 +401,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 8, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 8,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -420,7 +427,7 @@ mod tests {
             let mut x_reads = vec![0u64; n as usize];
             let mut nodelist_reads = vec![0u64; (8 * e) as usize];
             let (nl_start, nl_len) = (nl.start, nl.len);
-            drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+            drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
                 if a.is_write() {
                     writes += 1;
                 } else {

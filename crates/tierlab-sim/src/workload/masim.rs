@@ -27,7 +27,7 @@
 
 use super::masim_config::{load_masim, parse_masim, MasimConfig, RwMode};
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Ps, Step, Workload, WorkloadParams,
     WorkloadShared,
 };
 use crate::error::{Result, SimError};
@@ -150,7 +150,7 @@ struct ThreadState {
     /// Index of the current phase in run order (`round * nphases + j`).
     run_phase: usize,
     in_phase: bool,
-    phase_end: u64,
+    phase_end: Ps,
     choices_here: u64,
     /// Remaining draws per pattern of the current phase's bag (shuffled selection).
     bag: Vec<u64>,
@@ -182,7 +182,8 @@ pub struct Masim {
     /// First flat pattern index of each phase.
     pat_base: Vec<usize>,
     total_patterns: usize,
-    phase_ns: Vec<u64>,
+    /// Length of each phase.
+    phase_len: Vec<Ps>,
     /// Per phase: bag multiplicity of each pattern (weight / gcd).
     bag_units: Vec<Vec<u64>>,
     st: Vec<ThreadState>,
@@ -213,7 +214,8 @@ impl Masim {
             pat_base.push(total_patterns);
             total_patterns += ph.patterns.len();
         }
-        let phase_ns = cfg.phases.iter().map(|ph| ph.duration_ms.saturating_mul(1_000_000)).collect();
+        let phase_len =
+            cfg.phases.iter().map(|ph| Ps::from_ns(ph.duration_ms.saturating_mul(1_000_000))).collect();
         let bag_units = cfg
             .phases
             .iter()
@@ -227,7 +229,7 @@ impl Masim {
                 rng: Rng::derived(seed, "workload.masim", t as u64),
                 run_phase: 0,
                 in_phase: false,
-                phase_end: 0,
+                phase_end: Ps::ZERO,
                 choices_here: 0,
                 bag: Vec::new(),
                 bag_left: 0,
@@ -251,7 +253,7 @@ impl Masim {
             region_base: Vec::new(),
             pat_base,
             total_patterns,
-            phase_ns,
+            phase_len,
             bag_units,
             st,
         }
@@ -367,7 +369,7 @@ impl Workload for Masim {
     fn next_batch(
         &mut self,
         t: usize,
-        now_ns: u64,
+        now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -387,7 +389,7 @@ impl Workload for Masim {
                 let j = s.run_phase % nphases;
                 if !s.in_phase {
                     s.in_phase = true;
-                    s.phase_end = now_ns.saturating_add(self.phase_ns[j]);
+                    s.phase_end = now.saturating_add(self.phase_len[j]);
                     s.choices_here = 0;
                     s.bag_left = 0;
                     let round = s.run_phase / nphases;
@@ -398,7 +400,7 @@ impl Workload for Masim {
                     if s.choices.len() <= s.run_phase {
                         s.choices.resize(s.run_phase + 1, 0);
                     }
-                } else if s.choices_here > 0 && now_ns >= s.phase_end {
+                } else if s.choices_here > 0 && now >= s.phase_end {
                     s.in_phase = false;
                     s.run_phase += 1;
                     if s.run_phase >= total_runs {
@@ -489,8 +491,9 @@ impl Workload for Masim {
         out.set("workload.accesses", all);
     }
 
-    fn natural_duration_ns(&self) -> Option<u64> {
-        Some(self.cfg.total_duration_ms().saturating_mul(1_000_000).saturating_mul(self.repeat as u64))
+    fn natural_duration(&self) -> Option<Ps> {
+        let ns = self.cfg.total_duration_ms().saturating_mul(1_000_000).saturating_mul(self.repeat as u64);
+        Some(Ps::from_ns(ns))
     }
 }
 
@@ -507,7 +510,7 @@ impl crate::params::SharedDefaults<WorkloadShared> for MasimParams {
 /// driver with a fake clock.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::super::{Access, AddressSpace, MapOptions, Step, Workload};
+    use super::super::{Access, AddressSpace, MapOptions, Ps, Step, Workload};
     use crate::error::{Result, SimError};
 
     /// One mapping of the mock.
@@ -564,34 +567,34 @@ pub(crate) mod testing {
         }
     }
 
-    /// Run `w` with a fake clock: every access advances its thread's clock by `ns_per_access`;
+    /// Run `w` with a fake clock: every access advances its thread's clock by `per_access`;
     /// threads are interleaved by clock (the lowest clock runs next). Stops each thread at
-    /// `duration_ns` (0 = when it reports Done), handing the unexecuted tail back through
+    /// `duration` (zero = when it reports Done), handing the unexecuted tail back through
     /// `discard`. `f(t, now, access)` sees every executed access. Returns the final clocks.
     pub fn drive(
         w: &mut dyn Workload,
         mem: &mut MockSpace,
-        ns_per_access: u64,
-        duration_ns: u64,
-        mut f: impl FnMut(usize, u64, &Access),
-    ) -> Vec<u64> {
+        per_access: Ps,
+        duration: Ps,
+        mut f: impl FnMut(usize, Ps, &Access),
+    ) -> Vec<Ps> {
         let n = w.threads();
-        let mut clock = vec![0u64; n];
+        let mut clock = vec![Ps::ZERO; n];
         let mut live = vec![true; n];
         let mut buf = Vec::new();
         while let Some(t) = (0..n).filter(|&t| live[t]).min_by_key(|&t| clock[t]) {
             buf.clear();
             let step = w.next_batch(t, clock[t], &mut buf, mem).expect("next_batch");
             for (i, a) in buf.iter().enumerate() {
-                if duration_ns > 0 && clock[t] >= duration_ns {
+                if duration > Ps::ZERO && clock[t] >= duration {
                     w.discard(t, &buf[i..]);
                     live[t] = false;
                     break;
                 }
                 f(t, clock[t], a);
-                clock[t] += ns_per_access;
+                clock[t] += per_access;
             }
-            if step == Step::Done || (duration_ns > 0 && clock[t] >= duration_ns) {
+            if step == Step::Done || (duration > Ps::ZERO && clock[t] >= duration) {
                 live[t] = false;
             }
         }
@@ -599,27 +602,22 @@ pub(crate) mod testing {
     }
 
     /// Like [`drive`] but without a per-access callback (faster; whole batches at once).
-    pub fn drive_fast(
-        w: &mut dyn Workload,
-        mem: &mut MockSpace,
-        ns_per_access: u64,
-        duration_ns: u64,
-    ) -> Vec<u64> {
+    pub fn drive_fast(w: &mut dyn Workload, mem: &mut MockSpace, per_access: Ps, duration: Ps) -> Vec<Ps> {
         let n = w.threads();
-        let mut clock = vec![0u64; n];
+        let mut clock = vec![Ps::ZERO; n];
         let mut live = vec![true; n];
         let mut buf = Vec::new();
         while let Some(t) = (0..n).filter(|&t| live[t]).min_by_key(|&t| clock[t]) {
             buf.clear();
             let step = w.next_batch(t, clock[t], &mut buf, mem).expect("next_batch");
             let len = buf.len() as u64;
-            if duration_ns > 0 && clock[t] + len * ns_per_access > duration_ns {
-                let done = (duration_ns - clock[t]).div_ceil(ns_per_access);
+            if duration > Ps::ZERO && clock[t] + per_access.times(len) > duration {
+                let done = (duration - clock[t]).ps().div_ceil(per_access.ps());
                 w.discard(t, &buf[done as usize..]);
-                clock[t] += done * ns_per_access;
+                clock[t] += per_access.times(done);
                 live[t] = false;
             } else {
-                clock[t] += len * ns_per_access;
+                clock[t] += per_access.times(len);
             }
             if step == Step::Done {
                 live[t] = false;
@@ -642,7 +640,7 @@ mod tests {
             base_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/masim"),
             scenario_file: "test.toml".into(),
             cores: 8,
-            duration_ns: 0,
+            duration: Ps::ZERO,
             replay: None,
         }
     }
@@ -663,7 +661,7 @@ mod tests {
         let mut w = p.build(&ctx(7)).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
-        drive_fast(w.as_mut(), &mut mem, 100 * 128, 0);
+        drive_fast(w.as_mut(), &mut mem, Ps::from_ns(100 * 128), Ps::ZERO);
         let mut stats = Stats::new();
         w.report_stats(&mut stats);
         let cfg = p.load_config(&ctx(7)).unwrap();
@@ -688,8 +686,8 @@ mod tests {
                 "phase {i}: {choices} choices vs {expect}"
             );
         }
-        let ns = w.natural_duration_ns().unwrap();
-        assert_eq!(ns, cfg.total_duration_ms() * 1_000_000);
+        let d = w.natural_duration().unwrap();
+        assert_eq!(d, Ps::from_ns(cfg.total_duration_ms() * 1_000_000));
     }
 
     #[test]
@@ -728,7 +726,7 @@ mod tests {
         let mut w = p.build(&ctx(1)).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
-        drive_fast(w.as_mut(), &mut mem, 100, 0);
+        drive_fast(w.as_mut(), &mut mem, Ps::from_ns(100), Ps::ZERO);
         let mut stats = Stats::new();
         w.report_stats(&mut stats);
         let total = stats.get_u64("workload.phase.0.accesses") as f64;
@@ -754,7 +752,7 @@ mod tests {
         let mut reads = 0u64;
         let mut writes = 0u64;
         let mut last_b_read = None;
-        drive(w.as_mut(), &mut mem, 1000, 0, |_, _, acc| {
+        drive(w.as_mut(), &mut mem, Ps::from_ns(1000), Ps::ZERO, |_, _, acc| {
             let r = if acc.addr >= a && acc.addr < a + 256 {
                 "a"
             } else if acc.addr >= b && acc.addr < b + 64 {
@@ -817,8 +815,8 @@ mod tests {
         w.setup(&mut mem).unwrap();
         let base = mem.find("r").start;
         let mut out = Vec::new();
-        w.next_batch(0, 0, &mut out, &mut mem).unwrap();
-        w.next_batch(0, 1, &mut out, &mut mem).unwrap();
+        w.next_batch(0, Ps::ZERO, &mut out, &mut mem).unwrap();
+        w.next_batch(0, Ps::NS, &mut out, &mut mem).unwrap();
         let offs: Vec<u64> = out.iter().map(|a| a.addr - base).collect();
         assert_eq!(offs, vec![300, 600, 900, 0, 300, 600, 900, 0, 300, 600]);
         assert!(out.iter().all(|a| !a.is_write()));
@@ -832,7 +830,7 @@ mod tests {
             let mut mem = MockSpace::new();
             w.setup(&mut mem).unwrap();
             let mut v = Vec::new();
-            drive(w.as_mut(), &mut mem, 1000, 0, |_, _, a| v.push(*a));
+            drive(w.as_mut(), &mut mem, Ps::from_ns(1000), Ps::ZERO, |_, _, a| v.push(*a));
             v
         };
         let (a, b, c) = (run(1), run(1), run(2));
@@ -850,7 +848,7 @@ mod tests {
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let mut executed = 0u64;
-        drive(w.as_mut(), &mut mem, 10, 123_456, |_, _, _| executed += 1);
+        drive(w.as_mut(), &mut mem, Ps::from_ns(10), Ps::from_ns(123_456), |_, _, _| executed += 1);
         let mut stats = Stats::new();
         w.report_stats(&mut stats);
         assert_eq!(stats.get_u64("workload.region.a.accesses"), executed);
@@ -904,7 +902,7 @@ mod tests {
         let mut w = p.build(&ctx(11)).unwrap();
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
-        drive_fast(w.as_mut(), &mut mem, 1000, 100_000_000);
+        drive_fast(w.as_mut(), &mut mem, Ps::from_ns(1000), Ps::from_ns(100_000_000));
         let mut stats = Stats::new();
         w.report_stats(&mut stats);
         let a = stats.get_u64("workload.phase.0.region.a.accesses") as f64;

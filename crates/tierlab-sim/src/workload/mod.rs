@@ -8,7 +8,7 @@
 //!    `0..threads()`, passing that thread's simulated clock. The workload appends accesses to
 //!    `out` (any number, typically 1..=131072) and returns [`Step::Continue`], or
 //!    [`Step::Done`] when thread `t` has finished (accesses appended in that same call are
-//!    still executed). Time-based behaviour (masim phases) reads `now_ns`; the driver
+//!    still executed). Time-based behaviour (masim phases) reads `now`; the driver
 //!    executes every access of a batch before asking for the next one, except at the end
 //!    of the run, when it hands back the unexecuted tail through [`Workload::discard`].
 //! 3. At the end of the run [`Workload::report_stats`] publishes the workload's own stats
@@ -29,6 +29,7 @@
 use crate::error::{Result, SimError};
 pub use crate::os::{AddressSpace, MapOptions};
 use crate::stats::Stats;
+pub use crate::units::Ps;
 use std::path::PathBuf;
 use tierlab_core::param::params;
 pub use tierlab_core::{Access, AccessKind, PageSize};
@@ -68,8 +69,8 @@ pub struct BuildCtx {
     pub scenario_file: String,
     /// Cores of the machine (a workload's `threads` must not exceed it).
     pub cores: usize,
-    /// Simulated run length in ns (0 = until the workload finishes).
-    pub duration_ns: u64,
+    /// Simulated run length ([`Ps::ZERO`]: until the workload finishes).
+    pub duration: Ps,
     /// Recorded accesses handed over by the caller for `replay` (see [`replay`]).
     pub replay: Option<std::sync::Arc<replay::ReplayData>>,
 }
@@ -80,11 +81,11 @@ pub trait Workload: Send {
     fn threads(&self) -> usize;
     /// Map (and optionally populate) memory.
     fn setup(&mut self, mem: &mut dyn AddressSpace) -> Result<()>;
-    /// Append the next accesses of thread `t` to `out`.
+    /// Append the next accesses of thread `t` (whose clock is `now`) to `out`.
     fn next_batch(
         &mut self,
         t: usize,
-        now_ns: u64,
+        now: Ps,
         out: &mut Vec<Access>,
         mem: &mut dyn AddressSpace,
     ) -> Result<Step>;
@@ -92,20 +93,20 @@ pub trait Workload: Send {
     fn discard(&mut self, _t: usize, _unexecuted: &[Access]) {}
     /// Publish the workload's stats (under `workload.`).
     fn report_stats(&self, _out: &mut Stats) {}
-    /// Extra time-series columns for the window `[start_ns, end_ns)` that just closed, as
+    /// Extra time-series columns for the window `[start, end)` that just closed, as
     /// (name, value) (e.g. `kv.throughput`); the same names every window.
-    fn window_columns(&mut self, _start_ns: u64, _end_ns: u64) -> Vec<(String, f64)> {
+    fn window_columns(&mut self, _start: Ps, _end: Ps) -> Vec<(String, f64)> {
         Vec::new()
     }
     /// Total simulated time the workload wants when the scenario gives no duration
     /// (masim: the sum of its phases times `repeat`); `None` = runs until it reports Done.
-    fn natural_duration_ns(&self) -> Option<u64> {
+    fn natural_duration(&self) -> Option<Ps> {
         None
     }
-    /// The hot set the workload declares for the window `[start_ns, end_ns)`, as page-aligned
+    /// The hot set the workload declares for the window `[start, end)`, as page-aligned
     /// `(start, length)` ranges (hotset: its needles; the ground truth of
     /// `scoring.truth = "declared"`); `None` = the workload declares none.
-    fn declared_hot_ranges(&self, _start_ns: u64, _end_ns: u64) -> Option<Vec<(u64, u64)>> {
+    fn declared_hot_ranges(&self, _start: Ps, _end: Ps) -> Option<Vec<(u64, u64)>> {
         None
     }
 }

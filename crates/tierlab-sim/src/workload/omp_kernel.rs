@@ -21,7 +21,7 @@
 //! Threads do not wait for each other between iterations (no barrier is modelled).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload, WorkloadParams,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, PageSize, Ps, Step, Workload, WorkloadParams,
     WorkloadShared,
 };
 use crate::error::{Result, SimError};
@@ -259,7 +259,7 @@ impl Workload for OmpKernel {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -380,7 +380,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -390,7 +396,7 @@ mod tests {
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let mut per: Vec<Vec<Access>> = vec![Vec::new(); 2];
-        drive(w.as_mut(), &mut mem, 1, 0, |t, _, a| per[t].push(*a));
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |t, _, a| per[t].push(*a));
         let n = 65536 / 8;
         // Thread 0: 3n init stores, then its half: copy 2, scale 2, add 3, triad 3 per element.
         assert!(per[0][..3 * n].iter().all(|a| a.is_write()));
@@ -413,7 +419,7 @@ mod tests {
         assert!(mem.maps.iter().all(|m| m.opts.name != "flag"));
         let a = mem.find("a").start;
         let mut first: Vec<Vec<Access>> = vec![Vec::new(); 2];
-        drive(w.as_mut(), &mut mem, 1, 0, |t, _, acc| first[t].push(*acc));
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |t, _, acc| first[t].push(*acc));
         // Thread 1 initializes planes 4..8 of a, then of b.
         assert_eq!(first[1][0], Access::write(a + 256 * 8));
         assert!(first[1][..512].iter().all(|x| x.is_write()));

@@ -8,7 +8,8 @@
 //! cycle.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
@@ -112,7 +113,7 @@ impl WorkloadParams for PointerChaseConfig {
                 format!("{} bytes hold no node of {} bytes", self.footprint.0, self.node_size.0),
             ));
         }
-        if self.steps == 0 && ctx.duration_ns == 0 {
+        if self.steps == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.steps",
@@ -172,7 +173,7 @@ impl Workload for PointerChase {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -228,7 +229,7 @@ mod tests {
             seed: 9,
             scenario_file: "s.toml".into(),
             cores: 4,
-            duration_ns: 1_000_000,
+            duration: Ps::from_ns(1_000_000),
             ..Default::default()
         }
     }
@@ -266,7 +267,7 @@ mod tests {
         for (t, v) in visits.iter_mut().enumerate() {
             while v.len() < 3000 {
                 out.clear();
-                w.next_batch(t, 0, &mut out, &mut mem).unwrap();
+                w.next_batch(t, Ps::ZERO, &mut out, &mut mem).unwrap();
                 v.extend(out.iter().map(|a| {
                     assert!(!a.is_write());
                     (a.addr - base) / 64
@@ -296,13 +297,13 @@ mod tests {
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let mut addrs = Vec::new();
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| addrs.push(a.addr));
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| addrs.push(a.addr));
         assert_eq!(addrs.len(), 20000);
         assert!(addrs.iter().all(|&a| mem.contains(a)));
         let bad: PointerChaseConfig = toml::from_str("footprint = 10\nnode_size = 64").unwrap();
         assert!(bad.build(&ctx()).err().unwrap().to_string().contains("workload.footprint"));
         let forever: PointerChaseConfig = toml::from_str("footprint = \"1MiB\"").unwrap();
-        let c = BuildCtx { duration_ns: 0, ..ctx() };
+        let c = BuildCtx { duration: Ps::ZERO, ..ctx() };
         assert!(forever.build(&c).err().unwrap().to_string().contains("workload.steps"));
     }
 }

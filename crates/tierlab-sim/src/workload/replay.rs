@@ -31,7 +31,7 @@
 //! them. Finding the touched pages costs one pass over the `addr` column at setup.
 
 use super::{
-    check_threads, Access, AccessKind, AddressSpace, BuildCtx, MapOptions, PageSize, Step, Workload,
+    check_threads, Access, AccessKind, AddressSpace, BuildCtx, MapOptions, PageSize, Ps, Step, Workload,
     WorkloadParams,
 };
 use crate::error::{Location, Result, SimError};
@@ -708,7 +708,7 @@ impl Workload for Replay {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -752,7 +752,7 @@ mod tests {
             seed: 1,
             scenario_file: "s.toml".into(),
             cores: 4,
-            duration_ns: 0,
+            duration: Ps::ZERO,
             replay: Some(Arc::new(data)),
             ..Default::default()
         }
@@ -781,7 +781,7 @@ mod tests {
         let mut mem = MockSpace::new();
         w.setup(&mut mem).unwrap();
         let mut per: Vec<Vec<Access>> = vec![Vec::new(); w.threads()];
-        drive(w, &mut mem, 1, 0, |t, _, a| per[t].push(*a));
+        drive(w, &mut mem, Ps::NS, Ps::ZERO, |t, _, a| per[t].push(*a));
         (per, mem)
     }
 

@@ -32,7 +32,8 @@
 //! vectors have `3 n` entries and the CG's vector operations run over all of them.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, splitmix64};
@@ -340,7 +341,7 @@ impl WorkloadParams for SpmvConfig {
                 format!("{n} rows cannot be split among {} threads", self.shared.threads),
             ));
         }
-        if self.iterations == 0 && ctx.duration_ns == 0 {
+        if self.iterations == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.iterations",
@@ -467,7 +468,7 @@ impl Workload for Spmv {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -601,7 +602,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 8, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 8,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -650,7 +657,7 @@ mod tests {
             let mut hits: Vec<Vec<u32>> = vec![vec![0; (m.nnz() + 1) as usize]; 5];
             let mut writes = 0;
             let mut accs = Vec::new();
-            drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| accs.push(*a));
+            drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| accs.push(*a));
             for a in &accs {
                 let (i, s) =
                     starts.iter().enumerate().filter(|(_, &s)| a.addr >= s).max_by_key(|(_, &s)| s).unwrap();
@@ -689,7 +696,7 @@ mod tests {
         let mut n = 0u64;
         let mut x_writes = vec![0u32; 64];
         let mut p_writes = vec![0u32; 64];
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             n += 1;
             if a.is_write() && a.addr >= x && a.addr < x + 512 {
                 x_writes[((a.addr - x) / 8) as usize] += 1;
@@ -725,7 +732,7 @@ mod tests {
         let mut values = vec![0u32; (nnz * 9) as usize];
         let mut p_reads = vec![0u32; (n * 3) as usize];
         let (mut total, mut ap_writes) = (0u64, 0u64);
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             total += 1;
             if a.addr >= vs && a.addr < vs + nnz * 72 {
                 values[((a.addr - vs) / 8) as usize] += 1;
@@ -772,7 +779,7 @@ mod tests {
         let mut gathered = Vec::new();
         let mut values = vec![0u32; 500 * 9];
         let mut n = 0u64;
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             n += 1;
             if a.addr >= xs && a.addr < xs + 500 * 8 {
                 gathered.push((a.addr - xs) / 8);

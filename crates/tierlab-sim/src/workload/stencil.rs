@@ -9,7 +9,8 @@
 //! between iterations (no barrier is modelled).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -144,7 +145,7 @@ impl WorkloadParams for StencilConfig {
                 ));
             }
         }
-        if self.iterations == 0 && ctx.duration_ns == 0 {
+        if self.iterations == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.iterations",
@@ -199,7 +200,7 @@ impl Workload for Stencil {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -288,7 +289,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 64, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 64,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -329,7 +336,7 @@ mod tests {
             let (a, b) = (mem.find("a").start, mem.find("b").start);
             let mut writes = [vec![0u32; n], vec![0u32; n]];
             let mut reads = [vec![0u32; n], vec![0u32; n]];
-            drive(w.as_mut(), &mut mem, 1, 0, |_, _, acc| {
+            drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, acc| {
                 let (arr, off) = if acc.addr >= b { (1, acc.addr - b) } else { (0, acc.addr - a) };
                 assert!(off < n as u64 * 8);
                 if acc.is_write() {

@@ -13,7 +13,8 @@
 //! block is one iteration.
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -92,7 +93,7 @@ impl WorkloadParams for StreamConfig {
                 format!("{n} elements cannot be split among {} threads", self.shared.threads),
             ));
         }
-        if self.iterations == 0 && ctx.duration_ns == 0 {
+        if self.iterations == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.iterations",
@@ -148,7 +149,7 @@ impl Workload for Stream {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -224,7 +225,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -237,7 +244,7 @@ mod tests {
         let n = 10_000u64;
         let mut writes = vec![0u32; n as usize];
         let mut per_thread: Vec<Vec<Access>> = vec![Vec::new(); 3];
-        drive(w.as_mut(), &mut mem, 1, 0, |t, _, acc| per_thread[t].push(*acc));
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |t, _, acc| per_thread[t].push(*acc));
         for v in &per_thread {
             for triple in v.chunks(3) {
                 let i = (triple[2].addr - a) / 8;
@@ -263,7 +270,7 @@ mod tests {
             let got: String = mem.maps.iter().map(|m| m.opts.name.clone()).collect();
             assert_eq!(got, names);
             let mut addrs = Vec::new();
-            drive(w.as_mut(), &mut mem, 1, 0, |_, _, acc| addrs.push(acc.addr));
+            drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, acc| addrs.push(acc.addr));
             assert!(addrs.iter().all(|&a| mem.contains(a)));
             assert_eq!(addrs.len(), 1024 * per, "{k}");
         }

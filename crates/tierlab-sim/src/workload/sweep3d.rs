@@ -37,7 +37,8 @@
 //! halos shared by two cores; LU and BT: mostly fewer than six cores).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
@@ -272,7 +273,7 @@ impl WorkloadParams for Sweep3dConfig {
         {
             return Err(SimError::config(f, "workload.nx", "the grid's size overflows 64 bits"));
         }
-        if self.iterations == 0 && ctx.duration_ns == 0 {
+        if self.iterations == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.iterations",
@@ -426,7 +427,7 @@ impl Workload for Sweep3d {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -488,7 +489,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 1, scenario_file: "s.toml".into(), cores: 64, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 1,
+            scenario_file: "s.toml".into(),
+            cores: 64,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -505,7 +512,7 @@ mod tests {
                 let l = layout(p.preset);
                 let first = mem.find(l.names[0]).start;
                 let mut writes = 0u64;
-                drive(w.as_mut(), &mut mem, 1, 0, |_, _, acc| {
+                drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, acc| {
                     assert!(acc.addr >= first);
                     writes += acc.is_write() as u64;
                 });
@@ -529,7 +536,7 @@ mod tests {
                 let mut mem = MockSpace::new();
                 w.setup(&mut mem).unwrap();
                 let mut w_init = 0u64;
-                drive(w.as_mut(), &mut mem, 1, 0, |_, _, acc| w_init += acc.is_write() as u64);
+                drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, acc| w_init += acc.is_write() as u64);
                 assert_eq!(w_init, writes + 5 * 6 * 7 * l.names.len() as u64, "{preset} init");
             }
         }

@@ -2,7 +2,8 @@
 //! without hot spots, the baseline every hotness detector should find flat).
 
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
@@ -68,7 +69,7 @@ impl WorkloadParams for UniformConfig {
                 format!("must be at least `align` ({} bytes), got {}", self.align.0, self.footprint.0),
             ));
         }
-        if self.accesses == 0 && ctx.duration_ns == 0 {
+        if self.accesses == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.accesses",
@@ -117,7 +118,7 @@ impl Workload for Uniform {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -179,7 +180,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 3, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 3,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -194,7 +201,7 @@ mod tests {
         let mut hist = vec![0u32; 1024];
         let mut writes = 0;
         let mut total = 0;
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             let off = a.addr - base;
             assert_eq!(off & 63, 0);
             hist[(off / 64) as usize] += 1;

@@ -12,7 +12,8 @@
 use super::pointer_chase::Permutation;
 use super::uniform::{check_fraction, fraction_threshold};
 use super::{
-    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Step, Workload, WorkloadParams, WorkloadShared,
+    check_threads, Access, AddressSpace, BuildCtx, MapOptions, Ps, Step, Workload, WorkloadParams,
+    WorkloadShared,
 };
 use crate::error::{Result, SimError};
 use crate::rng::{derive, Rng};
@@ -328,7 +329,7 @@ impl WorkloadParams for ZipfConfig {
             ));
         }
         let items = self.item_count(ctx)?;
-        if self.accesses == 0 && ctx.duration_ns == 0 {
+        if self.accesses == 0 && ctx.duration == Ps::ZERO {
             return Err(SimError::config(
                 f,
                 "workload.accesses",
@@ -401,7 +402,7 @@ impl Workload for Zipf {
     fn next_batch(
         &mut self,
         t: usize,
-        _now_ns: u64,
+        _now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
@@ -468,7 +469,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 21, scenario_file: "s.toml".into(), cores: 4, duration_ns: 0, ..Default::default() }
+        BuildCtx {
+            seed: 21,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     fn counts(n: u64, theta: f64, draws: u64) -> Vec<u64> {
@@ -576,7 +583,7 @@ mod tests {
         let base = mem.find("items").start;
         let mut hist = vec![0u64; 1000];
         let mut writes = 0u64;
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| {
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
             hist[((a.addr - base) / 4096) as usize] += 1;
             writes += a.is_write() as u64;
         });
@@ -589,7 +596,9 @@ mod tests {
         w.setup(&mut mem).unwrap();
         let base = mem.find("items").start;
         let mut hist2 = vec![0u64; 1000];
-        drive(w.as_mut(), &mut mem, 1, 0, |_, _, a| hist2[((a.addr - base) / 4096) as usize] += 1);
+        drive(w.as_mut(), &mut mem, Ps::NS, Ps::ZERO, |_, _, a| {
+            hist2[((a.addr - base) / 4096) as usize] += 1
+        });
         // Same multiset of counts' shape: the most popular item is somewhere else.
         let hottest = (0..1000).max_by_key(|&i| hist2[i]).unwrap();
         assert_ne!(hottest, 0);

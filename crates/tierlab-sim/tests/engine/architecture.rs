@@ -748,6 +748,66 @@ fn decision_layers_never_downcast() {
     assert!(found.is_empty(), "downcasts in the decision layers:\n{}", found.join("\n"));
 }
 
+/// Names of the ground truth and of the machine's insides that a decision layer must not use:
+/// agents reach the machine only through `agents::MachineView` (`agents/view.rs`, the one
+/// file that holds the machine, is allowed the machine's fields but not the truth).
+const TRUTH_NAMES: &[&str] = &[
+    "crate::truth",
+    "GroundTruth",
+    "WindowTruth",
+    "Coalescer",
+    "flush_truth",
+    "truth_window_ended",
+    "ground_truth",
+    "close_window",
+    "recycle_window",
+    "prefetch_truth",
+    "crate::scoring",
+    "crate::driver",
+];
+const INSIDES: &[&str] = &["hw_mut", ".hw.", ".hw(", ".os.", "Hardware", "os::Machine"];
+
+/// The forbidden names (`TRUTH_NAMES`, and `INSIDES` unless `view`) found in `code`.
+fn truth_uses(code: &str, view: bool) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = TRUTH_NAMES.iter().copied().filter(|n| code.contains(n)).collect();
+    if !view {
+        out.extend(INSIDES.iter().copied().filter(|n| code.contains(n)));
+    }
+    out
+}
+
+#[test]
+fn the_truth_scan_finds_what_it_must() {
+    assert_eq!(truth_uses("let gt = GroundTruth::default();", false), ["GroundTruth"]);
+    assert_eq!(truth_uses("ctx.machine.hw_mut().cores[0].clock_ps", false), ["hw_mut"]);
+    assert_eq!(truth_uses("self.m.hw.cores[core].clock_ps", true), Vec::<&str>::new());
+    assert_eq!(truth_uses("self.m.hw.flush_truth(&mut t)", true), ["flush_truth"]);
+    assert!(truth_uses("ctx.machine.core_clock(0)", false).is_empty());
+}
+
+/// Decision layers (agents, replacement policies) never name the ground truth or the
+/// machine's insides (only through the view); the scan covers every non-test line.
+#[test]
+fn decision_layers_never_touch_ground_truth() {
+    let src = crate_dir("tierlab-sim").join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("agents"), &mut files);
+    rust_files(&src.join("os").join("replacement"), &mut files);
+    let mut found = Vec::new();
+    let mut lines = 0;
+    for f in &files {
+        let view = f.ends_with("agents/view.rs");
+        for Line { n, text, code } in code_lines(f) {
+            lines += 1;
+            for name in truth_uses(&code, view) {
+                found.push(format!("{}:{n}: `{name}` in {}", f.display(), text.trim()));
+            }
+        }
+    }
+    assert!(lines > 5_000, "the scan read {lines} lines: it must read every non-test line");
+    assert!(found.is_empty(), "the decision layers reach past their view:\n{}", found.join("\n"));
+}
+
 /// Literals that spell a page size or page arithmetic.
 const PAGE_LITERALS: &[&str] =
     &["4096", "4095", ">> 12", "<< 12", "2 << 20", "1 << 21", ">> 21", "<< 21", "0x1000", "2097152"];

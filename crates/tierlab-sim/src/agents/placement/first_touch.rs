@@ -9,7 +9,7 @@
 use tierlab_core::param::params;
 
 use super::{PlacementBuildCtx, PlacementParams, PlacementPolicy};
-use crate::agents::MachineView;
+use crate::agents::AgentCtx;
 use crate::error::Result;
 use crate::os::memory::Placement;
 
@@ -31,9 +31,9 @@ impl PlacementPolicy for FirstTouch {
     fn mode(&self) -> String {
         "first-touch".into()
     }
-    fn prepare(&mut self, m: &mut MachineView) -> Result<()> {
-        m.set_placement(Placement::FirstTouch);
-        m.set_preferred(Vec::new());
+    fn prepare(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        ctx.machine.set_placement(Placement::FirstTouch);
+        ctx.machine.set_preferred(Vec::new());
         Ok(())
     }
 }

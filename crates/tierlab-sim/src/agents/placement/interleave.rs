@@ -8,7 +8,7 @@
 use tierlab_core::param::params;
 
 use super::{PlacementBuildCtx, PlacementParams, PlacementPolicy};
-use crate::agents::MachineView;
+use crate::agents::AgentCtx;
 use crate::error::Result;
 use crate::os::memory::Placement;
 
@@ -30,9 +30,9 @@ impl PlacementPolicy for Interleave {
     fn mode(&self) -> String {
         "interleave".into()
     }
-    fn prepare(&mut self, m: &mut MachineView) -> Result<()> {
-        m.set_placement(Placement::Interleave);
-        m.set_preferred(Vec::new());
+    fn prepare(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        ctx.machine.set_placement(Placement::Interleave);
+        ctx.machine.set_preferred(Vec::new());
         Ok(())
     }
 }

@@ -106,26 +106,26 @@ pub trait PlacementPolicy: Send {
     /// Mode shown in reports (`next-run`, `migrate`, ...; the kind when it has none).
     fn mode(&self) -> String;
     /// Set the allocation rule (and plan) on the fresh machine, before the workload's setup.
-    fn prepare(&mut self, m: &mut MachineView) -> Result<()>;
+    fn prepare(&mut self, ctx: &mut AgentCtx) -> Result<()>;
     /// Time 0, after the workload's setup.
-    fn start(&mut self, _m: &mut MachineView) -> Result<()> {
+    fn start(&mut self, _ctx: &mut AgentCtx) -> Result<()> {
         Ok(())
     }
-    /// Simulated time of the next event, ps ([`NEVER`]: none).
+    /// Simulated time of the next event ([`NEVER`]: none).
     fn next_event(&self) -> Ps {
         NEVER
     }
-    /// Run the event due at `now` (ps).
-    fn on_event(&mut self, _now: Ps, _m: &mut MachineView) -> Result<()> {
+    /// Run the event due at `ctx.now`.
+    fn on_event(&mut self, _ctx: &mut AgentCtx) -> Result<()> {
         Ok(())
     }
-    /// End of the run at `now` (ps): drain what is buffered.
-    fn finish(&mut self, _now: Ps, _m: &mut MachineView) -> Result<()> {
+    /// End of the run at `ctx.now`: drain what is buffered.
+    fn finish(&mut self, _ctx: &mut AgentCtx) -> Result<()> {
         Ok(())
     }
-    /// Per-core time (ps) the policy took from each core (sampling interrupts, migrations),
-    /// for the overhead figures; empty = none.
-    fn overhead_ps(&self) -> Vec<u64> {
+    /// Per-core time the policy took from each core (sampling interrupts, migrations), for
+    /// the overhead figures; empty = none.
+    fn overhead(&self) -> Vec<Ps> {
         Vec::new()
     }
     /// Publish the policy's own stats (under `placement.`).
@@ -213,19 +213,19 @@ impl Agent for PlacementAgent {
         self.core
     }
     fn prepare(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        self.policy.prepare(&mut ctx.machine)
+        self.policy.prepare(ctx)
     }
     fn start(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        self.policy.start(&mut ctx.machine)
+        self.policy.start(ctx)
     }
     fn next_event(&self) -> Ps {
         self.policy.next_event()
     }
     fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        self.policy.on_event(ctx.now, &mut ctx.machine)
+        self.policy.on_event(ctx)
     }
     fn finish(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        self.policy.finish(ctx.now, &mut ctx.machine)
+        self.policy.finish(ctx)
     }
     fn report_stats(&self, info: &Info, out: &mut Stats) {
         report(self.kind, self.policy.as_ref(), info.view, self.threads, out);
@@ -235,9 +235,9 @@ impl Agent for PlacementAgent {
     }
 }
 
-/// Modeled run time of the application (the slowest application core's clock), ps.
-pub fn app_time_ps(m: &MachineView, threads: usize) -> u64 {
-    m.hw().cores[..threads.min(m.cores())].iter().map(|c| c.clock_ps).max().unwrap_or(0)
+/// Modeled run time of the application (the slowest application core's clock).
+pub fn app_time(m: &MachineView, threads: usize) -> Ps {
+    m.app_clock(threads)
 }
 
 /// The common placement stats (under `placement.`) of a run with policy `p`.
@@ -246,28 +246,25 @@ pub fn report(kind: &str, p: &dyn PlacementPolicy, m: &MachineView, threads: usi
     out.set("placement.mode", p.mode().as_str());
     let nodes_with_cores = m.nodes().iter().filter(|n| !n.cfg.cores.is_empty()).count();
     out.set("placement.nodes", nodes_with_cores.max(1));
-    let t = app_time_ps(m, threads);
-    out.set("placement.run_time_s", t as f64 / 1e12);
+    let t = app_time(m, threads);
+    out.set("placement.run_time_s", t.secs_f64());
     // Overhead: the time the policy took on the critical path, relative to the run without it.
-    let over = p.overhead_ps();
-    let cores = &m.hw().cores[..threads.min(m.cores())];
-    let without = cores
-        .iter()
-        .enumerate()
-        .map(|(i, c)| c.clock_ps.saturating_sub(over.get(i).copied().unwrap_or(0)))
+    let over = p.overhead();
+    let without = (0..threads.min(m.cores()))
+        .map(|i| m.core_clock(i).saturating_sub(over.get(i).copied().unwrap_or(Ps::ZERO)))
         .max()
-        .unwrap_or(0);
+        .unwrap_or(Ps::ZERO);
     let overhead = t.saturating_sub(without);
-    out.set("placement.overhead_s", overhead as f64 / 1e12);
-    let pct = if without > 0 { 100.0 * overhead as f64 / without as f64 } else { 0.0 };
+    out.set("placement.overhead_s", overhead.secs_f64());
+    let pct = if without > Ps::ZERO { 100.0 * overhead.ps() as f64 / without.ps() as f64 } else { 0.0 };
     out.set("placement.overhead_pct", pct);
     // The profiling overhead: this run's unless the policy profiled in a run of its own.
     out.set("placement.profiling_overhead_pct", pct);
     let (mut local, mut total) = (0u64, 0u64);
-    for (i, c) in cores.iter().enumerate() {
+    for i in 0..threads.min(m.cores()) {
         let home = m.core_node(i) as usize;
-        local += c.node_accesses().get(home).copied().unwrap_or(0);
-        total += c.node_accesses().iter().sum::<u64>();
+        local += m.node_accesses(i).get(home).copied().unwrap_or(0);
+        total += m.node_accesses(i).iter().sum::<u64>();
     }
     out.set("placement.local_access_fraction", if total > 0 { local as f64 / total as f64 } else { 0.0 });
     for n in m.nodes() {

@@ -45,9 +45,8 @@ use super::{
     plan_of, PlacementBuildCtx, PlacementCheckCtx, PlacementConfig, PlacementParams, PlacementPolicy, Plan,
     StageRequest,
 };
-use crate::agents::{MachineView, Ps, NEVER};
+use crate::agents::{AgentCtx, MachineView, Ps, NEVER};
 use crate::error::{Result, SimError};
-use crate::hw::cost::ps;
 use crate::hw::pebs::PebsHwConfig;
 use crate::hw::tlb_sampler::TlbMissSampler;
 use crate::os::memory::Placement;
@@ -203,15 +202,15 @@ impl PlacementParams for ProfileGuidedParams {
         let cores = ctx.cores;
         let mut pg = ProfileGuided {
             p: self.clone(),
-            interrupt_ps: ps(self.interrupt_cycles / ctx.cpu_ghz),
+            interrupt: Ps::from_ns_f64(self.interrupt_cycles / ctx.cpu_ghz),
             core: self.core.unwrap_or_else(|| ctx.default_core()),
             threads: ctx.threads,
             counts: BTreeMap::new(),
-            sampling: false,
+            sampling_on: false,
             next_event: NEVER,
             samples: 0,
-            sampling_ps: vec![0; cores],
-            migration_ps: vec![0; cores],
+            sampling: vec![Ps::ZERO; cores],
+            migration: vec![Ps::ZERO; cores],
             pages_with_affinity: 0,
             migrated_pages: 0,
             migrate_skipped: 0,
@@ -257,16 +256,18 @@ struct ProfileRun {
 /// The `profile-guided` policy.
 pub struct ProfileGuided {
     p: ProfileGuidedParams,
-    interrupt_ps: u64,
+    /// Interrupt handler time.
+    interrupt: Ps,
     core: usize,
     threads: usize,
     /// Samples per page (page address -> page bytes, samples per node).
     counts: BTreeMap<u64, (u64, Vec<u32>)>,
-    sampling: bool,
+    sampling_on: bool,
     next_event: Ps,
     samples: u64,
-    sampling_ps: Vec<u64>,
-    migration_ps: Vec<u64>,
+    /// Per core: time in sampling interrupts, and taken by migrations.
+    sampling: Vec<Ps>,
+    migration: Vec<Ps>,
     pages_with_affinity: u64,
     migrated_pages: u64,
     migrate_skipped: u64,
@@ -278,10 +279,11 @@ pub struct ProfileGuided {
     log: Vec<tierlab_core::Sample>,
 }
 
-/// One sample as a row of the recording format (the core is the CPU and the thread).
-fn sample_row(time_ns: u64, core: u32, addr: u64, event: &str, drain: u64) -> tierlab_core::Sample {
+/// One sample as a row of the recording format (the core is the CPU and the thread; the
+/// format's times are whole ns).
+fn sample_row(time: Ps, core: u32, addr: u64, event: &str, drain: u64) -> tierlab_core::Sample {
     tierlab_core::Sample {
-        time_ns,
+        time_ns: time.whole_ns(),
         tid: core,
         cpu: core,
         addr,
@@ -298,54 +300,48 @@ impl ProfileGuided {
         let cap = self.p.buffer_records;
         match self.p.source {
             SampleSource::LongLatencyLoads => {
-                if m.hw().pebs.is_some() {
+                if m.pebs().is_some() {
                     return Err(SimError::runtime(
                         "profile-guided placement: the PEBS hardware is already in use by another observer",
                     ));
                 }
-                m.hw_mut().enable_pebs(PebsHwConfig {
+                m.enable_pebs(PebsHwConfig {
                     loads: true,
                     stores: false,
                     period: self.p.period,
                     capacity: cap,
                     threshold: cap,
-                    interrupt_ps: self.interrupt_ps,
+                    interrupt_ps: self.interrupt.ps(),
                     miss_only: true,
                 });
             }
             SampleSource::TlbMisses => {
                 let cores = m.cores();
-                m.hw_mut().set_tlb_sampler(Some(TlbMissSampler::new(
-                    cores,
-                    self.p.period,
-                    cap,
-                    self.interrupt_ps,
-                )));
+                m.set_tlb_sampler(Some(TlbMissSampler::new(cores, self.p.period, cap, self.interrupt.ps())));
             }
         }
-        self.sampling = true;
+        self.sampling_on = true;
         Ok(())
     }
 
     /// Consume the samples handed over so far.
-    fn collect(&mut self, now_ns: u64, m: &mut MachineView) {
+    fn collect(&mut self, now: Ps, m: &mut MachineView) {
         let mut recs: Vec<(u32, u64)> = Vec::new();
         let event = match self.p.source {
             SampleSource::LongLatencyLoads => "l2-miss-loads",
             SampleSource::TlbMisses => "tlb-misses",
         };
-        if let Some(hw) = m.hw_mut().pebs.as_mut() {
+        if let Some(hw) = m.pebs_mut() {
             for d in std::mem::take(&mut hw.drained) {
                 recs.extend(d.records.iter().map(|&(a, _)| (d.core, a)));
                 self.log.extend(
-                    d.records.iter().map(|&(addr, _)| sample_row(d.time_ns, d.core, addr, event, d.index)),
+                    d.records.iter().map(|&(addr, _)| sample_row(d.time, d.core, addr, event, d.index)),
                 );
             }
         }
-        if let Some(s) = m.hw_mut().tlb_sampler_mut() {
+        if let Some(s) = m.tlb_sampler_mut() {
             let drain = self.log.last().map_or(0, |r| r.drain + 1);
-            self.log
-                .extend(s.drained.iter().map(|&(core, addr)| sample_row(now_ns, core, addr, event, drain)));
+            self.log.extend(s.drained.iter().map(|&(core, addr)| sample_row(now, core, addr, event, drain)));
             recs.append(&mut s.drained);
         }
         let nodes = m.nodes().len();
@@ -360,28 +356,28 @@ impl ProfileGuided {
     }
 
     /// Stop sampling: flush buffers, consume every sample, account the interrupt time.
-    fn stop_sampling(&mut self, now_ns: u64, m: &mut MachineView) {
-        if !self.sampling {
+    fn stop_sampling(&mut self, now: Ps, m: &mut MachineView) {
+        if !self.sampling_on {
             return;
         }
-        if let Some(hw) = m.hw_mut().pebs.as_mut() {
-            hw.flush(now_ns);
+        if let Some(hw) = m.pebs_mut() {
+            hw.flush(now);
         }
-        if let Some(s) = m.hw_mut().tlb_sampler_mut() {
+        if let Some(s) = m.tlb_sampler_mut() {
             s.flush();
         }
-        self.collect(now_ns, m);
-        if let Some(hw) = m.hw_mut().disable_pebs() {
+        self.collect(now, m);
+        if let Some(hw) = m.disable_pebs() {
             for (i, c) in hw.cores.iter().enumerate() {
-                self.sampling_ps[i] += c.interrupt_ps;
+                self.sampling[i] += Ps::from_ps(c.interrupt_ps);
             }
         }
-        if let Some(s) = m.hw_mut().set_tlb_sampler(None) {
-            for (i, b) in s.busy_ps.iter().enumerate() {
-                self.sampling_ps[i] += b;
+        if let Some(s) = m.set_tlb_sampler(None) {
+            for (i, &b) in s.busy_ps.iter().enumerate() {
+                self.sampling[i] += Ps::from_ps(b);
             }
         }
-        self.sampling = false;
+        self.sampling_on = false;
     }
 
     /// Each profiled page's affinity: (page address, page bytes, node), by address.
@@ -397,15 +393,12 @@ impl ProfileGuided {
             .collect()
     }
 
-    fn migrate(&mut self, now_ns: u64, m: &mut MachineView) -> Result<()> {
+    fn migrate(&mut self, now: Ps, m: &mut MachineView) -> Result<()> {
         let aff = self.affinities();
         self.pages_with_affinity = aff.len() as u64;
         let core = self.core;
-        let now_ps = now_ns * 1000;
-        if !m.in_cpumask(core) && m.hw().cores[core].clock_ps < now_ps {
-            m.hw_mut().cores[core].clock_ps = now_ps;
-        }
-        let before: Vec<u64> = m.hw().cores.iter().map(|c| c.clock_ps).collect();
+        m.start_work(core, now);
+        let before: Vec<Ps> = (0..m.cores()).map(|i| m.core_clock(i)).collect();
         // Batches per destination node, as move_pages(2) moves a list with one flush.
         let nodes = m.nodes().len();
         let mut todo: Vec<Vec<u64>> = vec![Vec::new(); nodes];
@@ -432,8 +425,8 @@ impl ProfileGuided {
                 self.migrated_pages += r.pages;
             }
         }
-        for (i, c) in m.hw().cores.iter().enumerate() {
-            self.migration_ps[i] += c.clock_ps - before[i];
+        for (i, &b) in before.iter().enumerate() {
+            self.migration[i] += m.core_clock(i) - b;
         }
         // Pages not allocated yet follow their affinity at first touch.
         m.set_preferred(plan_of(aff));
@@ -451,7 +444,8 @@ impl PlacementPolicy for ProfileGuided {
         .into()
     }
 
-    fn prepare(&mut self, m: &mut MachineView) -> Result<()> {
+    fn prepare(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        let m = &mut ctx.machine;
         m.set_placement(Placement::FirstTouch);
         m.set_preferred(match (self.p.mode, &self.plan) {
             (Mode::NextRun, Some(plan)) => plan.clone(),
@@ -460,13 +454,13 @@ impl PlacementPolicy for ProfileGuided {
         Ok(())
     }
 
-    fn start(&mut self, m: &mut MachineView) -> Result<()> {
+    fn start(&mut self, ctx: &mut AgentCtx) -> Result<()> {
         match self.p.mode {
             Mode::NextRun => Ok(()),
-            Mode::Profile => self.start_sampling(m),
+            Mode::Profile => self.start_sampling(&mut ctx.machine),
             Mode::Migrate => {
-                self.next_event = crate::agents::ns_to_ps(self.p.interval.0);
-                self.start_sampling(m)
+                self.next_event = self.p.interval.ps();
+                self.start_sampling(&mut ctx.machine)
             }
         }
     }
@@ -475,19 +469,17 @@ impl PlacementPolicy for ProfileGuided {
         self.next_event
     }
 
-    fn on_event(&mut self, now: Ps, m: &mut MachineView) -> Result<()> {
-        let now_ns = now / 1000;
+    fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
         self.next_event = NEVER;
         if self.p.mode == Mode::Migrate {
-            self.stop_sampling(now_ns, m);
-            self.migrate(now_ns, m)?;
+            self.stop_sampling(ctx.now, &mut ctx.machine);
+            self.migrate(ctx.now, &mut ctx.machine)?;
         }
         Ok(())
     }
 
-    fn finish(&mut self, now: Ps, m: &mut MachineView) -> Result<()> {
-        let now_ns = now / 1000;
-        self.stop_sampling(now_ns, m);
+    fn finish(&mut self, ctx: &mut AgentCtx) -> Result<()> {
+        self.stop_sampling(ctx.now, &mut ctx.machine);
         if self.p.mode == Mode::Profile {
             let aff = self.affinities();
             self.pages_with_affinity = aff.len() as u64;
@@ -496,8 +488,8 @@ impl PlacementPolicy for ProfileGuided {
         Ok(())
     }
 
-    fn overhead_ps(&self) -> Vec<u64> {
-        self.sampling_ps.iter().zip(&self.migration_ps).map(|(a, b)| a + b).collect()
+    fn overhead(&self) -> Vec<Ps> {
+        self.sampling.iter().zip(&self.migration).map(|(&a, &b)| a + b).collect()
     }
 
     fn report_stats(&self, out: &mut Stats) {
@@ -517,12 +509,12 @@ impl PlacementPolicy for ProfileGuided {
             None => {
                 out.set(format!("{pre}.samples"), self.samples);
                 out.set(format!("{pre}.pages_with_affinity"), self.pages_with_affinity);
-                let t: u64 = self.sampling_ps[..self.threads.min(self.sampling_ps.len())].iter().sum();
-                out.set(format!("{pre}.interrupt_s"), t as f64 / 1e12);
+                let t: Ps = self.sampling[..self.threads.min(self.sampling.len())].iter().copied().sum();
+                out.set(format!("{pre}.interrupt_s"), t.secs_f64());
             }
         }
         if self.p.mode == Mode::Migrate {
-            out.set("placement.migrate.interval_s", self.p.interval.0 as f64 / 1e9);
+            out.set("placement.migrate.interval_s", self.p.interval.secs_f64());
             out.set("placement.migrate.pages", self.migrated_pages);
             out.set("placement.migrate.skipped_full", self.migrate_skipped);
             out.set("placement.migrate.time_s", self.migration_ns / 1e9);

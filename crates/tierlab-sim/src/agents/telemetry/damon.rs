@@ -87,7 +87,7 @@ impl DamonOwn {
             let path = resolve_path(&ctx.scenario_file, f);
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| ctx.err("damo_schemes", format!("cannot read {}: {e}", path.display())))?;
-            let more = schemes_from_damo_json(&text, attrs.sample_ns, attrs.aggr_ns)
+            let more = schemes_from_damo_json(&text, attrs.sample, attrs.aggr)
                 .map_err(|e| ctx.err("damo_schemes", format!("{}: {e}", path.display())))?;
             all.extend(more);
         }
@@ -266,7 +266,10 @@ mod tests {
         let agg: With<TelemetryShared, DamonParams> = toml::from_str(text).unwrap();
         assert_eq!(agg.shared.name.as_deref(), Some("damon-agg"));
         let a = agg.own.shared.attrs(&ctx()).unwrap();
-        assert_eq!((a.sample_ns, a.aggr_ns, a.ops_update_ns), (1_000_000, 200_000_000, 1_000_000_000));
+        assert_eq!(
+            (a.sample, a.aggr, a.ops_update),
+            (Ps::from_ns(1_000_000), Ps::from_ns(200_000_000), Ps::from_ns(1_000_000_000))
+        );
         assert_eq!(a.max_nr_accesses(), 200);
         // Serialized defaults read back identically.
         let s = toml::to_string(&p).unwrap();
@@ -362,12 +365,12 @@ mod tests {
             p.shared.hot_threshold,
         );
         let mut max_seen = 0;
-        let mut cpu = 0;
-        obs.start(&mut crate::agents::testing::ctx(&mut m, 0, 1, &mut cpu)).unwrap();
+        let mut cpu = Ps::ZERO;
+        obs.start(&mut crate::agents::testing::ctx(&mut m, Ps::ZERO, 1, &mut cpu)).unwrap();
         let mut rng = Rng::new(5);
         for _ in 0..200 {
-            let t = obs.next_event() / 1000;
-            while m.hw.cores[0].clock_ps < t * 1000 {
+            let t = obs.next_event();
+            while m.hw.cores[0].clock_ps < t.ps() {
                 m.access(0, Access::read(a + rng.below((32 << 20) / 64) * 64)).unwrap();
             }
             obs.on_event(&mut crate::agents::testing::ctx(&mut m, t, 1, &mut cpu)).unwrap();
@@ -380,7 +383,7 @@ mod tests {
             }
         }
         assert_eq!(max_seen, 20, "a region sampled hot every interval reaches the maximum");
-        assert!(cpu > 0, "kdamond's work is charged");
+        assert!(cpu > Ps::ZERO, "kdamond's work is charged");
     }
 
     #[test]
@@ -392,8 +395,9 @@ mod tests {
         let p: DamonParams =
             toml::from_str("aggr_interval = \"200ms\"\nops_update_interval = \"1s\"").unwrap();
         let mut obs = p.build("damon", &ctx()).unwrap();
-        drive(obs.as_mut(), &mut m, 2_000_000_000, lo, hi, 9);
-        let rep = obs.hot_set(1_000_000_000, 2_000_000_000, &MachineView::new(&mut m));
+        drive(obs.as_mut(), &mut m, Ps::from_ns(2_000_000_000), lo, hi, 9);
+        let rep =
+            obs.hot_set(Ps::from_ns(1_000_000_000), Ps::from_ns(2_000_000_000), &MachineView::new(&mut m));
         let (prec, rec) = precision_recall(&rep, lo, hi);
         assert!(rec >= 0.9 && prec >= 0.6, "precision {prec:.3} recall {rec:.3}");
         let cols = obs.window_columns();
@@ -412,8 +416,8 @@ mod tests {
             let base = map(&mut m, 128 << 20, "heap");
             let c = TelemetryBuildCtx { seed, ..ctx() };
             let mut obs = DamonParams::default().build("damon", &c).unwrap();
-            drive(obs.as_mut(), &mut m, 500_000_000, base, base + (16 << 20), 1);
-            obs.hot_set(0, 500_000_000, &MachineView::new(&mut m))
+            drive(obs.as_mut(), &mut m, Ps::from_ns(500_000_000), base, base + (16 << 20), 1);
+            obs.hot_set(Ps::ZERO, Ps::from_ns(500_000_000), &MachineView::new(&mut m))
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));

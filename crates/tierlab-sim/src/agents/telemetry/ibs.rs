@@ -129,7 +129,7 @@ impl IbsParams {
             period_quantum: 1,
             min_period: self.mem_period(self.min_period),
             min_samples: self.min_samples,
-            tick_ns: 1_000_000_000 / self.hz.max(1),
+            tick: Ps::from_ns(1_000_000_000 / self.hz.max(1)),
             assumed: [
                 ("nmi_ns", self.nmi_ns == IbsParams::__param_default_nmi_ns()),
                 ("mem_op_fraction", self.mem_op_fraction == IbsParams::__param_default_mem_op_fraction()),

@@ -12,7 +12,7 @@
 //!    [`crate::agents::MachineView`]: Accessed/Dirty bits (`clear_accessed`,
 //!    `test_accessed`, the radix page tables), the mapping list, the PEBS hardware. It never
 //!    reads ground truth (the view does not reach it).
-//! 4. Work is charged as CPU time with [`ObserverCtx::charge`] to the observer's core (a
+//! 4. Work is charged as CPU time with [`AgentCtx::charge`] to the observer's core (a
 //!    kernel thread's core: the first core without an application thread, else core 0, or
 //!    the `core` parameter); PEBS interrupts are charged by the hardware model to the
 //!    sampled cores. Both are reported as the observer's CPU time.
@@ -65,15 +65,15 @@ pub trait Observer: Send {
     fn publishes(&self) -> &'static [FeedKind] {
         &[]
     }
-    /// The hot set to score for the window `[start_ns, end_ns)` that just closed.
-    fn hot_set(&mut self, start_ns: u64, end_ns: u64, machine: &MachineView) -> HotReport;
+    /// The hot set to score for the window `[start, end)` that just closed.
+    fn hot_set(&mut self, start: Ps, end: Ps, machine: &MachineView) -> HotReport;
     /// Extra per-window time-series values (e.g. `nr_regions`), as (column suffix, value).
     fn window_columns(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
-    /// CPU time charged by the hardware on the observer's behalf (PEBS interrupts), ps.
-    fn hw_cpu_ps(&self, _machine: &MachineView) -> u64 {
-        0
+    /// CPU time charged by the hardware on the observer's behalf (PEBS interrupts).
+    fn hw_cpu(&self, _machine: &MachineView) -> Ps {
+        Ps::ZERO
     }
     /// Publish technique-specific stats under `prefix` (`telemetry.<name>`, no trailing dot).
     fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
@@ -144,22 +144,22 @@ impl Agent for TelemetryAgent {
     fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
         self.obs.on_event(ctx)
     }
-    fn on_window(&mut self, start_ns: u64, end_ns: u64, ctx: &mut AgentCtx) -> Result<()> {
-        let report = self.obs.hot_set(start_ns, end_ns, &ctx.machine);
-        ctx.publish(Feed::HotSet { report: std::sync::Arc::new(report), start_ns, end_ns });
+    fn on_window(&mut self, start: Ps, end: Ps, ctx: &mut AgentCtx) -> Result<()> {
+        let report = self.obs.hot_set(start, end, &ctx.machine);
+        ctx.publish(Feed::HotSet { report: std::sync::Arc::new(report), start, end });
         Ok(())
     }
     fn window_columns(&mut self, info: &super::Info) -> Vec<(String, f64)> {
         let p = format!("telemetry.{}", self.label);
-        let cpu = info.cpu_ps + self.obs.hw_cpu_ps(info.view);
-        let mut cols = vec![(format!("{p}.cpu_s"), cpu as f64 / 1e12)];
+        let cpu = info.cpu + self.obs.hw_cpu(info.view);
+        let mut cols = vec![(format!("{p}.cpu_s"), cpu.secs_f64())];
         for (k, v) in self.obs.window_columns() {
             cols.push((format!("{p}.{k}"), v));
         }
         cols
     }
-    fn hw_cpu_ps(&self, view: &MachineView) -> u64 {
-        self.obs.hw_cpu_ps(view)
+    fn hw_cpu(&self, view: &MachineView) -> Ps {
+        self.obs.hw_cpu(view)
     }
     fn finish(&mut self, ctx: &mut AgentCtx) -> Result<()> {
         self.obs.finish(ctx)
@@ -167,13 +167,13 @@ impl Agent for TelemetryAgent {
     fn report_stats(&self, info: &super::Info, out: &mut Stats) {
         let p = format!("telemetry.{}", self.label);
         out.set(format!("{p}.kind"), self.kind);
-        let hw = self.obs.hw_cpu_ps(info.view);
-        out.set(format!("{p}.cpu_seconds"), (info.cpu_ps + hw) as f64 / 1e12);
+        let hw = self.obs.hw_cpu(info.view);
+        out.set(format!("{p}.cpu_seconds"), (info.cpu + hw).secs_f64());
         out.set(format!("{p}.core"), self.core);
         // Time taken from the application: hardware interrupts land on application cores;
         // the observer's own work does when its core runs an application thread.
-        let app = hw + if self.core < self.threads { info.cpu_ps } else { 0 };
-        out.set(format!("{p}.app_cpu_seconds"), app as f64 / 1e12);
+        let app = hw + if self.core < self.threads { info.cpu } else { Ps::ZERO };
+        out.set(format!("{p}.app_cpu_seconds"), app.secs_f64());
         self.obs.report_stats(&p, out);
     }
     fn output(&mut self) -> AgentOutput {

@@ -14,12 +14,13 @@
 //! - Fewer than three mappings: the kernel's `__damon_va_three_regions` fails (a real process
 //!   always has text, heap and stack mappings); the simulator maps only the workload's memory,
 //!   so the ranges are then cut at the gaps that exist (one range per gap + 1).
-//! - Times are kept in ns; the auto-tuning arithmetic follows the kernel's integer formulas
-//!   with ns in place of us.
+//! - Times are simulated time ([`Ps`]); the auto-tuning arithmetic follows the kernel's
+//!   integer formulas with picoseconds in place of us.
 
 use crate::agents::{MachineView, SnapRegion};
 use crate::hw::pagetable::Level;
 use crate::rng::Rng;
+use crate::units::Ps;
 
 /// Base page size: DAMON's minimum region size and alignment (`DAMON_MIN_REGION`).
 pub const PAGE: u64 = tierlab_core::PAGE_SIZE;
@@ -99,21 +100,21 @@ pub struct IntervalsGoal {
     pub access_bp: u64,
     /// Tune every this many aggregation intervals (>= 1).
     pub aggrs: u64,
-    /// Lower bound of the sampling interval, ns.
-    pub min_sample_ns: u64,
-    /// Upper bound of the sampling interval, ns.
-    pub max_sample_ns: u64,
+    /// Lower bound of the sampling interval.
+    pub min_sample: Ps,
+    /// Upper bound of the sampling interval.
+    pub max_sample: Ps,
 }
 
-/// Monitoring attributes (`struct damon_attrs`), times in ns.
+/// Monitoring attributes (`struct damon_attrs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attrs {
     /// Sampling interval.
-    pub sample_ns: u64,
+    pub sample: Ps,
     /// Aggregation interval.
-    pub aggr_ns: u64,
+    pub aggr: Ps,
     /// Ops update interval (mappings re-read).
-    pub ops_update_ns: u64,
+    pub ops_update: Ps,
     /// Lower bound of the region count.
     pub min_nr_regions: usize,
     /// Upper bound of the region count.
@@ -126,15 +127,16 @@ impl Attrs {
     /// The kernel's checks (`damon_set_attrs`, `damon_valid_intervals_goal`) plus what the
     /// simulator needs (a non-zero sampling interval). Returns (parameter name, problem).
     pub fn validate(&self) -> std::result::Result<(), (&'static str, String)> {
-        if self.sample_ns == 0 {
+        if self.sample == Ps::ZERO {
             return Err(("sample_interval", "must be > 0".into()));
         }
-        if self.sample_ns > self.aggr_ns {
+        if self.sample > self.aggr {
             return Err((
                 "aggr_interval",
                 format!(
                     "the sampling interval ({} ns) must not exceed the aggregation interval ({} ns)",
-                    self.sample_ns, self.aggr_ns
+                    self.sample.whole_ns(),
+                    self.aggr.whole_ns()
                 ),
             ));
         }
@@ -154,18 +156,20 @@ impl Attrs {
             if g.access_bp == 0 || g.access_bp > 10_000 {
                 return Err(("tune_access_bp", format!("{} is not in 1..=10000", g.access_bp)));
             }
-            if g.min_sample_ns == 0 || g.min_sample_ns > g.max_sample_ns {
+            if g.min_sample == Ps::ZERO || g.min_sample > g.max_sample {
                 return Err((
                     "tune_min_sample",
-                    format!("must be > 0 and <= tune_max_sample ({} ns)", g.max_sample_ns),
+                    format!("must be > 0 and <= tune_max_sample ({} ns)", g.max_sample.whole_ns()),
                 ));
             }
-            if self.sample_ns < g.min_sample_ns || self.sample_ns > g.max_sample_ns {
+            if self.sample < g.min_sample || self.sample > g.max_sample {
                 return Err((
                     "sample_interval",
                     format!(
                         "{} ns is outside [tune_min_sample, tune_max_sample] = [{}, {}] ns",
-                        self.sample_ns, g.min_sample_ns, g.max_sample_ns
+                        self.sample.whole_ns(),
+                        g.min_sample.whole_ns(),
+                        g.max_sample.whole_ns()
                     ),
                 ));
             }
@@ -175,8 +179,14 @@ impl Attrs {
 
     /// Most `nr_accesses` one aggregation can reach (`damon_max_nr_accesses`).
     pub fn max_nr_accesses(&self) -> u64 {
-        (self.aggr_ns / self.sample_ns.max(1)).min(u32::MAX as u64)
+        intervals_in(self.aggr, self.sample).min(u32::MAX as u64)
     }
+}
+
+/// How many whole intervals of `interval` fit in `t` (`t / interval`, integer division; a
+/// zero interval counts as the smallest time step).
+pub fn intervals_in(t: Ps, interval: Ps) -> u64 {
+    t.ps() / interval.ps().max(1)
 }
 
 /// The three address ranges covering a virtual address space (`__damon_va_three_regions`):
@@ -455,12 +465,12 @@ pub fn intervals_adaptation_bp(regions: &[Region], aggr_samples: u64, access_bp:
 /// The regions at the end of one aggregation interval (a damo "aggregated" record).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    /// Start of the aggregation interval (the previous aggregation), ns.
-    pub start_ns: u64,
-    /// End of the aggregation interval (when the snapshot was taken), ns.
-    pub end_ns: u64,
-    /// Sampling interval in use, ns.
-    pub sample_ns: u64,
+    /// Start of the aggregation interval (the previous aggregation).
+    pub start: Ps,
+    /// End of the aggregation interval (when the snapshot was taken).
+    pub end: Ps,
+    /// Sampling interval in use.
+    pub sample: Ps,
     /// The regions, in address order.
     pub regions: Vec<SnapRegion>,
 }
@@ -508,7 +518,7 @@ pub struct Monitor {
     next_tune_sis: u64,
     sz_limit: u64,
     last_split_nr_regions: usize,
-    last_aggr_ns: u64,
+    last_aggr: Ps,
     snaps: [Snapshot; 2],
     latest: Option<usize>,
     snapshots_taken: u64,
@@ -524,7 +534,7 @@ impl Monitor {
     /// A monitor with no regions yet (see [`Monitor::init`]).
     pub fn new(attrs: Attrs, rng: Rng) -> Self {
         Monitor {
-            aggr_samples: attrs.aggr_ns / attrs.sample_ns.max(1),
+            aggr_samples: intervals_in(attrs.aggr, attrs.sample),
             attrs,
             regions: Vec::new(),
             scratch: Vec::new(),
@@ -535,7 +545,7 @@ impl Monitor {
             next_tune_sis: 0,
             sz_limit: PAGE,
             last_split_nr_regions: 0,
-            last_aggr_ns: 0,
+            last_aggr: Ps::ZERO,
             snaps: [Snapshot::default(), Snapshot::default()],
             latest: None,
             snapshots_taken: 0,
@@ -550,8 +560,8 @@ impl Monitor {
     pub fn init(&mut self, m: &MachineView) {
         let a = self.attrs;
         self.passed_sis = 0;
-        self.next_aggr_sis = a.aggr_ns / a.sample_ns;
-        self.next_ops_sis = a.ops_update_ns / a.sample_ns;
+        self.next_aggr_sis = intervals_in(a.aggr, a.sample);
+        self.next_ops_sis = intervals_in(a.ops_update, a.sample);
         self.next_tune_sis = self.next_aggr_sis * a.goal.map_or(0, |g| g.aggrs);
         self.regions.clear();
         if let Some(ranges) = three_regions(m.vmas().values().map(|v| (v.start, v.start + v.len))) {
@@ -590,9 +600,9 @@ impl Monitor {
 
     /// Everything between a check and the next prepare: count the sampling interval, then
     /// aggregate and update the regions when due (see the module docs for the order).
-    pub fn after_check(&mut self, now_ns: u64, m: &MachineView) {
+    pub fn after_check(&mut self, now: Ps, m: &MachineView) {
         let p = self.begin_after_check();
-        self.end_after_check(p, now_ns, m);
+        self.end_after_check(p, now, m);
     }
 
     /// The first half of [`Monitor::after_check`]: count the sampling interval and merge at an
@@ -616,20 +626,20 @@ impl Monitor {
 
     /// The second half of [`Monitor::after_check`]: interval tuning, snapshot, reset and
     /// split at an aggregation boundary, then the ops update when due.
-    pub fn end_after_check(&mut self, p: AfterCheck, now_ns: u64, m: &MachineView) {
+    pub fn end_after_check(&mut self, p: AfterCheck, now: Ps, m: &MachineView) {
         let (next_aggr, next_ops) = (p.next_aggr, p.next_ops);
-        let mut sample = self.attrs.sample_ns;
+        let mut sample = self.attrs.sample;
         if self.passed_sis >= next_aggr {
             if let Some(goal) = self.attrs.goal {
                 if self.passed_sis >= self.next_tune_sis {
                     self.next_aggr_sis = next_aggr;
                     self.next_tune_sis += self.aggr_samples * goal.aggrs;
                     self.tune(goal);
-                    sample = self.attrs.sample_ns;
+                    sample = self.attrs.sample;
                 }
             }
-            self.next_aggr_sis = next_aggr + self.attrs.aggr_ns / sample;
-            self.take_snapshot(now_ns);
+            self.next_aggr_sis = next_aggr + intervals_in(self.attrs.aggr, sample);
+            self.take_snapshot(now);
             for r in &mut self.regions {
                 // damon_warn_fix_nr_accesses_corruption, then the reset.
                 r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
@@ -640,7 +650,7 @@ impl Monitor {
             self.aggregations += 1;
         }
         if self.passed_sis >= next_ops {
-            self.next_ops_sis = next_ops + self.attrs.ops_update_ns / sample;
+            self.next_ops_sis = next_ops + intervals_in(self.attrs.ops_update, sample);
             self.ops_update(m);
         }
     }
@@ -677,34 +687,34 @@ impl Monitor {
             return;
         }
         let old = self.attrs;
-        let s = ((old.sample_ns as u128 * adaptation as u128 / 10_000) as u64)
-            .min(goal.max_sample_ns)
-            .max(goal.min_sample_ns);
+        let s = Ps::from_ps((old.sample.ps() as u128 * adaptation as u128 / 10_000) as u64)
+            .min(goal.max_sample)
+            .max(goal.min_sample);
         let mut new = old;
-        new.sample_ns = s;
-        new.aggr_ns = s * self.aggr_samples;
+        new.sample = s;
+        new.aggr = s.times(self.aggr_samples);
         let (old_max, new_max) = (old.max_nr_accesses().max(1), new.max_nr_accesses());
         for r in &mut self.regions {
             let bp = mult_frac(r.nr_accesses as u64, 10_000, old_max);
             r.nr_accesses = (bp * new_max / 10_000) as u32;
             r.nr_accesses_bp = r.nr_accesses.saturating_mul(10_000);
-            r.age = (r.age as u128 * old.aggr_ns as u128 / new.aggr_ns.max(1) as u128) as u32;
+            r.age = (r.age as u128 * old.aggr.ps() as u128 / new.aggr.ps().max(1) as u128) as u32;
         }
-        self.next_aggr_sis = self.passed_sis + new.aggr_ns / s;
-        self.next_ops_sis = self.passed_sis + new.ops_update_ns / s;
+        self.next_aggr_sis = self.passed_sis + intervals_in(new.aggr, s);
+        self.next_ops_sis = self.passed_sis + intervals_in(new.ops_update, s);
         self.attrs = new;
         self.tunings += 1;
     }
 
-    fn take_snapshot(&mut self, now_ns: u64) {
+    fn take_snapshot(&mut self, now: Ps) {
         let slot = match self.latest {
             Some(i) => 1 - i,
             None => 0,
         };
         let s = &mut self.snaps[slot];
-        s.start_ns = self.last_aggr_ns;
-        s.end_ns = now_ns;
-        s.sample_ns = self.attrs.sample_ns;
+        s.start = self.last_aggr;
+        s.end = now;
+        s.sample = self.attrs.sample;
         s.regions.clear();
         s.regions.extend(self.regions.iter().map(|r| SnapRegion {
             start: r.start,
@@ -714,14 +724,14 @@ impl Monitor {
         }));
         self.latest = Some(slot);
         self.snapshots_taken += 1;
-        self.last_aggr_ns = now_ns;
+        self.last_aggr = now;
     }
 
-    /// The latest snapshot taken at or before `t_ns`, if any (the two latest are kept).
-    pub fn snapshot_at(&self, t_ns: u64) -> Option<&Snapshot> {
+    /// The latest snapshot taken at or before `t`, if any (the two latest are kept).
+    pub fn snapshot_at(&self, t: Ps) -> Option<&Snapshot> {
         let i = self.latest?;
         let kept = self.snapshots_taken.min(2) as usize;
-        [i, 1 - i].into_iter().take(kept).map(|k| &self.snaps[k]).find(|s| s.end_ns <= t_ns)
+        [i, 1 - i].into_iter().take(kept).map(|k| &self.snaps[k]).find(|s| s.end <= t)
     }
 
     /// The latest snapshot.
@@ -750,9 +760,9 @@ mod tests {
 
     fn attrs() -> Attrs {
         Attrs {
-            sample_ns: 5_000_000,
-            aggr_ns: 100_000_000,
-            ops_update_ns: 60_000_000_000,
+            sample: Ps::from_ns(5_000_000),
+            aggr: Ps::from_ns(100_000_000),
+            ops_update: Ps::from_ns(60_000_000_000),
             min_nr_regions: 10,
             max_nr_regions: 1000,
             goal: None,
@@ -1000,22 +1010,22 @@ mod tests {
         a.goal = Some(IntervalsGoal {
             access_bp: 400,
             aggrs: 1,
-            min_sample_ns: 5_000_000,
-            max_sample_ns: 12_000_000,
+            min_sample: Ps::from_ns(5_000_000),
+            max_sample: Ps::from_ns(12_000_000),
         });
         let mut m = monitor(a, 1, vec![reg(0, 100, 0), reg(100, 200, 0)]);
         m.sz_limit = 100 * P;
         let mut mach = testutil::machine();
         // 20 sampling intervals with no access: first tuning doubles 5 ms -> 10 ms.
         for _ in 0..20 {
-            m.after_check(0, &MachineView::new(&mut mach));
+            m.after_check(Ps::ZERO, &MachineView::new(&mut mach));
         }
-        assert_eq!(m.attrs.sample_ns, 10_000_000);
-        assert_eq!(m.attrs.aggr_ns, 200_000_000, "aggr_samples kept");
+        assert_eq!(m.attrs.sample, Ps::from_ns(10_000_000));
+        assert_eq!(m.attrs.aggr, Ps::from_ns(200_000_000), "aggr_samples kept");
         for _ in 0..20 {
-            m.after_check(0, &MachineView::new(&mut mach));
+            m.after_check(Ps::ZERO, &MachineView::new(&mut mach));
         }
-        assert_eq!(m.attrs.sample_ns, 12_000_000, "clamped to the maximum");
+        assert_eq!(m.attrs.sample, Ps::from_ns(12_000_000), "clamped to the maximum");
         assert_eq!(m.tunings, 2);
     }
 
@@ -1024,30 +1034,31 @@ mod tests {
         // Every region accessed in every sample: 100% observed vs a 4% goal, score >= 2x the
         // goal: the input resets to its minimum and the change is damped to halving.
         let mut a = attrs();
-        a.sample_ns = 20_000_000;
-        a.aggr_ns = 400_000_000;
+        a.sample = Ps::from_ns(20_000_000);
+        a.aggr = Ps::from_ns(400_000_000);
         a.goal = Some(IntervalsGoal {
             access_bp: 400,
             aggrs: 1,
-            min_sample_ns: 6_000_000,
-            max_sample_ns: 1_000_000_000,
+            min_sample: Ps::from_ns(6_000_000),
+            max_sample: Ps::from_ns(1_000_000_000),
         });
         let mut m = monitor(a, 1, vec![reg(0, 100, 0), reg(100, 200, 0)]);
         m.sz_limit = 100 * P;
         let mut mach = testutil::machine();
-        let mut seen = vec![m.attrs.sample_ns];
+        let mut seen = vec![m.attrs.sample];
         for _ in 0..3 {
             for _ in 0..20 {
                 for r in &mut m.regions {
                     r.nr_accesses += 1;
                 }
-                m.after_check(0, &MachineView::new(&mut mach));
+                m.after_check(Ps::ZERO, &MachineView::new(&mut mach));
             }
-            seen.push(m.attrs.sample_ns);
+            seen.push(m.attrs.sample);
         }
         // 20 ms -> 10 ms -> 6 ms (5 ms clamped to the minimum) -> 6 ms.
-        assert_eq!(seen, vec![20_000_000, 10_000_000, 6_000_000, 6_000_000]);
-        assert_eq!(m.attrs.aggr_ns, 6_000_000 * 20, "aggr_samples kept");
+        let want: Vec<Ps> = [20_000_000, 10_000_000, 6_000_000, 6_000_000].map(Ps::from_ns).to_vec();
+        assert_eq!(seen, want);
+        assert_eq!(m.attrs.aggr, Ps::from_ns(6_000_000 * 20), "aggr_samples kept");
     }
 
     #[test]
@@ -1069,7 +1080,7 @@ mod tests {
                     }
                 }
                 let aggr = m.aggregations;
-                m.after_check(0, &MachineView::new(&mut mach));
+                m.after_check(Ps::ZERO, &MachineView::new(&mut mach));
                 if m.aggregations > aggr {
                     let n = m.regions.len();
                     assert!(n >= min && n <= max, "{n} regions not in [{min}, {max}] at step {step}");
@@ -1084,9 +1095,9 @@ mod tests {
     #[test]
     fn snapshots_and_hot_ranges() {
         let s = Snapshot {
-            start_ns: 0,
-            end_ns: 1,
-            sample_ns: 1,
+            start: Ps::ZERO,
+            end: Ps::from_ns(1),
+            sample: Ps::from_ns(1),
             regions: vec![
                 SnapRegion { start: 0, end: P, nr_accesses: 6, age: 0 },
                 SnapRegion { start: P, end: 2 * P, nr_accesses: 9, age: 0 },
@@ -1103,17 +1114,18 @@ mod tests {
     fn snapshot_at_picks_the_last_completed() {
         let mut m = Monitor::new(attrs(), Rng::new(1));
         m.regions = vec![reg(0, 10, 0)];
-        assert!(m.snapshot_at(u64::MAX).is_none());
+        let ns = Ps::from_ns;
+        assert!(m.snapshot_at(Ps::NEVER).is_none());
         m.regions[0].nr_accesses = 1;
-        m.take_snapshot(100);
+        m.take_snapshot(ns(100));
         m.regions[0].nr_accesses = 2;
-        m.take_snapshot(200);
+        m.take_snapshot(ns(200));
         m.regions[0].nr_accesses = 3;
-        m.take_snapshot(300);
-        assert_eq!(m.snapshot_at(300).unwrap().regions[0].nr_accesses, 3);
-        assert_eq!(m.snapshot_at(299).unwrap().regions[0].nr_accesses, 2);
-        assert_eq!(m.snapshot_at(299).unwrap().start_ns, 100);
-        assert!(m.snapshot_at(150).is_none(), "only the two latest are kept");
+        m.take_snapshot(ns(300));
+        assert_eq!(m.snapshot_at(ns(300)).unwrap().regions[0].nr_accesses, 3);
+        assert_eq!(m.snapshot_at(ns(299)).unwrap().regions[0].nr_accesses, 2);
+        assert_eq!(m.snapshot_at(ns(299)).unwrap().start, ns(100));
+        assert!(m.snapshot_at(ns(150)).is_none(), "only the two latest are kept");
     }
 
     #[test]
@@ -1125,7 +1137,7 @@ mod tests {
                 for (k, r) in m.regions.iter_mut().enumerate() {
                     r.nr_accesses += (i as usize + k).is_multiple_of(3) as u32;
                 }
-                m.after_check(0, &MachineView::new(&mut mach));
+                m.after_check(Ps::ZERO, &MachineView::new(&mut mach));
             }
             m.regions.clone()
         };
@@ -1140,15 +1152,15 @@ mod tests {
         let bad = [
             (Attrs { min_nr_regions: 2, ..ok }, "min_nr_regions"),
             (Attrs { min_nr_regions: 20, max_nr_regions: 10, ..ok }, "max_nr_regions"),
-            (Attrs { sample_ns: 200_000_000, ..ok }, "aggr_interval"),
-            (Attrs { sample_ns: 0, ..ok }, "sample_interval"),
+            (Attrs { sample: Ps::from_ns(200_000_000), ..ok }, "aggr_interval"),
+            (Attrs { sample: Ps::ZERO, ..ok }, "sample_interval"),
             (
                 Attrs {
                     goal: Some(IntervalsGoal {
                         access_bp: 400,
                         aggrs: 3,
-                        min_sample_ns: 6_000_000,
-                        max_sample_ns: 10_000_000_000,
+                        min_sample: Ps::from_ns(6_000_000),
+                        max_sample: Ps::from_ns(10_000_000_000),
                     }),
                     ..ok
                 },

@@ -60,7 +60,6 @@ use super::*;
 use crate::agents::{Feed, FeedKind, MachineView, Ps};
 use crate::error::Result;
 use crate::hw::pebs::{DrainMode, PebsCosts, PebsHwConfig, Throttle};
-use crate::hw::Hardware;
 use crate::units::{ByteSize, Duration};
 
 /// The sampled event.
@@ -90,13 +89,13 @@ impl PebsEvent {
     }
 
     /// Events of `core` so far.
-    pub(crate) fn count(self, m: &Hardware, core: usize) -> u64 {
-        let c = &m.cores[core].c;
+    pub(crate) fn count(self, m: &MachineView, core: usize) -> u64 {
+        let c = m.core_counters(core);
         match self {
             PebsEvent::Loads => c.accesses() - c.writes,
             PebsEvent::Stores => c.writes,
             PebsEvent::All => c.accesses(),
-            PebsEvent::L2MissLoads => m.cores[core].cache.load_misses,
+            PebsEvent::L2MissLoads => m.core_cache(core).load_misses,
         }
     }
 
@@ -240,7 +239,7 @@ pub struct PebsParams {
 
 /// Frequency mode's first adjustment comes this soon after the start (or at the first tick
 /// if that is sooner).
-pub const FIRST_ADJUST_NS: u64 = 100_000;
+pub const FIRST_ADJUST: Ps = Ps::from_ns(100_000);
 
 impl PebsParams {
     /// Records the buffer holds, and the record count at which the interrupt fires.
@@ -267,7 +266,7 @@ impl PebsParams {
             drain_ns_per_record: 0.0,
             assist_ns: self.assist_ns,
             poller: dedicated.then_some(Poller {
-                interval_ns: self.poll_interval.0,
+                interval: self.poll_interval.ps(),
                 cycles_per_record: self.poll_cycles_per_record,
             }),
             throttle: None,
@@ -276,7 +275,7 @@ impl PebsParams {
             period_quantum: 1,
             min_period: 1,
             min_samples: self.min_samples,
-            tick_ns: self.tick.0,
+            tick: self.tick.ps(),
             assumed: [
                 ("assist_ns", self.assist_ns == PebsParams::__param_default_assist_ns()),
                 ("drain_cycles_per_record", self.drain_cycles_per_record == 0.0),
@@ -301,8 +300,8 @@ impl PebsParams {
 /// A driver's polling thread (no interrupts).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Poller {
-    /// Time between two polls, ns.
-    pub interval_ns: u64,
+    /// Time between two polls.
+    pub interval: Ps,
     /// The poller's cycles per record copied out.
     pub cycles_per_record: f64,
 }
@@ -347,8 +346,8 @@ pub struct Spec {
     pub min_period: u64,
     /// A page is hot with at least this many samples in a window.
     pub min_samples: u32,
-    /// Driver tick, ns.
-    pub tick_ns: u64,
+    /// Driver tick.
+    pub tick: Ps,
     /// The cost parameters left at a default that is an assumption rather than a measurement
     /// (reported as the `assumed_costs` stat, so every result that depends on them says so).
     pub assumed: Vec<&'static str>,
@@ -377,7 +376,7 @@ impl Spec {
             }
         }
         if let Some(p) = &self.poller {
-            if p.interval_ns == 0 {
+            if p.interval == Ps::ZERO {
                 return Err(ctx.err("poll_interval", "must be > 0"));
             }
             if !(p.cycles_per_record.is_finite() && p.cycles_per_record >= 0.0) {
@@ -387,7 +386,7 @@ impl Spec {
         if self.min_samples == 0 {
             return Err(ctx.err("min_samples", "must be at least 1"));
         }
-        if self.tick_ns == 0 {
+        if self.tick == Ps::ZERO {
             return Err(ctx.err("tick", "must be > 0"));
         }
         Ok(())
@@ -423,8 +422,8 @@ impl TelemetryParams for PebsParams {
 /// One sample (see [`Pebs::samples`] for the recording schema's rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleRow {
-    /// Drain time, ns (all records of a drain share it).
-    pub time_ns: u64,
+    /// Drain time (all records of a drain share it).
+    pub time: Ps,
     /// Core that took the sample (= simulated thread).
     pub core: u32,
     /// Access kind code (0 load, 1 store).
@@ -439,17 +438,17 @@ pub struct SampleRow {
 pub struct Pebs {
     p: Spec,
     label: String,
-    next_ns: u64,
-    next_tick_ns: u64,
-    next_poll_ns: u64,
-    /// The log of every consumed drain: (time ns, core, drain index, first sample in `addrs`).
-    log: Vec<(u64, u32, u64, usize)>,
+    next: Ps,
+    next_tick: Ps,
+    next_poll: Ps,
+    /// The log of every consumed drain: (time, core, drain index, first sample in `addrs`).
+    log: Vec<(Ps, u32, u64, usize)>,
     /// Every consumed sample's address, bit 63 = store (8 bytes per sample).
     addrs: Vec<u64>,
     /// (drain time, page) of consumed samples not yet counted in a closed window.
-    pending: Vec<(u64, u64)>,
+    pending: Vec<(Ps, u64)>,
     /// Times of consumed drains not yet counted in a closed window.
-    pending_drains: Vec<u64>,
+    pending_drains: Vec<Ps>,
     /// Drains with an index below this were consumed.
     seen_upto: u64,
     /// Drains with an index below this were published as sample batches.
@@ -458,7 +457,7 @@ pub struct Pebs {
     /// Frequency mode: per-core event counts at the last tick, per-core periods, and whether
     /// a core's period was set from a measurement yet.
     last_events: Vec<u64>,
-    last_tick_ns: u64,
+    last_tick: Ps,
     periods: Vec<u64>,
     adjusted: Vec<bool>,
     period_now: u64,
@@ -467,15 +466,15 @@ pub struct Pebs {
     win_samples: u64,
     win_interrupts: u64,
     total_interrupts: u64,
-    /// Handler cost per interrupt (fixed part), ps.
-    irq_ps: u64,
-    /// Handler cost per record, ps.
-    drain_rec_ps: u64,
-    /// Assist cost, ps.
-    assist_ps: u64,
-    /// Records the poller copied out, and its time, ps.
+    /// Handler cost per interrupt (fixed part).
+    irq: Ps,
+    /// Handler cost per record.
+    drain_rec: Ps,
+    /// Assist cost.
+    assist: Ps,
+    /// Records the poller copied out, and its time.
     polled: u64,
-    poll_ps: u64,
+    poll_time: Ps,
     hw_totals: HwTotals,
 }
 
@@ -484,9 +483,9 @@ impl Pebs {
     pub fn new(spec: Spec, label: String, cores: usize) -> Self {
         let period = spec.quantize(spec.period);
         Pebs {
-            next_ns: u64::MAX,
-            next_tick_ns: u64::MAX,
-            next_poll_ns: u64::MAX,
+            next: Ps::NEVER,
+            next_tick: Ps::NEVER,
+            next_poll: Ps::NEVER,
             label,
             log: Vec::new(),
             addrs: Vec::new(),
@@ -496,7 +495,7 @@ impl Pebs {
             published_upto: 0,
             drains: 0,
             last_events: vec![0; cores],
-            last_tick_ns: 0,
+            last_tick: Ps::ZERO,
             periods: vec![period; cores],
             adjusted: vec![false; cores],
             period_now: period,
@@ -504,11 +503,11 @@ impl Pebs {
             win_samples: 0,
             win_interrupts: 0,
             total_interrupts: 0,
-            irq_ps: 0,
-            drain_rec_ps: 0,
-            assist_ps: 0,
+            irq: Ps::ZERO,
+            drain_rec: Ps::ZERO,
+            assist: Ps::ZERO,
             polled: 0,
-            poll_ps: 0,
+            poll_time: Ps::ZERO,
             hw_totals: HwTotals::default(),
             p: spec,
         }
@@ -526,10 +525,10 @@ impl Pebs {
 
     /// Every sample consumed so far, in drain order.
     pub fn sample_rows(&self) -> impl Iterator<Item = SampleRow> + '_ {
-        self.log.iter().enumerate().flat_map(move |(i, &(time_ns, core, drain, first))| {
+        self.log.iter().enumerate().flat_map(move |(i, &(time, core, drain, first))| {
             let end = self.log.get(i + 1).map_or(self.addrs.len(), |d| d.3);
             self.addrs[first..end].iter().map(move |&a| SampleRow {
-                time_ns,
+                time,
                 core,
                 kind: (a >> 63) as u8,
                 addr: a & !(1 << 63),
@@ -544,7 +543,7 @@ impl Pebs {
     pub fn samples(&self) -> Vec<tierlab_core::Sample> {
         self.sample_rows()
             .map(|r| tierlab_core::Sample {
-                time_ns: r.time_ns,
+                time_ns: r.time.whole_ns(),
                 tid: r.core,
                 cpu: r.core,
                 addr: r.addr,
@@ -576,30 +575,30 @@ impl Pebs {
         }
         self.seen_upto = d.index + 1;
         self.drains += 1;
-        self.pending_drains.push(d.time_ns);
-        self.log.push((d.time_ns, d.core, d.index, self.addrs.len()));
+        self.pending_drains.push(d.time);
+        self.log.push((d.time, d.core, d.index, self.addrs.len()));
         for &(addr, kind) in &d.records {
             self.addrs.push(addr | ((kind as u64 & 1) << 63));
-            self.pending.push((d.time_ns, tierlab_core::vpn(addr)));
+            self.pending.push((d.time, tierlab_core::vpn(addr)));
         }
     }
 
     /// Frequency mode: re-compute the period from each core's events since the last tick.
-    fn adjust(&mut self, m: &mut Hardware, now: u64) {
+    fn adjust(&mut self, m: &mut MachineView, now: Ps) {
         let Some(freq) = self.p.frequency_hz else { return };
-        let dt = now.saturating_sub(self.last_tick_ns);
-        if dt == 0 {
+        let dt = now.saturating_sub(self.last_tick);
+        if dt == Ps::ZERO {
             return;
         }
         let (mut sum, mut n) = (0u128, 0u128);
-        for core in 0..m.cores.len() {
+        for core in 0..m.cores() {
             let e = self.p.event.count(m, core);
             let delta = e - self.last_events[core];
             self.last_events[core] = e;
             if delta == 0 {
                 continue;
             }
-            let ideal = ((delta as f64 * 1e9) / (freq * dt as f64)).round().max(1.0) as u64;
+            let ideal = ((delta as f64 * 1e9) / (freq * dt.ns_f64())).round().max(1.0) as u64;
             let old = self.periods[core];
             let new = if !self.adjusted[core] {
                 self.adjusted[core] = true;
@@ -614,7 +613,7 @@ impl Pebs {
             sum += new as u128;
             n += 1;
         }
-        self.last_tick_ns = now;
+        self.last_tick = now;
         if n == 0 {
             return;
         }
@@ -627,8 +626,8 @@ impl Pebs {
     }
 
     /// Consume every drain handed over so far.
-    fn consume(&mut self, m: &mut Hardware) {
-        if let Some(hw) = m.pebs.as_mut() {
+    fn consume(&mut self, m: &mut MachineView) {
+        if let Some(hw) = m.pebs_mut() {
             let drained = std::mem::take(&mut hw.drained);
             for d in &drained {
                 self.take_drain(d);
@@ -642,8 +641,8 @@ impl Pebs {
 /// The PEBS hardware's totals, as last seen by the observer.
 #[derive(Clone, Debug, Default)]
 struct HwTotals {
-    interrupt_ps: u64,
-    assist_ps: u64,
+    interrupt: Ps,
+    assist: Ps,
     lost: u64,
     throttles: u64,
     lowerings: u64,
@@ -654,8 +653,8 @@ impl HwTotals {
     fn of(hw: &crate::hw::pebs::PebsHw) -> Self {
         let sum = |f: fn(&crate::hw::pebs::PebsCore) -> u64| hw.cores.iter().map(f).sum::<u64>();
         HwTotals {
-            interrupt_ps: sum(|c| c.interrupt_ps),
-            assist_ps: sum(|c| c.assist_ps),
+            interrupt: Ps::from_ps(sum(|c| c.interrupt_ps)),
+            assist: Ps::from_ps(sum(|c| c.assist_ps)),
             lost: sum(|c| c.lost),
             throttles: sum(|c| c.throttles),
             lowerings: hw.lowerings,
@@ -666,9 +665,9 @@ impl HwTotals {
 
 impl Observer for Pebs {
     fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now_ns = ctx.now_ns();
-        let m = ctx.machine.hw_mut();
-        if m.pebs.is_some() {
+        let now = ctx.now;
+        let m = &mut ctx.machine;
+        if m.pebs().is_some() {
             return Err(crate::SimError::runtime(format!(
                 "telemetry `{}`: the machine's PEBS hardware is already configured by another PEBS \
                  observer; it has one configuration (event, reset value, buffer), so run each PEBS \
@@ -677,7 +676,7 @@ impl Observer for Pebs {
                 self.label, self.label
             )));
         }
-        if self.p.event == PebsEvent::L2MissLoads && !m.cores[0].cache.enabled() {
+        if self.p.event == PebsEvent::L2MissLoads && !m.core_cache(0).enabled() {
             return Err(crate::SimError::runtime(format!(
                 "telemetry `{}`: event `l2-miss-loads` needs a cache model: add `[machine.cache]` \
                  (e.g. size = \"1MiB\", ways = 16, line = 64, Knights Landing's L2)",
@@ -685,13 +684,13 @@ impl Observer for Pebs {
             )));
         }
         let (loads, stores) = self.p.event.kinds();
-        let ps = |ns: f64| crate::hw::cost::ps(ns);
-        self.irq_ps = ps(self.p.interrupt_cycles / m.cpu_ghz + self.p.interrupt_ns);
-        self.drain_rec_ps = ps(self.p.drain_cycles_per_record / m.cpu_ghz + self.p.drain_ns_per_record);
-        self.assist_ps = ps(self.p.assist_ns);
+        let ghz = m.cpu_ghz();
+        self.irq = Ps::from_ns_f64(self.p.interrupt_cycles / ghz + self.p.interrupt_ns);
+        self.drain_rec = Ps::from_ns_f64(self.p.drain_cycles_per_record / ghz + self.p.drain_ns_per_record);
+        self.assist = Ps::from_ns_f64(self.p.assist_ns);
         let costs = PebsCosts {
-            assist_ps: self.assist_ps,
-            drain_ps_per_record: self.drain_rec_ps,
+            assist_ps: self.assist.ps(),
+            drain_ps_per_record: self.drain_rec.ps(),
             drain: if self.p.poller.is_some() { DrainMode::Polled } else { DrainMode::Interrupt },
             throttle: self.p.throttle.clone(),
             extra_interrupts_per_record: self.p.extra_interrupts_per_record,
@@ -704,26 +703,26 @@ impl Observer for Pebs {
                 period: self.period_now,
                 capacity: self.p.capacity,
                 threshold: self.p.threshold,
-                interrupt_ps: self.irq_ps,
+                interrupt_ps: self.irq.ps(),
                 miss_only: self.p.event == PebsEvent::L2MissLoads,
             },
             costs,
         );
-        self.last_events = (0..m.cores.len()).map(|core| self.p.event.count(m, core)).collect();
-        self.periods = vec![self.period_now; m.cores.len()];
-        self.adjusted = vec![false; m.cores.len()];
-        self.last_tick_ns = now_ns;
+        let cores = m.cores();
+        self.last_events = (0..cores).map(|core| self.p.event.count(m, core)).collect();
+        self.periods = vec![self.period_now; cores];
+        self.adjusted = vec![false; cores];
+        self.last_tick = now;
         // Frequency mode calibrates early (perf adjusts at every overflow while far off).
-        let first =
-            if self.p.frequency_hz.is_some() { FIRST_ADJUST_NS.min(self.p.tick_ns) } else { self.p.tick_ns };
-        self.next_tick_ns = now_ns + first;
-        self.next_poll_ns = self.p.poller.as_ref().map_or(u64::MAX, |p| now_ns + p.interval_ns);
-        self.next_ns = self.next_tick_ns.min(self.next_poll_ns);
+        let first = if self.p.frequency_hz.is_some() { FIRST_ADJUST.min(self.p.tick) } else { self.p.tick };
+        self.next_tick = now + first;
+        self.next_poll = self.p.poller.as_ref().map_or(Ps::NEVER, |p| now + p.interval);
+        self.next = self.next_tick.min(self.next_poll);
         Ok(())
     }
 
     fn next_event(&self) -> Ps {
-        crate::agents::ns_to_ps(self.next_ns)
+        self.next
     }
 
     fn publishes(&self) -> &'static [FeedKind] {
@@ -731,24 +730,24 @@ impl Observer for Pebs {
     }
 
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now_ns = ctx.now_ns();
-        if now_ns >= self.next_poll_ns {
+        let now = ctx.now;
+        if now >= self.next_poll {
             // The dedicated thread empties every buffer; its work is the observer core's.
             if let Some(p) = self.p.poller.clone() {
                 let ghz = ctx.machine.cpu_ghz();
-                if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
-                    let n = hw.poll(now_ns);
+                if let Some(hw) = ctx.machine.pebs_mut() {
+                    let n = hw.poll(now);
                     self.polled += n;
-                    let ns = n as f64 * p.cycles_per_record / ghz;
-                    self.poll_ps += crate::hw::cost::ps(ns);
-                    ctx.charge(ns);
+                    let t = Ps::from_ns_f64(n as f64 * p.cycles_per_record / ghz);
+                    self.poll_time += t;
+                    ctx.charge(t);
                 }
-                self.next_poll_ns = now_ns + p.interval_ns;
+                self.next_poll = now + p.interval;
             }
         }
         // The drains handed over since the last event, to whoever follows this technique.
         if ctx.wants(FeedKind::Samples) {
-            if let Some(hw) = ctx.machine.hw().pebs.as_ref() {
+            if let Some(hw) = ctx.machine.pebs() {
                 let new: Vec<crate::hw::pebs::Drain> =
                     hw.drained.iter().filter(|d| d.index >= self.published_upto).cloned().collect();
                 if let Some(d) = new.last() {
@@ -757,24 +756,24 @@ impl Observer for Pebs {
                 }
             }
         }
-        self.consume(ctx.machine.hw_mut());
-        if now_ns >= self.next_tick_ns {
-            self.adjust(ctx.machine.hw_mut(), now_ns);
-            ctx.machine.hw_mut().pebs_tick(now_ns);
-            self.next_tick_ns = now_ns + self.p.tick_ns;
+        self.consume(&mut ctx.machine);
+        if now >= self.next_tick {
+            self.adjust(&mut ctx.machine, now);
+            ctx.machine.pebs_tick(now);
+            self.next_tick = now + self.p.tick;
         }
-        self.next_ns = self.next_tick_ns.min(self.next_poll_ns);
+        self.next = self.next_tick.min(self.next_poll);
         Ok(())
     }
 
     fn finish(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         // The records still in the buffers are handed over as one last drain per core (as the
         // McKernel driver dumps them when the application exits); no interrupt is charged.
-        let now_ns = ctx.now_ns();
-        if let Some(hw) = ctx.machine.hw_mut().pebs.as_mut() {
-            hw.flush(now_ns);
+        let now = ctx.now;
+        if let Some(hw) = ctx.machine.pebs_mut() {
+            hw.flush(now);
         }
-        self.consume(ctx.machine.hw_mut());
+        self.consume(&mut ctx.machine);
         Ok(())
     }
 
@@ -782,22 +781,22 @@ impl Observer for Pebs {
         Pebs::samples(self)
     }
 
-    fn hot_set(&mut self, start_ns: u64, end_ns: u64, machine: &MachineView) -> HotReport {
+    fn hot_set(&mut self, start: Ps, end: Ps, machine: &MachineView) -> HotReport {
         // Drains since the last tick are visible too (read, consumed later once).
-        if let Some(hw) = machine.hw().pebs.as_ref() {
+        if let Some(hw) = machine.pebs() {
             for d in &hw.drained {
                 self.take_drain(d);
             }
             self.total_interrupts = hw.cores.iter().map(|c| c.interrupts).sum();
             self.hw_totals = HwTotals::of(hw);
         }
-        let in_window = |t: &u64| (start_ns..end_ns).contains(t);
+        let in_window = |t: &Ps| (start..end).contains(t);
         self.win_interrupts = self.pending_drains.iter().filter(|t| in_window(t)).count() as u64;
-        self.pending_drains.retain(|&t| t >= end_ns);
+        self.pending_drains.retain(|&t| t >= end);
         let mut pages: Vec<u64> =
             self.pending.iter().filter(|(t, _)| in_window(t)).map(|&(_, p)| p).collect();
         self.win_samples = pages.len() as u64;
-        self.pending.retain(|&(t, _)| t >= end_ns);
+        self.pending.retain(|&(t, _)| t >= end);
         pages.sort_unstable();
         let min = self.p.min_samples as usize;
         let mut hot = Vec::new();
@@ -823,13 +822,10 @@ impl Observer for Pebs {
         ]
     }
 
-    fn hw_cpu_ps(&self, machine: &MachineView) -> u64 {
-        machine
-            .hw()
-            .pebs
-            .as_ref()
-            .map(|hw| hw.cores.iter().map(|c| c.interrupt_ps + c.assist_ps).sum())
-            .unwrap_or(0)
+    fn hw_cpu(&self, machine: &MachineView) -> Ps {
+        Ps::from_ps(
+            machine.pebs().map(|hw| hw.cores.iter().map(|c| c.interrupt_ps + c.assist_ps).sum()).unwrap_or(0),
+        )
     }
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
@@ -852,15 +848,15 @@ impl Observer for Pebs {
         );
         out.set(format!("{prefix}.pages_seen"), self.pages_seen());
         // The cost model's per-event figures (what the scale model reads).
-        out.set(format!("{prefix}.interrupt_ns"), self.irq_ps as f64 / 1e3);
-        out.set(format!("{prefix}.drain_ns_per_record"), self.drain_rec_ps as f64 / 1e3);
-        out.set(format!("{prefix}.assist_ns"), self.assist_ps as f64 / 1e3);
+        out.set(format!("{prefix}.interrupt_ns"), self.irq.ns_f64());
+        out.set(format!("{prefix}.drain_ns_per_record"), self.drain_rec.ns_f64());
+        out.set(format!("{prefix}.assist_ns"), self.assist.ns_f64());
         out.set(format!("{prefix}.polled_records"), self.polled);
-        out.set(format!("{prefix}.poller_seconds"), self.poll_ps as f64 / 1e12);
+        out.set(format!("{prefix}.poller_seconds"), self.poll_time.secs_f64());
         out.set(format!("{prefix}.extra_interrupts_per_record"), self.p.extra_interrupts_per_record);
         let h = &self.hw_totals;
-        out.set(format!("{prefix}.interrupt_seconds"), h.interrupt_ps as f64 / 1e12);
-        out.set(format!("{prefix}.assist_seconds"), h.assist_ps as f64 / 1e12);
+        out.set(format!("{prefix}.interrupt_seconds"), h.interrupt.secs_f64());
+        out.set(format!("{prefix}.assist_seconds"), h.assist.secs_f64());
         out.set(format!("{prefix}.lost"), h.lost);
         out.set(format!("{prefix}.throttles"), h.throttles);
         out.set(format!("{prefix}.rate_lowerings"), h.lowerings);
@@ -898,27 +894,27 @@ pub(crate) mod tests {
     }
 
     fn start(o: &mut Pebs, m: &mut Machine) {
-        let mut cpu = 0;
-        o.start(&mut crate::agents::testing::ctx(m, 0, 0, &mut cpu)).unwrap();
+        let mut cpu = Ps::ZERO;
+        o.start(&mut crate::agents::testing::ctx(m, Ps::ZERO, 0, &mut cpu)).unwrap();
     }
 
-    /// Run core 0 through `accesses` (cycled) until `until_ns`, firing the observer's ticks.
+    /// Run core 0 through `accesses` (cycled) until `until`, firing the observer's ticks.
     fn drive(
         o: &mut Pebs,
         m: &mut Machine,
         accesses: &[Access],
-        until_ns: u64,
+        until: Ps,
         mut at_tick: impl FnMut(&Pebs, &Machine),
     ) {
         let mut i = 0;
-        let mut cpu = 0;
+        let mut cpu = Ps::ZERO;
         loop {
-            let t = (o.next_event() / 1000).min(until_ns);
-            while m.hw.cores[0].clock_ps < t * 1000 {
+            let t = o.next_event().min(until);
+            while m.hw.cores[0].clock_ps < t.ps() {
                 m.access(0, accesses[i % accesses.len()]).unwrap();
                 i += 1;
             }
-            if t == until_ns {
+            if t == until {
                 return;
             }
             o.on_event(&mut crate::agents::testing::ctx(m, t, 1, &mut cpu)).unwrap();
@@ -945,8 +941,8 @@ pub(crate) mod tests {
                 m.access(0, Access::read(a + (k * 64) % (1 << 20))).unwrap();
                 m.access(0, Access::write(a + (k * 64) % (1 << 20))).unwrap();
             }
-            let mut cpu = 0;
-            o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 1, &mut cpu)).unwrap();
+            let mut cpu = Ps::ZERO;
+            o.on_event(&mut crate::agents::testing::ctx(&mut m, Ps::from_ns(1), 1, &mut cpu)).unwrap();
             let hw = m.hw.pebs.as_ref().unwrap();
             let samples = n / r;
             let irqs = samples / 37;
@@ -955,12 +951,12 @@ pub(crate) mod tests {
             assert_eq!(o.sample_count() as u64, irqs * 37, "drained records");
             // 20,000 cycles at 2 GHz = 10 us per interrupt, and a 250 ns assist per record.
             assert_eq!(
-                o.hw_cpu_ps(&MachineView::new(&mut m)),
-                irqs * 10_000_000 + samples * 250_000,
+                o.hw_cpu(&MachineView::new(&mut m)),
+                Ps::from_ps(irqs * 10_000_000 + samples * 250_000),
                 "R = {r}"
             );
             assert!((stat(&o, "assist_seconds") - samples as f64 * 250e-9).abs() < 1e-15);
-            assert_eq!(cpu, 0, "the driver's tick charges nothing");
+            assert_eq!(cpu, Ps::ZERO, "the driver's tick charges nothing");
             assert_eq!(stat(&o, "samples"), (irqs * 37) as f64);
             assert_eq!(stat(&o, "interrupts"), irqs as f64);
             assert!((stat(&o, "interrupt_seconds") - irqs as f64 * 10e-6).abs() < 1e-15);
@@ -993,8 +989,8 @@ pub(crate) mod tests {
                 m.access(0, Access::read(a + k * 8 + 4)).unwrap();
                 m.access(0, Access::write(a + k * 8)).unwrap();
             }
-            let mut cpu = 0;
-            o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 0, &mut cpu)).unwrap();
+            let mut cpu = Ps::ZERO;
+            o.on_event(&mut crate::agents::testing::ctx(&mut m, Ps::from_ns(1), 0, &mut cpu)).unwrap();
             assert_eq!(m.hw.pebs.as_ref().unwrap().cores[0].samples, want, "{ev}");
             // Buffer of 10 records, interrupt at 9: every drained row names its event.
             let names: Vec<String> = o.samples().iter().map(|s| s.event.clone()).collect();
@@ -1018,7 +1014,7 @@ pub(crate) mod tests {
         for k in 0..18u64 {
             m.access(0, Access::read(a + k * 4096 + 8)).unwrap();
         }
-        let rep = o.hot_set(0, u64::MAX, &MachineView::new(&mut m));
+        let rep = o.hot_set(Ps::ZERO, Ps::NEVER, &MachineView::new(&mut m));
         let s = o.samples();
         assert_eq!(s.len(), 6);
         assert_eq!(s[0].addr, a + 2 * 4096 + 8, "the 3rd load");
@@ -1028,8 +1024,8 @@ pub(crate) mod tests {
         let pages: Vec<u64> = (0..6).map(|i| (a >> 12) + 2 + 3 * i).collect();
         assert_eq!(rep, HotReport::Pages(pages));
         // Consumed at the tick after the window read them: no double counting.
-        let mut cpu = 0;
-        o.on_event(&mut crate::agents::testing::ctx(&mut m, 5, 0, &mut cpu)).unwrap();
+        let mut cpu = Ps::ZERO;
+        o.on_event(&mut crate::agents::testing::ctx(&mut m, Ps::from_ns(5), 0, &mut cpu)).unwrap();
         assert_eq!(o.samples().len(), 6);
         assert_eq!(stat(&o, "drains"), 2.0);
         assert_eq!(stat(&o, "pages_seen"), 6.0);
@@ -1049,13 +1045,13 @@ pub(crate) mod tests {
         for p in [1, 1, 2, 3, 3, 3] {
             m.access(0, Access::read(page(p))).unwrap();
         }
-        let mid = m.hw.cores[0].clock_ps / 1000 + 1;
+        let mid = Ps::from_ps(m.hw.cores[0].clock_ps) + Ps::NS;
         for p in [2, 4, 4, 2] {
             m.access(0, Access::read(page(p))).unwrap();
         }
-        let end = m.hw.cores[0].clock_ps / 1000 + 1;
+        let end = Ps::from_ps(m.hw.cores[0].clock_ps) + Ps::NS;
         assert_eq!(
-            o.hot_set(0, mid, &MachineView::new(&mut m)),
+            o.hot_set(Ps::ZERO, mid, &MachineView::new(&mut m)),
             HotReport::Pages(vec![(a >> 12) + 1, (a >> 12) + 3])
         );
         assert_eq!(o.window_columns()[0], ("samples".to_string(), 6.0));
@@ -1079,14 +1075,14 @@ pub(crate) mod tests {
             let mut o = pebs(&format!("frequency_hz = {freq}\nbuffer_size = \"8KiB\""), 2);
             start(&mut o, &mut m);
             let mut at_half = None;
-            drive(&mut o, &mut m, &acc, 1_000_000_000, |o, m| {
-                if o.last_tick_ns >= 500_000_000 && at_half.is_none() {
-                    at_half = Some((o.last_tick_ns, m.hw.pebs.as_ref().unwrap().cores[0].samples));
+            drive(&mut o, &mut m, &acc, Ps::from_ns(1_000_000_000), |o, m| {
+                if o.last_tick >= Ps::from_ns(500_000_000) && at_half.is_none() {
+                    at_half = Some((o.last_tick, m.hw.pebs.as_ref().unwrap().cores[0].samples));
                 }
             });
             let (t, n) = at_half.unwrap();
             let got = m.hw.pebs.as_ref().unwrap().cores[0].samples - n;
-            let want = freq * (1e9 - t as f64) / 1e9;
+            let want = freq * (1e9 - t.ns_f64()) / 1e9;
             assert!((got as f64 - want).abs() < 0.02 * want, "{got} samples, want {want} at {freq} Hz");
             // The period is far from the starting 100 (about 1e7 events/s / freq).
             assert!(o.period() > 500, "{}", o.period());
@@ -1104,19 +1100,19 @@ pub(crate) mod tests {
         let mixed: Vec<Access> = (0..(16u64 << 20) / 64).map(|k| line(k, k % 4 != 0)).collect();
         let mut o = pebs("event = \"loads\"\nfrequency_hz = 2000.0\nbuffer_size = \"8KiB\"", 1);
         start(&mut o, &mut m);
-        drive(&mut o, &mut m, &loads, 500_000_000, |_, _| {});
+        drive(&mut o, &mut m, &loads, Ps::from_ns(500_000_000), |_, _| {});
         let p1 = o.period();
         let mut mark = None;
-        drive(&mut o, &mut m, &mixed, 1_500_000_000, |o, m| {
-            if o.last_tick_ns >= 1_000_000_000 && mark.is_none() {
-                mark = Some((o.last_tick_ns, m.hw.pebs.as_ref().unwrap().cores[0].samples));
+        drive(&mut o, &mut m, &mixed, Ps::from_ns(1_500_000_000), |o, m| {
+            if o.last_tick >= Ps::from_ns(1_000_000_000) && mark.is_none() {
+                mark = Some((o.last_tick, m.hw.pebs.as_ref().unwrap().cores[0].samples));
             }
         });
         let p2 = o.period();
         assert!((p1 as f64 / p2 as f64 - 4.0).abs() < 0.2, "{p1} -> {p2}");
         let (t, n) = mark.unwrap();
         let got = (m.hw.pebs.as_ref().unwrap().cores[0].samples - n) as f64;
-        let want = 2000.0 * (1.5e9 - t as f64) / 1e9;
+        let want = 2000.0 * (1.5e9 - t.ns_f64()) / 1e9;
         assert!((got - want).abs() < 0.02 * want, "{got} samples, want {want}");
     }
 
@@ -1127,7 +1123,7 @@ pub(crate) mod tests {
         let acc: Vec<Access> = (0..4096u64).map(|k| Access::read(a + k * 64)).collect();
         let mut o = pebs("period = 128", 1);
         start(&mut o, &mut m);
-        drive(&mut o, &mut m, &acc, 50_000_000, |o, m| {
+        drive(&mut o, &mut m, &acc, Ps::from_ns(50_000_000), |o, m| {
             assert_eq!(o.period(), 128);
             assert_eq!(m.hw.pebs.as_ref().unwrap().cfg.period, 128);
         });
@@ -1139,8 +1135,8 @@ pub(crate) mod tests {
         let mut a = pebs("name = \"a\"", 1);
         let mut b = pebs("name = \"b\"", 1);
         start(&mut a, &mut m);
-        let mut cpu = 0;
-        let e = b.start(&mut crate::agents::testing::ctx(&mut m, 0, 0, &mut cpu)).unwrap_err();
+        let mut cpu = Ps::ZERO;
+        let e = b.start(&mut crate::agents::testing::ctx(&mut m, Ps::ZERO, 0, &mut cpu)).unwrap_err();
         assert!(e.to_string().contains("one configuration"), "{e}");
         assert!(e.to_string().contains("--techniques b"), "{e}");
     }
@@ -1326,8 +1322,8 @@ buffer_size = "8KiB"
         let lines = 2 * (4u64 << 20) / 64;
         assert_eq!(m.hw.cores[0].cache.load_misses, lines);
         assert_eq!(m.hw.pebs.as_ref().unwrap().cores[0].samples, lines / 4);
-        let mut cpu = 0;
-        o.on_event(&mut crate::agents::testing::ctx(&mut m, 1, 0, &mut cpu)).unwrap();
+        let mut cpu = Ps::ZERO;
+        o.on_event(&mut crate::agents::testing::ctx(&mut m, Ps::from_ns(1), 0, &mut cpu)).unwrap();
         // Every 4th missing line (256 bytes apart), at the load that missed it.
         let s = o.samples();
         assert_eq!(s[0].addr, a + 3 * 64);
@@ -1336,7 +1332,7 @@ buffer_size = "8KiB"
         // Without a cache model the event is refused at start.
         let mut m = machine(1);
         let mut o = pebs("event = \"l2-miss-loads\"", 1);
-        let e = o.start(&mut crate::agents::testing::ctx(&mut m, 0, 0, &mut cpu)).unwrap_err();
+        let e = o.start(&mut crate::agents::testing::ctx(&mut m, Ps::ZERO, 0, &mut cpu)).unwrap_err();
         assert!(e.to_string().contains("[machine.cache]"), "{e}");
     }
 

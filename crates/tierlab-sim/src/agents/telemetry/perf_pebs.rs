@@ -190,7 +190,7 @@ impl PerfPebsParams {
             period_quantum: 1,
             min_period: 1,
             min_samples: self.min_samples,
-            tick_ns: 1_000_000_000 / self.hz.max(1),
+            tick: Ps::from_ns(1_000_000_000 / self.hz.max(1)),
             assumed: [
                 ("pmi_ns", self.pmi_ns == PerfPebsParams::__param_default_pmi_ns()),
                 (

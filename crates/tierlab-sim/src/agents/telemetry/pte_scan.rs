@@ -129,11 +129,11 @@ fn push_run(runs: &mut Vec<(u64, u64)>, s: u64, e: u64) {
 /// The `pte-scan` observer.
 pub struct PteScan {
     p: PteScanParams,
-    next_ns: u64,
+    next: Ps,
     in_pass: bool,
     /// Next address to scan in the current pass.
     cursor: u64,
-    pass_start_ns: u64,
+    pass_start: Ps,
     /// Pages (runs `[first, end)` of page numbers) found accessed by the current pass, all
     /// below `cursor`, sorted.
     cur: Vec<(u64, u64)>,
@@ -146,18 +146,18 @@ pub struct PteScan {
     ptes: u64,
     found: u64,
     flushes: u64,
-    scan_ps: u64,
-    last_pass_ns: u64,
+    scan_time: Ps,
+    last_pass: Ps,
 }
 
 impl PteScan {
     fn new(p: PteScanParams) -> Self {
         PteScan {
-            next_ns: p.interval.0,
+            next: p.interval.ps(),
             p,
             in_pass: false,
             cursor: 0,
-            pass_start_ns: 0,
+            pass_start: Ps::ZERO,
             cur: Vec::new(),
             prev: Vec::new(),
             pass_total: 0,
@@ -166,8 +166,8 @@ impl PteScan {
             ptes: 0,
             found: 0,
             flushes: 0,
-            scan_ps: 0,
-            last_pass_ns: 0,
+            scan_time: Ps::ZERO,
+            last_pass: Ps::ZERO,
         }
     }
 
@@ -299,51 +299,52 @@ impl Observer for PteScan {
     }
 
     fn next_event(&self) -> Ps {
-        crate::agents::ns_to_ps(self.next_ns)
+        self.next
     }
 
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now = ctx.now_ns();
+        let now = ctx.now;
         if !self.in_pass {
             self.in_pass = true;
             self.cursor = 0;
-            self.pass_start_ns = now;
+            self.pass_start = now;
             self.pass_total = ctx.machine.vmas().values().map(|v| v.len).sum();
             self.pass_done = 0;
             self.cur.clear();
         }
         let core = ctx.core;
-        let clock0 = ctx.machine.hw().cores[core].clock_ps.max(now * 1000);
+        let clock0 = ctx.machine.core_clock(core).max(now);
         let mut batches = Vec::new();
         let (read, done) = self.scan_chunk(ctx, &mut batches);
         self.ptes += read;
-        let before = *ctx.cpu_ps;
-        ctx.charge(read as f64 * self.p.ns_per_pte);
-        self.scan_ps += *ctx.cpu_ps - before;
+        let t = Ps::from_ns_f64(read as f64 * self.p.ns_per_pte);
+        ctx.charge(t);
+        self.scan_time += t;
         // Then the flushes, from the observer's core (initiator time is the observer's).
         for (lo, hi) in batches {
-            let before = ctx.machine.hw().cores[core].clock_ps;
+            let before = ctx.machine.core_clock(core);
             ctx.machine.invalidate_range(core, lo, hi);
-            *ctx.cpu_ps += ctx.machine.hw().cores[core].clock_ps - before;
+            *ctx.cpu += ctx.machine.core_clock(core) - before;
             self.flushes += 1;
         }
-        // The chunk's work (scan and any flush) ends when the observer's core finishes it.
-        let took_ns = ctx.machine.hw().cores[core].clock_ps.saturating_sub(clock0) as f64 / 1000.0;
-        let end = now + ((took_ns / self.p.max_cpu).ceil() as u64).max(1);
+        // The chunk's work (scan and any flush) ends when the observer's core finishes it
+        // (stretched by `max_cpu`), and at least 1 ns after it started.
+        let took = ctx.machine.core_clock(core).saturating_sub(clock0);
+        let end = now + Ps::from_ns_f64(took.ns_f64() / self.p.max_cpu).max(Ps::NS);
         if done {
             self.in_pass = false;
             self.passes += 1;
-            self.last_pass_ns = end - self.pass_start_ns;
+            self.last_pass = end - self.pass_start;
             self.prev = std::mem::take(&mut self.cur);
             self.pass_done = self.pass_total;
-            self.next_ns = (self.pass_start_ns + self.p.interval.0).max(end);
+            self.next = (self.pass_start + self.p.interval.ps()).max(end);
         } else {
-            self.next_ns = end;
+            self.next = end;
         }
         Ok(())
     }
 
-    fn hot_set(&mut self, _start_ns: u64, _end_ns: u64, machine: &MachineView) -> HotReport {
+    fn hot_set(&mut self, _start: Ps, _end: Ps, machine: &MachineView) -> HotReport {
         let runs = self.report_runs();
         let mut out: Vec<(u64, u64)> = Vec::new();
         let mut vmas = machine.vmas().values().map(|v| (v.start, v.start + v.len)).peekable();
@@ -388,8 +389,8 @@ impl Observer for PteScan {
         out.set(format!("{prefix}.ptes_scanned"), self.ptes);
         out.set(format!("{prefix}.pages_found_accessed"), self.found);
         out.set(format!("{prefix}.flushes"), self.flushes);
-        out.set(format!("{prefix}.scan_seconds"), self.scan_ps as f64 / 1e12);
-        out.set(format!("{prefix}.last_pass_seconds"), self.last_pass_ns as f64 / 1e9);
+        out.set(format!("{prefix}.scan_seconds"), self.scan_time.secs_f64());
+        out.set(format!("{prefix}.last_pass_seconds"), self.last_pass.secs_f64());
         out.set(format!("{prefix}.ns_per_pte"), self.p.ns_per_pte);
     }
 }
@@ -424,13 +425,13 @@ mod tests {
         PteScan::new(p)
     }
 
-    /// Run events until `passes` passes completed; returns the observer's CPU time, ps.
-    fn run_passes(o: &mut PteScan, m: &mut Machine, passes: u64) -> u64 {
-        let mut cpu = 0;
+    /// Run events until `passes` passes completed; returns the observer's CPU time.
+    fn run_passes(o: &mut PteScan, m: &mut Machine, passes: u64) -> Ps {
+        let mut cpu = Ps::ZERO;
         while o.passes < passes {
-            let now = o.next_event() / 1000;
+            let now = o.next_event();
             o.on_event(&mut crate::agents::testing::ctx(m, now, 1, &mut cpu)).unwrap();
-            assert!(o.next_event() / 1000 > now);
+            assert!(o.next_event() > now);
         }
         cpu
     }
@@ -454,7 +455,7 @@ mod tests {
         let mut o = scanner("interval = \"10ms\"");
         run_passes(&mut o, &mut m, 1);
         let want: Vec<u64> = touched.iter().map(|t| t >> 12).collect();
-        assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), want);
+        assert_eq!(pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))), want);
         assert_eq!(o.found, 6);
         // The PTE slots of the mappings' ranges in present PTE tables: 300 + 5.
         assert_eq!(o.ptes, 305);
@@ -463,7 +464,7 @@ mod tests {
         }
         // Nothing touched since: the next pass finds nothing (last-check reports it).
         run_passes(&mut o, &mut m, 2);
-        assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), Vec::<u64>::new());
+        assert_eq!(pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))), Vec::<u64>::new());
     }
 
     #[test]
@@ -476,16 +477,16 @@ mod tests {
         let mut o = scanner("interval = \"1s\"\nns_per_pte = 100.0\nchunk_ptes = 100");
         let cpu = run_passes(&mut o, &mut m, 1);
         assert_eq!(o.ptes, 768);
-        assert_eq!(cpu, 768 * 100 * 1000, "ns_per_pte per PTE, in ps");
-        assert_eq!(m.hw.cores[1].c.background_ps, cpu);
+        assert_eq!(cpu, Ps::from_ns(768 * 100), "ns_per_pte per PTE");
+        assert_eq!(m.hw.cores[1].c.background_ps, cpu.ps());
         // Chunks of 100 slots: the pass spans 768 slots, so 8 events, and lasted 76.8 us.
-        assert_eq!(o.last_pass_ns, 76_800);
+        assert_eq!(o.last_pass, Ps::from_ns(76_800));
         // At most a quarter of the core: the same pass spans four times as long.
         let mut m2 = machine();
         m2.mmap(3 << 20, MapOptions { populate: true, ..MapOptions::named("h") }).unwrap();
         let mut paced = scanner("interval = \"1s\"\nns_per_pte = 100.0\nchunk_ptes = 100\nmax_cpu = 0.25");
         assert_eq!(run_passes(&mut paced, &mut m2, 1), cpu);
-        assert_eq!(paced.last_pass_ns, 4 * 76_800);
+        assert_eq!(paced.last_pass, Ps::from_ns(4 * 76_800));
         let mut s = Stats::new();
         o.report_stats("t", &mut s);
         assert_eq!(s.get_u64("t.ptes_scanned"), 768);
@@ -508,15 +509,15 @@ mod tests {
         assert_eq!(m.page_tables_mut().unwrap().tables().1, tables, "the scan created no PTE table");
         assert_eq!(m.page_tables_mut().unwrap().stats.materialized, materialized);
         assert_eq!(o.ptes, 1 << 28, "256 Mi PTEs");
-        let secs = o.last_pass_ns as f64 / 1e9;
+        let secs = o.last_pass.secs_f64();
         assert!(secs > 60.0 && (secs - 67.108864).abs() < 1e-6, "{secs}");
-        assert_eq!(cpu, (1u64 << 28) * 250 * 1000);
+        assert_eq!(cpu, Ps::from_ns((1u64 << 28) * 250));
         assert_eq!(
-            pages(&o.hot_set(0, 1, &MachineView::new(&mut m))),
+            pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))),
             hot.iter().map(|h| h >> 12).collect::<Vec<_>>()
         );
         // It proceeded in simulated time: the next pass starts right after (pass > interval).
-        assert_eq!(o.next_event() / 1000, 1_000_000_000 + o.last_pass_ns);
+        assert_eq!(o.next_event(), Ps::from_ns(1_000_000_000) + o.last_pass);
     }
 
     #[test]
@@ -524,11 +525,11 @@ mod tests {
         let mut m = machine();
         m.mmap(4 << 20, MapOptions { populate: true, ..MapOptions::named("h") }).unwrap();
         let mut o = scanner("chunk_ptes = 256");
-        let mut cpu = 0;
+        let mut cpu = Ps::ZERO;
         let cols = |o: &PteScan| o.window_columns().into_iter().map(|(_, v)| v).collect::<Vec<_>>();
         assert_eq!(cols(&o), vec![0.0, 0.0]);
         for k in 1..=4 {
-            let now = o.next_event() / 1000;
+            let now = o.next_event();
             o.on_event(&mut crate::agents::testing::ctx(&mut m, now, 1, &mut cpu)).unwrap();
             let want_passes = (k == 4) as u64 as f64;
             assert_eq!(cols(&o), vec![k as f64 / 4.0, want_passes], "event {k}");
@@ -545,12 +546,12 @@ mod tests {
             m.access(0, Access::read(a + 4096)).unwrap();
             let mut o = scanner(&format!("interval = \"1ms\"\nflush = {flush}"));
             run_passes(&mut o, &mut m, 1);
-            assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))).len(), 2);
+            assert_eq!(pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))).len(), 2);
             // Touched again: TLB hits unless the scan flushed.
             m.access(0, Access::read(a + 64)).unwrap();
             m.access(0, Access::read(a + 4096 + 64)).unwrap();
             run_passes(&mut o, &mut m, 2);
-            let found = pages(&o.hot_set(0, 1, &MachineView::new(&mut m))).len();
+            let found = pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))).len();
             if flush {
                 assert_eq!(found, 2);
                 assert_eq!(o.flushes, 2, "one shootdown per pass with cleared bits");
@@ -573,7 +574,7 @@ mod tests {
         run_passes(&mut o, &mut m, 1);
         assert_eq!(o.ptes, 1, "one present PMD leaf");
         let want: Vec<u64> = ((a + (2 << 20)) >> 12..(a + (4 << 20)) >> 12).collect();
-        assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), want);
+        assert_eq!(pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))), want);
         assert!(!m.test_accessed(a + (2 << 20), Level::Pmd));
     }
 
@@ -587,7 +588,7 @@ mod tests {
         run_passes(&mut o, &mut m, 1);
         assert_eq!(o.ptes, 1, "one present PUD leaf");
         assert_eq!(o.found, 1 << 18, "262,144 base pages");
-        let hot = pages(&o.hot_set(0, 1, &MachineView::new(&mut m)));
+        let hot = pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m)));
         assert_eq!((hot.len(), hot[0]), (1 << 18, (a + (1 << 30)) >> 12));
         assert!(!m.test_accessed(a + (1 << 30), Level::Pud));
     }
@@ -601,20 +602,24 @@ mod tests {
             m.access(0, Access::read(lo)).unwrap();
             m.access(0, Access::read(hi)).unwrap();
             let mut o = scanner(&format!("interval = \"1ms\"\nchunk_ptes = 512\nreport = \"{report}\""));
-            let mut cpu = 0;
+            let mut cpu = Ps::ZERO;
             let mut step = |o: &mut PteScan, m: &mut Machine| {
-                let now = o.next_event() / 1000;
+                let now = o.next_event();
                 o.on_event(&mut crate::agents::testing::ctx(m, now, 1, &mut cpu)).unwrap();
             };
             let last_check = report == "last-check";
             // Pass 1 half done (one PMD of two): last-check knows `lo`, last-pass nothing yet.
             step(&mut o, &mut m);
             let want = if last_check { vec![lo >> 12] } else { vec![] };
-            assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), want, "{report}");
+            assert_eq!(
+                pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))),
+                want,
+                "{report}"
+            );
             step(&mut o, &mut m);
             assert_eq!(o.passes, 1);
             assert_eq!(
-                pages(&o.hot_set(0, 1, &MachineView::new(&mut m))),
+                pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))),
                 vec![lo >> 12, hi >> 12],
                 "{report}"
             );
@@ -622,9 +627,17 @@ mod tests {
             // and keeps `hi` (last checked by pass 1); last-pass still reports pass 1.
             step(&mut o, &mut m);
             let want = if last_check { vec![hi >> 12] } else { vec![lo >> 12, hi >> 12] };
-            assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), want, "{report}");
+            assert_eq!(
+                pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))),
+                want,
+                "{report}"
+            );
             step(&mut o, &mut m);
-            assert_eq!(pages(&o.hot_set(0, 1, &MachineView::new(&mut m))), Vec::<u64>::new(), "{report}");
+            assert_eq!(
+                pages(&o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m))),
+                Vec::<u64>::new(),
+                "{report}"
+            );
         }
     }
 
@@ -638,7 +651,10 @@ mod tests {
         let mut o = scanner("interval = \"1ms\"");
         run_passes(&mut o, &mut m, 1);
         m.munmap(a).unwrap();
-        assert_eq!(o.hot_set(0, 1, &MachineView::new(&mut m)), HotReport::Regions(vec![(b, b + 4096)]));
+        assert_eq!(
+            o.hot_set(Ps::ZERO, Ps::from_ns(1), &MachineView::new(&mut m)),
+            HotReport::Regions(vec![(b, b + 4096)])
+        );
         let _: Option<&Vma> = m.vma_of(b);
     }
 

@@ -37,7 +37,7 @@
 //! Every step is O(regions) per event: no per-page work, and no allocation per sample (the
 //! region vectors and snapshots reuse their buffers).
 
-use crate::agents::{Feed, FeedKind, MachineView, Ps, RegionSnapshot, NEVER};
+use crate::agents::{Feed, FeedKind, MachineView, Ps, RegionSnapshot};
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::stats::Stats;
@@ -150,16 +150,16 @@ fn build_attrs(
     tune: Option<(u64, u64, Duration, Duration)>,
 ) -> Result<Attrs> {
     let attrs = Attrs {
-        sample_ns: sample.0,
-        aggr_ns: aggr.0,
-        ops_update_ns: ops_update.0,
+        sample: sample.ps(),
+        aggr: aggr.ps(),
+        ops_update: ops_update.ps(),
         min_nr_regions,
         max_nr_regions,
         goal: tune.map(|(access_bp, aggrs, min, max)| IntervalsGoal {
             access_bp,
             aggrs,
-            min_sample_ns: min.0,
-            max_sample_ns: max.0,
+            min_sample: min.ps(),
+            max_sample: max.ps(),
         }),
     };
     attrs.validate().map_err(|(field, msg)| ctx.err(field, msg))?;
@@ -230,7 +230,7 @@ pub struct RegionObserver<S: Sampler> {
     pub ns_per_check: f64,
     /// A region is reported hot when `nr_accesses > hot_threshold`.
     pub hot_threshold: u32,
-    next_ns: u64,
+    next: Ps,
     /// Aggregations already published as region snapshots.
     published: u64,
     samples_checked: u64,
@@ -254,7 +254,7 @@ impl<S: Sampler> RegionObserver<S> {
             sampler,
             ns_per_check,
             hot_threshold,
-            next_ns: u64::MAX,
+            next: Ps::NEVER,
             published: 0,
             samples_checked: 0,
             entries_checked: 0,
@@ -268,48 +268,43 @@ impl<S: Sampler> RegionObserver<S> {
         }
     }
 
-    /// Time of the next iteration, ns (`u64::MAX` before [`RegionObserver::begin`]).
-    pub fn next_ns(&self) -> u64 {
-        self.next_ns
+    /// Time of the next iteration ([`Ps::NEVER`] before [`RegionObserver::begin`]).
+    pub fn next(&self) -> Ps {
+        self.next
     }
 
-    /// Build the regions from the mappings and prepare the first samples at `now_ns`
+    /// Build the regions from the mappings and prepare the first samples at `now`
     /// (`kdamond_fn` before its loop). Returns the entries prepared (cost units).
-    pub fn begin(&mut self, m: &mut MachineView, now_ns: u64) -> u64 {
+    pub fn begin(&mut self, m: &mut MachineView, now: Ps) -> u64 {
         self.mon.init(m);
         if !self.damos.is_empty() {
             self.damos.set_next_apply(&self.mon);
         }
         let n = self.prepare(m);
-        self.next_ns = now_ns + self.mon.attrs.sample_ns;
+        self.next = now + self.mon.attrs.sample;
         n
     }
 
-    /// One iteration of `kdamond_fn` at `now_ns`: the watermarks (when every scheme is
+    /// One iteration of `kdamond_fn` at `now`: the watermarks (when every scheme is
     /// inactive, only they are checked, every `interval`; sampling resumes with a fresh
     /// prepare), the check of the samples prepared one interval earlier (and the
     /// `nr_accesses_bp` moving sums when there are schemes), the merge at an aggregation
     /// boundary, the schemes (their actions go through `act`), interval tuning, snapshot,
     /// reset and split, the ops update, and the next prepare. Returns the entries tested and
     /// prepared (cost units of `ns_per_check / 2` each).
-    pub fn step(
-        &mut self,
-        m: &mut MachineView,
-        now_ns: u64,
-        act: &mut dyn super::damos::Actor,
-    ) -> Result<u64> {
+    pub fn step(&mut self, m: &mut MachineView, now: Ps, act: &mut dyn super::damos::Actor) -> Result<u64> {
         let schemes = !self.damos.is_empty();
         if schemes {
             let wait = self.damos.wait_activation(m);
-            if wait > 0 {
+            if wait > Ps::ZERO {
                 self.need_prepare = true;
-                self.next_ns = now_ns + wait;
+                self.next = now + wait;
                 return Ok(0);
             }
             if self.need_prepare {
                 self.need_prepare = false;
                 let n = self.prepare(m);
-                self.next_ns = now_ns + self.mon.attrs.sample_ns;
+                self.next = now + self.mon.attrs.sample;
                 return Ok(n);
             }
             self.before.clear();
@@ -323,22 +318,27 @@ impl<S: Sampler> RegionObserver<S> {
         }
         let p = self.mon.begin_after_check();
         if schemes {
-            self.damos.apply(&mut self.mon, m, act, now_ns)?;
+            self.damos.apply(&mut self.mon, m, act, now)?;
         }
         let (tunings, aggrs) = (self.mon.tunings, self.mon.aggregations);
-        self.mon.end_after_check(p, now_ns, m);
+        self.mon.end_after_check(p, now, m);
         if schemes && self.mon.tunings != tunings {
             // damon_set_attrs re-arms every scheme (damos_set_next_apply_sis).
             self.damos.set_next_apply(&self.mon);
         }
         if self.mon.aggregations != aggrs {
             if let (Some(rec), Some(s)) = (self.record.as_mut(), self.mon.latest_snapshot()) {
-                rec.push((s.start_ns, s.end_ns, s.regions.clone()));
+                rec.push((s.start, s.end, s.regions.clone()));
             }
         }
         let prepared = self.prepare(m);
-        self.next_ns = now_ns + self.mon.attrs.sample_ns;
+        self.next = now + self.mon.attrs.sample;
         Ok(tested + prepared)
+    }
+
+    /// CPU time of `units` entries tested or prepared (`ns_per_check / 2` each).
+    pub fn check_time(&self, units: u64) -> Ps {
+        Ps::from_ns_f64(units as f64 * self.ns_per_check / 2.0)
     }
 
     fn prepare(&mut self, machine: &mut MachineView) -> u64 {
@@ -356,18 +356,14 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
                  backend does not have (the hierarchical backend keeps per-core PTE state only)",
             ));
         }
-        let now_ns = ctx.now_ns();
-        let n = self.begin(&mut ctx.machine, now_ns);
-        ctx.charge(n as f64 * self.ns_per_check / 2.0);
+        let now = ctx.now;
+        let n = self.begin(&mut ctx.machine, now);
+        ctx.charge(self.check_time(n));
         Ok(())
     }
 
     fn next_event(&self) -> Ps {
-        if self.next_ns == u64::MAX {
-            NEVER
-        } else {
-            self.next_ns * 1000
-        }
+        self.next
     }
 
     fn publishes(&self) -> &'static [FeedKind] {
@@ -375,12 +371,12 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
     }
 
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now_ns = ctx.now_ns();
+        let now = ctx.now;
         // The kdamond's own core works from now on; actions charge it directly.
-        ctx.charge(0.0);
+        ctx.machine.start_work(ctx.core, now);
         let mut act = super::damos::DirectActor::new(ctx.core);
-        let units = self.step(&mut ctx.machine, now_ns, &mut act)?;
-        *ctx.cpu_ps += crate::hw::cost::ps(act.charged_ns);
+        let units = self.step(&mut ctx.machine, now, &mut act)?;
+        *ctx.cpu += act.charged;
         if self.mon.aggregations != self.published && ctx.wants(FeedKind::Regions) {
             self.published = self.mon.aggregations;
             if let Some(snap) = self.mon.latest_snapshot() {
@@ -388,16 +384,16 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
                     regions: snap.regions.clone(),
                     max_nr_accesses: self.mon.aggr_samples.min(u32::MAX as u64) as u32,
                     hot_threshold: self.hot_threshold,
-                    time_ns: snap.end_ns,
+                    time: snap.end,
                 })));
             }
         }
-        ctx.charge(units as f64 * self.ns_per_check / 2.0);
+        ctx.charge(self.check_time(units));
         Ok(())
     }
 
-    fn hot_set(&mut self, _start_ns: u64, end_ns: u64, _machine: &MachineView) -> HotReport {
-        let Some(snap) = self.mon.snapshot_at(end_ns) else {
+    fn hot_set(&mut self, _start: Ps, end: Ps, _machine: &MachineView) -> HotReport {
+        let Some(snap) = self.mon.snapshot_at(end) else {
             self.window_regions = 0;
             self.window_hot = 0;
             return HotReport::Regions(Vec::new());
@@ -411,7 +407,7 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
     fn damo_record(&self) -> Option<String> {
         let rec = self.record.as_ref()?;
         let a = &self.mon.attrs;
-        Some(super::damos::damo_record_json(a.sample_ns, a.aggr_ns, a.ops_update_ns, rec))
+        Some(super::damos::damo_record_json(a.sample, a.aggr, a.ops_update, rec))
     }
 
     fn window_columns(&self) -> Vec<(String, f64)> {
@@ -433,8 +429,8 @@ impl<S: Sampler + 'static> Observer for RegionObserver<S> {
         out.set(format!("{p}.entries_checked"), self.entries_checked);
         out.set(format!("{p}.entries_prepared"), self.entries_prepared);
         out.set(format!("{p}.checks_reused"), self.samples_checked - self.entries_checked);
-        out.set(format!("{p}.sampling_interval_s"), self.mon.attrs.sample_ns as f64 / 1e9);
-        out.set(format!("{p}.aggregation_interval_s"), self.mon.attrs.aggr_ns as f64 / 1e9);
+        out.set(format!("{p}.sampling_interval_s"), self.mon.attrs.sample.secs_f64());
+        out.set(format!("{p}.aggregation_interval_s"), self.mon.attrs.aggr.secs_f64());
         out.set(format!("{p}.interval_tunings"), self.mon.tunings);
         out.set(format!("{p}.hot_threshold"), self.hot_threshold as u64);
         self.sampler.report_stats(p, out);
@@ -461,23 +457,23 @@ pub(crate) mod testutil {
         m.mmap(len, MapOptions { populate: true, ..MapOptions::named(name) }).unwrap()
     }
 
-    /// Run `obs` until `end_ns` while core 0 reads random 64-byte lines of `[lo, hi)`.
-    /// Returns the observer's CPU time, ps.
-    pub fn drive(obs: &mut dyn Observer, m: &mut Machine, end_ns: u64, lo: u64, hi: u64, seed: u64) -> u64 {
-        let mut cpu = 0u64;
-        obs.start(&mut crate::agents::testing::ctx(m, 0, 1, &mut cpu)).unwrap();
+    /// Run `obs` until `end` while core 0 reads random 64-byte lines of `[lo, hi)`.
+    /// Returns the observer's CPU time.
+    pub fn drive(obs: &mut dyn Observer, m: &mut Machine, end: Ps, lo: u64, hi: u64, seed: u64) -> Ps {
+        let mut cpu = Ps::ZERO;
+        obs.start(&mut crate::agents::testing::ctx(m, Ps::ZERO, 1, &mut cpu)).unwrap();
         let mut rng = Rng::new(seed);
         let lines = (hi - lo) / 64;
         loop {
-            let t = obs.next_event() / 1000;
-            if t > end_ns {
+            let t = obs.next_event();
+            if t > end {
                 break;
             }
-            while m.hw.cores[0].clock_ps < t * 1000 {
+            while m.hw.cores[0].clock_ps < t.ps() {
                 m.access(0, Access::read(lo + rng.below(lines) * 64)).unwrap();
             }
             obs.on_event(&mut crate::agents::testing::ctx(m, t, 1, &mut cpu)).unwrap();
-            assert!(obs.next_event() / 1000 > t);
+            assert!(obs.next_event() > t);
         }
         cpu
     }

@@ -463,8 +463,12 @@ mod tests {
                 let (lo, hi) = (base + (64 << 20), base + (128 << 20));
                 let p: TelescopeParams = toml::from_str(&format!("variant = \"{variant}\"")).unwrap();
                 let mut obs = p.build("telescope", &ctx()).unwrap();
-                drive(obs.as_mut(), &mut m, 2_000_000_000, lo, hi, 9);
-                let rep = obs.hot_set(1_000_000_000, 2_000_000_000, &MachineView::new(&mut m));
+                drive(obs.as_mut(), &mut m, Ps::from_ns(2_000_000_000), lo, hi, 9);
+                let rep = obs.hot_set(
+                    Ps::from_ns(1_000_000_000),
+                    Ps::from_ns(2_000_000_000),
+                    &MachineView::new(&mut m),
+                );
                 let (prec, rec) = precision_recall(&rep, lo, hi);
                 eprintln!("psc {psc} {variant}: precision {prec:.3} recall {rec:.3}");
                 assert!(
@@ -501,8 +505,8 @@ mod tests {
             let base = map(&mut m, 128 << 20, "heap");
             let c = TelemetryBuildCtx { seed, ..ctx() };
             let mut obs = TelescopeParams::default().build("telescope", &c).unwrap();
-            drive(obs.as_mut(), &mut m, 600_000_000, base, base + (16 << 20), 1);
-            obs.hot_set(0, 600_000_000, &MachineView::new(&mut m))
+            drive(obs.as_mut(), &mut m, Ps::from_ns(600_000_000), base, base + (16 << 20), 1);
+            obs.hot_set(Ps::ZERO, Ps::from_ns(600_000_000), &MachineView::new(&mut m))
         };
         assert_eq!(run(3), run(3));
         assert_ne!(run(3), run(4));

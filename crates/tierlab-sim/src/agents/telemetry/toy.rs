@@ -6,7 +6,7 @@
 use tierlab_core::param::params;
 
 use super::{HotReport, Observer, ObserverCtx, TelemetryBuildCtx, TelemetryParams, TelemetryShared};
-use crate::agents::{ns_to_ps, MachineView, Ps};
+use crate::agents::{MachineView, Ps};
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
@@ -24,25 +24,25 @@ pub struct ToyParams {
 
 impl TelemetryParams for ToyParams {
     fn build(&self, _label: &str, _ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-        Ok(Box::new(Toy { interval: self.interval.0, next_ns: 0, hot: Vec::new(), looks: 0 }))
+        Ok(Box::new(Toy { interval: self.interval.ps(), next: Ps::ZERO, hot: Vec::new(), looks: 0 }))
     }
 }
 
 /// The `toy` observer.
 pub struct Toy {
-    interval: u64,
-    next_ns: u64,
+    interval: Ps,
+    next: Ps,
     hot: Vec<(u64, u64)>,
     looks: u64,
 }
 
 impl Observer for Toy {
     fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        self.next_ns = ctx.now_ns() + self.interval;
+        self.next = ctx.now + self.interval;
         Ok(())
     }
     fn next_event(&self) -> Ps {
-        ns_to_ps(self.next_ns)
+        self.next
     }
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
@@ -53,11 +53,11 @@ impl Observer for Toy {
             }
         }
         self.looks += 1;
-        ctx.charge(100.0);
-        self.next_ns = ctx.now_ns() + self.interval;
+        ctx.charge(Ps::from_ns(100));
+        self.next = ctx.now + self.interval;
         Ok(())
     }
-    fn hot_set(&mut self, _start_ns: u64, _end_ns: u64, _m: &MachineView) -> HotReport {
+    fn hot_set(&mut self, _start: Ps, _end: Ps, _m: &MachineView) -> HotReport {
         HotReport::Regions(self.hot.clone())
     }
     fn report_stats(&self, prefix: &str, out: &mut Stats) {

@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use tierlab_core::PAGE_SIZE;
 
 use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
-use crate::agents::{Feed, FeedKind};
+use crate::agents::{Feed, FeedKind, MachineView, Ps};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::Duration;
@@ -112,20 +112,26 @@ impl TieringParams for ColloidParams {
         }
         Ok(Box::new(Colloid::new(self.clone())))
     }
-    fn period_ns(&self) -> u64 {
-        self.quantum.0
+    fn period(&self) -> Ps {
+        self.quantum.ps()
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Samples])
     }
 }
 
+/// The time one access of `core` to memory of `node` costs now (its cost table: CPU time, the
+/// cache-hit share, the node's current latency).
+fn access_cost(m: &MachineView, core: usize, node: u8) -> Ps {
+    m.access_cost(core, node)
+}
+
 /// The `colloid` policy.
 pub struct Colloid {
     p: ColloidParams,
-    next_measure_ns: u64,
-    next_migrate_ns: u64,
-    next_cool_ns: u64,
+    next_measure: Ps,
+    next_migrate: Ps,
+    next_cool: Ps,
     /// Per-node access counters at the last measurement (all cores).
     last_ins: Vec<u64>,
     /// Smoothed occupancy (latency x inserts) and inserts of the fast and slow tier.
@@ -149,9 +155,9 @@ pub struct Colloid {
 impl Colloid {
     fn new(p: ColloidParams) -> Self {
         Colloid {
-            next_measure_ns: p.interval.0,
-            next_migrate_ns: p.quantum.0,
-            next_cool_ns: p.cooling.0,
+            next_measure: p.interval.ps(),
+            next_migrate: p.quantum.ps(),
+            next_cool: p.cooling.ps(),
             p,
             last_ins: Vec::new(),
             occ: [0.0; 2],
@@ -173,9 +179,8 @@ impl Colloid {
     /// The memory latency an access to `node` pays now (ns), from the hardware's cost table
     /// of core 0 (the loaded latency when the node has a loaded-latency model).
     fn latency_ns(ctx: &TieringCtx, node: u8) -> f64 {
-        let hw = ctx.machine.hw();
-        let c = &hw.cost;
-        let total_ns = hw.cores[0].cost_to(node) as f64 / 1000.0;
+        let c = ctx.machine.cost();
+        let total_ns = access_cost(&ctx.machine, 0, node).ns_f64();
         let miss = (1.0 - c.cache_hit_fraction).max(1e-9);
         (total_ns - c.cpu_ns_per_access - c.cache_hit_fraction * c.cache_hit_ns) / miss
     }
@@ -187,13 +192,13 @@ impl Colloid {
 
     /// One colloid-mon step: measure, smooth, update the watermarks and `delta_p`.
     fn measure(&mut self, ctx: &TieringCtx) {
-        let hw = ctx.machine.hw();
-        let k = ctx.machine.nodes().len();
-        let now: Vec<u64> = (0..k).map(|n| hw.cores.iter().map(|c| c.node_accesses()[n]).sum()).collect();
+        let m = &ctx.machine;
+        let k = m.nodes().len();
+        let now: Vec<u64> = (0..k).map(|n| (0..m.cores()).map(|c| m.node_accesses(c)[n]).sum()).collect();
         if self.last_ins.is_empty() {
             self.last_ins = vec![0; k];
         }
-        let tiers = [ctx.tiers.fast, ctx.tiers.slow];
+        let tiers = [ctx.tiers().fast, ctx.tiers().slow];
         let w = 1.0 / (1u64 << self.p.ewma_exp) as f64;
         for (i, &n) in tiers.iter().enumerate() {
             let ins = (now[n as usize] - self.last_ins[n as usize]) as f64;
@@ -247,10 +252,10 @@ impl Colloid {
             return Ok(());
         }
         let want = self.delta_p * total;
-        let (fast, slow) = (ctx.tiers.fast, ctx.tiers.slow);
+        let (fast, slow) = (ctx.tiers().fast, ctx.tiers().slow);
         let mut ranked: Vec<(u64, f64)> = self.counts.iter().map(|(&k, &v)| (k, v)).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let until = ctx.now_ns + self.p.quantum.0;
+        let until = ctx.now + self.p.quantum.ps();
         if self.fast_slower {
             // Shift load away from the fast tier: its hottest pages go to the slow tier.
             let mut moved = 0.0;
@@ -281,7 +286,7 @@ impl Colloid {
         cold.reverse(); // pop() yields the coldest
                         // Pages to promote: the hottest slow pages up to `delta_p` of the sampled accesses,
                         // within the rate limit's budget.
-        let budget_pages = ctx.mover.budget() / PAGE_SIZE;
+        let budget_pages = ctx.kind.mover.budget() / PAGE_SIZE;
         let mut take = Vec::new();
         let mut moved = 0.0;
         let mut coldest_taken = f64::INFINITY;
@@ -318,25 +323,25 @@ impl Colloid {
 }
 
 impl TieringPolicy for Colloid {
-    fn next_event(&self) -> crate::agents::Ps {
-        crate::agents::ns_to_ps(self.next_measure_ns.min(self.next_migrate_ns))
+    fn next_event(&self) -> Ps {
+        self.next_measure.min(self.next_migrate)
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now_ns;
-        if now >= self.next_cool_ns {
-            self.next_cool_ns = now + self.p.cooling.0;
+        let now = ctx.now;
+        if now >= self.next_cool {
+            self.next_cool = now + self.p.cooling.ps();
             self.counts.retain(|_, c| {
                 *c /= 2.0;
                 *c >= 0.25
             });
         }
-        if now >= self.next_measure_ns {
-            self.next_measure_ns = now + self.p.interval.0;
+        if now >= self.next_measure {
+            self.next_measure = now + self.p.interval.ps();
             self.measure(ctx);
         }
-        if now >= self.next_migrate_ns {
-            self.next_migrate_ns = now + self.p.quantum.0;
+        if now >= self.next_migrate {
+            self.next_migrate = now + self.p.quantum.ps();
             self.migrate(ctx)?;
         }
         Ok(())
@@ -352,7 +357,7 @@ impl TieringPolicy for Colloid {
             }
         }
         self.samples += n;
-        ctx.charge(n as f64 * self.p.ns_per_sample);
+        ctx.charge(Ps::from_ns_f64(n as f64 * self.p.ns_per_sample));
         Ok(())
     }
 

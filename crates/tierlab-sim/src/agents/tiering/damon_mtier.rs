@@ -65,7 +65,7 @@ use crate::agents::telemetry::damos::{
 };
 use crate::agents::telemetry::regions::{Attrs, IntervalsGoal, RegionObserver};
 use crate::agents::telemetry::Observer;
-use crate::agents::{FeedKind, MachineView, Ps, NEVER};
+use crate::agents::{FeedKind, MachineView, Ps};
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::stats::Stats;
@@ -220,16 +220,16 @@ impl DamonMtierParams {
     /// The monitoring attributes.
     pub fn attrs(&self) -> Attrs {
         Attrs {
-            sample_ns: self.sample_interval.0,
-            aggr_ns: self.aggr_interval.0,
-            ops_update_ns: self.ops_update_interval.0,
+            sample: self.sample_interval.ps(),
+            aggr: self.aggr_interval.ps(),
+            ops_update: self.ops_update_interval.ps(),
             min_nr_regions: self.min_nr_regions,
             max_nr_regions: self.max_nr_regions,
             goal: self.auto_tune.then_some(IntervalsGoal {
                 access_bp: self.tune_access_bp,
                 aggrs: self.tune_aggrs,
-                min_sample_ns: self.tune_min_sample.0,
-                max_sample_ns: self.tune_max_sample.0,
+                min_sample: self.tune_min_sample.ps(),
+                max_sample: self.tune_max_sample.ps(),
             }),
         }
     }
@@ -289,7 +289,7 @@ impl TieringParams for DamonMtierParams {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| ctx.err("damo_schemes", format!("cannot read {}: {e}", path.display())))?;
             schemes.extend(
-                schemes_from_damo_json(&text, attrs.sample_ns, attrs.aggr_ns)
+                schemes_from_damo_json(&text, attrs.sample, attrs.aggr)
                     .map_err(|e| ctx.err("damo_schemes", format!("{}: {e}", path.display())))?,
             );
         }
@@ -307,10 +307,10 @@ impl TieringParams for DamonMtierParams {
                 s.source_node_only = true;
             }
         }
-        Ok(Box::new(DamonMtier { obs, ns_per_check: self.ns_per_check }))
+        Ok(Box::new(DamonMtier { obs }))
     }
-    fn period_ns(&self) -> u64 {
-        self.apply_interval.0
+    fn period(&self) -> Ps {
+        self.apply_interval.ps()
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         None
@@ -332,7 +332,6 @@ impl crate::params::SharedDefaults<TieringShared> for DamonMtierParams {
 /// The `damon-mtier` policy: a DAMON context with its schemes, on the policy's core.
 pub struct DamonMtier {
     obs: RegionObserver<DamonSampler>,
-    ns_per_check: f64,
 }
 
 /// Actions through the tiering mover: migrations to the fast node are promotions, to the
@@ -341,11 +340,12 @@ struct MoverActor<'m> {
     mover: &'m mut Mover,
     tiers: Tiers,
     core: usize,
-    ns: f64,
+    /// Time charged to the core by actions and walks.
+    charged: Ps,
 }
 
 impl Actor for MoverActor<'_> {
-    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, f64)> {
+    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, Ps)> {
         let (b0, d0, t0) = (self.mover.promoted_bytes, self.mover.demoted_bytes, self.mover.migrate_ps);
         let bytes = if to == self.tiers.fast {
             self.mover.promote(m, vas, self.tiers, self.core)?;
@@ -355,21 +355,22 @@ impl Actor for MoverActor<'_> {
             self.mover.demoted_bytes - d0
         } else {
             let r = m.migrate_pages(vas, to, self.core)?;
-            self.mover.migrate_ps += (r.ns * 1000.0).round() as u64;
+            self.mover.migrate_ps += Ps::from_ns_f64(r.ns).ps();
             r.bytes
         };
-        let ns = (self.mover.migrate_ps - t0) as f64 / 1000.0;
-        self.ns += ns;
-        Ok((bytes, ns))
+        let t = Ps::from_ps(self.mover.migrate_ps - t0);
+        self.charged += t;
+        Ok((bytes, t))
     }
-    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, f64)> {
+    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, Ps)> {
         let r = m.pageout_pages(vas, self.core)?;
-        self.ns += r.ns;
-        Ok((r.bytes, r.ns))
+        let t = Ps::from_ns_f64(r.ns);
+        self.charged += t;
+        Ok((r.bytes, t))
     }
-    fn charge(&mut self, m: &mut MachineView, ns: f64) {
-        m.charge(self.core, ns);
-        self.ns += ns;
+    fn charge(&mut self, m: &mut MachineView, t: Ps) {
+        m.charge(self.core, t);
+        self.charged += t;
     }
 }
 
@@ -380,32 +381,29 @@ impl TieringPolicy for DamonMtier {
                 "damon-mtier reads Accessed bits of radix page tables (the flat memory backend)",
             ));
         }
-        let n = self.obs.begin(ctx.machine, ctx.now_ns);
-        ctx.charge(n as f64 * self.ns_per_check / 2.0);
+        let now = ctx.now;
+        let n = self.obs.begin(&mut ctx.machine, now);
+        ctx.charge(self.obs.check_time(n));
         Ok(())
     }
 
     fn next_event(&self) -> Ps {
-        match self.obs.next_ns() {
-            u64::MAX => NEVER,
-            t => t * 1000,
-        }
+        self.obs.next()
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        ctx.sync_core();
-        let now = ctx.now_ns;
-        let mut act = MoverActor { mover: &mut *ctx.mover, tiers: ctx.tiers, core: ctx.core, ns: 0.0 };
-        let units = self.obs.step(&mut *ctx.machine, now, &mut act)?;
-        let ns = act.ns;
-        *ctx.cpu_ps += crate::hw::cost::ps(ns);
-        ctx.charge(units as f64 * self.ns_per_check / 2.0);
+        // The policy's core works from now on; actions charge it directly.
+        ctx.machine.start_work(ctx.core, ctx.now);
+        let tiers = ctx.tiers();
+        let mut act = MoverActor { mover: &mut *ctx.kind.mover, tiers, core: ctx.core, charged: Ps::ZERO };
+        let units = self.obs.step(&mut ctx.machine, ctx.now, &mut act)?;
+        *ctx.cpu += act.charged;
+        ctx.charge(self.obs.check_time(units));
         Ok(())
     }
 
     fn window_columns(&self) -> Vec<(String, f64)> {
-        let mut v =
-            vec![("damon.sampling_interval_s".to_string(), self.obs.mon.attrs.sample_ns as f64 / 1e9)];
+        let mut v = vec![("damon.sampling_interval_s".to_string(), self.obs.mon.attrs.sample.secs_f64())];
         for (k, x) in self.obs.damos.window_columns() {
             v.push((format!("damon.{k}"), x));
         }
@@ -425,11 +423,12 @@ mod tests {
     fn defaults_are_mtier_c() {
         let p = DamonMtierParams::default();
         let a = p.attrs();
-        assert_eq!((a.sample_ns, a.aggr_ns, a.ops_update_ns), (5_000_000, 100_000_000, 60_000_000_000));
+        let ns = Ps::from_ns;
+        assert_eq!((a.sample, a.aggr, a.ops_update), (ns(5_000_000), ns(100_000_000), ns(60_000_000_000)));
         let g = a.goal.unwrap();
         assert_eq!(
-            (g.access_bp, g.aggrs, g.min_sample_ns, g.max_sample_ns),
-            (400, 3, 5_000_000, 10_000_000_000)
+            (g.access_bp, g.aggrs, g.min_sample, g.max_sample),
+            (400, 3, ns(5_000_000), ns(10_000_000_000))
         );
         let t = Tiers { fast: 0, slow: 1 };
         let pr = p.mtier_scheme(true, t);

@@ -21,7 +21,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
-use crate::agents::FeedKind;
+use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
@@ -102,8 +102,8 @@ impl TieringParams for HememParams {
         }
         Ok(Box::new(Hemem::new(self.clone())))
     }
-    fn period_ns(&self) -> u64 {
-        self.interval.0
+    fn period(&self) -> Ps {
+        self.interval.ps()
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Samples])
@@ -122,7 +122,7 @@ struct Page {
 pub struct Hemem {
     p: HememParams,
     shift: u32,
-    next_ns: u64,
+    next: Ps,
     pages: HashMap<u64, Page>,
     clock: u32,
     hot_list: VecDeque<u64>,
@@ -137,7 +137,7 @@ impl Hemem {
     fn new(p: HememParams) -> Self {
         Hemem {
             shift: if p.page == PageSize::Huge2M { 21 } else { 12 },
-            next_ns: p.interval.0,
+            next: p.interval.ps(),
             p,
             pages: HashMap::new(),
             clock: 0,
@@ -169,7 +169,7 @@ impl Hemem {
         let mut out = Vec::new();
         let mut va = start;
         while va < end {
-            let b = super::page_bytes(ctx.machine, va);
+            let b = super::page_bytes(&ctx.machine, va);
             if ctx.machine.node_of(va) == Some(node) {
                 out.push(va & !(b - 1));
             }
@@ -196,15 +196,15 @@ impl Hemem {
         }
         let Some((_, u)) = best else { return Ok(false) };
         self.in_fast.remove(&u);
-        let pages = self.unit_pages(u, ctx.tiers.fast, ctx);
+        let pages = self.unit_pages(u, ctx.tiers().fast, ctx);
         ctx.demote(&pages)?;
         Ok(true)
     }
 }
 
 impl TieringPolicy for Hemem {
-    fn next_event(&self) -> crate::agents::Ps {
-        crate::agents::ns_to_ps(self.next_ns)
+    fn next_event(&self) -> Ps {
+        self.next
     }
 
     fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
@@ -235,16 +235,15 @@ impl TieringPolicy for Hemem {
             }
         }
         self.samples += n;
-        ctx.charge(n as f64 * self.p.ns_per_sample);
+        ctx.charge(Ps::from_ns_f64(n as f64 * self.p.ns_per_sample));
         Ok(())
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now_ns;
-        self.next_ns = now + self.p.interval.0;
+        self.next = ctx.now + self.p.interval.ps();
         let mut moved = 0u64;
         let unit = 1u64 << self.shift;
-        while moved + unit <= self.p.max_migrate.0 && ctx.core_free_before(self.next_ns) {
+        while moved + unit <= self.p.max_migrate.0 && ctx.core_free_before(self.next) {
             let Some(&u) = self.hot_list.front() else { break };
             let clock = self.clock;
             let pg = self.pages.entry(u).or_default();
@@ -256,9 +255,9 @@ impl TieringPolicy for Hemem {
                 self.pages.get_mut(&u).expect("page").queued = false;
                 continue;
             }
-            let pages = self.unit_pages(u, ctx.tiers.slow, ctx);
-            let bytes: u64 = pages.iter().map(|&v| super::page_bytes(ctx.machine, v)).sum();
-            if bytes > ctx.mover.budget() {
+            let pages = self.unit_pages(u, ctx.tiers().slow, ctx);
+            let bytes: u64 = pages.iter().map(|&v| super::page_bytes(&ctx.machine, v)).sum();
+            if bytes > ctx.kind.mover.budget() {
                 break;
             }
             if ctx.fast_free() < bytes && !self.demote_one(ctx)? {

@@ -27,7 +27,7 @@ use tierlab_core::{bytes_of, page_addr, pages_for, vpn, PAGE_MASK, PAGE_SIZE};
 use tierlab_core::param::{params, Provenance};
 
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared, BATCH};
-use crate::agents::FeedKind;
+use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::Duration;
@@ -79,8 +79,8 @@ impl TieringParams for HottestFirstParams {
         }
         Ok(Box::new(HottestFirst::new(self.clone(), shared.rate_limit_mbps)))
     }
-    fn period_ns(&self) -> u64 {
-        self.interval.0
+    fn period(&self) -> Ps {
+        self.interval.ps()
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Regions, FeedKind::Samples, FeedKind::HotSet])
@@ -102,13 +102,14 @@ struct Ext {
     score: f64,
 }
 
-const SAMPLE_REPLAN_NS: u64 = 200_000_000;
+/// PEBS feeds: the plan is re-ranked at most this often.
+const SAMPLE_REPLAN: Ps = Ps::from_ns(200_000_000);
 
 /// The `hottest-first` policy.
 pub struct HottestFirst {
     rate_limit_mbps: f64,
     p: HottestFirstParams,
-    next_ns: u64,
+    next: Ps,
     /// Ranked plan (priority order) and the walk position in it.
     plan: Vec<Item>,
     pos: (usize, u64),
@@ -116,8 +117,8 @@ pub struct HottestFirst {
     /// PEBS: decayed sample counts per page, and bookkeeping.
     counts: SampleCounts,
     samples_dirty: bool,
-    last_replan_ns: u64,
-    last_decay_ns: u64,
+    last_replan: Ps,
+    last_decay: Ps,
     plans: u64,
     plan_bytes: u64,
     blocked: u64,
@@ -127,15 +128,15 @@ impl HottestFirst {
     fn new(p: HottestFirstParams, rate_limit_mbps: f64) -> Self {
         HottestFirst {
             rate_limit_mbps,
-            next_ns: p.interval.0,
+            next: p.interval.ps(),
             p,
             plan: Vec::new(),
             pos: (0, 0),
             resident: BTreeMap::new(),
             counts: SampleCounts::default(),
             samples_dirty: false,
-            last_replan_ns: 0,
-            last_decay_ns: 0,
+            last_replan: Ps::ZERO,
+            last_decay: Ps::ZERO,
             plans: 0,
             plan_bytes: 0,
             blocked: 0,
@@ -145,7 +146,7 @@ impl HottestFirst {
     /// Rank `items` (any order), cut the plan at the fast tier's budget, re-score resident
     /// runs.
     fn replan(&mut self, items: Vec<(Item, u32)>, ctx: &mut TieringCtx) {
-        ctx.charge(items.len() as f64 * self.p.ns_per_item);
+        ctx.charge(Ps::from_ns_f64(items.len() as f64 * self.p.ns_per_item));
         self.plan = rank(items, plan_budget(ctx.fast_capacity(), self.p.fill));
         self.plan_bytes = self.plan.iter().map(|i| i.end - i.start).sum();
         self.pos = (0, self.plan.first().map_or(0, |i| i.start));
@@ -194,7 +195,7 @@ impl HottestFirst {
     fn make_room(&mut self, need: u64, score: f64, ctx: &mut TieringCtx) -> Result<u64> {
         let victims = demotion_order(self.resident.iter().map(|(&s, e)| (s, e.score)), score);
         let mut freed = 0u64;
-        let fast = ctx.tiers.fast;
+        let fast = ctx.tiers().fast;
         for s in victims {
             if freed >= need {
                 break;
@@ -204,7 +205,7 @@ impl HottestFirst {
             let mut pages = Vec::new();
             let mut bytes = 0;
             while va < e.end && freed + bytes < need {
-                let b = super::page_bytes(ctx.machine, va);
+                let b = super::page_bytes(&ctx.machine, va);
                 if ctx.machine.node_of(va) == Some(fast) {
                     pages.push(va);
                     bytes += b;
@@ -226,8 +227,8 @@ impl HottestFirst {
 }
 
 impl TieringPolicy for HottestFirst {
-    fn next_event(&self) -> crate::agents::Ps {
-        crate::agents::ns_to_ps(self.next_ns)
+    fn next_event(&self) -> Ps {
+        self.next
     }
 
     fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
@@ -270,34 +271,34 @@ impl TieringPolicy for HottestFirst {
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now_ns;
-        self.next_ns = now + self.p.interval.0;
-        if now >= self.last_decay_ns + self.p.sample_decay.0 && !self.counts.is_empty() {
-            self.last_decay_ns = now;
+        let now = ctx.now;
+        self.next = now + self.p.interval.ps();
+        if now >= self.last_decay + self.p.sample_decay.ps() && !self.counts.is_empty() {
+            self.last_decay = now;
             self.counts.halve();
             self.samples_dirty = true;
         }
-        if self.samples_dirty && now >= self.last_replan_ns + SAMPLE_REPLAN_NS {
+        if self.samples_dirty && now >= self.last_replan + SAMPLE_REPLAN {
             self.samples_dirty = false;
-            self.last_replan_ns = now;
+            self.last_replan = now;
             let items = self.sample_items();
             self.replan(items, ctx);
         }
-        let until = self.next_ns;
-        let slow = ctx.tiers.slow;
+        let until = self.next;
+        let slow = ctx.tiers().slow;
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH);
         while self.pos.0 < self.plan.len() && ctx.core_free_before(until) {
             let it = self.plan[self.pos.0];
             let mut va = self.pos.1.max(it.start);
             batch.clear();
             let mut bytes = 0u64;
-            let budget = ctx.mover.budget();
+            let budget = ctx.kind.mover.budget();
             while va < it.end && batch.len() < BATCH {
                 if let Some(end) = self.resident_containing(va) {
                     va = end;
                     continue;
                 }
-                let b = super::page_bytes(ctx.machine, va);
+                let b = super::page_bytes(&ctx.machine, va);
                 if ctx.machine.node_of(va) == Some(slow) {
                     if bytes + b > budget {
                         break;
@@ -335,10 +336,10 @@ impl TieringPolicy for HottestFirst {
             let mut k = 0;
             while k < moved {
                 let s = batch[k];
-                let mut e = s + super::page_bytes(ctx.machine, s);
+                let mut e = s + super::page_bytes(&ctx.machine, s);
                 k += 1;
                 while k < moved && batch[k] == e {
-                    e += super::page_bytes(ctx.machine, batch[k]);
+                    e += super::page_bytes(&ctx.machine, batch[k]);
                     k += 1;
                 }
                 self.add_resident(s, e, it.score);

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use tierlab_core::{bytes_of, page_addr, vpn, PAGE_SIZE};
 
 use super::{Feed, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
-use crate::agents::FeedKind;
+use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::stats::Stats;
 use crate::units::Duration;
@@ -108,8 +108,8 @@ impl TieringParams for MemtisParams {
         }
         Ok(Box::new(Memtis::new(self.clone())))
     }
-    fn period_ns(&self) -> u64 {
-        self.interval.0
+    fn period(&self) -> Ps {
+        self.interval.ps()
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Samples])
@@ -291,15 +291,15 @@ pub struct MemtisDecision {
 /// The `memtis` policy.
 pub struct Memtis {
     p: MemtisParams,
-    next_ns: u64,
-    next_adjust_ns: u64,
+    next: Ps,
+    next_adjust: Ps,
     counts: MemtisCounts,
     in_fast: HashSet<u64>,
     samples: u64,
     threshold: usize,
     ladder: Vec<u64>,
     step: usize,
-    last_irq_ps: u64,
+    last_irq: Ps,
     adjustments: u64,
 }
 
@@ -312,8 +312,8 @@ impl Memtis {
             ladder.push(next);
         }
         Memtis {
-            next_ns: p.interval.0,
-            next_adjust_ns: p.adjust_interval.0,
+            next: p.interval.ps(),
+            next_adjust: p.adjust_interval.ps(),
             counts: MemtisCounts::new(p.cooling_samples),
             p,
             in_fast: HashSet::new(),
@@ -321,21 +321,22 @@ impl Memtis {
             threshold: BINS,
             ladder,
             step: 0,
-            last_irq_ps: 0,
+            last_irq: Ps::ZERO,
             adjustments: 0,
         }
     }
 
-    fn irq_ps(ctx: &TieringCtx) -> u64 {
-        ctx.machine.hw().pebs.as_ref().map_or(0, |hw| hw.cores.iter().map(|c| c.interrupt_ps).sum())
+    /// PEBS interrupt time of every core so far.
+    fn irq(ctx: &TieringCtx) -> Ps {
+        Ps::from_ps(ctx.machine.pebs().map_or(0, |hw| hw.cores.iter().map(|c| c.interrupt_ps).sum()))
     }
 
     fn adjust_period(&mut self, ctx: &mut TieringCtx) {
-        let irq = Self::irq_ps(ctx);
-        let d = irq - self.last_irq_ps;
-        self.last_irq_ps = irq;
+        let irq = Self::irq(ctx);
+        let d = irq - self.last_irq;
+        self.last_irq = irq;
         let cores = ctx.machine.mm_cpumask().iter().filter(|&&b| b).count().max(1) as f64;
-        let share = d as f64 / (self.p.adjust_interval.0 as f64 * 1000.0 * cores);
+        let share = d.ps() as f64 / (self.p.adjust_interval.ps().ps() as f64 * cores);
         let old = self.step;
         if share > self.p.cpu_limit && self.step + 1 < self.ladder.len() {
             self.step += 1;
@@ -343,7 +344,7 @@ impl Memtis {
             self.step -= 1;
         }
         if self.step != old {
-            ctx.machine.hw_mut().set_pebs_period(self.ladder[self.step]);
+            ctx.machine.set_pebs_period(self.ladder[self.step]);
             self.adjustments += 1;
         }
     }
@@ -351,13 +352,13 @@ impl Memtis {
 
 impl TieringPolicy for Memtis {
     fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        ctx.machine.hw_mut().set_pebs_period(self.ladder[0]);
-        self.last_irq_ps = Self::irq_ps(ctx);
+        ctx.machine.set_pebs_period(self.ladder[0]);
+        self.last_irq = Self::irq(ctx);
         Ok(())
     }
 
-    fn next_event(&self) -> crate::agents::Ps {
-        crate::agents::ns_to_ps(self.next_ns.min(self.next_adjust_ns))
+    fn next_event(&self) -> Ps {
+        self.next.min(self.next_adjust)
     }
 
     fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
@@ -370,28 +371,28 @@ impl TieringPolicy for Memtis {
             }
         }
         self.samples += n;
-        ctx.charge(n as f64 * self.p.ns_per_sample);
+        ctx.charge(Ps::from_ns_f64(n as f64 * self.p.ns_per_sample));
         Ok(())
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now_ns;
-        if now >= self.next_adjust_ns {
-            self.next_adjust_ns = now + self.p.adjust_interval.0;
+        let now = ctx.now;
+        if now >= self.next_adjust {
+            self.next_adjust = now + self.p.adjust_interval.ps();
             self.adjust_period(ctx);
         }
-        if now < self.next_ns {
+        if now < self.next {
             return Ok(());
         }
-        self.next_ns = now + self.p.interval.0;
+        self.next = now + self.p.interval.ps();
         let budget_pages = (ctx.fast_capacity() as f64 * self.p.fill) as u64 / PAGE_SIZE;
         self.threshold = hot_threshold(&self.counts.hist, budget_pages);
         let thr = self.threshold;
-        let (fast, slow) = (ctx.tiers.fast, ctx.tiers.slow);
+        let (fast, slow) = (ctx.tiers().fast, ctx.tiers().slow);
         // Hot pages on the slow tier, hottest first.
         let machine = &ctx.machine;
         let hot = self.counts.hot_pages(thr, |v| machine.node_of(page_addr(v)) == Some(slow));
-        ctx.charge(self.counts.len() as f64 * 10.0);
+        ctx.charge(Ps::from_ns_f64(self.counts.len() as f64 * 10.0));
         if hot.is_empty() {
             return Ok(());
         }
@@ -400,9 +401,9 @@ impl TieringPolicy for Memtis {
         let mut cold = cold.into_iter();
         let mut batch = Vec::with_capacity(super::BATCH);
         let mut i = 0;
-        while i < hot.len() && ctx.core_free_before(self.next_ns) {
+        while i < hot.len() && ctx.core_free_before(self.next) {
             batch.clear();
-            let budget = ctx.mover.budget();
+            let budget = ctx.kind.mover.budget();
             while i < hot.len() && batch.len() < super::BATCH && bytes_of(batch.len() as u64 + 1) <= budget {
                 batch.push(page_addr(hot[i].1));
                 i += 1;

@@ -68,7 +68,7 @@ pub struct Mover {
     /// Bucket capacity, bytes.
     burst: f64,
     tokens: f64,
-    last_ns: u64,
+    last: Ps,
     /// Pages (of any size) promoted / demoted.
     pub promoted_pages: u64,
     /// Pages demoted.
@@ -89,16 +89,16 @@ pub struct Mover {
 pub const BATCH: usize = 512; // not a page size: a batch length
 
 impl Mover {
-    /// A mover with a promotion limit of `rate_limit_mbps` MB/s and a bucket of `burst_ns` worth
+    /// A mover with a promotion limit of `rate_limit_mbps` MB/s and a bucket of `burst` worth
     /// of it (at least one 2 MiB page).
-    pub fn new(rate_limit_mbps: f64, burst_ns: u64) -> Self {
+    pub fn new(rate_limit_mbps: f64, burst: Ps) -> Self {
         let rate = rate_limit_mbps * 1e6 / 1e9;
-        let burst = (rate * burst_ns as f64).max(HUGE_SIZE as f64);
+        let burst = (rate * burst.ns_f64()).max(HUGE_SIZE as f64);
         Mover {
             rate,
             burst,
             tokens: burst,
-            last_ns: 0,
+            last: Ps::ZERO,
             promoted_pages: 0,
             demoted_pages: 0,
             promoted_bytes: 0,
@@ -110,11 +110,11 @@ impl Mover {
         }
     }
 
-    /// Refill the bucket up to `now_ns`.
-    pub fn refill(&mut self, now_ns: u64) {
-        if now_ns > self.last_ns {
-            self.tokens = (self.tokens + self.rate * (now_ns - self.last_ns) as f64).min(self.burst);
-            self.last_ns = now_ns;
+    /// Refill the bucket up to `now`.
+    pub fn refill(&mut self, now: Ps) {
+        if now > self.last {
+            self.tokens = (self.tokens + self.rate * (now - self.last).ns_f64()).min(self.burst);
+            self.last = now;
         }
     }
 
@@ -226,75 +226,58 @@ pub fn capacity_bytes(m: &MachineView, n: u8) -> u64 {
     tierlab_core::bytes_of(m.nodes()[n as usize].capacity_pages)
 }
 
-/// What a policy gets when it runs.
-pub struct TieringCtx<'c, 'a> {
-    /// The machine.
-    pub machine: &'c mut MachineView<'a>,
-    /// Current simulated time, ns.
-    pub now_ns: u64,
-    /// The policy's core.
-    pub core: usize,
+/// What a tiering policy's hooks get besides the agent context ([`AgentCtx`]'s `kind`): its
+/// tiers and its migrations (rate limit, accounting).
+pub struct Tiering<'c> {
     /// The tiers.
     pub tiers: Tiers,
     /// Migrations with the rate limit.
     pub mover: &'c mut Mover,
-    /// CPU time the policy charged to its core (ps), maintained by [`TieringCtx::charge`].
-    pub cpu_ps: &'c mut u64,
 }
 
-impl TieringCtx<'_, '_> {
-    /// Bring an idle policy core (one that runs no application thread) up to now, so work
-    /// starts no earlier than now.
-    pub fn sync_core(&mut self) {
-        let now_ps = self.now_ns * 1000;
-        let in_mask = self.machine.in_cpumask(self.core);
-        let c = &mut self.machine.hw_mut().cores[self.core];
-        if c.clock_ps < now_ps && !in_mask {
-            c.clock_ps = now_ps;
-        }
+/// What a tiering policy gets when it runs: the agent context with its [`Tiering`].
+pub type TieringCtx<'a, 'c> = AgentCtx<'a, Tiering<'c>>;
+
+impl AgentCtx<'_, Tiering<'_>> {
+    /// The tiers.
+    pub fn tiers(&self) -> Tiers {
+        self.kind.tiers
     }
 
-    /// Charge `ns` of the policy's own work to its core.
-    pub fn charge(&mut self, ns: f64) {
-        self.sync_core();
-        *self.cpu_ps += crate::hw::cost::ps(ns);
-        self.machine.charge(self.core, ns);
-    }
-
-    /// Whether the policy's core still has time in the current period ending at `until_ns`
-    /// (a migration thread cannot do more work than time passes).
-    pub fn core_free_before(&self, until_ns: u64) -> bool {
-        self.machine.hw().cores[self.core].clock_ps < until_ns * 1000
+    /// Whether the policy's core still has time in the current period ending at `until` (a
+    /// migration thread cannot do more work than time passes).
+    pub fn core_free_before(&self, until: Ps) -> bool {
+        self.machine.core_clock(self.core) < until
     }
 
     /// Promote pages (see [`Mover::promote`]) charged to the policy's core.
     pub fn promote(&mut self, vas: &[u64]) -> Result<(u64, bool)> {
-        self.sync_core();
-        let (core, t) = (self.core, self.tiers);
-        let before = self.machine.hw().cores[core].clock_ps;
-        let r = self.mover.promote(self.machine, vas, t, core)?;
-        *self.cpu_ps += self.machine.hw().cores[core].clock_ps - before;
+        let (core, t) = (self.core, self.kind.tiers);
+        self.machine.start_work(core, self.now);
+        let before = self.machine.core_clock(core);
+        let r = self.kind.mover.promote(&mut self.machine, vas, t, core)?;
+        *self.cpu += self.machine.core_clock(core) - before;
         Ok(r)
     }
 
     /// Demote pages (see [`Mover::demote`]) charged to the policy's core.
     pub fn demote(&mut self, vas: &[u64]) -> Result<u64> {
-        self.sync_core();
-        let (core, t) = (self.core, self.tiers);
-        let before = self.machine.hw().cores[core].clock_ps;
-        let r = self.mover.demote(self.machine, vas, t, core)?;
-        *self.cpu_ps += self.machine.hw().cores[core].clock_ps - before;
+        let (core, t) = (self.core, self.kind.tiers);
+        self.machine.start_work(core, self.now);
+        let before = self.machine.core_clock(core);
+        let r = self.kind.mover.demote(&mut self.machine, vas, t, core)?;
+        *self.cpu += self.machine.core_clock(core) - before;
         Ok(r)
     }
 
     /// Free bytes of the fast node.
     pub fn fast_free(&self) -> u64 {
-        free_bytes(self.machine, self.tiers.fast)
+        free_bytes(&self.machine, self.kind.tiers.fast)
     }
 
     /// Capacity of the fast node, bytes.
     pub fn fast_capacity(&self) -> u64 {
-        capacity_bytes(self.machine, self.tiers.fast)
+        capacity_bytes(&self.machine, self.kind.tiers.fast)
     }
 }
 
@@ -304,9 +287,9 @@ pub trait TieringPolicy: Send {
     fn start(&mut self, _ctx: &mut TieringCtx) -> Result<()> {
         Ok(())
     }
-    /// Simulated time of the next policy event, ps ([`NEVER`] for none).
+    /// Simulated time of the next policy event ([`super::NEVER`] for none).
     fn next_event(&self) -> Ps;
-    /// Run the event due at `ctx.now_ns()`.
+    /// Run the event due at `ctx.now`.
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()>;
     /// The followed observer produced `feed`.
     fn on_feed(&mut self, _feed: &Feed, _ctx: &mut TieringCtx) -> Result<()> {
@@ -355,8 +338,8 @@ pub struct Common {
     pub tiers: Tiers,
     /// Promotion rate limit, MB/s.
     pub rate_limit_mbps: f64,
-    /// Period of the policy loop, ns (the rate limit's bucket holds one period's worth).
-    pub period_ns: u64,
+    /// Period of the policy loop (the rate limit's bucket holds one period's worth).
+    pub period: Ps,
 }
 
 impl Common {
@@ -396,8 +379,8 @@ impl Common {
 pub trait TieringParams {
     /// Build the policy (validating its own parameters; `shared` are checked by the agent).
     fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>>;
-    /// Period of the policy loop, ns (the rate limit's bucket holds one period's worth).
-    fn period_ns(&self) -> u64;
+    /// Period of the policy loop (the rate limit's bucket holds one period's worth).
+    fn period(&self) -> Ps;
     /// The feed kinds the policy accepts from the technique it follows, preferred first
     /// (`None`: it follows no technique; it has a mechanism of its own).
     fn accepts(&self) -> Option<&'static [FeedKind]>;
@@ -468,7 +451,7 @@ impl<P: TieringParams + Params + SharedDefaults<TieringShared>> TieringKind for 
             core: s.core,
             tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
             rate_limit_mbps: s.rate_limit_mbps,
-            period_ns: self.own.period_ns(),
+            period: self.own.period(),
         }
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
@@ -550,7 +533,7 @@ impl TieringAgent {
             policy,
             follows: c.telemetry.clone(),
             accepts,
-            mover: Mover::new(c.rate_limit_mbps, c.period_ns),
+            mover: Mover::new(c.rate_limit_mbps, c.period),
             tiers: c.tiers,
             core,
         })
@@ -561,11 +544,8 @@ impl TieringAgent {
         ctx: &mut AgentCtx,
         f: impl FnOnce(&mut dyn TieringPolicy, &mut TieringCtx) -> Result<R>,
     ) -> Result<R> {
-        let now_ns = ctx.now_ns();
-        self.mover.refill(now_ns);
-        let AgentCtx { machine, core, cpu_ps, .. } = ctx;
-        let mut tctx =
-            TieringCtx { machine, now_ns, core: *core, tiers: self.tiers, mover: &mut self.mover, cpu_ps };
+        self.mover.refill(ctx.now);
+        let mut tctx = ctx.with_kind(Tiering { tiers: self.tiers, mover: &mut self.mover });
         f(self.policy.as_mut(), &mut tctx)
     }
 }
@@ -614,7 +594,7 @@ impl Agent for TieringAgent {
             ("tiering.fast_used_bytes".to_string(), tierlab_core::bytes_of(node.used_pages) as f64),
             ("tiering.promoted_bytes".to_string(), pro as f64),
             ("tiering.demoted_bytes".to_string(), de as f64),
-            ("tiering.cpu_s".to_string(), info.cpu_ps as f64 / 1e12),
+            ("tiering.cpu_s".to_string(), info.cpu.secs_f64()),
         ];
         for (k, v) in self.policy.window_columns() {
             cols.push((format!("tiering.{k}"), v));
@@ -637,7 +617,7 @@ impl Agent for TieringAgent {
         out.set("tiering.demoted_bytes", m.demoted_bytes);
         out.set("tiering.rate_limited", m.rate_limited);
         out.set("tiering.migration_seconds", m.migrate_ps as f64 / 1e12);
-        out.set("tiering.cpu_seconds", info.cpu_ps as f64 / 1e12);
+        out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
     }
 }
@@ -648,12 +628,12 @@ mod tests {
 
     #[test]
     fn token_bucket_limits_promotions() {
-        let mut m = Mover::new(1000.0, 10_000_000); // 1 GB/s, 10 ms burst = 10 MB
+        let mut m = Mover::new(1000.0, Ps::from_ns(10_000_000)); // 1 GB/s, 10 ms burst = 10 MB
         assert_eq!(m.budget(), 10_000_000);
         m.tokens = 0.0;
-        m.refill(1_000_000); // 1 ms
+        m.refill(Ps::from_ns(1_000_000)); // 1 ms
         assert_eq!(m.budget(), 1_000_000);
-        m.refill(1_000_000_000);
+        m.refill(Ps::from_ns(1_000_000_000));
         assert_eq!(m.budget(), 10_000_000, "capped at the burst");
     }
 }

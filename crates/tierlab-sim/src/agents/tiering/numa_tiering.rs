@@ -51,7 +51,7 @@ use std::collections::VecDeque;
 use tierlab_core::PAGE_SIZE;
 
 use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
-use crate::agents::FeedKind;
+use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::hint::HintFaults;
@@ -152,8 +152,8 @@ impl TieringParams for NumaTieringParams {
         }
         Ok(Box::new(NumaTiering::new(self.clone(), shared.rate_limit_mbps)))
     }
-    fn period_ns(&self) -> u64 {
-        FAULT_BATCH_NS
+    fn period(&self) -> Ps {
+        FAULT_BATCH
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         None
@@ -164,30 +164,33 @@ impl TieringParams for NumaTieringParams {
 const SWAP_CLUSTER_MAX: u64 = 32;
 
 /// Hint faults are handled in batches this often.
-const FAULT_BATCH_NS: u64 = 1_000_000;
+const FAULT_BATCH: Ps = Ps::from_ns(1_000_000);
+
+/// The window of the promotion rate limit (`numa_promotion_rate_limit`: one second).
+const RATE_LIMIT_WINDOW: Ps = Ps::from_ns(1_000_000_000);
 
 /// The `numa-tiering` policy.
 pub struct NumaTiering {
     p: NumaTieringParams,
     /// Promotion rate limit, pages (4 KiB) per second.
     rate_limit_pages: u64,
-    next_ns: u64,
-    next_scan_ns: u64,
+    next: Ps,
+    next_scan: Ps,
     cursor: u64,
     /// Fast-node pages in second-chance order (kswapd's list).
     lru: VecDeque<u64>,
-    next_rebuild_ns: u64,
+    next_rebuild: Ps,
     rebuilds: u64,
     /// `PGPROMOTE_CANDIDATE` of the fast node, pages.
     candidates: u64,
-    /// Rate limit window: start (ns) and the candidate count then.
-    rl_start_ns: u64,
+    /// Rate limit window: start and the candidate count then.
+    rl_start: Ps,
     rl_nr_cand: u64,
-    /// Threshold adjustment: window start (ns), candidate count then, the adjusted threshold
-    /// (ns; 0 = the default `hot_threshold`).
-    th_start_ns: u64,
+    /// Threshold adjustment: window start, candidate count then, the adjusted threshold
+    /// (zero: the default `hot_threshold`).
+    th_start: Ps,
     th_nr_cand: u64,
-    threshold_ns: u64,
+    threshold: Ps,
     threshold_changes: u64,
     scans: u64,
     hot_faults: u64,
@@ -200,20 +203,20 @@ pub struct NumaTiering {
 impl NumaTiering {
     fn new(p: NumaTieringParams, rate_limit_mbps: f64) -> Self {
         NumaTiering {
-            next_ns: FAULT_BATCH_NS,
-            next_scan_ns: p.scan_delay.0,
+            next: FAULT_BATCH,
+            next_scan: p.scan_delay.ps(),
             rate_limit_pages: (rate_limit_mbps * (1u64 << 20) as f64 / PAGE_SIZE as f64) as u64,
             p,
             cursor: 0,
             lru: VecDeque::new(),
-            next_rebuild_ns: 0,
+            next_rebuild: Ps::ZERO,
             rebuilds: 0,
             candidates: 0,
-            rl_start_ns: 0,
+            rl_start: Ps::ZERO,
             rl_nr_cand: 0,
-            th_start_ns: 0,
+            th_start: Ps::ZERO,
             th_nr_cand: 0,
-            threshold_ns: 0,
+            threshold: Ps::ZERO,
             threshold_changes: 0,
             scans: 0,
             hot_faults: 0,
@@ -224,32 +227,33 @@ impl NumaTiering {
         }
     }
 
-    /// The hot threshold in force, ns.
-    pub fn threshold_ns(&self) -> u64 {
-        if self.threshold_ns == 0 {
-            self.p.hot_threshold.0
+    /// The hot threshold in force.
+    pub fn threshold(&self) -> Ps {
+        if self.threshold == Ps::ZERO {
+            self.p.hot_threshold.ps()
         } else {
-            self.threshold_ns
+            self.threshold
         }
     }
 
     /// `numa_promotion_adjust_threshold`: once per `scan_period_max`, move the threshold one
     /// step against the candidates counted in the window.
-    fn adjust_threshold(&mut self, now_ns: u64) {
-        let period = self.p.scan_period_max.0;
-        if now_ns.saturating_sub(self.th_start_ns) <= period {
+    fn adjust_threshold(&mut self, now: Ps) {
+        let period = self.p.scan_period_max.ps();
+        if now.saturating_sub(self.th_start) <= period {
             return;
         }
-        self.th_start_ns = now_ns;
-        let ref_cand = self.rate_limit_pages as f64 * period as f64 / 1e9;
+        self.th_start = now;
+        let ref_cand = self.rate_limit_pages as f64 * period.ns_f64() / 1e9;
         let diff = (self.candidates - self.th_nr_cand) as f64;
-        let def = self.p.hot_threshold.0;
-        let unit = def * 2 / self.p.adjust_steps as u64;
-        let th = self.threshold_ns();
+        let def = self.p.hot_threshold.ps();
+        // The step, in whole ns (the kernel divides its threshold in ms the same way).
+        let unit = Ps::from_ns(self.p.hot_threshold.0 * 2 / self.p.adjust_steps as u64);
+        let th = self.threshold();
         let new = if diff > ref_cand * 1.1 {
             th.saturating_sub(unit).max(unit)
         } else if diff < ref_cand * 0.9 {
-            (th + unit).min(def * 2)
+            (th + unit).min(def.times(2))
         } else {
             th
         };
@@ -257,15 +261,15 @@ impl NumaTiering {
             self.threshold_changes += 1;
         }
         self.th_nr_cand = self.candidates;
-        self.threshold_ns = new;
+        self.threshold = new;
     }
 
     /// `numa_promotion_rate_limit`: count `pages` candidates; true when the window's
     /// candidates reached the limit.
-    fn rate_limited(&mut self, now_ns: u64, pages: u64) -> bool {
+    fn rate_limited(&mut self, now: Ps, pages: u64) -> bool {
         self.candidates += pages;
-        if now_ns.saturating_sub(self.rl_start_ns) > 1_000_000_000 {
-            self.rl_start_ns = now_ns;
+        if now.saturating_sub(self.rl_start) > RATE_LIMIT_WINDOW {
+            self.rl_start = now;
             self.rl_nr_cand = self.candidates;
         }
         self.candidates - self.rl_nr_cand >= self.rate_limit_pages
@@ -284,7 +288,7 @@ impl NumaTiering {
     /// Walks each mapping by 2 MiB chunks, looking into a chunk page by page only when one of
     /// its pages is on the fast node or the chunk's first page is not present.
     fn build_lru(&mut self, ctx: &mut TieringCtx) {
-        let fast = ctx.tiers.fast;
+        let fast = ctx.tiers().fast;
         let want = ctx.machine.nodes()[fast as usize].used_pages;
         if want == 0 {
             return;
@@ -323,7 +327,8 @@ impl NumaTiering {
             return;
         }
         let mut left = self.p.scan_size.0;
-        let slow = ctx.tiers.slow;
+        let hint_fault = Ps::from_ns_f64(self.p.hint_fault_ns);
+        let slow = ctx.tiers().slow;
         let app = 0usize;
         let mut protected = 0u64;
         let mut guard = 0;
@@ -340,17 +345,14 @@ impl NumaTiering {
             };
             let start = self.cursor.max(s);
             let end = e.min(start + left);
-            protected += ctx
-                .machine
-                .hint_protect(start, end, ctx.now_ns, self.p.hint_fault_ns, &mut |n| n == Some(slow));
+            protected += ctx.machine.hint_protect(start, end, ctx.now, hint_fault, &mut |n| n == Some(slow));
             ctx.machine.invalidate_range(app, start, end);
             left -= end - start;
             self.cursor = end;
             guard += 1;
         }
         // task_numa_work runs in the task's context.
-        let t = crate::hw::cost::ps(protected as f64 * self.p.ns_per_pte);
-        ctx.machine.hw_mut().charge(app, t);
+        ctx.machine.charge(app, Ps::from_ns_f64(protected as f64 * self.p.ns_per_pte));
         self.scans += 1;
     }
 
@@ -363,12 +365,12 @@ impl NumaTiering {
             return Ok(());
         }
         let target = wmark.max(ctx.fast_free() + SWAP_CLUSTER_MAX * PAGE_SIZE);
-        let fast = ctx.tiers.fast;
+        let fast = ctx.tiers().fast;
         // Pages faulted onto the fast node since the list was built are not on it: when it
         // holds fewer pages than the node, rebuild it (at most once per scan period).
         let used = ctx.machine.nodes()[fast as usize].used_pages as usize;
-        if self.lru.len() < used / 2 && ctx.now_ns >= self.next_rebuild_ns {
-            self.next_rebuild_ns = ctx.now_ns + self.p.scan_period.0;
+        if self.lru.len() < used / 2 && ctx.now >= self.next_rebuild {
+            self.next_rebuild = ctx.now + self.p.scan_period.ps();
             self.lru.clear();
             self.build_lru(ctx);
             self.rebuilds += 1;
@@ -390,7 +392,7 @@ impl NumaTiering {
             freed += PAGE_SIZE;
         }
         self.demote_scans += 1;
-        ctx.charge(victims.len() as f64 * 100.0);
+        ctx.charge(Ps::from_ns_f64(victims.len() as f64 * 100.0));
         ctx.demote(&victims)?;
         Ok(())
     }
@@ -400,28 +402,28 @@ impl TieringPolicy for NumaTiering {
     fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
         let h = ctx.machine.hint_faults();
         if h.is_none() {
-            *h = Some(Box::new(HintFaults::new(self.p.hint_fault_ns)));
+            *h = Some(Box::new(HintFaults::new(Ps::from_ns_f64(self.p.hint_fault_ns))));
         }
         self.build_lru(ctx);
         Ok(())
     }
 
-    fn next_event(&self) -> crate::agents::Ps {
-        crate::agents::ns_to_ps(self.next_ns.min(self.next_scan_ns))
+    fn next_event(&self) -> Ps {
+        self.next.min(self.next_scan)
     }
 
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now_ns;
-        if now >= self.next_scan_ns {
-            self.next_scan_ns = now + self.p.scan_period.0;
+        let now = ctx.now;
+        if now >= self.next_scan {
+            self.next_scan = now + self.p.scan_period.ps();
             self.scan(ctx);
         }
-        if now < self.next_ns {
+        if now < self.next {
             return Ok(());
         }
-        self.next_ns = now + FAULT_BATCH_NS;
+        self.next = now + FAULT_BATCH;
         let faults = ctx.machine.hint_faults().as_mut().map(|h| h.take_faults()).unwrap_or_default();
-        let slow = ctx.tiers.slow;
+        let slow = ctx.tiers().slow;
         for f in faults {
             if ctx.machine.node_of(f.va) != Some(slow) {
                 continue;
@@ -433,27 +435,28 @@ impl TieringPolicy for NumaTiering {
             if self.free_space_enough(ctx) {
                 // Enough free memory: promote whatever faulted; the workload changed, so the
                 // adjusted threshold is reset.
-                self.threshold_ns = 0;
+                self.threshold = Ps::ZERO;
                 self.th_nr_cand = self.candidates;
                 self.free_enough_promotions += 1;
             } else {
-                self.adjust_threshold(f.time_ns);
-                if f.time_ns.saturating_sub(f.scan_ns) >= self.threshold_ns() {
+                self.adjust_threshold(f.time);
+                if f.time.saturating_sub(f.scan) >= self.threshold() {
                     self.cold_faults += 1;
                     continue;
                 }
                 self.hot_faults += 1;
-                if self.rate_limited(f.time_ns, 1) {
+                if self.rate_limited(f.time, 1) {
                     self.rate_limited += 1;
                     continue;
                 }
             }
-            if ctx.mover.budget() < PAGE_SIZE {
+            if ctx.kind.mover.budget() < PAGE_SIZE {
                 self.rate_limited += 1;
                 continue;
             }
-            let t = ctx.tiers;
-            let (moved, _) = ctx.mover.promote(ctx.machine, &[f.va], t, f.core)?;
+            // The promotion runs in the fault, on the faulting core (already at its time).
+            let t = ctx.tiers();
+            let (moved, _) = ctx.kind.mover.promote(&mut ctx.machine, &[f.va], t, f.core)?;
             if moved > 0 {
                 self.lru.push_back(f.va);
             }
@@ -464,7 +467,7 @@ impl TieringPolicy for NumaTiering {
     fn window_columns(&self) -> Vec<(String, f64)> {
         vec![
             ("hot_faults".into(), self.hot_faults as f64),
-            ("hot_threshold_ms".into(), self.threshold_ns() as f64 / 1e6),
+            ("hot_threshold_ms".into(), self.threshold().ns_f64() / 1e6),
         ]
     }
 
@@ -476,7 +479,7 @@ impl TieringPolicy for NumaTiering {
         out.set(format!("{prefix}.reclaims"), self.demote_scans);
         out.set(format!("{prefix}.free_enough_promotions"), self.free_enough_promotions);
         out.set(format!("{prefix}.promote_candidates"), self.candidates);
-        out.set(format!("{prefix}.hot_threshold_ms"), self.threshold_ns() as f64 / 1e6);
+        out.set(format!("{prefix}.hot_threshold_ms"), self.threshold().ns_f64() / 1e6);
         out.set(format!("{prefix}.threshold_changes"), self.threshold_changes);
         out.set(format!("{prefix}.lru_rebuilds"), self.rebuilds);
     }

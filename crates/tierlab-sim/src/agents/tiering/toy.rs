@@ -20,8 +20,8 @@ impl TieringParams for ToyParams {
     fn build(&self, _shared: &TieringShared, _ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         Ok(Box::new(Toy { promoted: 0, feeds: 0 }))
     }
-    fn period_ns(&self) -> u64 {
-        10_000_000
+    fn period(&self) -> Ps {
+        Ps::from_ns(10_000_000)
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(&[FeedKind::Regions, FeedKind::Samples, FeedKind::HotSet])
@@ -62,7 +62,7 @@ impl TieringPolicy for Toy {
             Feed::Regions(snap) => snap.regions.iter().map(|r| r.start & !PAGE_MASK).collect(),
             Feed::Samples(d) => d.iter().flat_map(|d| d.records.iter().map(|r| r.0 & !PAGE_MASK)).collect(),
         };
-        let slow = ctx.tiers.slow;
+        let slow = ctx.tiers().slow;
         pages.retain(|&va| ctx.machine.node_of(va) == Some(slow));
         pages.dedup();
         let (moved, _) = ctx.promote(&pages)?;

@@ -58,7 +58,7 @@ use crate::os::replacement::{Frames, PageId, PolicyBuildCtx, PolicyConfig, Repla
 use crate::os::shootdown::{shootdown, Initiator as ShootdownInitiator, Inval};
 use crate::os::{Migrated, Vma};
 use crate::stats::Stats;
-use crate::units::{format_size, parse_size};
+use crate::units::{format_size, parse_size, Ps};
 use tierlab_core::param::{params, ParamType, Shape};
 use tierlab_core::PageSize;
 
@@ -1015,9 +1015,9 @@ impl MemoryBackend for Hier {
         let p = pc.build(&ctx)?;
         self.track = p.wants_accesses();
         env.hw.set_hit_reporting(self.track);
-        self.next_tick_ps = match p.period_ns() {
-            0 => u64::MAX,
-            n => n.saturating_mul(1000),
+        self.next_tick_ps = match p.period() {
+            Ps::ZERO => u64::MAX,
+            n => n.ps(),
         };
         self.policy = Some(p);
         self.s.policy_kind = pc.kind();
@@ -1035,11 +1035,11 @@ impl MemoryBackend for Hier {
         }
         let t = self.next_tick_ps;
         let Some(mut p) = self.policy.take() else { return };
-        let period = p.period_ns().max(1) * 1000;
+        let period = p.period().max(Ps::NS).ps();
         let h = &mut self.s;
         let busy0 = h.c.scanner_ps;
         p.tick(
-            t / 1000,
+            Ps::from_ps(t),
             &mut Ctx { h: &mut *h, hw: &mut *env.hw, mm: env.mm_cpumask, who: Initiator::Scanner },
         );
         self.policy = Some(p);

@@ -38,7 +38,7 @@ use tierlab_core::param::params;
 use super::{DList, Frames, Links, PageId, PageVec, PolicyBuildCtx, PolicyParams, Replacement};
 use crate::error::Result;
 use crate::stats::Stats;
-use crate::units::Duration;
+use crate::units::{Duration, Ps};
 
 /// Parameters of `lru`.
 #[params]
@@ -129,7 +129,7 @@ const NO_SHADOW: u64 = u64::MAX;
 
 /// The Linux-like LRU.
 pub struct Lru {
-    period_ns: u64,
+    period: Ps,
     ratio: u64,
     refault: bool,
     scan_ratio: f64,
@@ -175,7 +175,7 @@ impl Lru {
     /// A policy with `params`, inactive ratio `ratio`, for `pages` page ids.
     pub fn new(params: &LruParams, ratio: u64, pages: usize) -> Self {
         Lru {
-            period_ns: params.scan_period.0,
+            period: params.scan_period.ps(),
             ratio: ratio.max(1),
             refault: params.refault,
             scan_ratio: params.scan_ratio,
@@ -317,10 +317,10 @@ impl Replacement for Lru {
             *s = NO_SHADOW;
         }
     }
-    fn period_ns(&self) -> u64 {
-        self.period_ns
+    fn period(&self) -> Ps {
+        self.period
     }
-    fn tick(&mut self, _now_ns: u64, f: &mut dyn Frames) {
+    fn tick(&mut self, _now: Ps, f: &mut dyn Frames) {
         self.scan(f);
     }
     fn report_stats(&self, prefix: &str, out: &mut Stats) {

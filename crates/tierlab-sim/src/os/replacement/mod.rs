@@ -13,8 +13,8 @@
 //! - [`Replacement::evict`]: memory is full: choose a resident victim, stop tracking it and
 //!   return it (the machine unmaps it, invalidates TLBs and writes it back if dirty);
 //! - [`Replacement::remove`]: a resident page was unmapped by the program (munmap);
-//! - [`Replacement::tick`]: periodic work every [`Replacement::period_ns`] of simulated time
-//!   (0 = none), run on a dedicated core (the Linux-like LRU's Accessed-bit scanner).
+//! - [`Replacement::tick`]: periodic work every [`Replacement::period`] of simulated time
+//!   (zero = none), run on a dedicated core (the Linux-like LRU's Accessed-bit scanner).
 //!
 //! A policy learns about references only through [`Frames::test_and_clear_young`]: the
 //! Accessed bits of the PTEs mapping a page. Clearing a set bit costs a TLB invalidation on
@@ -28,6 +28,7 @@
 
 use crate::error::{Result, SimError};
 use crate::stats::Stats;
+use crate::units::Ps;
 
 pub mod clock;
 pub mod cmcp;
@@ -71,12 +72,12 @@ pub trait Replacement: Send {
     fn evict(&mut self, f: &mut dyn Frames) -> PageId;
     /// Forget resident `page` (unmapped by the program).
     fn remove(&mut self, page: PageId);
-    /// Period of [`Replacement::tick`] in simulated ns (0 = no periodic work).
-    fn period_ns(&self) -> u64 {
-        0
+    /// Period of [`Replacement::tick`] ([`Ps::ZERO`]: no periodic work).
+    fn period(&self) -> Ps {
+        Ps::ZERO
     }
-    /// Periodic work at simulated time `now_ns`.
-    fn tick(&mut self, _now_ns: u64, _f: &mut dyn Frames) {}
+    /// Periodic work at simulated time `now`.
+    fn tick(&mut self, _now: Ps, _f: &mut dyn Frames) {}
     /// Publish the policy's own counters under `prefix`.
     fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
 }

@@ -4,7 +4,8 @@
 use super::config::{
     Action, FilterConfig, FilterKind, GoalConfig, GoalTuner, Metric, SchemeConfig, WmarkMetric,
 };
-use crate::units::{ByteSize, Duration};
+use crate::agents::telemetry::monitor::intervals_in;
+use crate::units::{ByteSize, Duration, Ps};
 
 // ---------------------------------------------------------------------------------------
 // damo's scheme specifications.
@@ -16,12 +17,12 @@ use crate::units::{ByteSize, Duration};
 /// (`"5 %"`) or samples (`"3 samples"`), ages in time (`"10 s"`) or aggregation intervals
 /// (`"3 aggr_intervals"`), times (`"1 s"`, microseconds as numbers), per-mille weights
 /// and watermarks (`"10 %"`, `"100 permil"` or numbers). Percent and time values are
-/// converted with the context's intervals (`sample_ns`, `aggr_ns`), as damo does when it
-/// commits them to the kernel. Errors name the scheme index and the field.
+/// converted with the context's intervals (`sample`, `aggr`), as damo does when it commits
+/// them to the kernel. Errors name the scheme index and the field.
 pub fn schemes_from_damo_json(
     text: &str,
-    sample_ns: u64,
-    aggr_ns: u64,
+    sample: Ps,
+    aggr: Ps,
 ) -> std::result::Result<Vec<SchemeConfig>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let list: Vec<serde_json::Value> = if let Some(a) = v.as_array() {
@@ -43,7 +44,7 @@ pub fn schemes_from_damo_json(
     };
     list.iter()
         .enumerate()
-        .map(|(i, s)| damo_scheme(s, sample_ns, aggr_ns).map_err(|(f, e)| format!("schemes[{i}].{f}: {e}")))
+        .map(|(i, s)| damo_scheme(s, sample, aggr).map_err(|(f, e)| format!("schemes[{i}].{f}: {e}")))
         .collect()
 }
 
@@ -184,11 +185,7 @@ fn get<'a>(v: &'a serde_json::Value, k: &str) -> Option<&'a serde_json::Value> {
     v.get(k).filter(|x| !x.is_null())
 }
 
-fn damo_scheme(
-    s: &serde_json::Value,
-    sample_ns: u64,
-    aggr_ns: u64,
-) -> std::result::Result<SchemeConfig, FieldErr> {
+fn damo_scheme(s: &serde_json::Value, sample: Ps, aggr: Ps) -> std::result::Result<SchemeConfig, FieldErr> {
     let action = get(s, "action").map_or(Ok("stat".to_string()), damo_text).map_err(|e| ferr("action", e))?;
     let action = Action::from_name(&action).map_err(|e| ferr("action", e))?;
     let mut c = SchemeConfig::new(action);
@@ -200,7 +197,7 @@ fn damo_scheme(
     if get(s, "dests").and_then(|d| d.as_array()).is_some_and(|d| !d.is_empty()) {
         return Err(ferr("dests", "weighted migration destinations are not modelled; use target_nid"));
     }
-    let max_nr = (aggr_ns / sample_ns.max(1)) as f64;
+    let max_nr = intervals_in(aggr, sample) as f64;
     if let Some(p) = get(s, "access_pattern") {
         if let Some(sz) = get(p, "sz_bytes") {
             if let Some(v) = get(sz, "min") {
@@ -244,7 +241,9 @@ fn damo_scheme(
                 return Ok(Some(damo_nr(fields[0]).map_err(|e| ferr(f, e))? as u32));
             }
             // Time (damo's default unit: microseconds as plain numbers).
-            Ok(damo_ns(v, 1e3).map_err(|e| ferr(f, e))?.map(|ns| (ns / aggr_ns.max(1)) as u32))
+            Ok(damo_ns(v, 1e3)
+                .map_err(|e| ferr(f, e))?
+                .map(|ns| intervals_in(Duration(ns).ps(), aggr) as u32))
         };
         if let Some(a) = get(p, "age") {
             if let Some(v) = get(a, "min") {
@@ -415,31 +414,32 @@ fn damo_scheme(
 // ---------------------------------------------------------------------------------------
 // damo records of region snapshots.
 
-/// One snapshot for a damo record: `(start_ns, end_ns, regions)`.
-pub type RecordSnapshot = (u64, u64, Vec<crate::agents::SnapRegion>);
+/// One snapshot for a damo record: `(start, end, regions)`.
+pub type RecordSnapshot = (Ps, Ps, Vec<crate::agents::SnapRegion>);
+
+/// A time in whole microseconds (damo's unit), as text.
+fn us(t: Ps) -> String {
+    (t.whole_ns() / 1000).to_string()
+}
 
 /// A damo record (the JSON `damo record` writes and `damo report` reads, machine-friendly
 /// numbers): one record for the context's one target, with its intervals and every
-/// snapshot (`nr_accesses` in samples and percent, age in aggregation intervals and us).
-pub fn damo_record_json(
-    sample_ns: u64,
-    aggr_ns: u64,
-    ops_update_ns: u64,
-    snapshots: &[RecordSnapshot],
-) -> String {
-    let max_nr = (aggr_ns / sample_ns.max(1)).max(1);
+/// snapshot (times in ns, `nr_accesses` in samples and percent, age in aggregation intervals
+/// and us).
+pub fn damo_record_json(sample: Ps, aggr: Ps, ops_update: Ps, snapshots: &[RecordSnapshot]) -> String {
+    let max_nr = intervals_in(aggr, sample).max(1);
     let snaps: Vec<serde_json::Value> = snapshots
         .iter()
         .map(|(s, e, regions)| {
             let total: u64 = regions.iter().map(|r| r.end - r.start).sum();
             serde_json::json!({
-                "start_time": s.to_string(),
-                "end_time": e.to_string(),
+                "start_time": s.whole_ns().to_string(),
+                "end_time": e.whole_ns().to_string(),
                 "regions": regions.iter().map(|r| serde_json::json!({
                     "start": r.start.to_string(),
                     "end": r.end.to_string(),
                     "nr_accesses": {"samples": r.nr_accesses, "percent": r.nr_accesses as u64 * 100 / max_nr},
-                    "age": {"usec": (r.age as u64 * aggr_ns / 1000).to_string(), "aggr_intervals": r.age},
+                    "age": {"usec": us(aggr.times(r.age as u64)), "aggr_intervals": r.age},
                 })).collect::<Vec<_>>(),
                 "total_bytes": total.to_string(),
             })
@@ -449,9 +449,9 @@ pub fn damo_record_json(
         "kdamond_idx": 0,
         "context_idx": 0,
         "intervals": {
-            "sample_us": (sample_ns / 1000).to_string(),
-            "aggr_us": (aggr_ns / 1000).to_string(),
-            "ops_update_us": (ops_update_ns / 1000).to_string(),
+            "sample_us": us(sample),
+            "aggr_us": us(aggr),
+            "ops_update_us": us(ops_update),
         },
         "scheme_idx": null,
         "target_id": 0,
@@ -463,6 +463,10 @@ pub fn damo_record_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ms(n: u64) -> Ps {
+        Ps::from_ns(n * 1_000_000)
+    }
 
     #[test]
     fn damo_json_schemes_parse_with_units() {
@@ -481,7 +485,7 @@ mod tests {
             "filters": [{"filter_type": "young", "matching": true, "allow": true, "memcg_path": null,
                          "address_range": null, "damon_target_idx": null, "hugepage_size": null}]
         }]"#;
-        let s = schemes_from_damo_json(text, 5_000_000, 100_000_000).unwrap();
+        let s = schemes_from_damo_json(text, ms(5), ms(100)).unwrap();
         assert_eq!(s.len(), 1);
         let c = &s[0];
         assert_eq!((c.action, c.target_nid), (Action::MigrateHot, Some(0)));
@@ -508,7 +512,7 @@ mod tests {
                        "weights": {"sz_permil": 0, "nr_accesses_permil": 0, "age_permil": 1000}},
             "watermarks": {"metric": "free_mem_rate", "interval_us": 5000000,
                            "high_permil": 500, "mid_permil": 400, "low_permil": 200}}]}]}]}"#;
-        let s = schemes_from_damo_json(raw, 5_000_000, 100_000_000).unwrap();
+        let s = schemes_from_damo_json(raw, ms(5), ms(100)).unwrap();
         let c = &s[0];
         assert_eq!(
             (c.action, c.min_nr_accesses, c.max_nr_accesses, c.min_age),
@@ -521,14 +525,13 @@ mod tests {
         );
         assert_eq!(c.watermarks.interval.0, 5_000_000_000);
         // Errors name the scheme and the field.
-        let e =
-            schemes_from_damo_json(r#"[{"action": "stat"}, {"action": "willneed"}]"#, 5_000_000, 100_000_000)
-                .unwrap_err();
+        let e = schemes_from_damo_json(r#"[{"action": "stat"}, {"action": "willneed"}]"#, ms(5), ms(100))
+            .unwrap_err();
         assert!(e.starts_with("schemes[1].action") && e.contains("not modelled"), "{e}");
         let e = schemes_from_damo_json(
             r#"[{"action": "stat", "quotas": {"sz_bytes": "12 parsecs"}}]"#,
-            5_000_000,
-            100_000_000,
+            ms(5),
+            ms(100),
         )
         .unwrap_err();
         assert!(e.starts_with("schemes[0].quotas.sz_bytes"), "{e}");
@@ -537,12 +540,12 @@ mod tests {
     #[test]
     fn damo_record_roundtrips_through_json() {
         let snaps = vec![(
-            0,
-            100_000_000,
+            Ps::ZERO,
+            ms(100),
             vec![crate::agents::SnapRegion { start: 4096, end: 8192, nr_accesses: 10, age: 3 }],
         )];
         let j: serde_json::Value =
-            serde_json::from_str(&damo_record_json(5_000_000, 100_000_000, 1_000_000_000, &snaps)).unwrap();
+            serde_json::from_str(&damo_record_json(ms(5), ms(100), ms(1000), &snaps)).unwrap();
         let r = &j[0]["snapshots"][0]["regions"][0];
         assert_eq!(r["nr_accesses"]["percent"], 50);
         assert_eq!(r["age"]["aggr_intervals"], 3);

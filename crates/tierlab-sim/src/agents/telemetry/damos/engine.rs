@@ -22,23 +22,24 @@ use tierlab_core::{PageSize, PAGE_SIZE};
 use super::config::{pattern_ok, Action, FilterConfig, FilterKind, SchemeConfig};
 use super::quota::{adjust_quota, score};
 use super::scheme::Scheme;
-use crate::agents::telemetry::monitor::{Monitor, Region};
+use crate::agents::telemetry::monitor::{intervals_in, Monitor, Region};
 use crate::agents::MachineView;
 use crate::error::Result;
 use crate::hw::pagetable::Level;
 use crate::os::Flush;
 use crate::stats::Stats;
+use crate::units::Ps;
 
 /// What applying an action needs from the machine and whoever runs the context (a telemetry
 /// technique's kdamond, or a tiering policy): migrations, reclaim, and charging its work.
 pub trait Actor {
-    /// Move the pages of `vas` to node `to`; returns the bytes moved and the time charged
-    /// (ns). Stops early when the node is full.
-    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, f64)>;
-    /// Reclaim the pages of `vas` to swap; bytes and time (ns).
-    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, f64)>;
-    /// Charge `ns` of the context's own work.
-    fn charge(&mut self, m: &mut MachineView, ns: f64);
+    /// Move the pages of `vas` to node `to`; returns the bytes moved and the time charged.
+    /// Stops early when the node is full.
+    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, Ps)>;
+    /// Reclaim the pages of `vas` to swap; bytes and time.
+    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, Ps)>;
+    /// Charge `t` of the context's own work.
+    fn charge(&mut self, m: &mut MachineView, t: Ps);
 }
 
 /// The actor of a telemetry technique's own kdamond: actions run on its core (the caller
@@ -47,8 +48,8 @@ pub trait Actor {
 pub struct DirectActor {
     /// The kdamond's core.
     pub core: usize,
-    /// Time charged to the core by actions and walks, ns.
-    pub charged_ns: f64,
+    /// Time charged to the core by actions and walks.
+    pub charged: Ps,
     /// Bytes migrated.
     pub migrated_bytes: u64,
     /// Bytes reclaimed.
@@ -63,21 +64,23 @@ impl DirectActor {
 }
 
 impl Actor for DirectActor {
-    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, f64)> {
+    fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, Ps)> {
         let r = m.migrate_pages(vas, to, self.core)?;
-        self.charged_ns += r.ns;
+        let t = Ps::from_ns_f64(r.ns);
+        self.charged += t;
         self.migrated_bytes += r.bytes;
-        Ok((r.bytes, r.ns))
+        Ok((r.bytes, t))
     }
-    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, f64)> {
+    fn pageout(&mut self, m: &mut MachineView, vas: &[u64]) -> Result<(u64, Ps)> {
         let r = m.pageout_pages(vas, self.core)?;
-        self.charged_ns += r.ns;
+        let t = Ps::from_ns_f64(r.ns);
+        self.charged += t;
         self.pageout_bytes += r.bytes;
-        Ok((r.bytes, r.ns))
+        Ok((r.bytes, t))
     }
-    fn charge(&mut self, m: &mut MachineView, ns: f64) {
-        m.charge(self.core, ns);
-        self.charged_ns += ns;
+    fn charge(&mut self, m: &mut MachineView, t: Ps) {
+        m.charge(self.core, t);
+        self.charged += t;
     }
 }
 
@@ -90,7 +93,7 @@ pub struct Damos {
     pub ns_per_page: f64,
     started: bool,
     last_psi_total_us: u64,
-    pub(super) wmark_wait_ns: u64,
+    pub(super) wmark_wait: Ps,
     /// Watermark checks that found every scheme inactive.
     pub inactive_checks: u64,
 }
@@ -106,7 +109,7 @@ impl Damos {
             ns_per_page,
             started: false,
             last_psi_total_us: 0,
-            wmark_wait_ns: 0,
+            wmark_wait: Ps::ZERO,
             inactive_checks: 0,
         }
     }
@@ -119,28 +122,28 @@ impl Damos {
     /// `kdamond_init_ctx` for the schemes, and re-arming after the intervals changed
     /// (`damos_set_next_apply_sis`).
     pub fn set_next_apply(&mut self, mon: &Monitor) {
-        let (sample, aggr) = (mon.attrs.sample_ns.max(1), mon.attrs.aggr_ns);
+        let (sample, aggr) = (mon.attrs.sample, mon.attrs.aggr);
         for s in &mut self.schemes {
-            let ai = if s.cfg.apply_interval.0 > 0 { s.cfg.apply_interval.0 } else { aggr };
-            s.next_apply_sis = mon.passed_sis() + ai / sample;
+            let ai = if s.cfg.apply_interval.0 > 0 { s.cfg.apply_interval.ps() } else { aggr };
+            s.next_apply_sis = mon.passed_sis() + intervals_in(ai, sample);
         }
         self.started = true;
     }
 
-    /// `kdamond_apply_schemes` at `now_ns` on the regions of `mon`.
+    /// `kdamond_apply_schemes` at `now` on the regions of `mon`.
     pub fn apply(
         &mut self,
         mon: &mut Monitor,
         m: &mut MachineView,
         act: &mut dyn Actor,
-        now_ns: u64,
+        now: Ps,
     ) -> Result<()> {
         if !self.started {
             self.set_next_apply(mon);
         }
         let passed = mon.passed_sis();
         let max_nr = mon.attrs.max_nr_accesses();
-        let aggr_ns = mon.attrs.aggr_ns;
+        let aggr = mon.attrs.aggr;
         // PSI stand-in: fault time of the application's cores, us.
         let psi_total = m.app_total(|c| c.fault_ps) / 1_000_000;
         let mut any = false;
@@ -149,7 +152,7 @@ impl Damos {
                 continue;
             }
             any = true;
-            adjust_quota(s, &mon.regions, m, now_ns, max_nr, aggr_ns, psi_total);
+            adjust_quota(s, &mon.regions, m, now, max_nr, aggr, psi_total);
         }
         self.last_psi_total_us = psi_total;
         if !any {
@@ -178,7 +181,7 @@ impl Damos {
                         }
                     }
                 }
-                if !valid_target(s, &mon.regions[cur], max_nr, aggr_ns) {
+                if !valid_target(s, &mon.regions[cur], max_nr, aggr) {
                     continue;
                 }
                 let inserted = apply_scheme(s, &mut mon.regions, cur, m, act, self.ns_per_page)?;
@@ -186,13 +189,13 @@ impl Damos {
             }
             i = next;
         }
-        let sample = mon.attrs.sample_ns.max(1);
+        let sample = mon.attrs.sample;
         for s in &mut self.schemes {
             if passed < s.next_apply_sis {
                 continue;
             }
-            let ai = if s.cfg.apply_interval.0 > 0 { s.cfg.apply_interval.0 } else { aggr_ns };
-            s.next_apply_sis = passed + ai / sample;
+            let ai = if s.cfg.apply_interval.0 > 0 { s.cfg.apply_interval.ps() } else { aggr };
+            s.next_apply_sis = passed + intervals_in(ai, sample);
         }
         Ok(())
     }
@@ -234,14 +237,14 @@ impl Damos {
 }
 
 /// `damos_valid_target`: the pattern and, under a quota, the score.
-fn valid_target(s: &Scheme, r: &Region, max_nr: u64, aggr_ns: u64) -> bool {
+fn valid_target(s: &Scheme, r: &Region, max_nr: u64, aggr: Ps) -> bool {
     if !pattern_ok(&s.cfg, r) {
         return false;
     }
     if s.quota.esz == 0 {
         return true;
     }
-    score(s.cfg.action, r, max_nr, aggr_ns, &s.cfg.quota) >= s.quota.min_score
+    score(s.cfg.action, r, max_nr, aggr, &s.cfg.quota) >= s.quota.min_score
 }
 
 enum Skip {
@@ -382,7 +385,7 @@ fn apply_scheme(
         return Ok(inserted);
     }
     let r = regions[i];
-    let (applied, passed, ns, source) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
+    let (applied, passed, took, source) = apply_action(s, r.start, r.end, m, act, ns_per_page)?;
     if source_only {
         // The source node's context would hold only these pages of the region (a region
         // cut at the quota's remainder is charged that remainder, as the kernel charges
@@ -390,7 +393,7 @@ fn apply_scheme(
         sz = split_charge.unwrap_or(source);
     }
     let q = &mut s.quota;
-    q.total_charged_ns += ns.round() as u64;
+    q.total_charged += took;
     q.charged_sz += sz;
     if q.esz > 0 && q.charged_sz >= q.esz {
         q.charge_target_from = true;
@@ -448,7 +451,7 @@ fn source_cut(m: &MachineView, start: u64, end: u64, target: Option<u8>, lim: u6
 }
 
 /// Walk `[start, end)` page by page through the ops filters and apply the action. Returns
-/// (bytes applied, bytes that passed the filters, time in ns, bytes of present pages not on
+/// (bytes applied, bytes that passed the filters, time taken, bytes of present pages not on
 /// the migration target: what a source-node context would see).
 fn apply_action(
     s: &Scheme,
@@ -457,12 +460,12 @@ fn apply_action(
     m: &mut MachineView,
     act: &mut dyn Actor,
     ns_per_page: f64,
-) -> Result<(u64, u64, f64, u64)> {
+) -> Result<(u64, u64, Ps, u64)> {
     let ops: Vec<&FilterConfig> = s.cfg.filters.iter().filter(|f| f.kind.for_ops()).collect();
     let action = s.cfg.action;
     let target = s.cfg.target_nid;
     let mut batch: Vec<u64> = Vec::new();
-    let (mut applied, mut passed, mut ns) = (0u64, 0u64, 0.0f64);
+    let (mut applied, mut passed, mut took) = (0u64, 0u64, Ps::ZERO);
     let mut walked = 0u64;
     let mut source = 0u64;
     let source_only = s.source_node_only && matches!(action, Action::MigrateHot | Action::MigrateCold);
@@ -472,7 +475,7 @@ fn apply_action(
                  m: &mut MachineView,
                  act: &mut dyn Actor,
                  applied: &mut u64,
-                 ns: &mut f64|
+                 took: &mut Ps|
      -> Result<bool> {
         if batch.is_empty() {
             return Ok(true);
@@ -480,10 +483,10 @@ fn apply_action(
         let (bytes, t) = match action {
             Action::MigrateHot | Action::MigrateCold => act.migrate(m, batch, target.unwrap_or(0))?,
             Action::Pageout => act.pageout(m, batch)?,
-            _ => (0, 0.0),
+            _ => (0, Ps::ZERO),
         };
         *applied += bytes;
-        *ns += t;
+        *took += t;
         let full = matches!(action, Action::MigrateHot | Action::MigrateCold)
             && bytes < batch.iter().map(|&v| page_bytes(m, v)).sum::<u64>();
         batch.clear();
@@ -543,14 +546,14 @@ fn apply_action(
                     if room && m.node_of(base) != target {
                         batch.push(base);
                         if batch.len() == BATCH {
-                            room = flush(&mut batch, m, act, &mut applied, &mut ns)?;
+                            room = flush(&mut batch, m, act, &mut applied, &mut took)?;
                         }
                     }
                 }
                 Action::Pageout => {
                     batch.push(base);
                     if batch.len() == BATCH {
-                        flush(&mut batch, m, act, &mut applied, &mut ns)?;
+                        flush(&mut batch, m, act, &mut applied, &mut took)?;
                     }
                 }
                 Action::LruPrio | Action::LruDeprio => {
@@ -570,16 +573,16 @@ fn apply_action(
         va = base + bytes;
     }
     if room {
-        flush(&mut batch, m, act, &mut applied, &mut ns)?;
+        flush(&mut batch, m, act, &mut applied, &mut took)?;
     }
     if let Some((rs, re)) = run {
         m.lru_mark(rs, re, action == Action::LruPrio);
         applied += re - rs;
     }
-    let walk_ns = walked as f64 * ns_per_page;
-    act.charge(m, walk_ns);
-    ns += walk_ns;
-    Ok((applied, passed, ns, source))
+    let walk = Ps::from_ns_f64(walked as f64 * ns_per_page);
+    act.charge(m, walk);
+    took += walk;
+    Ok((applied, passed, took, source))
 }
 
 fn page_bytes(m: &MachineView, va: u64) -> u64 {
@@ -604,7 +607,7 @@ mod tests {
             s.max_nr_accesses = Some(0);
             let mut d = damos(vec![s], 0.0, &mon);
             d.schemes[0].source_node_only = on;
-            apply(&mut d, &mut mon, &mut m, 0);
+            apply(&mut d, &mut mon, &mut m, Ps::ZERO);
             let st = &d.schemes[0].stats;
             let tried = if on { 2 * MIB - 64 * 4096 } else { 2 * MIB };
             assert_eq!(st.sz_tried, tried, "source_node_only = {on}");
@@ -632,7 +635,7 @@ mod tests {
             s.quota.reset_interval = Duration(100_000_000);
             let mut d = damos(vec![s], 0.0, &mon);
             d.schemes[0].source_node_only = on;
-            apply(&mut d, &mut mon, &mut m, 0);
+            apply(&mut d, &mut mon, &mut m, Ps::ZERO);
             let st = &d.schemes[0].stats;
             let want = if on { 64 << 10 } else { 32 << 10 };
             assert_eq!(st.sz_applied, want, "source_node_only = {on}");
@@ -643,7 +646,7 @@ mod tests {
             assert_eq!(on_node0 as u64, 256 - want / 4096);
             if on {
                 // The next window resumes after the cut and moves the next 16 source pages.
-                apply(&mut d, &mut mon, &mut m, 100_000_000);
+                apply(&mut d, &mut mon, &mut m, Ps::from_ns(100_000_000));
                 assert_eq!(d.schemes[0].stats.sz_applied, 128 << 10);
             }
         }
@@ -660,7 +663,7 @@ mod tests {
         s.max_nr_accesses = Some(10);
         s.min_age = 3;
         let mut d = damos(vec![s], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         assert_eq!(d.schemes[0].stats.nr_tried, 1, "only region 2 (region 1 is too young)");
         assert_eq!(d.schemes[0].stats.sz_tried, MIB);
     }
@@ -679,13 +682,13 @@ mod tests {
         s.quota.reset_interval = Duration(100_000_000);
         s.quota.weight_nr_accesses = 100;
         let mut d = damos(vec![s], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         let bounds: Vec<(u64, u64)> = mon.regions.iter().map(|r| (r.start - base, r.end - base)).collect();
         assert_eq!(bounds, vec![(0, MIB), (MIB, 3 * MIB / 2), (3 * MIB / 2, 2 * MIB), (2 * MIB, 3 * MIB)]);
         assert_eq!(m.os.mem.lru.active_bytes(), 3 * MIB / 2);
-        apply(&mut d, &mut mon, &mut m, 50_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(50_000_000));
         assert_eq!(m.os.mem.lru.active_bytes(), 3 * MIB / 2, "quota spent in this window");
-        apply(&mut d, &mut mon, &mut m, 100_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(100_000_000));
         assert_eq!(d.schemes[0].stats.qt_exceeds, 1);
         let bounds: Vec<(u64, u64)> = mon.regions.iter().map(|r| (r.start - base, r.end - base)).collect();
         let p = PAGE_SIZE;

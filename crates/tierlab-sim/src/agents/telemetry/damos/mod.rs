@@ -30,7 +30,7 @@
 //!    interval).
 //!
 //! # Differences from the kernel, by design
-//! - Times are ns of simulated time (the kernel: us and jiffies); the time quota's
+//! - Times are simulated time ([`crate::units::Ps`]; the kernel: us and jiffies); the time quota's
 //!   throughput is measured with the simulated time the actions charge (copies,
 //!   shootdowns, the per-page walk `ns_per_page`), not wall-clock time.
 //! - The kernel's `mtier` sample monitors physical address ranges (`paddr`), one context
@@ -87,16 +87,16 @@ mod testutil {
     pub(super) use crate::agents::MachineView;
     pub(super) use crate::os::Machine;
     pub(super) use crate::rng::Rng;
-    pub(super) use crate::units::{ByteSize, Duration};
+    pub(super) use crate::units::{ByteSize, Duration, Ps};
     pub(super) use tierlab_core::PAGE_SIZE;
 
     pub(super) const MIB: u64 = 1 << 20;
 
     pub(super) fn attrs() -> Attrs {
         Attrs {
-            sample_ns: 5_000_000,
-            aggr_ns: 100_000_000,
-            ops_update_ns: 60_000_000_000,
+            sample: Ps::from_ns(5_000_000),
+            aggr: Ps::from_ns(100_000_000),
+            ops_update: Ps::from_ns(60_000_000_000),
             min_nr_regions: 3,
             max_nr_regions: 1000,
             goal: None,
@@ -139,10 +139,10 @@ mod testutil {
         d
     }
 
-    /// One sampling interval passes, then the schemes apply at `now_ns`.
-    pub(super) fn apply(d: &mut Damos, mon: &mut Monitor, m: &mut Machine, now_ns: u64) {
+    /// One sampling interval passes, then the schemes apply at `now`.
+    pub(super) fn apply(d: &mut Damos, mon: &mut Monitor, m: &mut Machine, now: Ps) {
         mon.set_passed_sis(mon.passed_sis() + 1);
         let mut act = DirectActor::new(1);
-        d.apply(mon, &mut MachineView::new(m), &mut act, now_ns).unwrap();
+        d.apply(mon, &mut MachineView::new(m), &mut act, now).unwrap();
     }
 }

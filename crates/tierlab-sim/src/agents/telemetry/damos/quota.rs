@@ -23,21 +23,16 @@ use super::config::{pattern_ok, Action, GoalConfig, GoalTuner, Metric, QuotaConf
 use super::scheme::Scheme;
 use crate::agents::telemetry::monitor::{feed_loop_next_input, Region};
 use crate::agents::MachineView;
+use crate::units::Ps;
 
 /// The maximum priority score (`DAMOS_MAX_SCORE`).
 pub const MAX_SCORE: u32 = 99;
 
 /// `damon_hot_score`: a region's hotness in 0..=99 from its `nr_accesses` and age.
-pub fn hot_score(
-    nr_accesses: u32,
-    age: u32,
-    max_nr_accesses: u64,
-    aggr_ns: u64,
-    w_freq: u32,
-    w_age: u32,
-) -> u32 {
+pub fn hot_score(nr_accesses: u32, age: u32, max_nr_accesses: u64, aggr: Ps, w_freq: u32, w_age: u32) -> u32 {
     let freq = (nr_accesses as u64 * 100 / max_nr_accesses.max(1)) as i64;
-    let mut age_in_sec = (age as u128 * aggr_ns as u128 / 1_000_000_000) as u64;
+    let second = Ps::from_ns(1_000_000_000);
+    let mut age_in_sec = (age as u128 * aggr.ps() as u128 / second.ps() as u128) as u64;
     let mut age_in_log: i64 = 0;
     while age_in_log < 32 && age_in_sec > 0 {
         age_in_log += 1;
@@ -56,8 +51,8 @@ pub fn hot_score(
 }
 
 /// The score of `r` for `action` (`damon_pa_scheme_score` and the vaddr equivalent).
-pub(super) fn score(action: Action, r: &Region, max_nr: u64, aggr_ns: u64, q: &QuotaConfig) -> u32 {
-    let hot = || hot_score(r.nr_accesses, r.age, max_nr, aggr_ns, q.weight_nr_accesses, q.weight_age);
+pub(super) fn score(action: Action, r: &Region, max_nr: u64, aggr: Ps, q: &QuotaConfig) -> u32 {
+    let hot = || hot_score(r.nr_accesses, r.age, max_nr, aggr, q.weight_nr_accesses, q.weight_age);
     match action {
         Action::MigrateHot | Action::LruPrio => hot(),
         Action::MigrateCold | Action::Pageout | Action::LruDeprio => MAX_SCORE - hot(),
@@ -98,9 +93,9 @@ pub(super) fn adjust_quota(
     s: &mut Scheme,
     regions: &[Region],
     m: &MachineView,
-    now_ns: u64,
+    now: Ps,
     max_nr: u64,
-    aggr_ns: u64,
+    aggr: Ps,
     psi_us: u64,
 ) {
     if !s.has_quota() {
@@ -110,14 +105,14 @@ pub(super) fn adjust_quota(
     let q = &mut s.quota;
     let new_window = match q.charged_from {
         None => true,
-        Some(from) => now_ns >= from + cfg.quota.reset_interval.0,
+        Some(from) => now >= from + cfg.quota.reset_interval.ps(),
     };
     if new_window {
         if q.esz > 0 && q.charged_sz >= q.esz {
             s.stats.qt_exceeds += 1;
         }
         q.total_charged_sz += q.charged_sz;
-        q.charged_from = Some(now_ns);
+        q.charged_from = Some(now);
         q.charged_sz = 0;
         // damos_set_effective_quota.
         let qc = &cfg.quota;
@@ -141,8 +136,10 @@ pub(super) fn adjust_quota(
                 esz = q.esz_bp / 10_000;
             }
             if qc.ms > 0 {
-                let throughput = if q.total_charged_ns > 0 {
-                    (q.total_charged_sz as u128 * 1_000_000 / q.total_charged_ns as u128) as u64
+                // Bytes per ms of applying.
+                let throughput = if q.total_charged > Ps::ZERO {
+                    let ms = Ps::from_ns(1_000_000);
+                    (q.total_charged_sz as u128 * ms.ps() as u128 / q.total_charged.ps() as u128) as u64
                 } else {
                     PAGE_SIZE * 1024
                 };
@@ -161,7 +158,7 @@ pub(super) fn adjust_quota(
         if !pattern_ok(cfg, r) {
             continue;
         }
-        let sc = score(cfg.action, r, max_nr, aggr_ns, &cfg.quota);
+        let sc = score(cfg.action, r, max_nr, aggr, &cfg.quota);
         hist[sc as usize] += r.size();
         max_score = max_score.max(sc);
     }
@@ -195,7 +192,7 @@ mod tests {
         s.quota.reset_interval = Duration(1_000_000_000);
         s.quota.weight_nr_accesses = 100;
         let mut d = damos(vec![s], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         assert_eq!(d.schemes[0].quota.min_score, 49);
         assert_eq!(d.schemes[0].esz(), 2 * MIB);
         let st = &d.schemes[0].stats;
@@ -207,12 +204,12 @@ mod tests {
         let ages: Vec<u32> = mon.regions.iter().map(|r| r.age).collect();
         assert_eq!(ages, vec![0, 0, 7, 7]);
         // The quota is spent for this window: nothing more until it resets.
-        apply(&mut d, &mut mon, &mut m, 500_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(500_000_000));
         assert_eq!(d.schemes[0].stats.nr_tried, 2);
         // `stat` without a quota: every region, ages kept.
         let (mut m, mut mon, _) = setup(MIB, &[20, 10, 5, 0], 7);
         let mut d = damos(vec![scheme(Action::Stat)], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         let st = &d.schemes[0].stats;
         assert_eq!((st.nr_tried, st.sz_tried, st.sz_applied), (4, 4 * MIB, 0));
         assert!(mon.regions.iter().all(|r| r.age == 7));
@@ -265,7 +262,7 @@ mod tests {
         let mut d = damos(vec![s], 0.0, &mon);
         let mut want_bp = 10_000u64;
         for w in 0..30u64 {
-            apply(&mut d, &mut mon, &mut m, w * 10_000_000);
+            apply(&mut d, &mut mon, &mut m, Ps::from_ns(w * 10_000_000));
             want_bp += want_bp * 5000 / 10_000;
             assert_eq!(d.schemes[0].quota.esz_bp, want_bp, "window {w}");
             assert_eq!(d.schemes[0].esz(), want_bp / 10_000);
@@ -282,7 +279,7 @@ mod tests {
         let goal = 1_024_000f64;
         let mut trace = Vec::new();
         for w in 0..80u64 {
-            apply(&mut d, &mut mon, &mut m, w * 10_000_000);
+            apply(&mut d, &mut mon, &mut m, Ps::from_ns(w * 10_000_000));
             let esz = d.schemes[0].esz();
             trace.push(esz);
             d.schemes[0].cfg.quota.goals[0].current = esz / 1024;
@@ -295,7 +292,7 @@ mod tests {
         assert!((last - goal).abs() / goal < 0.002, "converged to {last}, goal {goal}: {trace:?}");
         // Above twice the goal the quota drops to its minimum (one byte).
         d.schemes[0].cfg.quota.goals[0].current = 2000;
-        apply(&mut d, &mut mon, &mut m, 80 * 10_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(80 * 10_000_000));
         assert_eq!(d.schemes[0].esz(), 1);
     }
 
@@ -312,15 +309,15 @@ mod tests {
         s.quota.goals =
             vec![GoalConfig { metric: Metric::UserInput, target: 10_000, nid: None, current: 9999 }];
         let mut d = damos(vec![s], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         assert_eq!(d.schemes[0].esz(), MIB, "below the goal: the whole quota from the first window");
         assert_eq!(m.os.mem.lru.active_bytes(), MIB);
         d.schemes[0].cfg.quota.goals[0].current = 10_000;
-        apply(&mut d, &mut mon, &mut m, 100_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(100_000_000));
         assert_eq!(d.schemes[0].esz(), 0);
         assert_eq!(m.os.mem.lru.active_bytes(), MIB, "goal met: nothing applied");
         d.schemes[0].cfg.quota.goals[0].current = 0;
-        apply(&mut d, &mut mon, &mut m, 200_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(200_000_000));
         assert_eq!(d.schemes[0].esz(), MIB);
         assert_eq!(m.os.mem.lru.active_bytes(), 2 * MIB, "below again: the whole quota again");
         // Without a size quota, no limit below the goal.
@@ -330,22 +327,22 @@ mod tests {
         s.quota.goal_tuner = GoalTuner::Temporal;
         s.quota.goals = vec![GoalConfig { metric: Metric::UserInput, target: 10_000, nid: None, current: 0 }];
         let mut d = damos(vec![s], 0.0, &mon);
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         assert_eq!(d.schemes[0].esz(), u64::MAX / 10_000);
         assert_eq!(m.os.mem.lru.active_bytes(), 3 * MIB);
         // The damo spelling.
         let c = schemes_from_damo_json(
             r#"[{"action": "stat", "quotas": {"sz_bytes": 4096, "goal_tuner": "temporal",
                 "goals": [{"metric": "user_input", "target_value": 100, "current_value": 5}]}}]"#,
-            5_000_000,
-            100_000_000,
+            Ps::from_ns(5_000_000),
+            Ps::from_ns(100_000_000),
         )
         .unwrap();
         assert_eq!(c[0].quota.goal_tuner, GoalTuner::Temporal);
         let e = schemes_from_damo_json(
             r#"[{"action": "stat", "quotas": {"goal_tuner": "eager"}}]"#,
-            5_000_000,
-            100_000_000,
+            Ps::from_ns(5_000_000),
+            Ps::from_ns(100_000_000),
         )
         .unwrap_err();
         assert!(e.contains("quotas.goal_tuner") && e.contains("eager"), "{e}");
@@ -359,23 +356,23 @@ mod tests {
         s.quota.ms = 10;
         s.quota.reset_interval = Duration(100_000_000);
         let mut d = damos(vec![s], 1000.0, &mon); // 1 us per page walked
-        apply(&mut d, &mut mon, &mut m, 0);
+        apply(&mut d, &mut mon, &mut m, Ps::ZERO);
         assert_eq!(d.schemes[0].esz(), PAGE_SIZE * 1024 * 10);
         // 3 MiB = 768 pages charged in 768 us: 4096 bytes per us = 4,096,000 per ms.
-        apply(&mut d, &mut mon, &mut m, 100_000_000);
+        apply(&mut d, &mut mon, &mut m, Ps::from_ns(100_000_000));
         assert_eq!(d.schemes[0].esz(), 4_096_000 * 10);
     }
 
     #[test]
     fn hot_score_follows_the_kernel() {
         // aggr 100 ms, 20 samples: full frequency, age 0 -> (100*100 + 100*50)/200 = 75 -> 74.
-        assert_eq!(hot_score(20, 0, 20, 100_000_000, 100, 100), 75 * 99 / 100);
+        assert_eq!(hot_score(20, 0, 20, Ps::from_ns(100_000_000), 100, 100), 75 * 99 / 100);
         // No access, old (age 100 aggregations = 10 s -> log 4): age subscore (-4+32)*100/64
         // = 43; hot = (0 + 43*100)/200 = 21 -> 20.
-        assert_eq!(hot_score(0, 100, 20, 100_000_000, 100, 100), 21 * 99 / 100);
+        assert_eq!(hot_score(0, 100, 20, Ps::from_ns(100_000_000), 100, 100), 21 * 99 / 100);
         // Weights zero: hotness 0.
-        assert_eq!(hot_score(20, 10, 20, 100_000_000, 0, 0), 0);
+        assert_eq!(hot_score(20, 10, 20, Ps::from_ns(100_000_000), 0, 0), 0);
         // No access, age 0: age subscore 50; hot = (0 + 50*100)/200 = 25 -> 24; cold = 75.
-        assert_eq!(MAX_SCORE - hot_score(0, 0, 20, 100_000_000, 100, 100), 99 - 25 * 99 / 100);
+        assert_eq!(MAX_SCORE - hot_score(0, 0, 20, Ps::from_ns(100_000_000), 100, 100), 99 - 25 * 99 / 100);
     }
 }

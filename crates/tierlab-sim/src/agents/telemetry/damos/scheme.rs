@@ -2,6 +2,7 @@
 //! charge window, its watermark state, its default filter verdicts and its statistics.
 
 use super::config::{FilterConfig, GoalTuner, SchemeConfig};
+use crate::units::Ps;
 
 /// A scheme's statistics (`struct damos_stat`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -26,9 +27,9 @@ pub(super) struct Quota {
     pub(super) esz: u64,
     pub(super) esz_bp: u64,
     pub(super) total_charged_sz: u64,
-    pub(super) total_charged_ns: u64,
+    pub(super) total_charged: Ps,
     pub(super) charged_sz: u64,
-    pub(super) charged_from: Option<u64>,
+    pub(super) charged_from: Option<Ps>,
     pub(super) charge_target_from: bool,
     pub(super) charge_addr_from: u64,
     pub(super) min_score: u32,

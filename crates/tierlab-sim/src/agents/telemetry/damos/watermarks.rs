@@ -10,36 +10,38 @@
 use super::config::WmarkMetric;
 use super::engine::Damos;
 use crate::agents::MachineView;
+use crate::units::Ps;
 
 impl Damos {
-    /// `kdamond_wait_activation`: update every scheme's watermark state; returns 0 when some
-    /// scheme is active (monitoring goes on), else the time to wait before the next check, ns.
-    pub fn wait_activation(&mut self, m: &MachineView) -> u64 {
+    /// `kdamond_wait_activation`: update every scheme's watermark state; returns zero when
+    /// some scheme is active (monitoring goes on), else the time to wait before the next
+    /// check.
+    pub fn wait_activation(&mut self, m: &MachineView) -> Ps {
         if self.schemes.is_empty() {
-            return 0;
+            return Ps::ZERO;
         }
         let rate = free_mem_permille(m);
-        let mut min_wait: Option<u64> = None;
+        let mut min_wait: Option<Ps> = None;
         for s in &mut self.schemes {
             let w = &s.cfg.watermarks;
             let wait = if w.metric == WmarkMetric::None {
-                0
+                Ps::ZERO
             } else if rate > w.high || w.low > rate {
                 s.wmark_active = false;
-                w.interval.0
+                w.interval.ps()
             } else if w.high >= rate && rate >= w.mid && !s.wmark_active {
-                w.interval.0
+                w.interval.ps()
             } else {
                 s.wmark_active = true;
-                0
+                Ps::ZERO
             };
             min_wait = Some(min_wait.map_or(wait, |m| m.min(wait)));
         }
-        let wait = min_wait.unwrap_or(0);
-        if wait > 0 {
+        let wait = min_wait.unwrap_or(Ps::ZERO);
+        if wait > Ps::ZERO {
             self.inactive_checks += 1;
         }
-        self.wmark_wait_ns = wait;
+        self.wmark_wait = wait;
         wait
     }
 }
@@ -83,12 +85,13 @@ mod tests {
             let w = d.wait_activation(&MachineView::new(m));
             (w, d.schemes[0].active())
         };
-        assert_eq!(step(&mut m, 1000), (1_000_000_000, false), "above high: off");
-        assert_eq!(step(&mut m, 450), (1_000_000_000, false), "in [mid, high] an inactive scheme stays off");
-        assert_eq!(step(&mut m, 300), (0, true), "in [low, mid): on");
-        assert_eq!(step(&mut m, 450), (0, true), "in [mid, high] an active scheme stays on");
-        assert_eq!(step(&mut m, 199), (1_000_000_000, false), "below low: off");
-        assert_eq!(step(&mut m, 250), (0, true));
+        let (second, zero) = (Ps::from_ns(1_000_000_000), Ps::ZERO);
+        assert_eq!(step(&mut m, 1000), (second, false), "above high: off");
+        assert_eq!(step(&mut m, 450), (second, false), "in [mid, high] an inactive scheme stays off");
+        assert_eq!(step(&mut m, 300), (zero, true), "in [low, mid): on");
+        assert_eq!(step(&mut m, 450), (zero, true), "in [mid, high] an active scheme stays on");
+        assert_eq!(step(&mut m, 199), (second, false), "below low: off");
+        assert_eq!(step(&mut m, 250), (zero, true));
         assert_eq!(d.inactive_checks, 3);
     }
 }
