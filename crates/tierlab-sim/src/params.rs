@@ -44,19 +44,20 @@ use tierlab_core::param::{Declared, Default as DefaultText, FieldSpec, ParamType
 /// ```
 ///
 /// With `shared S`, each implementation's parameters `P` are read as `With<S, P>` (the
-/// shared keys and its own from one table); without it, as `P`.
+/// shared keys and its own from one table), except on a line marked `alone` (an
+/// implementation that declares those keys its own way); without it, as `P`.
 #[macro_export]
 macro_rules! registry {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident : $tr:path, shared $shared:ty {
-            $( $(#[$attr:meta])* $kind:literal => $variant:ident ( $params:ty ) ),* $(,)?
+            $( $(#[$attr:meta])* $kind:literal => $variant:ident ( $params:ty ) $($alone:ident)? ),* $(,)?
         }
     ) => {
         $crate::registry! {
             $(#[$meta])*
             $vis enum $name : $tr {
-                $( $(#[$attr])* $kind => $variant ( $crate::params::With<$shared, $params> ) ),*
+                $( $(#[$attr])* $kind => $variant ( $crate::__registry_params!($shared, $params $(, $alone)?) ) ),*
             }
         }
     };
@@ -104,6 +105,14 @@ macro_rules! registry {
             }
         }
     };
+}
+
+/// The parameter type of a registry line: `With<S, P>`, or `P` on a line marked `alone`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry_params {
+    ($shared:ty, $params:ty) => { $crate::params::With<$shared, $params> };
+    ($shared:ty, $params:ty, alone) => { $params };
 }
 
 /// A parameter struct that can be part of a [`With`]: its fields are declared

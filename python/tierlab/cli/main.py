@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,45 +15,32 @@ if TYPE_CHECKING:
 # the modules load ends with "tierlab: interrupted", like one during a command.
 
 
-def subcommands() -> tuple:
-    """The subcommand modules, in the order `tierlab --help` lists them."""
-    from tierlab.cli import (
-        bench,
-        coremap,
-        export,
-        imports,
-        overhead,
-        params,
-        place,
-        record,
-        reproduce,
-        run,
-        scenarios,
-        telemetry,
-        tier,
-        trace,
-        tune,
-        view,
-    )
+#: The subcommands, in the order `tierlab --help` lists them: each is the module
+#: ``tierlab.cli.<name>`` with ``add_parser(sub)`` and ``main(args)``. Adding a command is its
+#: module plus one line here.
+COMMANDS: tuple[str, ...] = (
+    "run",
+    "scenarios",
+    "export",
+    "params",
+    "bench",
+    "telemetry",
+    "reproduce",
+    "tune",
+    "record",
+    "view",
+    "trace",
+    "imports",
+    "overhead",
+    "coremap",
+    "place",
+    "tier",
+)
 
-    return (
-        run,
-        scenarios,
-        export,
-        params,
-        bench,
-        telemetry,
-        reproduce,
-        tune,
-        record,
-        view,
-        trace,
-        imports,
-        overhead,
-        coremap,
-        place,
-        tier,
-    )
+
+def subcommands() -> tuple[ModuleType, ...]:
+    """The subcommand modules, in the order `tierlab --help` lists them."""
+    return tuple(importlib.import_module(f"tierlab.cli.{name}") for name in COMMANDS)
 
 
 def build_parser() -> ArgumentParser:

@@ -252,6 +252,42 @@ footprint = "64MiB"
     /// A technique and a tiering policy added as one file and one registry line each
     /// (`agents/telemetry/toy.rs`, `agents/tiering/toy.rs`, registered for tests) run in a
     /// scenario: the technique's hot sets reach the policy, which promotes pages.
+    /// The toy workload, technique and tiering policy, each added as docs/architecture.md's
+    /// "How to add" says (one file and one registry line each: `workload/toy.rs`,
+    /// `agents/telemetry/toy.rs`, `agents/tiering/toy.rs`), run together in a scenario; their
+    /// declared parameters are validated, listed and defaulted from their one declaration.
+    #[test]
+    fn toy_workload_technique_and_policy_added_by_the_recipe_run() {
+        let base = TWO_TIERS
+            .replace("capacity = \"8MiB\"", "capacity = \"64MiB\"")
+            .replace("cores = 2", "cores = 2\nplacement = \"interleave\"")
+            .replace(
+                "kind = \"uniform\"\nfootprint = \"32MiB\"",
+                "kind = \"toy\"\nsize = \"32MiB\"\naccesses = 100000000\nthreads = 2",
+            );
+        let text =
+            format!("{base}[[telemetry]]\nkind = \"toy\"\n[tiering]\nkind = \"toy\"\ntelemetry = \"toy\"\n");
+        let r = run(&text);
+        let s = &r.stats;
+        assert!(s.get_u64("workload.toy.accesses") > 100_000, "{:?}", s.get("workload.toy.accesses"));
+        assert!(s.get_u64("telemetry.toy.looks") >= 10, "{:?}", s.get("telemetry.toy.looks"));
+        assert!(s.get_u64("tiering.toy.promoted") > 0, "the policy promoted pages");
+        // The declarations: the shared fields the registry adds, the toy's own, their ranges.
+        let f = crate::workload::WorkloadConfig::fields_of_kind("toy").expect("registered");
+        let names: Vec<&str> = f.iter().map(|f| f.name).collect();
+        assert_eq!(names, ["threads", "page_size", "populate", "size", "line", "accesses"]);
+        let line = f.iter().find(|f| f.name == "line").unwrap();
+        assert_eq!((line.default_text().as_deref(), line.unit), (Some("64"), "bytes"));
+        // A value outside the declared range is refused at load, naming file, line and field.
+        let bad = Source {
+            text: text.replace("threads = 2", "threads = 2\nline = 0"),
+            file: "t.toml".into(),
+            base_dir: ".".into(),
+        };
+        let e = load(&bad, &[], None).unwrap_err().to_string();
+        assert!(e.contains("t.toml:") && e.contains("workload.line") && e.contains("[1, 1048576]"), "{e}");
+    }
+
     #[test]
     fn toy_technique_and_policy_run_in_a_scenario() {
         // Interleaved placement: half the pages start on the slow node, with room on the fast.

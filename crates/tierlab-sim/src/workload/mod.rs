@@ -22,9 +22,10 @@
 //! Each implementation lives in its own file and is registered by one line in
 //! [`registry!`] below: kind name, enum variant, parameter type. Parameter types are declared
 //! with `#[params]` (each field's default, range, unit and provenance; a typo is an error,
-//! and `tierlab export` prints every default); a kind sharing [`WorkloadShared`] registers
-//! `With<WorkloadShared, ItsParams>` and gives its defaults for the shared part
-//! ([`crate::params::SharedDefaults`]).
+//! and `tierlab export` prints every default); the registry reads each kind's table as
+//! [`WorkloadShared`] plus its own (`With<WorkloadShared, ItsParams>`), the kind giving its
+//! defaults for the shared part ([`crate::params::SharedDefaults`]); `replay`, which takes
+//! its threads from the recording, is registered `alone`.
 
 use crate::error::{Result, SimError};
 pub use crate::os::{AddressSpace, MapOptions};
@@ -46,6 +47,8 @@ pub mod spmv;
 pub mod stencil;
 pub mod stream;
 pub mod sweep3d;
+#[cfg(test)]
+pub mod toy;
 pub mod uniform;
 pub mod zipf;
 
@@ -159,20 +162,22 @@ pub fn check_threads(kind: &str, threads: usize, ctx: &BuildCtx) -> Result<()> {
 crate::registry! {
     /// A workload's configuration: `kind` picks the implementation, the other keys are its
     /// parameters.
-    pub enum WorkloadConfig: WorkloadParams {
-    "masim" => Masim(masim::MasimWorkloadConfig),
-    "stream" => Stream(stream::StreamConfig),
-    "uniform" => Uniform(uniform::UniformConfig),
-    "zipf" => Zipf(zipf::ZipfConfig),
-    "pointer-chase" => PointerChase(pointer_chase::PointerChaseConfig),
-    "stencil" => Stencil(stencil::StencilConfig),
-    "spmv" => Spmv(spmv::SpmvConfig),
-    "hotset" => Hotset(hotset::HotsetConfig),
-    "replay" => Replay(replay::ReplayParams),
-    "sweep3d" => Sweep3d(sweep3d::Sweep3dConfig),
-    "omp-kernel" => OmpKernel(omp_kernel::OmpKernelConfig),
-    "kv" => Kv(kv::KvConfig),
-    "lulesh" => Lulesh(lulesh::LuleshConfig),
+    pub enum WorkloadConfig: WorkloadParams, shared WorkloadShared {
+        "masim" => Masim(masim::MasimParams),
+        "stream" => Stream(stream::StreamParams),
+        "uniform" => Uniform(uniform::UniformParams),
+        "zipf" => Zipf(zipf::ZipfParams),
+        "pointer-chase" => PointerChase(pointer_chase::PointerChaseParams),
+        "stencil" => Stencil(stencil::StencilParams),
+        "spmv" => Spmv(spmv::SpmvParams),
+        "hotset" => Hotset(hotset::HotsetParams),
+        // Replay takes its threads from the recording: it declares them itself.
+        "replay" => Replay(replay::ReplayParams) alone,
+        "sweep3d" => Sweep3d(sweep3d::Sweep3dParams),
+        "omp-kernel" => OmpKernel(omp_kernel::OmpKernelParams),
+        "kv" => Kv(kv::KvParams),
+        "lulesh" => Lulesh(lulesh::LuleshParams),
+        #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }
 

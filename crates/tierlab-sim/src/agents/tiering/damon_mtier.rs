@@ -346,7 +346,7 @@ struct MoverActor<'m> {
 
 impl Actor for MoverActor<'_> {
     fn migrate(&mut self, m: &mut MachineView, vas: &[u64], to: u8) -> Result<(u64, Ps)> {
-        let (b0, d0, t0) = (self.mover.promoted_bytes, self.mover.demoted_bytes, self.mover.migrate_ps);
+        let (b0, d0, t0) = (self.mover.promoted_bytes, self.mover.demoted_bytes, self.mover.migrate);
         let bytes = if to == self.tiers.fast {
             self.mover.promote(m, vas, self.tiers, self.core)?;
             self.mover.promoted_bytes - b0
@@ -355,10 +355,10 @@ impl Actor for MoverActor<'_> {
             self.mover.demoted_bytes - d0
         } else {
             let r = m.migrate_pages(vas, to, self.core)?;
-            self.mover.migrate_ps += Ps::from_ns_f64(r.ns).ps();
+            self.mover.migrate += Ps::from_ns_f64(r.ns);
             r.bytes
         };
-        let t = Ps::from_ps(self.mover.migrate_ps - t0);
+        let t = self.mover.migrate - t0;
         self.charged += t;
         Ok((bytes, t))
     }

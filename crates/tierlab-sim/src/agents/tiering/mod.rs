@@ -77,8 +77,8 @@ pub struct Mover {
     pub promoted_bytes: u64,
     /// Bytes demoted.
     pub demoted_bytes: u64,
-    /// Time charged for migrations, ps.
-    pub migrate_ps: u64,
+    /// Time charged for migrations.
+    pub migrate: Ps,
     /// Promotions refused because the rate limit's budget was spent.
     pub rate_limited: u64,
     win_promoted: u64,
@@ -103,7 +103,7 @@ impl Mover {
             demoted_pages: 0,
             promoted_bytes: 0,
             demoted_bytes: 0,
-            migrate_ps: 0,
+            migrate: Ps::ZERO,
             rate_limited: 0,
             win_promoted: 0,
             win_demoted: 0,
@@ -190,7 +190,7 @@ impl Mover {
         promote: bool,
     ) -> Result<(u64, bool)> {
         let r = m.migrate_pages(vas, to, core)?;
-        self.migrate_ps += (r.ns * 1000.0).round() as u64;
+        self.migrate += Ps::from_ns_f64(r.ns);
         if promote {
             self.tokens -= r.bytes as f64;
             self.promoted_pages += r.pages;
@@ -616,7 +616,7 @@ impl Agent for TieringAgent {
         out.set("tiering.promoted_bytes", m.promoted_bytes);
         out.set("tiering.demoted_bytes", m.demoted_bytes);
         out.set("tiering.rate_limited", m.rate_limited);
-        out.set("tiering.migration_seconds", m.migrate_ps as f64 / 1e12);
+        out.set("tiering.migration_seconds", m.migrate.secs_f64());
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
     }

@@ -362,3 +362,10 @@ impl MemoryBackend for Flat {
         out.set("machine.pagetable.materialized", self.pt.stats.materialized);
     }
 }
+
+/// Selected by a machine without `[machine.hmem]`.
+impl super::BackendKind for Flat {
+    fn for_config(cfg: &crate::os::MachineConfig, _hw: &mut crate::hw::Hardware) -> Option<Self> {
+        cfg.hmem.is_none().then(|| Flat::new(&cfg.cost, cfg.dirty_upper_levels))
+    }
+}

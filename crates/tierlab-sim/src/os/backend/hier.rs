@@ -1143,3 +1143,12 @@ impl MemoryBackend for Hier {
         }
     }
 }
+
+/// Selected by `[machine.hmem]`, which also sets the TLBs' caching of its translations.
+impl super::BackendKind for Hier {
+    fn for_config(cfg: &crate::os::MachineConfig, hw: &mut crate::hw::Hardware) -> Option<Self> {
+        let h = cfg.hmem.as_ref()?;
+        hw.set_tlb_caching(h.tlb);
+        Some(Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost))
+    }
+}

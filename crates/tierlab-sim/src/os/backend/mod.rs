@@ -227,22 +227,3 @@ backends! {
     "flat" => Flat(flat::Flat),
     "hierarchical" => Hier(hier::Hier),
 }
-
-// What selects each registered backend. (A new backend implements `BackendKind` in its own
-// file; these two are here to keep their files as they were.)
-
-/// Selected by a machine without `[machine.hmem]`.
-impl BackendKind for flat::Flat {
-    fn for_config(cfg: &MachineConfig, _hw: &mut Hardware) -> Option<Self> {
-        cfg.hmem.is_none().then(|| flat::Flat::new(&cfg.cost, cfg.dirty_upper_levels))
-    }
-}
-
-/// Selected by `[machine.hmem]`, which also sets the TLBs' caching of its translations.
-impl BackendKind for hier::Hier {
-    fn for_config(cfg: &MachineConfig, hw: &mut Hardware) -> Option<Self> {
-        let h = cfg.hmem.as_ref()?;
-        hw.set_tlb_caching(h.tlb);
-        Some(hier::Hier::new(h, cfg.cores, cfg.nodes.len(), &cfg.cost))
-    }
-}
