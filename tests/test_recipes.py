@@ -89,7 +89,11 @@ def test_every_name_the_recipes_cite_exists() -> None:
             continue  # a command line
         if "/" in token or token.endswith((".rs", ".py", ".md", ".toml")):
             path = token.split(" ")[0].replace("<name>", "toy").replace("<kind>", "toy")
-            candidates = [ROOT / path, ROOT / "crates/tierlab-sim/src" / path, ROOT / "python/tierlab" / path]
+            candidates = [
+                ROOT / path,
+                ROOT / "crates/tierlab-sim/src" / path,
+                ROOT / "python/tierlab" / path,
+            ]
             if "toy" not in path and not any(c.exists() for c in candidates):
                 missing.append(token)
             continue
