@@ -47,6 +47,9 @@ impl WorkloadParams for With<WorkloadShared, ToyParams> {
     }
 }
 
+/// Accesses per batch.
+const BATCH: u64 = 8192;
+
 /// The `toy` workload.
 pub struct Toy {
     p: With<WorkloadShared, ToyParams>,
@@ -76,7 +79,7 @@ impl Workload for Toy {
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
         let lines = (self.p.size.0 / self.p.line).max(1);
-        let n = (self.p.accesses - self.done[t]).min(4096);
+        let n = (self.p.accesses - self.done[t]).min(BATCH);
         for _ in 0..n {
             let addr = self.base + self.rngs[t].below(lines) * self.p.line;
             out.push(Access { addr, kind: AccessKind::Read });
