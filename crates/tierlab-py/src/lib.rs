@@ -10,6 +10,7 @@
 // pyo3 0.22's #[pyfunction] expansion converts PyErr into itself; clippy flags the generated code.
 #![allow(clippy::useless_conversion)]
 
+mod agents;
 mod hugealloc;
 mod live;
 mod params;
@@ -362,6 +363,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
     m.add("SimulationError", m.py().get_type_bound::<SimulationError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    agents::register(m)?;
     live::register(m)?;
     params::register(m)?;
     plan::register(m)?;

@@ -467,3 +467,154 @@ mod tests {
         assert_eq!(f[0].default_text(), None);
     }
 }
+
+// -- implementations outside the engine ---------------------------------------------------
+
+/// The keys every implementation written outside the engine has (`kind = "python"`): the file
+/// that holds it and the class's name.
+#[tierlab_core::param::params]
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternalKeys {
+    /// The file that holds the class (relative to the scenario's folder).
+    #[param(required)]
+    pub path: String,
+    /// The class's name in that file.
+    #[param(required)]
+    pub class: String,
+}
+
+/// The error of a `kind = "python"` entry in a program that installed no host to run it.
+pub const NO_HOST: &str = "`kind = \"python\"` runs a Python class, which needs tierlab's Python package (`tierlab run`, `tierlab.run()`): this program has no Python host";
+
+/// No shared parameters (a kind whose registry has none: replacement policies).
+#[tierlab_core::param::params]
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unshared {}
+
+/// The parameters of an implementation written outside the engine (a Python class): the
+/// kind's shared ones (`S`), the file and the class ([`ExternalKeys`]), and every other key
+/// of the table, which are the class's own parameters (`own`). The engine cannot know what a
+/// class declares: the host that runs it (the Python binding) checks `own` against the
+/// class's declarations and names a key it does not declare. Read from one TOML table, the
+/// shared keys going to `S` as [`With`] does; written back as given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct External<S> {
+    /// The shared parameters.
+    pub shared: S,
+    /// The file and the class.
+    pub keys: ExternalKeys,
+    /// The class's own parameters, as written.
+    pub own: toml::Table,
+}
+
+impl<S: Params + 'static> Declared for External<S>
+where
+    ExternalKeys: SharedDefaults<S>,
+{
+    /// The shared fields and the file and class (the class's own parameters are declared
+    /// by the class).
+    fn fields() -> Vec<&'static FieldSpec> {
+        <With<S, ExternalKeys> as Declared>::fields()
+    }
+}
+
+impl<S: Params + 'static> ParamType for External<S>
+where
+    ExternalKeys: SharedDefaults<S>,
+{
+    fn shape() -> Shape {
+        Shape::Table(<Self as Declared>::fields)
+    }
+}
+
+impl<S: Serialize> Serialize for External<S> {
+    fn serialize<Z: serde::Serializer>(&self, z: Z) -> Result<Z::Ok, Z::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let shared = match toml::Value::try_from(&self.shared).map_err(Z::Error::custom)? {
+            toml::Value::Table(t) => t,
+            _ => toml::Table::new(),
+        };
+        let mut m = z.serialize_map(Some(shared.len() + 2 + self.own.len()))?;
+        for (k, v) in &shared {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("path", &self.keys.path)?;
+        m.serialize_entry("class", &self.keys.class)?;
+        for (k, v) in &self.own {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de, S: Params> Deserialize<'de> for External<S>
+where
+    ExternalKeys: SharedDefaults<S>,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Params> Visitor<'de> for V<S>
+        where
+            ExternalKeys: SharedDefaults<S>,
+        {
+            type Value = External<S>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table of parameters")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let sf = S::keys();
+                let mut shared = match toml::Value::try_from(<ExternalKeys as SharedDefaults<S>>::shared_defaults())
+                {
+                    Ok(toml::Value::Table(t)) => t,
+                    _ => toml::Table::new(),
+                };
+                let (mut path, mut class) = (None, None);
+                let mut own = toml::Table::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    match k.as_str() {
+                        "path" => path = Some(map.next_value::<String>()?),
+                        "class" => class = Some(map.next_value::<String>()?),
+                        _ if sf.contains(&k.as_str()) => {
+                            shared.insert(k, map.next_value()?);
+                        }
+                        _ => {
+                            own.insert(k, map.next_value()?);
+                        }
+                    }
+                }
+                let path = path.ok_or_else(|| de::Error::missing_field("path"))?;
+                let class = class.ok_or_else(|| de::Error::missing_field("class"))?;
+                if path.trim().is_empty() {
+                    return Err(de::Error::custom("`path` is empty: give the file that holds the class"));
+                }
+                if class.trim().is_empty() {
+                    return Err(de::Error::custom("`class` is empty: give the class's name"));
+                }
+                let shared = S::deserialize(toml::Value::Table(shared)).map_err(de::Error::custom)?;
+                Ok(External { shared, keys: ExternalKeys { path, class }, own })
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+impl SharedDefaults<Unshared> for ExternalKeys {
+    fn shared_defaults() -> Unshared {
+        Unshared {}
+    }
+}
+
+/// Feed-kind lists made at run time (a class's declarations) as the `'static` slices the
+/// contracts use: each distinct list is made once per process (at most 15 exist).
+pub fn intern<T: Copy + PartialEq + Send + Sync + 'static>(
+    list: &[T],
+    table: &'static std::sync::Mutex<Vec<&'static [T]>>,
+) -> &'static [T] {
+    let mut t = table.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = t.iter().find(|s| **s == list) {
+        return s;
+    }
+    let s: &'static [T] = Box::leak(list.to_vec().into_boxed_slice());
+    t.push(s);
+    s
+}

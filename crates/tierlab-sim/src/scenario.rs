@@ -402,8 +402,33 @@ pub fn load(src: &Source, overrides: &[String], seed: Option<u64>) -> Result<Sce
         sc.name =
             Path::new(&src.file).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
     }
+    resolve_external_paths(&mut sc, &src.base_dir);
     validate(&sc, src).map_err(|e| overridden(e, src, overrides))?;
     Ok(sc)
+}
+
+/// The `path` of every `kind = "python"` entry, resolved against the scenario's folder (a
+/// stage and a sweep's worker read the same file whatever their working directory).
+pub fn resolve_external_paths(sc: &mut Scenario, base_dir: &Path) {
+    let resolve = |p: &mut String| {
+        let path = Path::new(p.as_str());
+        if path.is_relative() && base_dir != Path::new(".") {
+            *p = base_dir.join(path).to_string_lossy().to_string();
+        }
+    };
+    for t in &mut sc.telemetry {
+        if let crate::agents::telemetry::TelemetryConfig::Python(e) = t {
+            resolve(&mut e.keys.path);
+        }
+    }
+    if let Some(crate::agents::tiering::TieringConfig::Python(e)) = &mut sc.tiering {
+        resolve(&mut e.keys.path);
+    }
+    for p in &mut sc.policies {
+        if let crate::os::replacement::PolicyConfig::Python(e) = p {
+            resolve(&mut e.keys.path);
+        }
+    }
 }
 
 /// A check's error about a field an override set: the value is the override's, not the
@@ -610,6 +635,36 @@ fn validate(sc: &Scenario, src: &Source) -> Result<()> {
         };
         t.common().check(&tctx).map_err(relocate)?;
         t.build(&tctx).map_err(relocate)?;
+    }
+    // Classes written outside the engine: their own keys are checked against what the
+    // class declares (the host loads it), errors located like any other field's.
+    let relocate = |e: SimError| match e {
+        SimError::Config { at, msg } => err(at.field.as_deref().unwrap_or(""), msg),
+        other => other,
+    };
+    for (index, t) in sc.telemetry.iter().enumerate() {
+        if t.kind() == "python" {
+            let tctx = crate::agents::telemetry::TelemetryBuildCtx {
+                seed: sc.seed,
+                scenario_file: src.file.clone(),
+                index,
+                cores: sc.machine.cores,
+                threads: 1,
+                nodes: sc.machine.nodes.len(),
+            };
+            t.build(&tctx).map_err(relocate)?;
+        }
+    }
+    for (index, p) in sc.policies.iter().enumerate() {
+        if p.kind() == "python" {
+            let pctx = crate::os::replacement::PolicyBuildCtx {
+                scenario_file: src.file.clone(),
+                index,
+                seed: sc.seed,
+                ..Default::default()
+            };
+            p.build(&pctx).map_err(relocate)?;
+        }
     }
     if sc.policies.len() > 1 {
         return Err(err("policies", "only one replacement policy can run at a time".into()));

@@ -48,7 +48,7 @@ pub mod tiering;
 mod view;
 
 pub use crate::units::Ps;
-pub use view::MachineView;
+pub use view::{push_run, AccessScan, MachineView};
 
 /// "No event".
 pub const NEVER: Ps = Ps::NEVER;
@@ -179,9 +179,28 @@ pub struct Subscription {
     pub field: String,
 }
 
+/// One promotion or demotion a tiering policy asked for (its decision log): the pages it
+/// named, in order, and how many of them moved (the first `moved`; the others did not fit
+/// the rate limit's budget or the target node's room).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveRecord {
+    /// When.
+    pub time: Ps,
+    /// Promotion (to the fast node) or demotion (to the slow node).
+    pub promote: bool,
+    /// The target node.
+    pub node: u8,
+    /// The pages named (addresses).
+    pub pages: Vec<u64>,
+    /// How many of them (from the first) moved.
+    pub moved: u64,
+}
+
 /// What an agent hands over at the end of a run (a stage's output).
 #[derive(Default)]
 pub struct AgentOutput {
+    /// A tiering policy's decision log.
+    pub decisions: Vec<MoveRecord>,
     /// Samples taken, as rows of the recording format's `samples` table.
     pub samples: Vec<tierlab_core::Sample>,
     /// A placement plan: sorted, disjoint `(start, end, node)` byte ranges.

@@ -67,6 +67,30 @@ use crate::os::hint::HintFaults;
 use crate::os::memory::{LruMarks, Node, Placement};
 use crate::os::{Flush, Machine, Migrated, MigrationCounters, Vma};
 use crate::units::Ps;
+use tierlab_core::{bytes_of, vpn, PageSize, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
+
+/// What [`MachineView::scan_accessed`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessScan {
+    /// Entries read.
+    pub read: u64,
+    /// Runs `[first, end)` of base-page numbers found accessed, sorted and disjoint.
+    pub runs: Vec<(u64, u64)>,
+    /// Base pages found accessed.
+    pub pages: u64,
+    /// Lowest address of an accessed page.
+    pub lo: u64,
+    /// End of the highest accessed page.
+    pub hi: u64,
+}
+
+/// Append the page run `[s, e)` to sorted runs, merging with the last when adjacent.
+pub fn push_run(runs: &mut Vec<(u64, u64)>, s: u64, e: u64) {
+    match runs.last_mut() {
+        Some(last) if last.1 >= s => last.1 = last.1.max(e),
+        _ => runs.push((s, e)),
+    }
+}
 
 /// The machine as agents see it (see the module docs).
 pub struct MachineView<'a> {
@@ -287,6 +311,77 @@ impl<'a> MachineView<'a> {
     /// Test and clear the Accessed bit at `level` for `va`, then flush as told.
     pub fn clear_accessed(&mut self, va: u64, level: Level, flush: Flush) -> bool {
         self.m.clear_accessed(va, level, flush)
+    }
+    /// The present pages of `[start, end)` in address order, each once at its base (a huge
+    /// page whole, also when `start` lies inside it): `(base, bytes, node)`, at most `max` of
+    /// them; and where the listing stopped: the end of the last page listed when `max` were,
+    /// else the first page boundary at or past `end` (a walk that steps over each present
+    /// page and over absent memory 4 KiB at a time).
+    pub fn present_pages(&self, start: u64, end: u64, max: usize) -> (Vec<(u64, u64, u8)>, u64) {
+        let mut out = Vec::new();
+        let mut va = start;
+        while va < end {
+            if out.len() >= max {
+                break;
+            }
+            let b = self.page_size_of(va).map_or(PAGE_SIZE, |p| p.bytes());
+            let base = va & !(b - 1);
+            if let Some(n) = self.node_of(va) {
+                out.push((base, b, n));
+            }
+            va = base + b;
+        }
+        (out, va)
+    }
+    /// Read the leaf Accessed bits of `[start, end)` in a mapping of `page_size` pages (PTEs
+    /// 64 per bitmap word; one PMD or PUD leaf per huge page), clearing them when `clear`
+    /// (no TLB flush): the entries read, the runs of pages found accessed (base-page numbers
+    /// `[first, end)`, sorted), and the span `[lo, hi)` of the accessed pages (`lo >= hi`:
+    /// none). None without radix page tables.
+    pub fn scan_accessed(&mut self, start: u64, end: u64, page_size: PageSize, clear: bool) -> Option<AccessScan> {
+        let pt = self.m.page_tables_mut()?;
+        let mut r = AccessScan { read: 0, runs: Vec::new(), pages: 0, lo: u64::MAX, hi: 0 };
+        match page_size {
+            PageSize::Base4K => {
+                pt.scan_pte_accessed(start, end, clear, &mut |va, _present, acc| {
+                    // A present PTE table (or bulk entry): every slot in range is read.
+                    let (a, b) = (va.max(start), (va + bytes_of(64)).min(end));
+                    r.read += vpn(b - a);
+                    let mut bits = acc;
+                    let page0 = vpn(va);
+                    while bits != 0 {
+                        let tz = bits.trailing_zeros() as u64;
+                        let ones = (!(bits >> tz)).trailing_zeros() as u64;
+                        push_run(&mut r.runs, page0 + tz, page0 + tz + ones);
+                        r.pages += ones;
+                        bits = if tz + ones >= 64 { 0 } else { bits & (!0u64 << (tz + ones)) };
+                    }
+                    if acc != 0 {
+                        r.lo = r.lo.min(va + bytes_of(acc.trailing_zeros() as u64));
+                        r.hi = r.hi.max(va + bytes_of(64 - acc.leading_zeros() as u64));
+                    }
+                });
+            }
+            _ => {
+                let (h, level) =
+                    if page_size == PageSize::Huge1G { (HUGE_1G_SIZE, Level::Pud) } else { (HUGE_SIZE, Level::Pmd) };
+                let mut va = start & !(h - 1);
+                while va < end {
+                    if pt.is_present(va, level) {
+                        r.read += 1;
+                        let hot = if clear { pt.test_and_clear_accessed(va, level) } else { pt.test_accessed(va, level) };
+                        if hot {
+                            push_run(&mut r.runs, vpn(va), vpn(va + h));
+                            r.pages += vpn(h);
+                            r.lo = r.lo.min(va);
+                            r.hi = r.hi.max(va + h);
+                        }
+                    }
+                    va += h;
+                }
+            }
+        }
+        Some(r)
     }
     /// Invalidate the translations of `[start, end)` with a shootdown from `initiator`.
     pub fn invalidate_range(&mut self, initiator: usize, start: u64, end: u64) {

@@ -58,6 +58,8 @@ pub struct RunResult {
     pub plan: Option<Vec<(u64, u64, u8)>>,
     /// damo records (JSON) of the region-based techniques asked to keep one, per label.
     pub damo_records: Vec<(String, String)>,
+    /// The tiering policy's decision log (see [`crate::agents::MoveRecord`]).
+    pub decisions: Vec<crate::agents::MoveRecord>,
     /// The stages that ran before the last one.
     pub stages: Vec<StageSummary>,
     /// Node of each core (for recordings of the run's samples).

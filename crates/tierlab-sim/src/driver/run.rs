@@ -120,6 +120,7 @@ impl Run {
         let mut samples = Vec::new();
         let mut plan = None;
         let mut damo_records = Vec::new();
+        let mut decisions = Vec::new();
         for i in 0..self.agents.len() {
             let mut out = Vec::new();
             let Slot { agent, cpu, wants, .. } = &mut self.agents[i];
@@ -140,6 +141,7 @@ impl Run {
             if o.plan.is_some() {
                 plan = o.plan;
             }
+            decisions.extend(o.decisions);
             if let Some(r) = o.damo_record {
                 damo_records.push((agent.label().to_string(), r));
             }
@@ -186,6 +188,7 @@ impl Run {
             samples,
             plan,
             damo_records,
+            decisions,
             stages: Vec::new(),
             core_nodes: self.machine.os.mem.core_node.clone(),
         };

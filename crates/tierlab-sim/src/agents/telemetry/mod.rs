@@ -38,6 +38,7 @@ use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, MachineView, Ps, Role}
 
 pub mod damon;
 pub mod damos;
+pub mod external;
 pub mod ibs;
 pub mod monitor;
 pub mod pebs;
@@ -177,7 +178,7 @@ impl Agent for TelemetryAgent {
         self.obs.report_stats(&p, out);
     }
     fn output(&mut self) -> AgentOutput {
-        AgentOutput { samples: self.obs.samples(), plan: None, damo_record: self.obs.damo_record() }
+        AgentOutput { samples: self.obs.samples(), plan: None, damo_record: self.obs.damo_record() , decisions: Vec::new() }
     }
 }
 
@@ -294,6 +295,7 @@ crate::registry! {
         "pebs" => Pebs(pebs::PebsParams),
         "perf-pebs" => PerfPebs(perf_pebs::PerfPebsParams),
         "ibs" => Ibs(ibs::IbsParams),
+        "python" => Python(crate::params::External<TelemetryShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }

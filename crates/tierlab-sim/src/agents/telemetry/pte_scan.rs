@@ -37,12 +37,11 @@
 
 use serde::{Deserialize, Serialize};
 use tierlab_core::param::params;
-use tierlab_core::{bytes_of, page_addr, vpn, HUGE_1G_SIZE, HUGE_SIZE, PAGE_SIZE};
+use tierlab_core::{page_addr, vpn, PAGE_SIZE};
 
 use super::*;
 use crate::agents::{MachineView, Ps};
 use crate::error::Result;
-use crate::hw::pagetable::Level;
 use crate::units::Duration;
 use crate::workload::PageSize;
 
@@ -118,13 +117,7 @@ impl TelemetryParams for PteScanParams {
     }
 }
 
-/// Append the page run `[s, e)` to sorted runs, merging with the last when adjacent.
-fn push_run(runs: &mut Vec<(u64, u64)>, s: u64, e: u64) {
-    match runs.last_mut() {
-        Some(last) if last.1 >= s => last.1 = last.1.max(e),
-        _ => runs.push((s, e)),
-    }
-}
+use crate::agents::push_run;
 
 /// The `pte-scan` observer.
 pub struct PteScan {
@@ -202,60 +195,24 @@ impl PteScan {
                 return (read, true);
             };
             let s = self.cursor.max(vs);
-            let (mut lo, mut hi) = (u64::MAX, 0u64);
-            let end;
-            match psz {
-                PageSize::Base4K => {
-                    end = ve.min(s.saturating_add(budget * PAGE_SIZE));
-                    budget -= (end - s) / PAGE_SIZE;
-                    let cur = &mut self.cur;
-                    let mut found = 0u64;
-                    let Some(pt) = ctx.machine.page_tables_mut() else { return (read, true) };
-                    pt.scan_pte_accessed(s, end, true, &mut |va, _present, acc| {
-                        // A present PTE table (or bulk entry): every slot in range is read.
-                        let (a, b) = (va.max(s), (va + bytes_of(64)).min(end));
-                        read += vpn(b - a);
-                        let mut bits = acc;
-                        let page0 = vpn(va);
-                        while bits != 0 {
-                            let tz = bits.trailing_zeros() as u64;
-                            let ones = (!(bits >> tz)).trailing_zeros() as u64;
-                            push_run(cur, page0 + tz, page0 + tz + ones);
-                            found += ones;
-                            bits = if tz + ones >= 64 { 0 } else { bits & (!0u64 << (tz + ones)) };
-                        }
-                        if acc != 0 {
-                            lo = lo.min(va + bytes_of(acc.trailing_zeros() as u64));
-                            hi = hi.max(va + bytes_of(64 - acc.leading_zeros() as u64));
-                        }
-                    });
-                    self.found += found;
-                }
-                _ => {
-                    // Huge pages (2 MiB or 1 GiB): one leaf entry per page.
-                    let (h, level) = if psz == PageSize::Huge1G {
-                        (HUGE_1G_SIZE, Level::Pud)
-                    } else {
-                        (HUGE_SIZE, Level::Pmd)
-                    };
-                    end = ve.min(s.saturating_add(budget * h));
-                    budget -= (end - s).div_ceil(h);
-                    let mut va = s & !(h - 1);
-                    let Some(pt) = ctx.machine.page_tables_mut() else { return (read, true) };
-                    while va < end {
-                        if pt.is_present(va, level) {
-                            read += 1;
-                            if pt.test_and_clear_accessed(va, level) {
-                                push_run(&mut self.cur, vpn(va), vpn(va + h));
-                                self.found += vpn(h);
-                                lo = lo.min(va);
-                                hi = hi.max(va + h);
-                            }
-                        }
-                        va += h;
-                    }
-                }
+            let h = psz.bytes();
+            let end = if psz == PageSize::Base4K {
+                let end = ve.min(s.saturating_add(budget * PAGE_SIZE));
+                budget -= (end - s) / PAGE_SIZE;
+                end
+            } else {
+                // Huge pages (2 MiB or 1 GiB): one leaf entry per page.
+                let end = ve.min(s.saturating_add(budget * h));
+                budget -= (end - s).div_ceil(h);
+                end
+            };
+            let Some(r) = ctx.machine.scan_accessed(s, end, psz, true) else { return (read, true) };
+            read += r.read;
+            self.found += r.pages;
+            for (a, b) in r.runs {
+                push_run(&mut self.cur, a, b);
             }
+            let (lo, hi) = (r.lo, r.hi);
             if flush && lo < hi {
                 batches.push((lo, hi));
             }
@@ -404,6 +361,7 @@ impl crate::params::SharedDefaults<TelemetryShared> for PteScanParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::pagetable::Level;
     use crate::os::{Machine, MachineConfig, Vma};
     use crate::units::ByteSize;
     use crate::workload::{AddressSpace, MapOptions};

@@ -39,11 +39,12 @@ use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
 use tierlab_core::param::params;
 
-use super::{Agent, AgentCtx, Feed, FeedKind, Info, MachineView, Ps, Role, Subscription};
+use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, Info, MachineView, MoveRecord, Ps, Role, Subscription};
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
 
 pub mod colloid;
 pub mod damon_mtier;
+pub mod external;
 pub mod hemem;
 pub mod hottest_first;
 pub mod memtis;
@@ -81,9 +82,17 @@ pub struct Mover {
     pub migrate: Ps,
     /// Promotions refused because the rate limit's budget was spent.
     pub rate_limited: u64,
+    /// The decision log: every promotion and demotion asked for (up to [`LOG_PAGES`] pages).
+    pub log: Vec<MoveRecord>,
+    logged: u64,
+    /// Pages named after the log was full (not logged).
+    pub unlogged: u64,
     win_promoted: u64,
     win_demoted: u64,
 }
+
+/// Most pages the decision log of a run keeps (128 MiB of addresses).
+pub const LOG_PAGES: u64 = 16 << 20;
 
 /// Pages per migration batch (Linux's `NR_MAX_BATCHED_MIGRATION`).
 pub const BATCH: usize = 512; // not a page size: a batch length
@@ -105,6 +114,9 @@ impl Mover {
             demoted_bytes: 0,
             migrate: Ps::ZERO,
             rate_limited: 0,
+            log: Vec::new(),
+            logged: 0,
+            unlogged: 0,
             win_promoted: 0,
             win_demoted: 0,
         }
@@ -133,6 +145,25 @@ impl Mover {
         t: Tiers,
         core: usize,
     ) -> Result<(u64, bool)> {
+        let r = self.promote_unlogged(m, vas, t, core)?;
+        self.record(true, t.fast, vas, r.0);
+        Ok(r)
+    }
+
+    /// Log one call (see [`Mover::log`]).
+    fn record(&mut self, promote: bool, node: u8, vas: &[u64], moved: u64) {
+        if vas.is_empty() {
+            return;
+        }
+        if self.logged + vas.len() as u64 > LOG_PAGES {
+            self.unlogged += vas.len() as u64;
+            return;
+        }
+        self.logged += vas.len() as u64;
+        self.log.push(MoveRecord { time: self.last, promote, node, pages: vas.to_vec(), moved });
+    }
+
+    fn promote_unlogged(&mut self, m: &mut MachineView, vas: &[u64], t: Tiers, core: usize) -> Result<(u64, bool)> {
         let mut moved = 0;
         for chunk in vas.chunks(BATCH) {
             let bytes: u64 = chunk.iter().map(|&v| page_bytes(m, v)).sum();
@@ -178,6 +209,7 @@ impl Mover {
                 break;
             }
         }
+        self.record(false, t.slow, vas, moved);
         Ok(moved)
     }
 
@@ -301,6 +333,16 @@ pub trait TieringPolicy: Send {
     }
     /// Publish policy-specific stats under `prefix` (no trailing dot).
     fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
+    /// The period of its loop when only the built policy knows it (a policy written outside
+    /// the engine); None: the parameters' ([`TieringParams::period`]).
+    fn period(&self) -> Option<Ps> {
+        None
+    }
+    /// The feed kinds it accepts when only the built policy knows them; None: the
+    /// parameters' ([`TieringParams::accepts`]).
+    fn accepts(&self) -> Option<&'static [FeedKind]> {
+        None
+    }
 }
 
 /// Build-time context of a policy.
@@ -468,6 +510,7 @@ crate::registry! {
         "numa-tiering" => NumaTiering(numa_tiering::NumaTieringParams),
         "damon-mtier" => DamonMtier(damon_mtier::DamonMtierParams),
         "colloid" => Colloid(colloid::ColloidParams),
+        "python" => Python(crate::params::External<TieringShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }
@@ -526,6 +569,8 @@ impl TieringAgent {
             _ => {}
         }
         let policy = cfg.build(ctx)?;
+        let accepts = policy.accepts().map(Some).unwrap_or(accepts);
+        let period = policy.period().unwrap_or(c.period);
         let core = c.core_or_default(ctx.cores, ctx.threads);
         Ok(TieringAgent {
             label: c.name.clone(),
@@ -533,7 +578,7 @@ impl TieringAgent {
             policy,
             follows: c.telemetry.clone(),
             accepts,
-            mover: Mover::new(c.rate_limit_mbps, c.period),
+            mover: Mover::new(c.rate_limit_mbps, period),
             tiers: c.tiers,
             core,
         })
@@ -619,6 +664,9 @@ impl Agent for TieringAgent {
         out.set("tiering.migration_seconds", m.migrate.secs_f64());
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
+    }
+    fn output(&mut self) -> AgentOutput {
+        AgentOutput { decisions: std::mem::take(&mut self.mover.log), ..AgentOutput::default() }
     }
 }
 

@@ -520,11 +520,20 @@ impl Hier {
             let mut ctx =
                 Ctx { h: &mut *h, hw: &mut *env.hw, mm: env.mm_cpumask, who: Initiator::Core(core) };
             let v = p.evict(&mut ctx);
-            assert!(
-                ctx.h.pages.flags[v as usize] & RESIDENT != 0,
-                "policy `{}` evicted page {v}, which is not resident",
-                ctx.h.policy_kind
-            );
+            let err = p.error().or_else(|| {
+                let resident = ctx.h.pages.flags.get(v as usize).is_some_and(|f| f & RESIDENT != 0);
+                (!resident).then(|| {
+                    SimError::runtime(format!(
+                        "replacement policy `{}` chose page {v} as the victim, which is not resident",
+                        ctx.h.policy_kind
+                    ))
+                })
+            });
+            if let Some(e) = err {
+                env.hw.cores[core].clock_ps = t0;
+                self.policy = Some(p);
+                return Err(e);
+            }
             ctx.unmap_victim(v);
             env.mem.free(0, pb / tierlab_core::PAGE_SIZE);
         }
@@ -555,7 +564,11 @@ impl Hier {
             id,
             &mut Ctx { h: &mut *h, hw: &mut *env.hw, mm: env.mm_cpumask, who: Initiator::Core(core) },
         );
+        let err = p.error();
         self.policy = Some(p);
+        if let Some(e) = err {
+            return Err(e);
+        }
         let c = &mut env.hw.cores[core];
         let dt = c.clock_ps - t0;
         c.c.page_faults += 1;

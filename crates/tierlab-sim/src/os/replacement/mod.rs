@@ -32,6 +32,7 @@ use crate::units::Ps;
 
 pub mod clock;
 pub mod cmcp;
+pub mod external;
 pub mod fifo;
 pub mod lru;
 pub mod lru_exact;
@@ -80,6 +81,12 @@ pub trait Replacement: Send {
     fn tick(&mut self, _now: Ps, _f: &mut dyn Frames) {}
     /// Publish the policy's own counters under `prefix`.
     fn report_stats(&self, _prefix: &str, _out: &mut Stats) {}
+    /// An error the policy met in a callback since the last call (a policy written outside
+    /// the engine: an exception, a victim that is not resident): the memory system stops the
+    /// run with it after the callback. Built-in policies have none.
+    fn error(&mut self) -> Option<SimError> {
+        None
+    }
 }
 
 /// What every policy gets at build time.
@@ -128,6 +135,7 @@ crate::registry! {
     "clock" => Clock(clock::ClockParams),
     "lru" => Lru(lru::LruParams),
     "cmcp" => Cmcp(cmcp::CmcpParams),
+    "python" => Python(crate::params::External<crate::params::Unshared>),
     }
 }
 
