@@ -36,7 +36,9 @@ LIST = 4096  # pages listed per look at the machine
 class HottestFirst(TieringPolicy):
     interval = Param("10ms", kind="duration", range=(1, None), doc="policy-loop period")
     fill = Param(0.95, range=(1e-12, 1.0), doc="fraction of the fast tier the plan may fill")
-    sample_decay = Param("1s", kind="duration", range=(1, None), doc="sample counts halve this often")
+    sample_decay = Param(
+        "1s", kind="duration", range=(1, None), doc="sample counts halve this often"
+    )
     min_samples = Param(1, range=(1, None), doc="samples a page needs to be a candidate")
     ns_per_item = Param(100.0, range=(0, 1e9), doc="CPU cost of ranking one region or page, ns")
 
@@ -66,7 +68,11 @@ class HottestFirst(TieringPolicy):
         if isinstance(feed, Regions):
             hot = feed.nr_accesses > feed.hot_threshold
             self.replan(
-                feed.start[hot], feed.end[hot], feed.nr_accesses[hot].astype(float), feed.age[hot].astype(np.int64), ctx
+                feed.start[hot],
+                feed.end[hot],
+                feed.nr_accesses[hot].astype(float),
+                feed.age[hot].astype(np.int64),
+                ctx,
             )
         elif isinstance(feed, Samples):
             # Counted at the next policy step (nothing reads the counts before it).
@@ -95,7 +101,9 @@ class HottestFirst(TieringPolicy):
         order = np.argsort(self.vpns, kind="stable")
         self.vpns, self.counts = self.vpns[order], self.counts[order]
 
-    def replan(self, start: np.ndarray, end: np.ndarray, score: np.ndarray, tie: np.ndarray, ctx: Context) -> None:
+    def replan(
+        self, start: np.ndarray, end: np.ndarray, score: np.ndarray, tie: np.ndarray, ctx: Context
+    ) -> None:
         """Rank the candidates, cut the plan at the fast tier's budget, re-score the runs."""
         ctx.charge_ns(float(start.size) * self.ns_per_item)
         start, end = start.astype(np.uint64), end.astype(np.uint64)
@@ -125,10 +133,14 @@ class HottestFirst(TieringPolicy):
             re = np.array([self.res[k][0] for k in self.res_keys], dtype=np.uint64)
             lo = np.searchsorted(be, rs, side="right")
             hi = np.searchsorted(bs, re, side="left")
-            best = np.where(hi > lo, bsc[np.minimum(lo, max(bsc.size - 1, 0))] if bsc.size else 0.0, 0.0)
+            best = np.where(
+                hi > lo, bsc[np.minimum(lo, max(bsc.size - 1, 0))] if bsc.size else 0.0, 0.0
+            )
             for i in np.flatnonzero(hi - lo > 1):
                 best[i] = bsc[lo[i] : hi[i]].max()
-            self.res = dict(zip(self.res_keys, zip(re.tolist(), best.tolist(), strict=True), strict=True))
+            self.res = dict(
+                zip(self.res_keys, zip(re.tolist(), best.tolist(), strict=True), strict=True)
+            )
 
     # -- resident runs ---------------------------------------------------------------------------
     def add_resident(self, start: int, end: int, score: float) -> None:
@@ -186,7 +198,9 @@ class HottestFirst(TieringPolicy):
         return freed
 
     # -- the policy loop -------------------------------------------------------------------------
-    def collect(self, va: int, end: int, slow: int, budget: int) -> tuple[list[int], list[int], int, int]:
+    def collect(
+        self, va: int, end: int, slow: int, budget: int
+    ) -> tuple[list[int], list[int], int, int]:
         """Walk ``[va, end)`` as the built-in policy does: skip resident runs, take the pages
         on the slow tier until 512 are taken or the next would exceed ``budget``. Returns the
         pages, their sizes, their bytes and where the walk stopped."""
@@ -245,7 +259,11 @@ class HottestFirst(TieringPolicy):
         n = self.p_start.size
         while self.pos[0] < n and ctx.core_free_before(self.next_ps):
             k = self.pos[0]
-            it_start, it_end, score = int(self.p_start[k]), int(self.p_end[k]), float(self.p_score[k])
+            it_start, it_end, score = (
+                int(self.p_start[k]),
+                int(self.p_end[k]),
+                float(self.p_score[k]),
+            )
             va = max(self.pos[1], it_start)
             if it_end - va == PAGE and va % PAGE == 0:
                 # One page (a sampled page's item): the walk below, without listing.

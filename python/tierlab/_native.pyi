@@ -93,6 +93,22 @@ class SampleColumns(TypedDict):
     #: index of the drain that delivered the sample
     drain: list[int]
 
+class DecisionColumns(TypedDict):
+    """A tiering policy's decision log, one row per page named in a promotion or demotion."""
+
+    #: when, ns
+    time_ns: list[int]
+    #: index of the call (one promotion or demotion of a list of pages)
+    call: list[int]
+    #: ``promote`` or ``demote``
+    action: list[str]
+    #: page address
+    addr: list[int]
+    #: target node
+    node: list[int]
+    #: whether the page moved (the call moved the first pages it named that fit)
+    moved: list[bool]
+
 @final
 class RunOutput:
     """What :func:`run` returns."""
@@ -146,6 +162,9 @@ class RunOutput:
     def damo_records(self) -> dict[str, str]:
         """damo records (JSON text) of the region-based techniques with ``record = true``, by
         label"""
+    @property
+    def decisions(self) -> DecisionColumns:
+        """the tiering policy's decision log: one row per page named in a promotion or demotion"""
     @property
     def stages(self) -> list[StageOutput]:
         """the stages that ran before the last one"""

@@ -193,6 +193,9 @@ class Result:
     damo_records: dict[str, str] = field(default_factory=dict, repr=False)
     #: the stages that ran before the last one
     stages: list[StageOutput] = field(default_factory=list, repr=False)
+    #: the tiering policy's decision log (one row per page named in a promotion or
+    #: demotion): ``time_ns, call, action, addr, node, moved`` columns; empty without tiering
+    decisions: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: what the native ``run`` returned (None for a result made otherwise, e.g. from a
     #: sweep point)
     raw: RunOutput | None = field(default=None, repr=False)
@@ -232,6 +235,7 @@ class Result:
             core_nodes=raw.core_nodes,
             damo_records=raw.damo_records,
             stages=raw.stages,
+            decisions=raw.decisions,
             raw=raw,
         )
 

@@ -127,6 +127,8 @@ record! {
         core_nodes: Vec<u8> => "list[int]",
         /// damo records (JSON text) of the region-based techniques with ``record = true``, by label
         damo_records: Py<PyDict> => "dict[str, str]",
+        /// the tiering policy's decision log: one row per page named in a promotion or demotion
+        decisions: Py<PyDict> => "DecisionColumns",
         /// the stages that ran before the last one
         stages: Py<PyList> => "list[StageOutput]",
         /// ``(name, value)`` rows of the run's summary
@@ -204,9 +206,33 @@ record! {
     }
 }
 
+record! {
+    /// A tiering policy's decision log, one row per page named in a promotion or demotion.
+    dict DecisionColumns {
+        /// when, ns
+        time_ns: Vec<u64> => "list[int]",
+        /// index of the call (one promotion or demotion of a list of pages)
+        call: Vec<u64> => "list[int]",
+        /// ``promote`` or ``demote``
+        action: Vec<&'static str> => "list[str]",
+        /// page address
+        addr: Vec<u64> => "list[int]",
+        /// target node
+        node: Vec<u8> => "list[int]",
+        /// whether the page moved (the call moved the first pages it named that fit)
+        moved: Vec<bool> => "list[bool]",
+    }
+}
+
 /// Every declared type, in the stub's order.
-pub const RECORDS: &[RecordInfo] =
-    &[Heatmap::INFO, MappingInfo::INFO, SampleColumns::INFO, RunOutput::INFO, StageOutput::INFO];
+pub const RECORDS: &[RecordInfo] = &[
+    Heatmap::INFO,
+    MappingInfo::INFO,
+    SampleColumns::INFO,
+    DecisionColumns::INFO,
+    RunOutput::INFO,
+    StageOutput::INFO,
+];
 
 /// The run's result as Python objects (the summary rows made beforehand).
 pub fn run_output(py: Python<'_>, r: RunResult, summary: Vec<(String, String)>) -> PyResult<RunOutput> {
@@ -256,6 +282,24 @@ pub fn run_output(py: Python<'_>, r: RunResult, summary: Vec<(String, String)>) 
     for (label, json) in r.damo_records {
         damo_records.set_item(label, json)?;
     }
+    let mut dec = DecisionColumns {
+        time_ns: Vec::new(),
+        call: Vec::new(),
+        action: Vec::new(),
+        addr: Vec::new(),
+        node: Vec::new(),
+        moved: Vec::new(),
+    };
+    for (i, m) in r.decisions.iter().enumerate() {
+        for (k, &a) in m.pages.iter().enumerate() {
+            dec.time_ns.push(m.time.whole_ns());
+            dec.call.push(i as u64);
+            dec.action.push(if m.promote { "promote" } else { "demote" });
+            dec.addr.push(a);
+            dec.node.push(m.node);
+            dec.moved.push((k as u64) < m.moved);
+        }
+    }
     let stages = PyList::empty_bound(py);
     for st in r.stages {
         let stage = StageOutput {
@@ -283,6 +327,7 @@ pub fn run_output(py: Python<'_>, r: RunResult, summary: Vec<(String, String)>) 
         plan: r.plan.into_py(py),
         core_nodes: r.core_nodes,
         damo_records: damo_records.unbind(),
+        decisions: dec.into_dict(py)?.unbind(),
         stages: stages.unbind(),
         summary,
     })

@@ -31,8 +31,16 @@ from tierlab.agents.base import (
     as_u64,
 )
 
-BASES: dict[str, type] = {"telemetry": Telemetry, "tiering": TieringPolicy, "replacement": Replacement}
-NAMES = {"telemetry": "telemetry technique", "tiering": "tiering policy", "replacement": "replacement policy"}
+BASES: dict[str, type] = {
+    "telemetry": Telemetry,
+    "tiering": TieringPolicy,
+    "replacement": Replacement,
+}
+NAMES = {
+    "telemetry": "telemetry technique",
+    "tiering": "tiering policy",
+    "replacement": "replacement policy",
+}
 FEEDS = ("regions", "samples", "hotset")
 
 
@@ -72,7 +80,7 @@ def load_module(path: str) -> ModuleType:
     except SyntaxError as e:
         del sys.modules[name]
         raise HostError("path", f"{path}:{e.lineno}: SyntaxError: {e.msg}") from None
-    except BaseException as e:  # noqa: BLE001 - any error of the user's module is reported
+    except BaseException as e:
         del sys.modules[name]
         raise HostError("path", error_message(e, path)) from None
     _modules[key] = mod
@@ -85,14 +93,21 @@ def find_class(kind: str, path: str, cls: str) -> type:
     c = getattr(mod, cls, None)
     if c is None:
         have = sorted(
-            n for n, v in vars(mod).items() if isinstance(v, type) and issubclass(v, base) and v is not base
+            n
+            for n, v in vars(mod).items()
+            if isinstance(v, type) and issubclass(v, base) and v is not base
         )
-        hint = f" (its {NAMES[kind]} classes: {', '.join(have)})" if have else f" (it defines no {NAMES[kind]})"
+        hint = (
+            f" (its {NAMES[kind]} classes: {', '.join(have)})"
+            if have
+            else f" (it defines no {NAMES[kind]})"
+        )
         raise HostError("class", f"no class `{cls}` in {path}{hint}")
     if not (isinstance(c, type) and issubclass(c, base)):
         raise HostError(
             "class",
-            f"`{cls}` in {path} is not a {NAMES[kind]}: derive it from tierlab.agents.{base.__name__}",
+            f"`{cls}` in {path} is not a {NAMES[kind]}: derive it from "
+            f"tierlab.agents.{base.__name__}",
         )
     return c
 
@@ -105,7 +120,9 @@ def configure(c: type[Agent], own: dict[str, Any], path: str) -> dict[str, Any]:
         p = declared.get(key)
         if p is None:
             names = ", ".join(sorted(declared)) or "none"
-            raise HostError(key, f"unknown parameter of {c.__name__} ({path}); it declares: {names}")
+            raise HostError(
+                key, f"unknown parameter of {c.__name__} ({path}); it declares: {names}"
+            )
         try:
             values[key] = p.convert(value)
         except ValueError as e:
@@ -134,7 +151,7 @@ def build(
     values = configure(c, own, path)
     try:
         obj = c()
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         raise HostError("class", error_message(e, path), config=False) from None
     for k, v in values.items():
         setattr(obj, k, v)
@@ -142,9 +159,14 @@ def build(
     obj.shared = dict(shared)
     obj.seed = seed
     obj.rng = seed_rng(seed, label)
-    setattr(obj, "_tl_path", path)
-    setattr(obj, "_tl_deferred", None)
-    info: dict[str, Any] = {"interval_ps": int(obj.interval) * 1000, "accepts": [], "publishes": [], "batch": 1}
+    obj._tl_path = path
+    obj._tl_deferred = None
+    info: dict[str, Any] = {
+        "interval_ps": int(obj.interval) * 1000,
+        "accepts": [],
+        "publishes": [],
+        "batch": 1,
+    }
     if isinstance(obj, TieringPolicy):
         info["accepts"] = _feeds(obj.accepts, "accepts", cls)
     if isinstance(obj, Telemetry):
@@ -159,17 +181,25 @@ def build(
 
 def _feeds(names: Any, attr: str, cls: str) -> list[str]:
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise HostError("class", f"{cls}.{attr} = {names!r}: expected a tuple of {', '.join(FEEDS)}")
+        raise HostError(
+            "class", f"{cls}.{attr} = {names!r}: expected a tuple of {', '.join(FEEDS)}"
+        )
     bad = [n for n in names if n not in FEEDS]
     if bad:
-        raise HostError("class", f"{cls}.{attr}: unknown feed kind {bad[0]!r} (expected {', '.join(FEEDS)})")
+        raise HostError(
+            "class", f"{cls}.{attr}: unknown feed kind {bad[0]!r} (expected {', '.join(FEEDS)})"
+        )
     return list(names)
 
 
 def _feed(args: tuple[Any, ...]) -> Samples | Regions | HotSet:
     tag = args[0]
     if tag == "samples":
-        return Samples(np.frombuffer(args[1], "<u8"), np.frombuffer(args[2], "<u8"), np.frombuffer(args[3], "<u4"))
+        return Samples(
+            np.frombuffer(args[1], "<u8"),
+            np.frombuffer(args[2], "<u8"),
+            np.frombuffer(args[3], "<u4"),
+        )
     if tag == "regions":
         return Regions(
             np.frombuffer(args[1], "<u8"),
@@ -181,7 +211,13 @@ def _feed(args: tuple[Any, ...]) -> Samples | Regions | HotSet:
             int(args[7]),
         )
     if tag == "hotset-regions":
-        return HotSet(np.frombuffer(args[1], "<u8"), np.frombuffer(args[2], "<u8"), None, int(args[3]), int(args[4]))
+        return HotSet(
+            np.frombuffer(args[1], "<u8"),
+            np.frombuffer(args[2], "<u8"),
+            None,
+            int(args[3]),
+            int(args[4]),
+        )
     return HotSet(None, None, np.frombuffer(args[1], "<u8"), int(args[3]), int(args[4]))
 
 
@@ -190,7 +226,7 @@ def invoke(obj: Agent, method: str, native: Any, *args: Any) -> Any:
     returns."""
     deferred = getattr(obj, "_tl_deferred", None)
     if deferred is not None:
-        setattr(obj, "_tl_deferred", None)
+        obj._tl_deferred = None
         raise RuntimeError(deferred)
     ctx = Context(native) if native is not None else None
     if method == "on_feed":
@@ -204,7 +240,9 @@ def invoke(obj: Agent, method: str, native: Any, *args: Any) -> Any:
     if method == "evict":
         v = obj.evict(ctx)  # type: ignore[attr-defined]
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
-            raise TypeError(f"{type(obj).__name__}.evict returned {v!r}; expected a page id (an int)")
+            raise TypeError(
+                f"{type(obj).__name__}.evict returned {v!r}; expected a page id (an int)"
+            )
         if v < 0:
             raise ValueError(f"{type(obj).__name__}.evict returned {v}; page ids are >= 0")
         return int(v)
@@ -216,7 +254,8 @@ def invoke(obj: Agent, method: str, native: Any, *args: Any) -> Any:
     if method in ("start", "on_interval") and r is not None:
         if isinstance(r, bool) or not isinstance(r, int | np.integer):
             raise TypeError(
-                f"{type(obj).__name__}.{method} returned {r!r}; expected None or the next event's time in ps"
+                f"{type(obj).__name__}.{method} returned {r!r}; expected None or the next "
+                "event's time in ps"
             )
         return int(r)
     return r
@@ -244,7 +283,7 @@ def _report(obj: Agent, r: Any) -> tuple[str, bytes, bytes]:
 
 def defer_error(obj: Agent, message: str) -> None:
     """An error in a hook that cannot fail (``hot_set``): raised at the next hook."""
-    setattr(obj, "_tl_deferred", message)
+    obj._tl_deferred = message
 
 
 def _numbers(d: Any, ints: bool) -> list[tuple[str, Any]]:

@@ -34,7 +34,7 @@ class Param:
         default: Any,
         *,
         kind: str | None = None,
-        range: tuple[float | None, float | None] | None = None,  # noqa: A002
+        range: tuple[float | None, float | None] | None = None,
         doc: str = "",
     ) -> None:
         if kind is None:
@@ -65,11 +65,13 @@ class Param:
             return value
         if k == "size":
             if isinstance(value, bool) or not isinstance(value, int | str):
-                raise ValueError(f"{value!r} is not a size (an int of bytes or a string like \"4KiB\")")
+                raise ValueError(
+                    f'{value!r} is not a size (an int of bytes or a string like "4KiB")'
+                )
             v: float = parse_size(value) if isinstance(value, str) else value
         elif k == "duration":
             if isinstance(value, bool) or not isinstance(value, int | float | str):
-                raise ValueError(f"{value!r} is not a duration (\"10ms\", or seconds as a number)")
+                raise ValueError(f'{value!r} is not a duration ("10ms", or seconds as a number)')
             if isinstance(value, str):
                 v = parse_duration_ns(value)
             elif isinstance(value, float):
@@ -218,7 +220,7 @@ class Context:
 
     @property
     def now_ns(self) -> float:
-        return self._n.now_ps() / PS_PER_NS
+        return float(self._n.now_ps()) / PS_PER_NS
 
     @property
     def core(self) -> int:
@@ -265,9 +267,16 @@ class Context:
         stopped (the end of the last page listed when ``max_pages`` were, else the first page
         boundary at or past ``end``)."""
         b, s, n, stop = self._n.present_pages(int(start), int(end), int(max_pages))
-        return (np.frombuffer(b, "<u8"), np.frombuffer(s, "<u8"), np.frombuffer(n, np.uint8), int(stop))
+        return (
+            np.frombuffer(b, "<u8"),
+            np.frombuffer(s, "<u8"),
+            np.frombuffer(n, np.uint8),
+            int(stop),
+        )
 
-    def accessed(self, va: int, level: str = "pte", clear: bool = True, flush: str = "none") -> bool:
+    def accessed(
+        self, va: int, level: str = "pte", clear: bool = True, flush: str = "none"
+    ) -> bool:
         """Test (and clear) the Accessed bit of ``va`` at ``level`` (``pte``, ``pmd``,
         ``pud``); ``flush``: ``none`` (x86 Linux's young-bit harvesting) or ``all`` (a
         shootdown)."""
@@ -277,7 +286,9 @@ class Context:
         """Read (and clear) the leaf Accessed bits of ``[start, end)`` in a mapping of
         ``page_size`` pages, 64 PTEs per bitmap word (the engine's PTE scan). Not charged:
         charge what the reads cost (``charge_ns``)."""
-        read, s, e, pages, lo, hi = self._n.scan_accessed(int(start), int(end), int(page_size), bool(clear))
+        read, s, e, pages, lo, hi = self._n.scan_accessed(
+            int(start), int(end), int(page_size), bool(clear)
+        )
         return ScanResult(read, np.frombuffer(s, "<u8"), np.frombuffer(e, "<u8"), pages, lo, hi)
 
     def invalidate_range(self, start: int, end: int) -> None:
@@ -343,13 +354,19 @@ class Context:
         n = np.asarray(nr_accesses, dtype="<u4")
         g = np.asarray(age, dtype="<u4")
         self._n.publish_regions(
-            s.astype("<u8").tobytes(), e.astype("<u8").tobytes(), n.tobytes(), g.tobytes(),
-            int(max_nr_accesses), int(hot_threshold),
+            s.astype("<u8").tobytes(),
+            e.astype("<u8").tobytes(),
+            n.tobytes(),
+            g.tobytes(),
+            int(max_nr_accesses),
+            int(hot_threshold),
         )
 
     def publish_samples(self, addr: Any, core: int = 0, index: int = 0) -> None:
         """Publish a batch of sampled addresses."""
-        self._n.publish_samples(as_u64(addr, "publish_samples").astype("<u8").tobytes(), int(core), int(index))
+        self._n.publish_samples(
+            as_u64(addr, "publish_samples").astype("<u8").tobytes(), int(core), int(index)
+        )
 
     # -- replacement -------------------------------------------------------------------------
     def test_and_clear_young(self, page: int) -> int:
@@ -377,6 +394,10 @@ class Agent:
     #: The kind's shared parameters as the scenario gives them (a tiering policy's
     #: ``rate_limit_mbps``, ``fast_node``...).
     shared: dict[str, Any] = {}  # noqa: RUF012 - replaced per instance by the loader
+    #: The file the class was loaded from, and an error to raise at the next hook (set by
+    #: the loader, tierlab.agents._host).
+    _tl_path: str = ""
+    _tl_deferred: str | None = None
 
     def start(self, ctx: Context) -> int | None:
         """Time 0, after the workload's setup. May return the first event's time, ps."""
@@ -425,7 +446,9 @@ class Telemetry(Agent):
     scores against ground truth; it may publish region snapshots or sample batches for
     policies (:attr:`publishes`)."""
 
-    interval = Param("100ms", kind="duration", range=(1, None), doc="time between on_interval calls")
+    interval = Param(
+        "100ms", kind="duration", range=(1, None), doc="time between on_interval calls"
+    )
     #: Feeds it publishes besides its hot set.
     publishes: ClassVar[tuple[str, ...]] = ()
 
@@ -451,7 +474,9 @@ class Replacement(Agent):
 
     def evict(self, ctx: Context) -> int:
         """Choose a resident victim, forget it and return it."""
-        raise NotImplementedError("a replacement policy implements evict (or evict_batch with batch > 1)")
+        raise NotImplementedError(
+            "a replacement policy implements evict (or evict_batch with batch > 1)"
+        )
 
     def evict_batch(self, n: int, ctx: Context) -> Any:
         """Choose up to ``n`` resident victims, in eviction order (an array of page ids)."""

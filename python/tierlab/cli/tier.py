@@ -72,6 +72,34 @@ def _node(text: str) -> int:
     return v
 
 
+def _policy(text: str) -> str:
+    if text in ("hottest-first", "memtis"):
+        return text
+    path, sep, cls = text.rpartition(":")
+    if not sep or not path.endswith(".py") or not cls.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected hottest-first, memtis or FILE.py:Class"
+        )
+    return text
+
+
+def _params(items: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` (a TOML value; a bare word is a string) -> {key: value}."""
+    import tomllib
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--set {item}: expected KEY=VALUE")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tier",
@@ -132,9 +160,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--policy",
-        choices=("hottest-first", "memtis"),
+        type=_policy,
         default="hottest-first",
-        help="the simulator's policy whose decision code decides (default hottest-first)",
+        metavar="POLICY",
+        help="the simulator's policy whose decision code decides: hottest-first (default), "
+        "memtis, or FILE.py:Class, a Python tiering policy (tierlab.agents.TieringPolicy; "
+        'the class a scenario names with kind = "python")',
+    )
+    p.add_argument(
+        "--set",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the Python policy (as in a scenario: --set fill=0.9 --set "
+        "interval='\"50ms\"'); repeatable",
     )
     p.add_argument(
         "--min-samples",
@@ -194,6 +234,12 @@ def main(args: argparse.Namespace) -> int:
         print_error(f"{args.out}: already exists (use --force to replace it)")
         return EXIT_USAGE
     check_overwritable(args.out, args.force)
+    try:
+        params = _params(args.params)
+    except ValueError as e:
+        args.parser.error(str(e))
+    if params and args.policy in ("hottest-first", "memtis"):
+        args.parser.error("--set is for a Python policy (--policy FILE.py:Class)")
     opts = TierOptions(
         fast_node=args.fast_node,
         slow_node=args.slow_node,
@@ -203,7 +249,9 @@ def main(args: argparse.Namespace) -> int:
         batch_time_cap_ms=args.batch_time_cap * 1e3,
         fast_capacity=args.fast_capacity,
         fill=args.fill,
-        policy=args.policy,
+        policy=args.policy if args.policy in ("hottest-first", "memtis") else "python",
+        python_policy=None if args.policy in ("hottest-first", "memtis") else args.policy,
+        python_params=params,
         min_samples=args.min_samples,
         cooling_samples=args.cooling_samples,
         sample_decay_s=args.sample_decay,
@@ -211,6 +259,15 @@ def main(args: argparse.Namespace) -> int:
         freeze=args.freeze,
         duration_s=args.duration,
     )
+    if opts.policy == "python":
+        from tierlab.agents import live
+
+        try:
+            # The class and its parameters are checked before the target starts.
+            live.load(str(opts.python_policy), params, {"rate_limit_mbps": opts.rate_limit_mbps})
+        except TierError as e:
+            print_error(str(e))
+            return EXIT_USAGE
     ropts = recorder_options(args, TIER_FIELDS)
     try:
         res, params = tier(
@@ -233,7 +290,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"tierlab tier: note: {note}", file=err)
     print(
         f"tierlab tier: {backend if backend == event else f'{backend} {event}'} telemetry, "
-        f"{res.samples} samples; policy {opts.policy}; nodes fast {opts.fast_node} / slow "
+        f"{res.samples} samples; policy {opts.python_policy or opts.policy}; nodes fast "
+        f"{opts.fast_node} / slow "
         f"{opts.slow_node}, fast capacity {human_size(res.fast_capacity)}"
         f"{' (dry run)' if opts.dry_run else ''}",
         file=err,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 def reporters() -> list[Reporter]:
     """One instance of every reporter, in writing order."""
     from tierlab.reporters.damo import DamoRecordReporter
+    from tierlab.reporters.decisions import DecisionsReporter
     from tierlab.reporters.heatmap import HeatmapReporter
     from tierlab.reporters.samples import SamplesReporter
     from tierlab.reporters.scenario import ScenarioReporter
@@ -37,6 +38,7 @@ def reporters() -> list[Reporter]:
         HeatmapReporter(),
         SamplesReporter(),
         DamoRecordReporter(),
+        DecisionsReporter(),
     ]
 
 

@@ -92,8 +92,12 @@ class TierOptions:
     #: start).
     fast_capacity: int | None = None
     fill: float = 0.95
-    #: The policy whose decision core decides: ``hottest-first`` or ``memtis``.
+    #: The policy whose decision core decides: ``hottest-first`` or ``memtis``, or ``python``
+    #: (a Python class: ``python_policy``).
     policy: str = "hottest-first"
+    #: ``FILE.py:Class``: a Python tiering policy (``tierlab.agents``), with its parameters.
+    python_policy: str | None = None
+    python_params: dict[str, Any] = field(default_factory=dict)
     #: hottest-first: samples a page needs to be a candidate.
     min_samples: int = 1
     #: hottest-first: counts halve every this long.
@@ -121,8 +125,12 @@ class TierOptions:
             raise bad(f"--batch-time-cap {self.batch_time_cap_ms}", "must be > 0")
         if not 0 < self.fill <= 1:
             raise bad(f"--fill {self.fill}", "must be in (0, 1]")
-        if self.policy not in POLICIES:
-            raise bad(f"--policy {self.policy}", f"expected one of {', '.join(POLICIES)}")
+        if self.policy == "python" and not self.python_policy:
+            raise bad("--policy python", "give the class as FILE.py:Class")
+        if self.policy not in POLICIES and self.policy != "python":
+            raise bad(
+                f"--policy {self.policy}", f"expected one of {', '.join(POLICIES)} or FILE.py:Class"
+            )
         if self.cooling_samples < 1:
             raise bad(f"--cooling-samples {self.cooling_samples}", "must be at least 1")
         if self.min_samples < 1:
@@ -259,7 +267,21 @@ class Loop:
         self.capacity = int(cap)
         self.res.fast_capacity = self.capacity
         self.core: Any
-        if opts.policy == "memtis":
+        self.py_policy: Any = None
+        if opts.policy == "python":
+            from tierlab.agents import live
+
+            self.core = None
+            self.py_policy = live.load(
+                str(opts.python_policy),
+                opts.python_params,
+                {
+                    "fast_node": opts.fast_node,
+                    "slow_node": opts.slow_node,
+                    "rate_limit_mbps": opts.rate_limit_mbps,
+                },
+            )
+        elif opts.policy == "memtis":
             self.core = _native.MemtisCore(fill=opts.fill, cooling_samples=opts.cooling_samples)
         else:
             self.core = _native.HottestFirstCore(fill=opts.fill, min_samples=opts.min_samples)
@@ -302,6 +324,10 @@ class Loop:
         if self.sink is not None:
             self.sink.add(batch)
         addr = batch["samples"]["addr"]
+        if self.core is None:
+            # A Python policy (its samples went to its on_feed as they arrived).
+            self.res.samples += len(addr) // 8
+            return
         self.res.samples += self.core.add_samples(addr)
 
     def _wait_tokens(self, need: float) -> bool:
@@ -534,6 +560,16 @@ class Loop:
     def run(self) -> TierResult:
         started = time.monotonic()
         opts = self.opts
+        if self.py_policy is not None:
+            from tierlab.agents import live
+
+            live.run(self)
+            if self.log is not None:
+                self.log.flush()
+            self.res.steps = self.step
+            self.res.exit = self.tel.exit
+            self.res.wall_s = time.monotonic() - started
+            return self.res
         step_ns = int(opts.interval_s * 1e9)
         decay_ns = int(opts.sample_decay_s * 1e9)
         last_decay = self._now()
@@ -638,7 +674,7 @@ def tier(
         loop = Loop(rec, opts, log=log)
         loop.sink = _Sink(writer, str(params["event"]))
         tier_meta: dict[str, Any] = {
-            "policy": opts.policy,
+            "policy": opts.python_policy if opts.policy == "python" else opts.policy,
             "parameters": {**asdict(opts), "fast_capacity": loop.capacity},
         }
         writer.update_meta_or_warn(tier=tier_meta)
