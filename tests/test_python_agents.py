@@ -54,7 +54,11 @@ TIERING_CASES = [
     ("demo", '{name = "T", kind = "damon"}', "interleave"),
     ("tiering-replay-kv", '{name = "T", kind = "telescope", variant = "bounded"}', None),
     # (the store loaded in the slow tier, as tiering-replay-kv does)
-    ("tiering-replay", '{name = "T", kind = "pebs", event = "all", frequency_hz = 10000.0}', "slow"),
+    (
+        "tiering-replay",
+        '{name = "T", kind = "pebs", event = "all", frequency_hz = 10000.0}',
+        "slow",
+    ),
 ]
 
 
@@ -64,7 +68,7 @@ def test_python_hottest_first_gives_the_built_in_policys_statistics(
 ) -> None:
     sets = [f"telemetry=[{telemetry}]"]
     if duration == "interleave":
-        sets.append('machine.placement="interleave"')
+        sets += ['machine.placement="interleave"', "duration=3s"]
     elif duration == "slow":
         sets += ["workload.node=1", "workload.populate=true"]
     elif duration:
@@ -90,7 +94,9 @@ PTE_CASES = [
 
 
 @pytest.mark.parametrize(("scenario", "params"), PTE_CASES)
-def test_python_pte_scan_gives_the_built_in_techniques_statistics(scenario: str, params: str) -> None:
+def test_python_pte_scan_gives_the_built_in_techniques_statistics(
+    scenario: str, params: str
+) -> None:
     a = run(scenario, f'telemetry=[{{name = "T", kind = "pte-scan", {params}}}]')
     b = run(scenario, f'telemetry=[{{name = "T", kind = "python", {PTE}, {params}}}]')
     assert a.stats_flat["telemetry.T.passes"] > 0
@@ -104,7 +110,9 @@ def test_python_fifo_gives_the_built_in_policys_statistics(scenario: str) -> Non
     b = run(scenario, *sets, f'policies=[{{kind = "python", {FIFO}}}]')
     assert a.stats_flat["machine.page_faults"] > 1000
     same_stats(a, b, rename=("hmem.fifo.", "hmem.python."))
-    c = run(scenario, *sets, f'policies=[{{kind = "python", {FIFO.replace("Fifo", "FifoBatched")}}}]')
+    c = run(
+        scenario, *sets, f'policies=[{{kind = "python", {FIFO.replace("Fifo", "FifoBatched")}}}]'
+    )
     assert c.stats_flat["machine.page_faults"] == a.stats_flat["machine.page_faults"]
 
 
@@ -233,7 +241,9 @@ def test_an_exception_in_a_hook_names_the_users_file_and_line(tmp_path: Path) ->
 """
     r = user_error(tmp_path, body)
     path = tmp_path / "policy.py"
-    assert r.error.startswith(f"{path}:23: in on_interval: ZeroDivisionError: no room to think"), r.error
+    assert r.error.startswith(f"{path}:23: in on_interval: ZeroDivisionError: no room to think"), (
+        r.error
+    )
     assert "tierlab/" not in r.error.split("\n")[0]
     assert r.stats_flat["run.simulated_seconds"] < 0.6
 
@@ -246,7 +256,9 @@ def test_a_wrong_return_type_is_an_error_naming_the_method(tmp_path: Path) -> No
 def test_an_impossible_page_is_an_error_at_the_users_line(tmp_path: Path) -> None:
     body = "\n    def on_interval(self, ctx):\n        ctx.promote([0x7000_0000_0000])\n"
     r = user_error(tmp_path, body)
-    assert f"{tmp_path / 'policy.py'}:22: in on_interval: ValueError: promote: page" in r.error, r.error
+    assert f"{tmp_path / 'policy.py'}:22: in on_interval: ValueError: promote: page" in r.error, (
+        r.error
+    )
     assert "in no mapping" in r.error
     body = "\n    def on_interval(self, ctx):\n        ctx.promote([1.5])\n"
     assert "expected integers" in user_error(tmp_path, body).error
@@ -264,15 +276,25 @@ def test_a_context_kept_after_its_hook_cannot_be_used(tmp_path: Path) -> None:
     assert "valid only during the hook" in r.error and ":25: in on_interval" in r.error, r.error
 
 
-def test_a_replacement_policy_choosing_a_page_that_is_not_resident_stops_the_run(tmp_path: Path) -> None:
+def test_a_replacement_policy_choosing_a_page_that_is_not_resident_stops_the_run(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "bad.py").write_text(
         "from tierlab.agents import Replacement\n\n"
         "class Bad(Replacement):\n"
         "    def evict(self, ctx):\n"
         "        return 10**9\n"
     )
-    r = tierlab.run("cmcp-replay", set=["sweep=[]", f'policies=[{{kind = "python", path = "{tmp_path / "bad.py"}", class = "Bad"}}]'])
-    assert r.error is not None and "evict chose page 1000000000, which is not resident" in r.error, r.error
+    r = tierlab.run(
+        "cmcp-replay",
+        set=[
+            "sweep=[]",
+            f'policies=[{{kind = "python", path = "{tmp_path / "bad.py"}", class = "Bad"}}]',
+        ],
+    )
+    assert (
+        r.error is not None and "evict chose page 1000000000, which is not resident" in r.error
+    ), r.error
 
 
 def test_a_bad_hot_set_is_an_error(tmp_path: Path) -> None:
@@ -282,7 +304,10 @@ def test_a_bad_hot_set_is_an_error(tmp_path: Path) -> None:
         "    def hot_set(self, start, end, ctx):\n"
         "        return RegionsReport([8192, 0], [12288, 4096])\n"
     )
-    t = f'telemetry=[{{name = "U", kind = "python", path = "{tmp_path / "t.py"}", class = "T", interval = "50ms"}}]'
+    t = (
+        f'telemetry=[{{name = "U", kind = "python", path = "{tmp_path / "t.py"}", class = "T", '
+        'interval = "50ms"}]'
+    )
     r = tierlab.run("demo", set=["sweep=[]", t])
     assert r.error is not None and "not sorted and disjoint" in r.error, r.error
 
@@ -409,3 +434,38 @@ def test_examples_are_importable_without_tierlab_internals() -> None:
         text = (EX / f).read_text()
         assert "_native" not in text and "tierlab.agents" in text, f
     assert shutil.which(sys.executable)
+
+
+def test_a_sweep_ships_the_policy_source_and_reruns_a_point_whose_file_changed(
+    tmp_path: Path,
+) -> None:
+    from tierlab.sweep.cache import point_key
+    from tierlab.sweep.engine import _shipping
+    from tierlab.sweep.point import Point, PointResult
+    from tierlab.sweep.worker import run_point
+
+    s = scenario(tmp_path)
+    s.write_text(
+        s.read_text()
+        + "\n[[sweep]]\nlabel = \"few\"\nset = ['tiering.limit = 4']\n"
+        + "\n[[sweep]]\nlabel = \"more\"\nset = ['tiering.limit = 32']\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "tierlab", "run", str(s), "--jobs", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert res.returncode == 0, res.stderr
+    point = Point("few", str(s), ("tiering.limit = 4",))
+    before = point_key(point)
+    shipped = _shipping(point)
+    policy = tmp_path / "policy.py"
+    assert shipped.sources == ((str(policy), policy.read_text()),)
+    policy.write_text(policy.read_text() + "\n# changed\n")
+    assert point_key(point) != before, "a changed policy file makes a new point"
+    # The worker runs the shipped source, with no file at its path.
+    policy.unlink()
+    out = run_point(shipped)
+    assert isinstance(out, PointResult), out

@@ -562,6 +562,53 @@ impl NativeContext {
         Ok(())
     }
 
+    /// Program the PEBS-like sampler of every core: one record every `period` events
+    /// (loads, stores), a buffer of `capacity` records whose interrupt fires at `threshold`
+    /// (the handler's time, 2,000 cycles, is charged to the sampled core by the hardware
+    /// model).
+    fn pebs_enable(&self, loads: bool, stores: bool, period: u64, capacity: usize, threshold: usize) -> PyResult<()> {
+        if period == 0 || capacity == 0 || threshold == 0 || threshold > capacity || !(loads || stores) {
+            return Err(bad(format!(
+                "pebs_enable(loads={loads}, stores={stores}, period={period}, capacity={capacity}, \
+                 threshold={threshold}): need loads or stores, period >= 1, 1 <= threshold <= capacity"
+            )));
+        }
+        let m = self.machine()?;
+        let ghz = m.cpu_ghz();
+        m.enable_pebs(tierlab_sim::hw::pebs::PebsHwConfig {
+            loads,
+            stores,
+            period,
+            capacity,
+            threshold,
+            interrupt_ps: (2000.0 / ghz * 1000.0).round() as u64,
+            miss_only: false,
+        });
+        Ok(())
+    }
+    /// Take the sample buffers drained since the last call (and, with `poll`, empty every
+    /// core's buffer now): (addresses, cores, drain times in ps) as bytes.
+    fn pebs_take(&self, py: Python<'_>, poll: bool) -> PyResult<(PyObject, PyObject, PyObject)> {
+        let (now, _) = self.agent()?;
+        let m = self.machine()?;
+        let Some(hw) = m.pebs_mut() else {
+            return Err(PyRuntimeError::new_err("PEBS is not enabled (call pebs_enable first)"));
+        };
+        if poll {
+            hw.poll(now);
+        }
+        let drains = std::mem::take(&mut hw.drained);
+        let (mut a, mut c, mut t) = (Vec::new(), Vec::new(), Vec::new());
+        for d in &drains {
+            for &(addr, _) in &d.records {
+                a.push(addr);
+                c.push(d.core);
+                t.push(d.time.ps());
+            }
+        }
+        Ok((u64s(py, &a), u32s(py, &c), u64s(py, &t)))
+    }
+
     // -- replacement ---------------------------------------------------------------------------
 
     /// Test and clear the Accessed bits of every PTE mapping `page`: how many were set.

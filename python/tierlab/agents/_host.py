@@ -6,7 +6,6 @@ naming the user's file and line."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import linecache
 import sys
 import traceback
@@ -57,26 +56,38 @@ class HostError(Exception):
 
 
 _modules: dict[tuple[str, str], ModuleType] = {}
+#: Sources shipped with a sweep point (path -> source): used instead of the file.
+_shipped: dict[str, str] = {}
+
+
+def ship(sources: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> None:
+    """Use these sources for these paths (a sweep's worker: the source the sweep saw)."""
+    for path, source in sources:
+        _shipped[path] = source
+        lines = source.splitlines(keepends=True)
+        # Tracebacks quote the user's lines even where the file is not (another machine).
+        linecache.cache[path] = (len(source), None, lines, path)
 
 
 def load_module(path: str) -> ModuleType:
     """The module of file ``path`` (loaded once per content)."""
     p = Path(path)
-    try:
-        source = p.read_bytes()
-    except OSError as e:
-        raise HostError("path", f"cannot read {path}: {e.strerror or e}") from None
+    if path in _shipped:
+        source = _shipped[path].encode()
+    else:
+        try:
+            source = p.read_bytes()
+        except OSError as e:
+            raise HostError("path", f"cannot read {path}: {e.strerror or e}") from None
     key = (str(p.resolve()), hashlib.sha256(source).hexdigest())
     if key in _modules:
         return _modules[key]
     name = f"tierlab_user_{key[1][:16]}"
-    spec = importlib.util.spec_from_file_location(name, p)
-    if spec is None or spec.loader is None:
-        raise HostError("path", f"{path}: not a Python file")
-    mod = importlib.util.module_from_spec(spec)
+    mod = ModuleType(name)
+    mod.__file__ = path
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        exec(compile(source, path, "exec"), mod.__dict__)
     except SyntaxError as e:
         del sys.modules[name]
         raise HostError("path", f"{path}:{e.lineno}: SyntaxError: {e.msg}") from None

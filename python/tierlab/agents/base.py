@@ -335,6 +335,26 @@ class Context:
         return int(self._n.demote(_page_bytes(pages, "demote")))
 
     # -- telemetry ---------------------------------------------------------------------------
+    def pebs_enable(
+        self,
+        period: int,
+        *,
+        loads: bool = True,
+        stores: bool = True,
+        capacity: int = 512,
+        threshold: int = 448,
+    ) -> None:
+        """Program every core's PEBS-like sampler: one record every ``period`` events, a
+        buffer of ``capacity`` records interrupting at ``threshold`` (the interrupt and each
+        record's assist are charged to the sampled core by the hardware model)."""
+        self._n.pebs_enable(bool(loads), bool(stores), int(period), int(capacity), int(threshold))
+
+    def pebs_take(self, poll: bool = False) -> Samples:
+        """The records of the buffers drained since the last call (with ``poll``, every
+        core's buffer is emptied now first): addresses, cores and drain times."""
+        a, c, t = self._n.pebs_take(bool(poll))
+        return Samples(np.frombuffer(a, "<u8"), np.frombuffer(t, "<u8"), np.frombuffer(c, "<u4"))
+
     def wants(self, kind: str) -> bool:
         """Whether a policy follows this technique's feeds of ``kind`` (publishing costs a
         copy)."""

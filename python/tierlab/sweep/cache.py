@@ -49,6 +49,12 @@ def point_key(point: Point) -> str:
     }
     if point.samples_dir:
         doc["samples_dir"] = point.samples_dir
+    from tierlab.agents.files import agent_paths, digests, read_sources
+
+    agents = digests(read_sources(agent_paths(expanded)))
+    if agents:
+        # A point whose Python policy file changed runs again.
+        doc["agent_files"] = agents
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

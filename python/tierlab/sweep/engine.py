@@ -133,7 +133,9 @@ def execute(
     progress.started(state, executor)
     try:
         if todo:
-            with closing(executor.imap(run_point, [points[i] for i in todo])) as outcomes:
+            with closing(
+                executor.imap(run_point, [_shipping(points[i]) for i in todo])
+            ) as outcomes:
                 for j, outcome in outcomes:
                     i = todo[j]
                     state.elapsed = time.monotonic() - start
@@ -156,3 +158,19 @@ def execute(
         state.running = 0
         progress.finished(state, run.interrupted)
     return run
+
+
+def _shipping(point: Point) -> Point:
+    """``point`` with the sources of the Python agents its scenario names (see
+    :mod:`tierlab.agents.files`)."""
+    from dataclasses import replace
+
+    from tierlab import _native
+    from tierlab.agents.files import agent_paths, read_sources
+
+    try:
+        expanded = _native.export(point.spec, list(point.overrides), point.seed)
+    except Exception:  # an invalid point: its run says why
+        return point
+    paths = agent_paths(expanded)
+    return replace(point, sources=read_sources(paths)) if paths else point

@@ -37,6 +37,9 @@ class Point:
     keep_samples: bool = False
     sweep_label: str = ""
     samples_dir: str = ""
+    #: (path, source) of the Python agents the point's scenario names, shipped to the worker
+    #: (set by the sweep when it dispatches the point; not part of its identity).
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, hash=False)
 
 
 ErrorKind = Literal["scenario", "simulation", "error"]

@@ -18,6 +18,10 @@ def run_point(point: Point) -> Outcome:
         from tierlab import _native
 
         # A replay reads its recording in the engine (streaming): nothing to load here.
+        if point.sources:
+            from tierlab.agents import _host
+
+            _host.ship(point.sources)
         overrides = list(point.overrides)
         techniques = None if point.techniques is None else list(point.techniques)
         raw = _native.run(point.spec, overrides, point.seed, None, None, techniques)
