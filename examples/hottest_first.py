@@ -20,7 +20,7 @@ item being promoted.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -46,12 +46,18 @@ class HottestFirst(TieringPolicy):
         self.next_ps = 0
         # The plan: parallel arrays, hottest first; the walk's position (item, address).
         self.p_start = np.zeros(0, np.uint64)
+        self.p_single: list[bool] = []
+        self.p_index: dict[int, int] = {}
         self.p_end = np.zeros(0, np.uint64)
         self.p_score = np.zeros(0)
         self.pos = (0, 0)
-        # Runs this policy promoted: start -> (end, score), starts kept sorted.
-        self.res: dict[int, tuple[int, float]] = {}
+        # Runs this policy promoted: starts and ends sorted by start, scores by start.
         self.res_keys: list[int] = []
+        self.res_ends: list[int] = []
+        self.res_score: dict[int, float] = {}
+        # Per plan item: a one-page item whose page is in a resident run (kept up to date as
+        # pages are promoted and demoted; the walk skips such items without looking).
+        self.p_done = np.zeros(0, bool)
         # Decayed sample counts: sorted page numbers and their counts.
         self.vpns = np.zeros(0, np.uint64)
         self.counts = np.zeros(0)
@@ -126,11 +132,13 @@ class HottestFirst(TieringPolicy):
         self.pos = (0, int(start[0]) if start.size else 0)
         self.plans += 1
         # Re-score the resident runs: the best plan item they overlap, else 0.
+        by = np.argsort(start, kind="stable")
+        bs, be, bsc = start[by], end[by], score[by]
+        self.p_single = (end - start == PAGE).tolist()
+        self.p_index = dict(zip(start.tolist(), range(start.size), strict=True))
         if self.res_keys:
-            by = np.argsort(start, kind="stable")
-            bs, be, bsc = start[by], end[by], score[by]
             rs = np.array(self.res_keys, dtype=np.uint64)
-            re = np.array([self.res[k][0] for k in self.res_keys], dtype=np.uint64)
+            re = np.array(self.res_ends, dtype=np.uint64)
             lo = np.searchsorted(be, rs, side="right")
             hi = np.searchsorted(bs, re, side="left")
             best = np.where(
@@ -138,47 +146,65 @@ class HottestFirst(TieringPolicy):
             )
             for i in np.flatnonzero(hi - lo > 1):
                 best[i] = bsc[lo[i] : hi[i]].max()
-            self.res = dict(
-                zip(self.res_keys, zip(re.tolist(), best.tolist(), strict=True), strict=True)
-            )
+            self.res_score = dict(zip(self.res_keys, best.tolist(), strict=True))
+            j = np.searchsorted(rs, start, side="right").astype(np.int64) - 1
+            inside = (j >= 0) & (start < re[np.maximum(j, 0)])
+            self.p_done = inside & (end - start == PAGE)
+        else:
+            self.p_done = np.zeros(start.size, bool)
+
+    def next_undone(self) -> np.ndarray:
+        """For each plan item, the first item at or after it not in ``p_done``."""
+        n = self.p_done.size
+        idx = np.where(self.p_done, n, np.arange(n))
+        return np.minimum.accumulate(idx[::-1])[::-1] if n else idx
+
+    def mark(self, pages: list[int], done: bool) -> None:
+        """Keep ``p_done`` in step: ``pages`` became resident (or stopped being)."""
+        index = self.p_index
+        for a in pages:
+            k = index.get(a)
+            if k is not None:
+                self.p_done[k] = done and self.p_single[k]
 
     # -- resident runs ---------------------------------------------------------------------------
     def add_resident(self, start: int, end: int, score: float) -> None:
         s, e = start, end
-        i = bisect_right(self.res_keys, s) - 1
-        if i >= 0:
-            ps = self.res_keys[i]
-            pe, psc = self.res[ps]
-            if pe == s and psc == score:
-                s = ps
-        nxt = self.res.get(e)
-        if nxt is not None and nxt[1] == score:
-            self.res_keys.pop(bisect_left(self.res_keys, e))
-            del self.res[e]
-            e = nxt[0]
-        if s not in self.res:
-            insort(self.res_keys, s)
-        self.res[s] = (e, score)
+        keys, ends, scores = self.res_keys, self.res_ends, self.res_score
+        i = bisect_right(keys, s) - 1
+        if i >= 0 and ends[i] == s and scores[keys[i]] == score:
+            s = keys[i]
+        j = bisect_left(keys, e)
+        if j < len(keys) and keys[j] == e and scores[e] == score:
+            del scores[e]
+            e = ends[j]
+            del keys[j], ends[j]
+        k = bisect_left(keys, s)
+        if k < len(keys) and keys[k] == s:
+            ends[k] = e
+        else:
+            keys.insert(k, s)
+            ends.insert(k, e)
+        scores[s] = score
 
     def resident_end(self, va: int) -> int | None:
         """The end of the resident run holding ``va``."""
         i = bisect_right(self.res_keys, va) - 1
-        if i >= 0:
-            e = self.res[self.res_keys[i]][0]
-            if va < e:
-                return e
+        if i >= 0 and va < self.res_ends[i]:
+            return self.res_ends[i]
         return None
 
     def make_room(self, need: int, score: float, ctx: Context) -> int:
         """Demote at least ``need`` bytes of runs ranked below ``score``, coldest first."""
-        victims = sorted((sc, s) for s, (_, sc) in self.res.items() if sc < score)
+        victims = sorted((sc, s) for s, sc in self.res_score.items() if sc < score)
         freed = 0
         fast = ctx.fast_node
         for _, s in victims:
             if freed >= need:
                 break
-            e, sc = self.res.pop(s)
-            self.res_keys.pop(bisect_left(self.res_keys, s))
+            k = bisect_left(self.res_keys, s)
+            e, sc = self.res_ends[k], self.res_score.pop(s)
+            del self.res_keys[k], self.res_ends[k]
             va, pages, got = s, [], 0
             while va < e and freed + got < need:
                 bases, sizes, nodes, stop = ctx.present_pages(va, e, LIST)
@@ -191,10 +217,13 @@ class HottestFirst(TieringPolicy):
                 got += int(sizes[take].sum())
                 va = int(bases[last] + sizes[last]) if done.size else stop
             ctx.demote(pages)
+            self.mark(pages, False)
             freed += got
             if va < e:
-                insort(self.res_keys, va)
-                self.res[va] = (e, sc)
+                k = bisect_left(self.res_keys, va)
+                self.res_keys.insert(k, va)
+                self.res_ends.insert(k, e)
+                self.res_score[va] = sc
         return freed
 
     # -- the policy loop -------------------------------------------------------------------------
@@ -257,8 +286,17 @@ class HottestFirst(TieringPolicy):
         slow = ctx.slow_node
         self._ctx = ctx
         n = self.p_start.size
+        nxt = self.next_undone()
         while self.pos[0] < n and ctx.core_free_before(self.next_ps):
             k = self.pos[0]
+            if self.p_done[k] and self.pos[1] <= int(self.p_start[k]):
+                # One-page items already resident: the walk passes them without charging.
+                j = int(nxt[k])
+                if j <= k:  # the item became resident since nxt was made
+                    nxt = self.next_undone()
+                    j = int(nxt[k])
+                self.pos = (j, int(self.p_start[j]) if j < n else 0)
+                continue
             it_start, it_end, score = (
                 int(self.p_start[k]),
                 int(self.p_end[k]),
@@ -289,6 +327,7 @@ class HottestFirst(TieringPolicy):
             free = ctx.fast_free()
             if free < got:
                 freed = self.make_room(got - free, score, ctx)
+                nxt = self.next_undone()
                 if free + freed < got:
                     # Nothing colder to make room with: the plan is done for now.
                     self.blocked += 1
@@ -298,6 +337,7 @@ class HottestFirst(TieringPolicy):
                         self.pos = (n, self.pos[1])
                         break
             moved, _ = ctx.promote(batch)
+            self.mark(batch[:moved], True)
             j = 0
             while j < moved:
                 s = batch[j]
@@ -321,7 +361,7 @@ class HottestFirst(TieringPolicy):
         return {
             "plans": self.plans,
             "plan_bytes": self.plan_bytes,
-            "resident_runs": len(self.res),
+            "resident_runs": len(self.res_keys),
             "blocked": self.blocked,
             "rate_limit_mbps": float(self.shared["rate_limit_mbps"]),
         }

@@ -7,6 +7,7 @@ addresses); a hook never gets one Python object per page.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -196,8 +197,8 @@ def _page_bytes(pages: Any, what: str) -> bytes:
     """Page addresses as little-endian u64 bytes (a list of ints takes the short way)."""
     if isinstance(pages, list) and all(type(p) is int for p in pages):
         try:
-            return np.array(pages, dtype="<u8").tobytes()
-        except OverflowError:
+            return struct.pack(f"<{len(pages)}Q", *pages)
+        except struct.error:
             raise ValueError(f"{what}: an address is negative or above 2^64") from None
     return as_u64(pages, what).astype("<u8", copy=False).tobytes()
 
