@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "view",
     "trace",
     "imports",
+    "export_trace",
     "overhead",
     "coremap",
     "place",
