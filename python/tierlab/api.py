@@ -193,6 +193,9 @@ class Result:
     damo_records: dict[str, str] = field(default_factory=dict, repr=False)
     #: the stages that ran before the last one
     stages: list[StageOutput] = field(default_factory=list, repr=False)
+    #: what the run came from (:func:`tierlab.provenance.collect`), written into
+    #: ``run.json``; filled in by ``tierlab run`` (or when ``run.json`` is written)
+    provenance: dict[str, Any] | None = field(default=None, repr=False)
     #: what the native ``run`` returned (None for a result made otherwise, e.g. from a
     #: sweep point)
     raw: RunOutput | None = field(default=None, repr=False)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 #: module plus one line here.
 COMMANDS: tuple[str, ...] = (
     "run",
+    "rerun",
     "scenarios",
     "export",
     "params",

@@ -143,6 +143,8 @@ def execute(
                         state.running = min(executor.slots, state.remaining)
                         progress.point_failed(state, points[i], outcome)
                     else:
+                        if outcome.provenance is not None:
+                            outcome.provenance["executor"] = executor.describe()
                         run.results[i] = outcome
                         if store is not None:
                             store.save(points[i], outcome)
