@@ -348,7 +348,7 @@ pub fn export(
     let mut line = Vec::with_capacity(64);
     while let Some(r) = merged.next_row()? {
         let i = counts.accesses;
-        if i % (1 << 16) == 0 && stop() {
+        if i.is_multiple_of(1 << 16) && stop() {
             return Err(io(out, "interrupted; nothing written"));
         }
         counts.accesses += 1;
