@@ -49,16 +49,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep's report from local processes."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    res = tierlab(*SWEEP, "--out", out, "--jobs", "2")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
 def test_sweep_cancelled_half_way_resumes_to_the_local_report(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, local: Path, tmp_path: Path
 ) -> None:
     from tierlab.sweep.api import run_kind
     from tierlab.sweep.kinds import for_sweep
     from tierlab.sweep.slurm_executor import SlurmExecutor
-
-    local = tmp_path / "local"
-    res = tierlab(*SWEEP, "--out", local, "--jobs", "2")
-    assert res.returncode == 0, res.stderr
 
     out = tmp_path / "slurm"
     args = SWEEP[1:]
@@ -151,3 +156,46 @@ def test_a_failing_task_is_one_line_naming_the_point(cluster: Cluster, tmp_path:
     assert re.match(r"SLURM array task \d+_0 ended without a result \(failed\)", err.message), (
         err.message
     )
+
+
+def test_a_killed_submitter_leaves_its_array_and_the_rerun_waits_for_it(
+    cluster: Cluster, local: Path, tmp_path: Path
+) -> None:
+    """The submitting process is killed (SIGKILL) while its array is queued: the array goes
+    on, and running the command again submits nothing but waits for those tasks. The
+    partition is held down until each step is seen, so nothing depends on timing."""
+    import signal
+    import sys
+
+    def scontrol(state: str) -> None:
+        subprocess.run(
+            ["scontrol", "update", "PartitionName=debug", f"State={state}"],
+            check=True,
+            env=cluster.env,
+        )
+
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "tierlab", *SWEEP, "--out", str(out), "--executor", "slurm"]
+    scontrol("DOWN")
+    try:
+        first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cluster.env)
+        assert first.stderr is not None
+        line = first.stderr.readline()  # blocks until the array is submitted
+        m = re.search(r"submitted 8 points as SLURM job array (\d+)", line)
+        assert m, line
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        second = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cluster.env)
+        assert second.stderr is not None
+        line = second.stderr.readline()  # the earlier array's tasks are found queued
+        assert f"8 points are still queued or running in earlier SLURM job arrays ({m[1]})" in (
+            line
+        ), line
+        scontrol("UP")
+        rest = second.stderr.read()
+        assert second.wait(timeout=600) == 0, rest
+    finally:
+        scontrol("UP")
+    assert "submitted" not in rest, rest
+    for name in REPORT:
+        assert (out / name).read_bytes() == (local / name).read_bytes(), name

@@ -156,7 +156,7 @@ class SlurmExecutor(Executor):
         max_queued: int = 500,
         minutes: int | None = None,
         mem_mb: int | None = None,
-        poll_seconds: float = 1.0,
+        poll_seconds: float = 2.0,
         python: str | None = None,
         job_name: str = "tierlab-sweep",
         on_submit: Callable[[str, int, Limits], None] | None = None,
@@ -194,17 +194,23 @@ class SlurmExecutor(Executor):
             (self.work / d).mkdir(parents=True, exist_ok=True)
 
     def _states(self, job_ids: Sequence[str]) -> dict[str, str]:
-        """``{"JOBID_INDEX": STATE}`` of the array tasks of ``job_ids`` SLURM still knows."""
+        """``{"JOBID_INDEX": STATE}`` of the array tasks of ``job_ids`` SLURM still knows.
+        The user's jobs are listed and filtered here: ``squeue -j`` fails outright when one
+        of the ids is no longer known (finished more than ``MinJobAge`` ago)."""
         if not job_ids:
             return {}
+        import pwd
+
+        user = pwd.getpwuid(os.getuid()).pw_name
         out = _run(
-            ["squeue", "-h", "-r", "--states=all", "-j", ",".join(job_ids), "-o", "%i|%T"],
+            ["squeue", "-h", "-r", "--states=all", "-u", user, "-o", "%i|%T"],
             "asking SLURM for the sweep's array tasks",
         )
+        wanted = set(job_ids)
         states: dict[str, str] = {}
         for line in out.splitlines():
             task, _, state = line.strip().partition("|")
-            if task:
+            if task and task.split("_")[0] in wanted:
                 states[task] = state.strip()
         return states
 
