@@ -71,7 +71,8 @@ $(BUILD_STAMP): $(RUST_INPUTS) pyproject.toml | $(BIN)/python
 # C compiler (the test programs), perf (the `tierlab import perf-script` test runs the
 # documented commands) and Chromium, the headless browser the tests of the interactive HTML
 # reports drive (through Playwright, with Debian's browser: Playwright's own download is not
-# used). Installed when missing and we are root; else the tests skip.
+# used), and SLURM with munge (the test of `--executor slurm` starts a one-node cluster).
+# Installed when missing and we are root; else the tests skip.
 system-tools:
 	@for tool in valgrind:valgrind cc:gcc perf:linux-perf chromium:chromium; do \
 	  cmd=$${tool%%:*}; pkg=$${tool##*:}; \
@@ -84,6 +85,18 @@ system-tools:
 	    echo "make: $$cmd not found: the tests that need it will be skipped (install $$pkg)"; \
 	  fi; \
 	done
+	@# SLURM and munge: the test of `--executor slurm` starts a one-node cluster of its own.
+	@if ! command -v slurmd >/dev/null 2>&1 || ! command -v slurmctld >/dev/null 2>&1 \
+	    || ! command -v sbatch >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: SLURM not found; installing slurmctld slurmd slurm-client munge"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends slurmctld slurmd slurm-client munge) \
+	      || echo "make: could not install SLURM: the test of --executor slurm will be skipped"; \
+	  else \
+	    echo "make: SLURM not found: the test of --executor slurm will be skipped (install slurmctld slurmd slurm-client munge)"; \
+	  fi; \
+	fi
 
 demo: install
 	$(BIN)/tierlab run demo --out demo-out

@@ -445,6 +445,23 @@ def import_trace(
     recording, streaming: counts (accesses, loads, stores, threads, skipped_lines, and
     instructions for lackey) and ``time_unit``."""
 
+def export_trace(
+    dir: str,
+    format: str,
+    out: str,
+    object_bytes: int = 4096,
+    threads: Sequence[int] | None = None,
+) -> dict[str, int]:
+    """Write the accesses of recording ``dir`` to ``out`` as ``format`` (oracle-general, lcs,
+    valpin, ramulator, champsim, csv), streaming; counts (accesses, loads, stores, threads,
+    objects, bytes)."""
+
+def estimate_memory(spec: str, overrides: Sequence[str] = ..., seed: int | None = None) -> int:
+    """The engine's estimate of the bytes a run of the scenario holds (driver::budget)."""
+
+def scenario_base_dir(spec: str, overrides: Sequence[str] = ...) -> str:
+    """The directory the scenario's relative paths are resolved against."""
+
 def survey_accesses(dir: str, gap: int = 0) -> dict[str, Any]:
     """One pass over a recording's accesses: rows, time_min, time_max, threads, pages and
     runs of touched pages ``(start, end)`` merged across holes under ``gap`` bytes."""

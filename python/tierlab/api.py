@@ -196,6 +196,9 @@ class Result:
     #: the tiering policy's decision log (one row per page named in a promotion or
     #: demotion): ``time_ns, call, action, addr, node, moved`` columns; empty without tiering
     decisions: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: what the run came from (:func:`tierlab.provenance.collect`), written into
+    #: ``run.json``; filled in by ``tierlab run`` (or when ``run.json`` is written)
+    provenance: dict[str, Any] | None = field(default=None, repr=False)
     #: what the native ``run`` returned (None for a result made otherwise, e.g. from a
     #: sweep point)
     raw: RunOutput | None = field(default=None, repr=False)

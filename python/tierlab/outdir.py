@@ -70,6 +70,23 @@ def _stored_points(path: Path) -> bool:
     return bool(names) and all(_POINT_FILE.fullmatch(n) for n in names)
 
 
+#: What ``--executor slurm`` keeps in ``OUT/slurm/`` (``tierlab.sweep.slurm_executor``).
+_SLURM_DIRS = frozenset({"tasks", "results", "queued", "arrays", "logs"})
+
+
+def _slurm_work(path: Path) -> bool:
+    """Whether ``path`` is the SLURM executor's work directory and nothing else: its
+    subdirectories only, with a job script among the arrays."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        names = {e.name for e in path.iterdir()}
+        arrays = [e.name for e in (path / "arrays").iterdir()]
+    except OSError:
+        return False
+    return names <= _SLURM_DIRS and any(n.endswith(".sh") for n in arrays)
+
+
 def kind_of(path: Path) -> str | None:
     """Which tierlab output ``path`` (a directory) is, by its marker file; ``None`` if none."""
     meta = path / "meta.json"
@@ -120,6 +137,8 @@ def kind_of(path: Path) -> str | None:
     points = path / "points"
     if points.is_dir() and not points.is_symlink() and _stored_points(points):
         return "points"
+    if _slurm_work(path / "slurm"):
+        return "points"  # a SLURM sweep whose submitter stopped before a point was stored
     return None
 
 
@@ -132,7 +151,7 @@ _WHAT = {
     "coremap": "a `tierlab coremap --out` directory (coremap.json)",
     "overhead": "a `tierlab overhead --keep` directory (overhead.json)",
     "pebs-scale": "a `tierlab telemetry pebs-scale --out` directory (pebs-scale.json)",
-    "points": "an interrupted sweep's stored points (points/)",
+    "points": "an interrupted sweep's stored points (points/, slurm/)",
 }
 
 

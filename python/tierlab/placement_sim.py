@@ -288,10 +288,9 @@ def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     """Bars of the saving against first touch per kernel and node count, one bar per
     policy, with the paper's 20% average saving and 2.7% overhead marked; the overhead in a
     second panel. Returns the PNG and SVG written."""
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     recs = [r for r in records if r.policy != "first-touch"]
     if not recs:

@@ -418,12 +418,9 @@ def table1(records: Sequence[Record]) -> list[Table1Row]:
 
 
 def _plt() -> Any:
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
 K = TypeVar("K")

@@ -503,10 +503,9 @@ def _opt(x: StatValue) -> float | None:
 def plot(cmp: Comparison, out_stem: str) -> list[str]:
     """Precision and recall over time, one curve per technique (one row of panels per sweep
     point), as PNG and SVG. Returns the files written."""
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ts = cmp.timeseries
     points = list(cmp.results) or [""]

@@ -264,10 +264,9 @@ def run_tiering_sweep(
 
 def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     """``tiering.png``/``.svg``: throughput, p95 latency and fast-tier use over time."""
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(4, 1, figsize=(8, 12), sharex=True)
     for label, s in sweep.series.items():

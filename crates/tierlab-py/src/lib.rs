@@ -273,6 +273,33 @@ fn export(spec: &str, overrides: Vec<String>, seed: Option<u64>) -> PyResult<Str
     Ok(scenario::export(&sc))
 }
 
+/// The engine's estimate of the memory a run of the scenario holds (bytes; the parts that
+/// grow with its numbers: TLBs, caches, per-window results; `driver::budget`), as the run
+/// itself checks it against the host's memory before it starts.
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new(), seed=None))]
+fn estimate_memory(spec: &str, overrides: Vec<String>, seed: Option<u64>) -> PyResult<u64> {
+    let (sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    let mut end_ns = sc.duration.map(|d| d.0).unwrap_or(0);
+    if end_ns == 0 && !matches!(sc.workload, WorkloadConfig::Replay(_)) {
+        let ctx = scenario::build_ctx(&sc, &src);
+        let w = sc.workload.build(&ctx).map_err(to_py)?;
+        end_ns = w.natural_duration().map(|d| d.whole_ns()).unwrap_or(0);
+    }
+    let agents = sc.telemetry.len() + sc.placement.is_some() as usize + sc.tiering.is_some() as usize;
+    let parts = tierlab_sim::driver::budget::estimate(&sc, end_ns, agents);
+    Ok(parts.iter().fold(0u64, |a, p| a.saturating_add(p.bytes)))
+}
+
+/// The directory a scenario's relative paths (a replayed recording, a policy file) are
+/// resolved against.
+#[pyfunction]
+#[pyo3(signature = (spec, overrides=Vec::new()))]
+fn scenario_base_dir(spec: &str, overrides: Vec<String>) -> PyResult<String> {
+    let (_, src) = scenario::open(spec, &overrides, None).map_err(to_py)?;
+    Ok(src.base_dir.to_string_lossy().to_string())
+}
+
 /// The built-in scenarios: (name, description).
 #[pyfunction]
 fn builtin_scenarios() -> Vec<(String, String)> {
@@ -353,6 +380,8 @@ fn policy_kinds() -> Vec<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_base_dir, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(replay_path, m)?)?;
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;

@@ -202,6 +202,63 @@ pub fn import_trace(
     Ok(d.into_py(py))
 }
 
+/// Export the accesses of recording `dir` to `out` as `format` (`oracle-general`, `lcs`,
+/// `valpin`, `ramulator`, `champsim`, `csv`), streaming; `object_bytes` is the object size of
+/// the libCacheSim formats (64: lines, 4096: pages), `threads` the threads to keep (default:
+/// all). Returns the counts (accesses, loads, stores, threads, objects, bytes). Ctrl-C stops
+/// it (KeyboardInterrupt) and leaves nothing at `out`.
+#[pyfunction]
+#[pyo3(signature = (dir, format, out, object_bytes=4096, threads=None))] // not a page size: bytes per object
+pub fn export_trace(
+    py: Python<'_>,
+    dir: PathBuf,
+    format: &str,
+    out: PathBuf,
+    object_bytes: u64,
+    threads: Option<Vec<u32>>,
+) -> PyResult<PyObject> {
+    use tierlab_core::recording::export::{export, ExportCounts, ExportOptions, Format};
+    let Some(fmt) = Format::parse(format) else {
+        let names: Vec<&str> = Format::ALL.iter().map(|(n, _)| *n).collect();
+        return Err(PyValueError::new_err(format!(
+            "unknown trace format {format:?} (expected one of {})",
+            names.join(", ")
+        )));
+    };
+    let mut threads = threads;
+    if let Some(t) = threads.as_mut() {
+        t.sort_unstable();
+        t.dedup();
+    }
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let res = py.allow_threads(|| -> Result<ExportCounts, RecordingError> {
+        let meta = tierlab_core::recording::read_meta(&dir)?;
+        let unit = tierlab_core::recording::time_unit(&meta);
+        let table = tierlab_core::recording::AccessTable::open(&dir)?;
+        let opts = ExportOptions { format: fmt, object_bytes, threads, ..Default::default() };
+        let stop = || {
+            let hit = Python::with_gil(|py| py.check_signals().is_err());
+            if hit {
+                interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            hit
+        };
+        export(&table, unit, &out, &opts, &stop)
+    });
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"));
+    }
+    let c = res.map_err(err)?;
+    let d = PyDict::new_bound(py);
+    d.set_item("accesses", c.accesses)?;
+    d.set_item("loads", c.loads)?;
+    d.set_item("stores", c.stores)?;
+    d.set_item("threads", c.threads)?;
+    d.set_item("objects", c.objects)?;
+    d.set_item("bytes", c.bytes)?;
+    Ok(d.into_py(py))
+}
+
 fn open_table(dir: &Path) -> PyResult<tierlab_core::recording::AccessTable> {
     tierlab_core::recording::AccessTable::open(dir).map_err(err)
 }
@@ -279,6 +336,7 @@ pub fn aggregate_accesses(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceFormatError", m.py().get_type_bound::<TraceFormatError>())?;
     m.add_function(wrap_pyfunction!(import_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(export_trace, m)?)?;
     m.add_function(wrap_pyfunction!(survey_accesses, m)?)?;
     m.add_function(wrap_pyfunction!(aggregate_accesses, m)?)?;
     Ok(())

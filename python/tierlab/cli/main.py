@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 #: module plus one line here.
 COMMANDS: tuple[str, ...] = (
     "run",
+    "rerun",
     "scenarios",
     "export",
     "params",
@@ -31,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "view",
     "trace",
     "imports",
+    "export_trace",
     "overhead",
     "coremap",
     "place",

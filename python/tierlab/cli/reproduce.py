@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, check_overrides
-from tierlab.cli.sweeps import DEFAULT_JOBS, JOBS
+from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -77,11 +77,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--executor",
-        choices=("local", "ray"),
+        choices=EXECUTORS,
         default="local",
         help="where points run: local processes (default) or a Ray cluster",
     )
     p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
+    add_slurm_args(p)
     p.add_argument(
         "--fresh", action="store_true", help="recompute every point instead of reusing OUT/points/"
     )
@@ -150,6 +151,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.sweep.progress import RichSweepProgress
 
     out = args.out or Path(f"reproduce-{args.paper}")
+    args.out = out  # where --executor slurm keeps its files too
     store = ResultCache(out / "points", reuse=not args.fresh)
     show = not args.no_progress and sys.stderr.isatty()
     err = Console(stderr=True)

@@ -82,6 +82,12 @@ def main(args: argparse.Namespace) -> int:
     show_progress = not args.no_progress and sys.stderr.isatty()
     with progress_bar(err) if show_progress else nullcontext() as bar:
         result = run_native(args.scenario, args.overrides, args.seed, bar)
+    if args.out is not None:
+        from tierlab import provenance
+
+        result.provenance = provenance.collect(
+            args.scenario, result.scenario, "local", list(args.overrides)
+        )
     written = write_all(result, args.out) if args.out is not None else []
     if args.json:
         sys.stdout.write(stats_json(result))

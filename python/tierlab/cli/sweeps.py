@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -51,9 +52,10 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
     )
     parser.add_argument(
         "--executor",
-        choices=("local", "ray"),
+        choices=EXECUTORS,
         default="local",
-        help="where points run: local processes (default) or a Ray cluster (needs tierlab[ray])",
+        help="where points run: local processes (default), a Ray cluster (needs "
+        "tierlab[ray]) or one SLURM job array (needs --out on a file system the nodes share)",
     )
     parser.add_argument(
         "--address",
@@ -61,6 +63,7 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
         help="with --executor ray: the cluster to connect to (default: RAY_ADDRESS, else a "
         "Ray instance started on this machine)",
     )
+    add_slurm_args(parser)
     parser.add_argument(
         "--fresh",
         action="store_true",
@@ -71,8 +74,82 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
     parser.set_defaults(default_jobs=jobs)
 
 
+#: The ``--executor`` choices of every sweep command.
+EXECUTORS = ("local", "ray", "slurm")
+
+
+def add_slurm_args(parser: argparse.ArgumentParser) -> None:
+    """The options of ``--executor slurm`` (every sweep command has them)."""
+    g = parser.add_argument_group("with --executor slurm")
+    g.add_argument("--slurm-partition", metavar="NAME", help="the partition to submit to")
+    g.add_argument(
+        "--slurm-time",
+        type=int_in(1, 525_600, "minutes"),
+        metavar="MIN",
+        help="time limit of each point's task in minutes (default 60)",
+    )
+    g.add_argument(
+        "--slurm-mem",
+        type=int_in(1, 1 << 30, "MiB"),
+        metavar="MIB",
+        help="memory of each point's task in MiB (default: the engine's estimate for the "
+        "largest point, doubled, plus 512 MiB for Python)",
+    )
+    g.add_argument(
+        "--slurm-max-queued",
+        type=int_in(1, 1_000_000, "a number of tasks"),
+        default=500,
+        metavar="N",
+        help="at most N of the sweep's tasks in the queue at once (default 500); --jobs N "
+        "caps the tasks running at once",
+    )
+
+
+def _slurm_executor(args: argparse.Namespace) -> Executor:
+    from tierlab.sweep.slurm_executor import Limits, SlurmExecutor
+
+    out: Path | None = getattr(args, "out", None)
+    if out is None:
+        args.parser.error(
+            "--executor slurm needs --out DIR: the points, the array's scripts and its logs "
+            "are kept there (on a file system the cluster's nodes share)"
+        )
+
+    assert out is not None
+
+    def submitted(job: str, tasks: int, limits: Limits) -> None:
+        print(
+            f"tierlab: submitted {tasks} point{'s' if tasks != 1 else ''} as SLURM job array "
+            f"{job} ({limits.minutes} min, {limits.mem_mb} MiB each; scripts and logs in "
+            f"{out / SLURM_DIR})",
+            file=sys.stderr,
+        )
+
+    def adopted(jobs: list[str], tasks: int) -> None:
+        print(
+            f"tierlab: {tasks} point{'s are' if tasks != 1 else ' is'} still queued or running "
+            f"in earlier SLURM job arrays ({', '.join(jobs)}); waiting for them",
+            file=sys.stderr,
+        )
+
+    return SlurmExecutor(
+        out / SLURM_DIR,
+        partition=args.slurm_partition,
+        jobs=args.jobs,
+        max_queued=args.slurm_max_queued,
+        minutes=args.slurm_time,
+        mem_mb=args.slurm_mem,
+        on_submit=submitted,
+        on_adopt=adopted,
+    )
+
+
 def make_executor(args: argparse.Namespace) -> Executor:
     """The executor the command line asks for."""
+    if args.executor == "slurm":
+        if args.address is not None:
+            args.parser.error("--address needs --executor ray")
+        return _slurm_executor(args)
     if args.executor == "ray":
         from tierlab.sweep.ray_executor import RayExecutor
 
@@ -84,6 +161,9 @@ def make_executor(args: argparse.Namespace) -> Executor:
 
 #: Where ``--out DIR`` keeps the result of every point (see tierlab.sweep.cache).
 POINTS_DIR = "points"
+
+#: Where ``--executor slurm`` keeps its job scripts, logs and pending results under ``--out``.
+SLURM_DIR = "slurm"
 
 
 def exit_code(error: PointError) -> int:

@@ -18,7 +18,7 @@ from tierlab.cli.common import (
     print_error,
     stdout_console,
 )
-from tierlab.cli.sweeps import DEFAULT_JOBS, JOBS
+from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -112,11 +112,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--executor",
-        choices=("local", "ray"),
+        choices=EXECUTORS,
         default="local",
         help="where trials run: local worker processes (default) or a Ray cluster",
     )
     p.add_argument("--address", metavar="HOST:PORT", help="with --executor ray: the cluster")
+    add_slurm_args(p)
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, direction="maximize")

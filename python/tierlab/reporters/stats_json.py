@@ -1,4 +1,5 @@
-"""``stats.json`` (the nested stats registry) and ``run.json`` (how the run went)."""
+"""``stats.json`` (the nested stats registry) and ``run.json`` (how the run went, and what it
+came from: its ``provenance``, see :mod:`tierlab.provenance`)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,14 @@ def run_info(result: Result) -> dict[str, Any]:
         "sim_seconds_total": secs(result.sim_ns_total),
         "wall_seconds": result.wall_seconds,
         "tierlab_version": __version__,
+        "provenance": result.provenance or _provenance(result),
     }
+
+
+def _provenance(result: Result) -> dict[str, Any]:
+    from tierlab import provenance
+
+    return provenance.collect("", result.scenario)
 
 
 class StatsJsonReporter(Reporter):

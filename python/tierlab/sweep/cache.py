@@ -129,4 +129,5 @@ def _from_json(doc: dict[str, Any], label: str) -> PointResult:
         mapping_log=None if log is None else [tuple(e) for e in log],
         stats=doc.get("stats"),
         written=doc.get("written"),
+        provenance=doc.get("provenance"),
     )

@@ -16,7 +16,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tierlab.sweep.executor import Executor, LocalExecutor
+from tierlab.sweep.executor import Executor, LocalExecutor, TaskFailure
 from tierlab.sweep.point import Point, PointError, PointResult
 from tierlab.sweep.worker import run_point
 
@@ -139,12 +139,16 @@ def execute(
                 for j, outcome in outcomes:
                     i = todo[j]
                     state.elapsed = time.monotonic() - start
+                    if isinstance(outcome, TaskFailure):  # the executor lost the point's run
+                        outcome = PointError(points[i].label, outcome.message, "error")
                     if isinstance(outcome, PointError):
                         run.failures.append(outcome)
                         state.failed += 1
                         state.running = min(executor.slots, state.remaining)
                         progress.point_failed(state, points[i], outcome)
                     else:
+                        if outcome.provenance is not None:
+                            outcome.provenance["executor"] = executor.describe()
                         run.results[i] = outcome
                         if store is not None:
                             store.save(points[i], outcome)

@@ -24,6 +24,18 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 
+class TaskFailure:
+    """What an executor yields for an item whose run ended without a value (a batch
+    scheduler's task cancelled, killed or out of time): the reason, one line. The sweep
+    engine reports it as that point's failure. Plain data: it pickles."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"TaskFailure({self.message!r})"
+
+
 class Outcomes(Protocol[R_co]):
     """What :meth:`Executor.imap` returns: an iterator of ``(index, value)`` that
     :meth:`close` stops (cancelling what has not finished). Generators are outcomes."""

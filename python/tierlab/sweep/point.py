@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from tierlab._native import MappingEvent, RunOutput, SampleColumns, StatsTree, StatValue
@@ -100,6 +100,8 @@ class PointResult:
     mapping_log: list[MappingEvent] | None = None
     stats: StatsTree | None = field(default=None, repr=False)
     written: list[str] | None = None
+    #: what the point came from and where it ran (:func:`tierlab.provenance.collect`)
+    provenance: dict[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_native(cls, label: str, raw: RunOutput, keep_samples: bool = False) -> PointResult:

@@ -42,9 +42,20 @@ def run_point(point: Point) -> Outcome:
             )
             res = PointResult.from_native(point.label, raw, False)
             res.written = [str(p) for p in paths]
-            return res
-        return PointResult.from_native(point.label, raw, point.keep_samples)
+            return _with_provenance(res, point)
+        return _with_provenance(
+            PointResult.from_native(point.label, raw, point.keep_samples), point
+        )
     except KeyboardInterrupt:
         raise
     except Exception as exc:
         return PointError.from_exception(point.label, exc)
+
+
+def _with_provenance(res: PointResult, point: Point) -> PointResult:
+    """``res`` with the provenance of its run (on the machine that ran it; the sweep
+    engine adds the executor)."""
+    from tierlab import provenance
+
+    res.provenance = provenance.collect(point.spec, res.scenario, None, list(point.overrides))
+    return res

@@ -12,6 +12,7 @@
 //! dictionary/RLE-encoded, zstd on top.
 
 pub mod aggregate;
+pub mod export;
 pub mod import;
 pub mod pages;
 mod read;
