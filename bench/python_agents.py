@@ -5,7 +5,7 @@ farm-bench, the Python and built-in forms alternated):
         --vs '.venv/bin/python bench/python_agents.py tiering builtin'
 
 ``tiering``: hottest-first following PEBS on tiering-kv (10 simulated seconds); ``pte``: a
-PTE scan of tiering-replay-kv every 2 ms; ``fifo``: FIFO on cmcp-replay (``batched``: the
+PTE scan of the demo every 100 ms; ``fifo``: FIFO on cmcp-replay (``batched``: the
 Python policy choosing 64 victims per call). Prints the run's wall seconds and key counts.
 """
 
@@ -31,13 +31,13 @@ def sets(what: str, form: str) -> tuple[str, list[str]]:
         )
         return "tiering-kv", ["sweep=[]", "duration=10s", f"telemetry=[{PEBS}]", f"tiering={pol}"]
     if what == "pte":
-        p = 'interval = "2ms", chunk_ptes = 256'
+        p = 'interval = "100ms", chunk_ptes = 4096'
         kind = (
             f'kind = "python", path = "{EX / "pte_scan.py"}", class = "PteScan"'
             if form == "python"
             else 'kind = "pte-scan"'
         )
-        return "tiering-replay-kv", ["sweep=[]", f'telemetry=[{{name = "T", {kind}, {p}}}]']
+        return "demo", ["sweep=[]", f'telemetry=[{{name = "T", {kind}, {p}}}]']
     cls = {"python": "Fifo", "batched": "FifoBatched"}.get(form)
     pol = (
         f'{{kind = "python", path = "{EX / "fifo.py"}", class = "{cls}"}}'

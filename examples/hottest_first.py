@@ -51,9 +51,9 @@ class HottestFirst(TieringPolicy):
         self.p_end = np.zeros(0, np.uint64)
         self.p_score = np.zeros(0)
         self.pos = (0, 0)
-        # Runs this policy promoted: starts and ends sorted by start, scores by start.
+        # Runs this policy promoted: their starts, sorted; their ends and scores by start.
         self.res_keys: list[int] = []
-        self.res_ends: list[int] = []
+        self.res_end: dict[int, int] = {}
         self.res_score: dict[int, float] = {}
         # Per plan item: a one-page item whose page is in a resident run (kept up to date as
         # pages are promoted and demoted; the walk skips such items without looking).
@@ -138,7 +138,7 @@ class HottestFirst(TieringPolicy):
         self.p_index = dict(zip(start.tolist(), range(start.size), strict=True))
         if self.res_keys:
             rs = np.array(self.res_keys, dtype=np.uint64)
-            re = np.array(self.res_ends, dtype=np.uint64)
+            re = np.array([self.res_end[k] for k in self.res_keys], dtype=np.uint64)
             lo = np.searchsorted(be, rs, side="right")
             hi = np.searchsorted(bs, re, side="left")
             best = np.where(
@@ -170,28 +170,26 @@ class HottestFirst(TieringPolicy):
     # -- resident runs ---------------------------------------------------------------------------
     def add_resident(self, start: int, end: int, score: float) -> None:
         s, e = start, end
-        keys, ends, scores = self.res_keys, self.res_ends, self.res_score
+        keys, ends, scores = self.res_keys, self.res_end, self.res_score
         i = bisect_right(keys, s) - 1
-        if i >= 0 and ends[i] == s and scores[keys[i]] == score:
+        if i >= 0 and ends[keys[i]] == s and scores[keys[i]] == score:
             s = keys[i]
-        j = bisect_left(keys, e)
-        if j < len(keys) and keys[j] == e and scores[e] == score:
+        if scores.get(e) == score:
+            del keys[bisect_left(keys, e)]
             del scores[e]
-            e = ends[j]
-            del keys[j], ends[j]
-        k = bisect_left(keys, s)
-        if k < len(keys) and keys[k] == s:
-            ends[k] = e
-        else:
-            keys.insert(k, s)
-            ends.insert(k, e)
+            e = ends.pop(e)
+        if s not in ends:
+            keys.insert(bisect_left(keys, s), s)
+        ends[s] = e
         scores[s] = score
 
     def resident_end(self, va: int) -> int | None:
         """The end of the resident run holding ``va``."""
         i = bisect_right(self.res_keys, va) - 1
-        if i >= 0 and va < self.res_ends[i]:
-            return self.res_ends[i]
+        if i >= 0:
+            e = self.res_end[self.res_keys[i]]
+            if va < e:
+                return e
         return None
 
     def make_room(self, need: int, score: float, ctx: Context) -> int:
@@ -202,9 +200,8 @@ class HottestFirst(TieringPolicy):
         for _, s in victims:
             if freed >= need:
                 break
-            k = bisect_left(self.res_keys, s)
-            e, sc = self.res_ends[k], self.res_score.pop(s)
-            del self.res_keys[k], self.res_ends[k]
+            del self.res_keys[bisect_left(self.res_keys, s)]
+            e, sc = self.res_end.pop(s), self.res_score.pop(s)
             va, pages, got = s, [], 0
             while va < e and freed + got < need:
                 bases, sizes, nodes, stop = ctx.present_pages(va, e, LIST)
@@ -220,9 +217,8 @@ class HottestFirst(TieringPolicy):
             self.mark(pages, False)
             freed += got
             if va < e:
-                k = bisect_left(self.res_keys, va)
-                self.res_keys.insert(k, va)
-                self.res_ends.insert(k, e)
+                self.res_keys.insert(bisect_left(self.res_keys, va), va)
+                self.res_end[va] = e
                 self.res_score[va] = sc
         return freed
 
