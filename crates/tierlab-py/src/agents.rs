@@ -153,8 +153,15 @@ fn build(
 pub struct PyHost;
 
 impl tierlab_sim::agents::telemetry::external::TelemetryHost for PyHost {
-    fn build(&self, p: &External<TelemetryShared>, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>> {
-        let b = build("telemetry", &p.shared, &p.keys, &p.own, ctx.seed, label, ctx.index, &|f, m| ctx.err(f, m))?;
+    fn build(
+        &self,
+        p: &External<TelemetryShared>,
+        label: &str,
+        ctx: &TelemetryBuildCtx,
+    ) -> Result<Box<dyn Observer>> {
+        let b = build("telemetry", &p.shared, &p.keys, &p.own, ctx.seed, label, ctx.index, &|f, m| {
+            ctx.err(f, m)
+        })?;
         let publishes = tierlab_sim::params::intern(&b.publishes, &FEED_LISTS);
         Ok(Box::new(PyObserver { b, publishes, next: Ps::ZERO }))
     }
@@ -566,7 +573,14 @@ impl NativeContext {
     /// (loads, stores), a buffer of `capacity` records whose interrupt fires at `threshold`
     /// (the handler's time, 2,000 cycles, is charged to the sampled core by the hardware
     /// model).
-    fn pebs_enable(&self, loads: bool, stores: bool, period: u64, capacity: usize, threshold: usize) -> PyResult<()> {
+    fn pebs_enable(
+        &self,
+        loads: bool,
+        stores: bool,
+        period: u64,
+        capacity: usize,
+        threshold: usize,
+    ) -> PyResult<()> {
         if period == 0 || capacity == 0 || threshold == 0 || threshold > capacity || !(loads || stores) {
             return Err(bad(format!(
                 "pebs_enable(loads={loads}, stores={stores}, period={period}, capacity={capacity}, \
@@ -643,7 +657,8 @@ fn invoke<'py>(
 ) -> Result<Bound<'py, PyAny>> {
     let ctx = Bound::new(py, NativeContext { pages, capacity: 0, ..NativeContext::new(target) })
         .map_err(|e| SimError::runtime(e.to_string()))?;
-    let mut all: Vec<PyObject> = vec![b.obj.clone_ref(py), method.into_py(py), ctx.clone().into_any().unbind()];
+    let mut all: Vec<PyObject> =
+        vec![b.obj.clone_ref(py), method.into_py(py), ctx.clone().into_any().unbind()];
     all.extend(args);
     let r = host(py).and_then(|h| h.call_method1("invoke", PyTuple::new_bound(py, all)));
     ctx.borrow().close();
@@ -698,7 +713,8 @@ fn feed_args(py: Python<'_>, feed: &Feed) -> Vec<PyObject> {
     match feed {
         Feed::Samples(drains) => {
             let n: usize = drains.iter().map(|d| d.records.len()).sum();
-            let (mut addr, mut time, mut core) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+            let (mut addr, mut time, mut core) =
+                (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
             for d in drains.iter() {
                 for &(a, _) in &d.records {
                     addr.push(a);
@@ -843,7 +859,8 @@ impl Observer for PyObserver {
     fn hot_set(&mut self, start: Ps, end: Ps, machine: &MachineView) -> HotReport {
         Python::with_gil(|py| {
             let target = Target::View(machine as *const MachineView as *const c_void);
-            let r = invoke(py, &self.b, "hot_set", target, vec![start.ps().into_py(py), end.ps().into_py(py)], 0);
+            let r =
+                invoke(py, &self.b, "hot_set", target, vec![start.ps().into_py(py), end.ps().into_py(py)], 0);
             // The Python side checked the report and returns (kind, a, b) as bytes.
             let parsed = r.and_then(|r| {
                 r.extract::<(String, Vec<u8>, Vec<u8>)>().map_err(|e| SimError::runtime(e.to_string()))
@@ -855,7 +872,9 @@ impl Observer for PyObserver {
                 Ok((_, a, _)) => HotReport::Pages(from_u64s(&a)),
                 Err(e) => {
                     // Reported when the technique's next hook runs (hot_set cannot fail).
-                    let _ = host(py).and_then(|h| h.call_method1("defer_error", (self.b.obj.clone_ref(py), e.to_string())));
+                    let _ = host(py).and_then(|h| {
+                        h.call_method1("defer_error", (self.b.obj.clone_ref(py), e.to_string()))
+                    });
                     HotReport::Regions(Vec::new())
                 }
             }
@@ -886,7 +905,13 @@ pub struct PyReplacement {
 }
 
 impl PyReplacement {
-    fn call(&mut self, py: Python<'_>, method: &str, f: &mut dyn Frames, args: Vec<PyObject>) -> Option<PyObject> {
+    fn call(
+        &mut self,
+        py: Python<'_>,
+        method: &str,
+        f: &mut dyn Frames,
+        args: Vec<PyObject>,
+    ) -> Option<PyObject> {
         if self.error.is_some() {
             return None;
         }
@@ -894,7 +919,11 @@ impl PyReplacement {
         let target = Target::Frames(&mut fr as *mut &mut dyn Frames as *mut c_void);
         let ctx = match Bound::new(
             py,
-            NativeContext { pages: self.resident.len() as u64, capacity: self.capacity, ..NativeContext::new(target) },
+            NativeContext {
+                pages: self.resident.len() as u64,
+                capacity: self.capacity,
+                ..NativeContext::new(target)
+            },
         ) {
             Ok(c) => c,
             Err(e) => {
@@ -945,12 +974,16 @@ impl Replacement for PyReplacement {
                             return v;
                         }
                     }
-                    let Some(r) = self.call(py, "evict_batch", f, vec![self.b.batch.into_py(py)]) else { return 0 };
+                    let Some(r) = self.call(py, "evict_batch", f, vec![self.b.batch.into_py(py)]) else {
+                        return 0;
+                    };
                     match r.extract::<Vec<u8>>(py) {
                         Ok(b) if !b.is_empty() => {
                             let pages = from_u64s(&b);
                             if let Some(&p) = pages.iter().find(|&&p| p >= self.resident.len() as u64) {
-                                self.victim_error(format!("evict_batch chose page {p}, which does not exist"));
+                                self.victim_error(format!(
+                                    "evict_batch chose page {p}, which does not exist"
+                                ));
                                 return 0;
                             }
                             if !pages.iter().any(|&p| self.resident[p as usize]) {
@@ -992,7 +1025,9 @@ impl Replacement for PyReplacement {
             if self.error.is_some() {
                 return;
             }
-            let r = host(py).and_then(|h| h.call_method1("invoke", (self.b.obj.clone_ref(py), "remove", py.None(), page)));
+            let r = host(py).and_then(|h| {
+                h.call_method1("invoke", (self.b.obj.clone_ref(py), "remove", py.None(), page))
+            });
             if let Err(e) = r {
                 self.error = Some(user_error(py, e, &self.b.path));
             }

@@ -563,11 +563,11 @@ where
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let sf = S::keys();
-                let mut shared = match toml::Value::try_from(<ExternalKeys as SharedDefaults<S>>::shared_defaults())
-                {
-                    Ok(toml::Value::Table(t)) => t,
-                    _ => toml::Table::new(),
-                };
+                let mut shared =
+                    match toml::Value::try_from(<ExternalKeys as SharedDefaults<S>>::shared_defaults()) {
+                        Ok(toml::Value::Table(t)) => t,
+                        _ => toml::Table::new(),
+                    };
                 let (mut path, mut class) = (None, None);
                 let mut own = toml::Table::new();
                 while let Some(k) = map.next_key::<String>()? {

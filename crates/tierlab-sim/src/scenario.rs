@@ -1090,18 +1090,24 @@ mod tests {
             };
             texts.push(format!("duration = \"1ms\"\n[workload]\nkind = \"{k}\"\n{extra}"));
         }
+        // A class written in Python: its file and class are required (its own keys are the
+        // class's to check).
+        let ext = |k: &str| if k == "python" { "path = \"p.py\"\nclass = \"C\"\n" } else { "" };
         for k in crate::agents::telemetry::TelemetryConfig::kinds() {
-            texts.push(format!("{base}[[telemetry]]\nkind = \"{k}\"\n"));
+            texts.push(format!("{base}[[telemetry]]\nkind = \"{k}\"\n{}", ext(k)));
         }
         for k in crate::os::replacement::PolicyConfig::kinds() {
-            texts
-                .push(format!("{base}[machine.hmem]\nfast_memory = \"50%\"\n[[policies]]\nkind = \"{k}\"\n"));
+            texts.push(format!(
+                "{base}[machine.hmem]\nfast_memory = \"50%\"\n[[policies]]\nkind = \"{k}\"\n{}",
+                ext(k)
+            ));
         }
         for k in crate::agents::placement::PlacementConfig::kinds() {
             texts.push(format!("{base}[placement]\nkind = \"{k}\"\n"));
         }
         for k in crate::agents::tiering::TieringConfig::kinds() {
-            texts.push(format!("{base}[[telemetry]]\nkind = \"pebs\"\n[tiering]\nkind = \"{k}\"\n"));
+            texts
+                .push(format!("{base}[[telemetry]]\nkind = \"pebs\"\n[tiering]\nkind = \"{k}\"\n{}", ext(k)));
         }
         for t in &texts {
             // Load without the range check, then check the expanded scenario (a number

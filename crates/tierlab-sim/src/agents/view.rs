@@ -338,7 +338,13 @@ impl<'a> MachineView<'a> {
     /// (no TLB flush): the entries read, the runs of pages found accessed (base-page numbers
     /// `[first, end)`, sorted), and the span `[lo, hi)` of the accessed pages (`lo >= hi`:
     /// none). None without radix page tables.
-    pub fn scan_accessed(&mut self, start: u64, end: u64, page_size: PageSize, clear: bool) -> Option<AccessScan> {
+    pub fn scan_accessed(
+        &mut self,
+        start: u64,
+        end: u64,
+        page_size: PageSize,
+        clear: bool,
+    ) -> Option<AccessScan> {
         let pt = self.m.page_tables_mut()?;
         let mut r = AccessScan { read: 0, runs: Vec::new(), pages: 0, lo: u64::MAX, hi: 0 };
         match page_size {
@@ -363,13 +369,20 @@ impl<'a> MachineView<'a> {
                 });
             }
             _ => {
-                let (h, level) =
-                    if page_size == PageSize::Huge1G { (HUGE_1G_SIZE, Level::Pud) } else { (HUGE_SIZE, Level::Pmd) };
+                let (h, level) = if page_size == PageSize::Huge1G {
+                    (HUGE_1G_SIZE, Level::Pud)
+                } else {
+                    (HUGE_SIZE, Level::Pmd)
+                };
                 let mut va = start & !(h - 1);
                 while va < end {
                     if pt.is_present(va, level) {
                         r.read += 1;
-                        let hot = if clear { pt.test_and_clear_accessed(va, level) } else { pt.test_accessed(va, level) };
+                        let hot = if clear {
+                            pt.test_and_clear_accessed(va, level)
+                        } else {
+                            pt.test_accessed(va, level)
+                        };
                         if hot {
                             push_run(&mut r.runs, vpn(va), vpn(va + h));
                             r.pages += vpn(h);

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{Observer, TelemetryBuildCtx, TelemetryShared, Technique};
+use super::{Observer, Technique, TelemetryBuildCtx, TelemetryShared};
 use crate::error::Result;
 use crate::params::{External, ExternalKeys, SharedDefaults};
 
@@ -15,7 +15,12 @@ pub trait TelemetryHost: Send + Sync {
     /// Build the technique of `p` labelled `label`: load its class, check its own
     /// parameters (`p.own`) against what the class declares (errors name
     /// `telemetry[i].<key>`), instantiate it with the scenario's seed.
-    fn build(&self, p: &External<TelemetryShared>, label: &str, ctx: &TelemetryBuildCtx) -> Result<Box<dyn Observer>>;
+    fn build(
+        &self,
+        p: &External<TelemetryShared>,
+        label: &str,
+        ctx: &TelemetryBuildCtx,
+    ) -> Result<Box<dyn Observer>>;
 }
 
 static HOST: OnceLock<Arc<dyn TelemetryHost>> = OnceLock::new();

@@ -178,7 +178,12 @@ impl Agent for TelemetryAgent {
         self.obs.report_stats(&p, out);
     }
     fn output(&mut self) -> AgentOutput {
-        AgentOutput { samples: self.obs.samples(), plan: None, damo_record: self.obs.damo_record() , decisions: Vec::new() }
+        AgentOutput {
+            samples: self.obs.samples(),
+            plan: None,
+            damo_record: self.obs.damo_record(),
+            decisions: Vec::new(),
+        }
     }
 }
 

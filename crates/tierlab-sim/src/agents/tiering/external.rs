@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{Common, FeedKind, Tiers, TieringBuildCtx, TieringKind, TieringPolicy, TieringShared};
+use super::{Common, FeedKind, TieringBuildCtx, TieringKind, TieringPolicy, TieringShared, Tiers};
 use crate::error::Result;
 use crate::params::{External, ExternalKeys, SharedDefaults};
 use crate::units::Ps;

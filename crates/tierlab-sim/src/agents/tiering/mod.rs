@@ -39,7 +39,9 @@ use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
 use tierlab_core::param::params;
 
-use super::{Agent, AgentCtx, AgentOutput, Feed, FeedKind, Info, MachineView, MoveRecord, Ps, Role, Subscription};
+use super::{
+    Agent, AgentCtx, AgentOutput, Feed, FeedKind, Info, MachineView, MoveRecord, Ps, Role, Subscription,
+};
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
 
 pub mod colloid;
@@ -163,7 +165,13 @@ impl Mover {
         self.log.push(MoveRecord { time: self.last, promote, node, pages: vas.to_vec(), moved });
     }
 
-    fn promote_unlogged(&mut self, m: &mut MachineView, vas: &[u64], t: Tiers, core: usize) -> Result<(u64, bool)> {
+    fn promote_unlogged(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+    ) -> Result<(u64, bool)> {
         let mut moved = 0;
         for chunk in vas.chunks(BATCH) {
             let bytes: u64 = chunk.iter().map(|&v| page_bytes(m, v)).sum();

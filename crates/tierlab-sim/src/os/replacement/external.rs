@@ -26,9 +26,7 @@ pub fn set_host(h: Arc<dyn ReplacementHost>) {
 
 impl PolicyParams for External<Unshared> {
     fn build(&self, ctx: &PolicyBuildCtx) -> Result<Box<dyn Replacement>> {
-        let host = HOST.get().ok_or_else(|| {
-            ctx.error("kind", crate::params::NO_HOST)
-        })?;
+        let host = HOST.get().ok_or_else(|| ctx.error("kind", crate::params::NO_HOST))?;
         host.build(self, ctx)
     }
 }
