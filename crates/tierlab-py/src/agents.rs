@@ -194,9 +194,21 @@ impl tierlab_sim::os::replacement::external::ReplacementHost for PyHost {
     }
 }
 
+impl tierlab_sim::agents::placement::external::PlacementHost for PyHost {
+    fn build(
+        &self,
+        p: &External<Unshared>,
+        ctx: &tierlab_sim::agents::placement::PlacementBuildCtx,
+    ) -> Result<Box<dyn tierlab_sim::agents::placement::PlacementPolicy>> {
+        let b = build("placement", &p.shared, &p.keys, &p.own, ctx.seed, "placement", 0, &|f, m| ctx.err(f, m))?;
+        Ok(Box::new(PyPlacement { next: b.interval, b }))
+    }
+}
+
 /// Install the host (when the module loads).
 pub fn install() {
     let h = Arc::new(PyHost);
+    tierlab_sim::agents::placement::external::set_host(h.clone());
     tierlab_sim::agents::telemetry::external::set_host(h.clone());
     tierlab_sim::agents::tiering::external::set_host(h.clone());
     tierlab_sim::os::replacement::external::set_host(h);
@@ -297,7 +309,9 @@ impl NativeContext {
             match self.target.get() {
                 Target::Telemetry(p) => Ok(&mut *(p as *mut AgentCtxS)),
                 Target::Gone => Err(PyRuntimeError::new_err(GONE)),
-                _ => Err(PyRuntimeError::new_err("only a telemetry technique's context publishes feeds")),
+                _ => Err(PyRuntimeError::new_err(
+                    "only a telemetry technique's or a placement policy's context does this",
+                )),
             }
         }
     }
@@ -623,6 +637,63 @@ impl NativeContext {
         Ok((u64s(py, &a), u32s(py, &c), u64s(py, &t)))
     }
 
+    // -- placement -----------------------------------------------------------------------------
+
+    /// The rule new pages follow: `first-touch` or `interleave`.
+    fn set_placement(&self, rule: &str) -> PyResult<()> {
+        let p = match rule {
+            "first-touch" => tierlab_sim::os::memory::Placement::FirstTouch,
+            "interleave" => tierlab_sim::os::memory::Placement::Interleave,
+            other => return Err(bad(format!("placement `{other}`: expected first-touch or interleave"))),
+        };
+        self.telemetry()?.machine.set_placement(p);
+        Ok(())
+    }
+    /// The preferred-node plan consulted at every fault (starts, ends as LE u64 bytes, nodes
+    /// as bytes): sorted, disjoint ranges.
+    fn set_plan(&self, starts: &[u8], ends: &[u8], nodes: &[u8]) -> PyResult<()> {
+        let (s, e) = (from_u64s(starts), from_u64s(ends));
+        if e.len() != s.len() || nodes.len() != s.len() {
+            return Err(bad("set_plan: the arrays differ in length"));
+        }
+        let ctx = self.telemetry()?;
+        let n = ctx.machine.nodes().len();
+        let mut plan = Vec::with_capacity(s.len());
+        for i in 0..s.len() {
+            if e[i] <= s[i] || (i > 0 && s[i] < e[i - 1]) {
+                return Err(bad(format!("set_plan: range {i} [{:#x}, {:#x}) is empty or not after the previous one", s[i], e[i])));
+            }
+            if nodes[i] as usize >= n {
+                return Err(bad(format!("set_plan: node {} does not exist ({n} nodes)", nodes[i])));
+            }
+            plan.push((s[i], e[i], nodes[i]));
+        }
+        ctx.machine.set_preferred(plan);
+        Ok(())
+    }
+    /// Move the pages (LE u64 bytes) to `node` as one batch from the agent's core: pages
+    /// moved (charged as a migration).
+    fn move_pages(&self, pages: &[u8], node: u8) -> PyResult<u64> {
+        let vas = from_u64s(pages);
+        self.check_pages(&vas, "move_pages")?;
+        let (now, core) = self.agent()?;
+        let m = self.machine()?;
+        if node as usize >= m.nodes().len() {
+            return Err(bad(format!("move_pages: node {node} does not exist")));
+        }
+        m.start_work(core, now);
+        let before = m.core_clock(core);
+        let r = m.migrate_pages(&vas, node, core).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let took = m.core_clock(core) - before;
+        // SAFETY: as `machine`.
+        unsafe {
+            if let Target::Telemetry(p) = self.target.get() {
+                *(*(p as *mut AgentCtxS)).cpu += took;
+            }
+        }
+        Ok(r.pages)
+    }
+
     // -- replacement ---------------------------------------------------------------------------
 
     /// Test and clear the Accessed bits of every PTE mapping `page`: how many were set.
@@ -888,6 +959,48 @@ impl Observer for PyObserver {
     }
     fn finish(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
         Python::with_gil(|py| invoke(py, &self.b, "finish", telemetry_target(ctx), vec![], 0).map(drop))
+    }
+}
+
+// -- placement ----------------------------------------------------------------------------------
+
+/// A Python placement policy.
+pub struct PyPlacement {
+    b: Built,
+    next: Ps,
+}
+
+impl tierlab_sim::agents::placement::PlacementPolicy for PyPlacement {
+    fn mode(&self) -> String {
+        "python".into()
+    }
+    fn prepare(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
+        Python::with_gil(|py| invoke(py, &self.b, "prepare", telemetry_target(ctx), vec![], 0).map(drop))
+    }
+    fn start(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
+        let now = ctx.now;
+        Python::with_gil(|py| {
+            let r = invoke(py, &self.b, "start", telemetry_target(ctx), vec![], 0)?;
+            self.next = next_of(&r, now, self.b.interval, &self.b.path, "start")?;
+            Ok(())
+        })
+    }
+    fn next_event(&self) -> Ps {
+        self.next
+    }
+    fn on_event(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
+        let now = ctx.now;
+        Python::with_gil(|py| {
+            let r = invoke(py, &self.b, "on_interval", telemetry_target(ctx), vec![], 0)?;
+            self.next = next_of(&r, now, self.b.interval, &self.b.path, "on_interval")?;
+            Ok(())
+        })
+    }
+    fn finish(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
+        Python::with_gil(|py| invoke(py, &self.b, "finish", telemetry_target(ctx), vec![], 0).map(drop))
+    }
+    fn report_stats(&self, out: &mut Stats) {
+        stats_of(&self.b, "placement", out)
     }
 }
 

@@ -2,7 +2,8 @@
 run by the simulator like a built-in one (``kind = "python"`` in a scenario) and, for tiering
 policies, by ``tierlab tier`` on a live process.
 
-A class derives from :class:`TieringPolicy`, :class:`Telemetry` or :class:`Replacement`,
+A class derives from :class:`TieringPolicy`, :class:`Telemetry`, :class:`Placement` or
+:class:`Replacement`,
 declares its parameters as :class:`Param` class attributes and implements the hooks of its
 kind; the hooks get a :class:`Context` (the machine as the engine's own agents see it:
 numpy arrays in and out, every operation charged by the cost model). See
@@ -18,6 +19,7 @@ from tierlab.agents.base import (
     HotSet,
     PagesReport,
     Param,
+    Placement,
     Regions,
     RegionsReport,
     Replacement,
@@ -33,6 +35,7 @@ __all__ = [
     "HotSet",
     "PagesReport",
     "Param",
+    "Placement",
     "Regions",
     "RegionsReport",
     "Replacement",

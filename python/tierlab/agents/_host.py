@@ -21,6 +21,7 @@ from tierlab.agents.base import (
     Context,
     HotSet,
     PagesReport,
+    Placement,
     Regions,
     RegionsReport,
     Replacement,
@@ -34,11 +35,13 @@ BASES: dict[str, type] = {
     "telemetry": Telemetry,
     "tiering": TieringPolicy,
     "replacement": Replacement,
+    "placement": Placement,
 }
 NAMES = {
     "telemetry": "telemetry technique",
     "tiering": "tiering policy",
     "replacement": "replacement policy",
+    "placement": "placement policy",
 }
 FEEDS = ("regions", "samples", "hotset")
 

@@ -389,6 +389,29 @@ class Context:
             as_u64(addr, "publish_samples").astype("<u8").tobytes(), int(core), int(index)
         )
 
+    # -- placement ---------------------------------------------------------------------------
+    def set_placement(self, rule: str) -> None:
+        """The rule new pages follow: ``first-touch`` or ``interleave``."""
+        self._n.set_placement(str(rule))
+
+    def set_plan(self, start: Any, end: Any, node: Any) -> None:
+        """The preferred-node plan every fault and populate consults: sorted, disjoint byte
+        ranges ``[start[i], end[i])`` and the node of each."""
+        s, e = as_u64(start, "set_plan start"), as_u64(end, "set_plan end")
+        n = np.asarray(node)
+        if n.size and (n.dtype.kind not in "iu" or (n < 0).any() or (n > 255).any()):
+            raise ValueError("set_plan: nodes are integers in [0, 255]")
+        self._n.set_plan(
+            s.astype("<u8").tobytes(), e.astype("<u8").tobytes(), n.astype(np.uint8).tobytes()
+        )
+
+    def move_pages(self, pages: Any, node: int) -> int:
+        """Move ``pages`` to ``node`` as one batch (one shootdown), charged to the agent's
+        core: pages moved."""
+        if not len(pages):
+            return 0
+        return int(self._n.move_pages(_page_bytes(pages, "move_pages"), int(node)))
+
     # -- replacement -------------------------------------------------------------------------
     def test_and_clear_young(self, page: int) -> int:
         """Test and clear the Accessed bits of the PTEs mapping page id ``page``: how many
@@ -476,6 +499,24 @@ class Telemetry(Agent):
     def hot_set(self, start_ps: int, end_ps: int, ctx: Context) -> RegionsReport | PagesReport:
         """What it reports hot for the window ``[start_ps, end_ps)``; ``ctx`` is read-only."""
         return RegionsReport([], [])
+
+    def finish(self, ctx: Context) -> None:
+        """Once, when the run ends."""
+
+
+class Placement(Agent):
+    """A placement policy: sets the rule new pages follow or a preferred-node plan in
+    :meth:`prepare`, before the workload maps its memory (``ctx.set_placement``,
+    ``ctx.set_plan``), and may move pages every ``interval`` (``ctx.move_pages``)."""
+
+    interval = Param("1s", kind="duration", range=(1, None), doc="time between on_interval calls")
+
+    def prepare(self, ctx: Context) -> None:
+        """Before the workload maps its memory."""
+
+    def start(self, ctx: Context) -> int | None:
+        """Time 0, after the workload's setup (no periodic work unless it returns a time)."""
+        return 1 << 62
 
     def finish(self, ctx: Context) -> None:
         """Once, when the run ends."""

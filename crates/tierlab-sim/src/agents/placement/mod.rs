@@ -36,6 +36,7 @@ use crate::stats::Stats;
 
 use super::{Agent, AgentCtx, AgentOutput, Info, MachineView, Ps, Role, NEVER};
 
+pub mod external;
 pub mod first_touch;
 pub mod interleave;
 pub mod profile_guided;
@@ -161,6 +162,7 @@ crate::registry! {
     "first-touch" => FirstTouch(first_touch::FirstTouchParams),
     "interleave" => Interleave(interleave::InterleaveParams),
     "profile-guided" => ProfileGuided(profile_guided::ProfileGuidedParams),
+    "python" => Python(crate::params::External<crate::params::Unshared>),
     }
 }
 
