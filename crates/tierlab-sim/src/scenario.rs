@@ -1103,7 +1103,7 @@ mod tests {
             ));
         }
         for k in crate::agents::placement::PlacementConfig::kinds() {
-            texts.push(format!("{base}[placement]\nkind = \"{k}\"\n"));
+            texts.push(format!("{base}[placement]\nkind = \"{k}\"\n{}", ext(k)));
         }
         for k in crate::agents::tiering::TieringConfig::kinds() {
             texts
