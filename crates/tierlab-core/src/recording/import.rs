@@ -500,8 +500,9 @@ fn csv_file(
         let tid = parse_uint(fields[0]).filter(|&v| v <= u64::from(u32::MAX)).ok_or_else(|| {
             bad("tid", format!("{} is not a thread id (an integer below 2^32)", quote(fields[0].trim(), 40)))
         })? as u32;
-        let time = parse_uint(fields[1])
-            .ok_or_else(|| bad("time", format!("{} is not an unsigned integer", quote(fields[1].trim(), 40))))?;
+        let time = parse_uint(fields[1]).ok_or_else(|| {
+            bad("time", format!("{} is not an unsigned integer", quote(fields[1].trim(), 40)))
+        })?;
         let addr = parse_uint(fields[2]).ok_or_else(|| {
             bad("addr", format!("{} is not an address (decimal or 0x hex)", quote(fields[2].trim(), 40)))
         })?;
@@ -512,10 +513,9 @@ fn csv_file(
             bad("kind", format!("{} is not a kind (0/1, L/S, R/W, load/store)", quote(fields[3].trim(), 40)))
         })?;
         let size = match fields.get(4) {
-            Some(s) => parse_uint(s)
-                .filter(|&v| v <= 255)
-                .ok_or_else(|| bad("size", format!("{} is not a size in bytes (0-255)", quote(s.trim(), 40))))?
-                as u8,
+            Some(s) => parse_uint(s).filter(|&v| v <= 255).ok_or_else(|| {
+                bad("size", format!("{} is not a size in bytes (0-255)", quote(s.trim(), 40)))
+            })? as u8,
             None => 0,
         };
         let prev = last_time.entry(tid).or_insert((time, index, lineno));
