@@ -15,7 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tierlab import sampleset
 from tierlab import stats_keys as sk
+from tierlab.sampleset import Samples
 
 # numpy and pandas are imported where a table is made, not here: every `tierlab` command
 # imports this module, and most (`run --json`, the recorders, every input error) make none.
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
         MappingEvent,
         MappingInfo,
         RunOutput,
-        SampleColumns,
         StageOutput,
         StatsTree,
         StatValue,
@@ -183,8 +184,9 @@ class Result:
     error: str | None = None
     #: every map and unmap of the run: ``(time_ns, "map" | "unmap", start, length, name)``
     mapping_log: list[MappingEvent] = field(default_factory=list, repr=False)
-    #: technique label -> its samples (sample-based techniques, a profiling placement policy)
-    samples: dict[str, SampleColumns] = field(default_factory=dict, repr=False)
+    #: technique label -> its samples (sample-based techniques, a profiling placement
+    #: policy), columns made when read (:class:`tierlab.sampleset.Samples`)
+    samples: dict[str, Samples] = field(default_factory=dict, repr=False)
     #: the placement plan the run produced, ``(start, end, node)`` ranges, or None
     plan: list[tuple[int, int, int]] | None = field(default=None, repr=False)
     #: node of each core
@@ -227,7 +229,7 @@ class Result:
             sim_ns_total=total,
             error=raw.error,
             mapping_log=raw.mapping_log,
-            samples=raw.samples,
+            samples={k: sampleset.of(v) for k, v in raw.samples.items()},
             plan=raw.plan,
             core_nodes=raw.core_nodes,
             damo_records=raw.damo_records,

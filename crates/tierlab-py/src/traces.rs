@@ -53,14 +53,14 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
                      w: &mut RecordingWriter,
                      counts: &mut ImportCounts| {
         chunk.clear();
-        if let Some(i) = acc.addr.iter().position(|&a| a >= import::ADDR_LIMIT) {
+        if let Some(i) = acc.addr.iter().position(|&a| !import::canonical(a)) {
             return Err(RecordingError {
                 file: shown.clone(),
                 record: None,
                 field: Some("addr".into()),
                 msg: format!(
-                    "access {} of the log: address {:#x} is beyond 48-bit virtual addresses \
-                     (not a canonical user address)",
+                    "access {} of the log: address {:#x} is not canonical (x86-64: bits 63 to 47 \
+                     must be equal)",
                     counts.accesses + i as u64 + 1,
                     acc.addr[i]
                 ),

@@ -7,10 +7,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from tierlab import sampleset
 
 if TYPE_CHECKING:
-    from tierlab._native import MappingEvent, RunOutput, SampleColumns, StatsTree, StatValue
+    from tierlab._native import MappingEvent, RunOutput, StatsTree, StatValue
     from tierlab.api import Result
 
 
@@ -93,7 +95,8 @@ class PointResult:
     wall_seconds: float
     stats_flat: dict[str, StatValue]
     timeseries: dict[str, list[float]]
-    samples: dict[str, SampleColumns] | None = None
+    #: plain columns (lists), for JSON and pickling
+    samples: dict[str, dict[str, list[Any]]] | None = None
     mapping_log: list[MappingEvent] | None = None
     stats: StatsTree | None = field(default=None, repr=False)
     written: list[str] | None = None
@@ -108,7 +111,11 @@ class PointResult:
             wall_seconds=raw.wall_seconds,
             stats_flat=raw.stats_flat,
             timeseries=raw.timeseries,
-            samples=raw.samples if keep_samples else None,
+            samples=(
+                {k: sampleset.of(v).to_lists() for k, v in raw.samples.items()}
+                if keep_samples
+                else None
+            ),
             mapping_log=raw.mapping_log if keep_samples else None,
             stats=raw.stats if keep_samples else None,
         )
@@ -133,7 +140,7 @@ class PointResult:
             sim_ns_done=done,
             sim_ns_total=total,
             mapping_log=self.mapping_log or [],
-            samples=self.samples or {},
+            samples={k: sampleset.of(v) for k, v in (self.samples or {}).items()},
         )
 
 

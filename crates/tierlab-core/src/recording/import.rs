@@ -48,16 +48,18 @@ impl ImportCounts {
     }
 }
 
-/// End (exclusive) of the addresses a trace may hold: 48-bit virtual addresses (4-level
-/// paging), what the simulated machine replays. An address above it is not canonical (a
-/// damaged record, such as a flipped bit) and is refused at import, where its file and record
-/// are known, not at replay.
-pub const ADDR_LIMIT: u64 = 1 << 48;
+/// Whether `addr` is a canonical x86-64 address (bits 63 to 47 all equal: the lower half
+/// of user space, or the kernel's upper half). A non-canonical address in a trace is a
+/// damaged record (a flipped bit) and is refused at import, where its file and record are
+/// known, not at replay.
+pub fn canonical(addr: u64) -> bool {
+    let top = addr >> 47;
+    top == 0 || top == 0x1_ffff
+}
 
 fn addr_problem(addr: u64) -> Option<String> {
-    (addr >= ADDR_LIMIT).then(|| {
-        format!("address {addr:#x} is beyond 48-bit virtual addresses (not a canonical user address)")
-    })
+    (!canonical(addr))
+        .then(|| format!("address {addr:#x} is not canonical (x86-64: bits 63 to 47 must be equal)"))
 }
 
 /// At most `n` characters of `s`, marked when cut: an error quotes a field, never a whole
@@ -255,7 +257,8 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
             for c in buf[..n].chunks_exact(8) {
                 let v = u64::from_le_bytes(c.try_into().expect("8"));
                 let addr = v & !(1 << 63);
-                if let Some(msg) = addr_problem(addr) {
+                // Bit 63 is the kind: the address's own bit 63 is that of its upper half.
+                if let Some(msg) = addr_problem(addr).filter(|_| !canonical(addr | (1 << 63))) {
                     return Err(RecordingError::at(path.display().to_string(), index, "addr", msg));
                 }
                 chunk.addr.push(addr);
@@ -592,12 +595,12 @@ pub fn import_oracle_general(
         chunk.clear();
         for c in buf[..n].chunks_exact(REC) {
             let id = u64::from_le_bytes(c[4..12].try_into().expect("8"));
-            let addr = id.checked_mul(object_bytes).filter(|&a| a < ADDR_LIMIT).ok_or_else(|| {
+            let addr = id.checked_mul(object_bytes).filter(|&a| a >> 47 == 0).ok_or_else(|| {
                 RecordingError::at(
                     path.display().to_string(),
                     index,
                     "obj_id",
-                    format!("{id} x {object_bytes} bytes is beyond 48-bit virtual addresses"),
+                    format!("{id} x {object_bytes} bytes is beyond the 47-bit user address space"),
                 )
             })?;
             chunk.addr.push(addr);

@@ -182,8 +182,8 @@ pub struct Subscription {
 /// What an agent hands over at the end of a run (a stage's output).
 #[derive(Default)]
 pub struct AgentOutput {
-    /// Samples taken, as rows of the recording format's `samples` table.
-    pub samples: Vec<tierlab_core::Sample>,
+    /// Samples taken (the rows of the recording format's `samples` table, compactly).
+    pub samples: tierlab_core::SampleSet,
     /// A placement plan: sorted, disjoint `(start, end, node)` byte ranges.
     pub plan: Option<Vec<(u64, u64, u8)>>,
     /// A damo record of region snapshots (JSON), when the technique kept one.

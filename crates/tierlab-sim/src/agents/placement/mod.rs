@@ -231,7 +231,11 @@ impl Agent for PlacementAgent {
         report(self.kind, self.policy.as_ref(), info.view, self.threads, out);
     }
     fn output(&mut self) -> AgentOutput {
-        AgentOutput { samples: self.policy.take_samples(), plan: self.policy.take_plan(), damo_record: None }
+        AgentOutput {
+            samples: tierlab_core::SampleSet::from_rows(self.policy.take_samples()),
+            plan: self.policy.take_plan(),
+            damo_record: None,
+        }
     }
 }
 
