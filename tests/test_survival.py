@@ -577,3 +577,46 @@ def test_samples_written_in_chunks_are_the_samples(tmp_path: Path) -> None:
     drains = rec.drains()
     assert int(drains["records"].sum()) == s.rows
     assert list(drains["drain"]) == sorted(set(s["drain"].tolist()))
+
+
+def test_figures_drawn_in_workers_are_the_serial_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view draws its mappings' figures in worker processes: the same files, byte for
+    byte (SVG), as drawn one after the other."""
+    from tierlab.recording import Recording, RecordingWriter
+    from tierlab.view import render
+    from tierlab.view.analysis import analyze
+
+    rec = tmp_path / "rec"
+    starts = [0x7F0000000000 + k * (1 << 30) for k in range(2)]
+    with RecordingWriter(rec) as w:
+        n = 400
+        addr = np.concatenate([s + (np.arange(n, dtype=np.uint64) % 50) * 4096 for s in starts])
+        m = addr.size
+        w.append_samples(
+            time_ns=np.arange(m, dtype=np.uint64) * 1000,
+            tid=np.ones(m, dtype=np.uint32),
+            cpu=np.zeros(m, dtype=np.uint32),
+            addr=addr,
+            ip=np.zeros(m, dtype=np.uint64),
+            weight=np.zeros(m, dtype=np.uint64),
+            data_src=np.zeros(m, dtype=np.uint64),
+            event=["mem-loads"] * m,
+            drain=np.arange(m, dtype=np.uint64) // 16,
+        )
+        w.append_mappings(
+            time_ns=[0] * 2, event=["map"] * 2, start=starts, length=[50 * 4096] * 2,
+            name=["m0", "m1"],
+        )  # fmt: skip
+    outs = {}
+    for label, least in (("serial", 10**9), ("workers", 1)):
+        monkeypatch.setattr(render, "PARALLEL_MIN_MAPPINGS", least)
+        outs[label] = tmp_path / label
+        render.write(analyze(Recording.open(rec)), outs[label])
+    names = sorted(p.name for p in outs["serial"].iterdir())
+    assert names == sorted(p.name for p in outs["workers"].iterdir())
+    assert len([n for n in names if n.startswith("mapping-")]) == 2 * 4
+    for name in names:
+        if name.endswith(".svg"):
+            assert (outs["serial"] / name).read_bytes() == (outs["workers"] / name).read_bytes()

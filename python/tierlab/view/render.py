@@ -171,19 +171,71 @@ def write(view: View, out: Path) -> list[Path]:
     return [out / p.name for p in written]
 
 
+#: What the figure workers draw (set before they are forked, read by them).
+_JOBS: tuple[View, Path] | None = None
+
+
+def _draw_mapping(i: int) -> list[str]:
+    """Draw and save mapping ``i``'s heatmap and histogram (PNG and SVG); their names."""
+    assert _JOBS is not None
+    view, out = _JOBS
+    v = view.mappings[i]
+    names: list[str] = []
+    for kind in ("heatmap", "histogram"):
+        stem = f"mapping-{v.mapping.id}-{kind}"
+        fig = (
+            heatmap_figure(v, view.points, view.time_unit)
+            if kind == "heatmap"
+            else histogram_figure(v, view.points)
+        )
+        names.extend(p.name for p in _save(fig, out, stem))
+    return names
+
+
+#: Fewest mappings whose figures are drawn by worker processes (below, starting them costs
+#: more than it saves).
+PARALLEL_MIN_MAPPINGS = 4
+
+
+def _draw_mappings(view: View, out: Path) -> list[list[str]]:
+    """Every mapping's figures: in worker processes, one per idle core (at most two:
+    drawing is most of a view's time), forked so they share the view without copying it; in
+    this process where forking is not available, there are few mappings, or the other cores
+    are busy (the load average, this process included, says so: there workers only add
+    their start-up)."""
+    import multiprocessing
+    import os
+
+    global _JOBS
+    n = len(view.mappings)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        idle = int((cpus or 1) - os.getloadavg()[0] + 1)
+    except OSError:
+        idle = cpus or 1
+    workers = min(2, cpus or 1, max(1, idle), n)
+    _JOBS = (view, out)
+    try:
+        if (
+            workers > 1
+            and n >= PARALLEL_MIN_MAPPINGS
+            and "fork" in multiprocessing.get_all_start_methods()
+        ):
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                return list(pool.map(_draw_mapping, range(n)))
+        return [_draw_mapping(i) for i in range(n)]
+    finally:
+        _JOBS = None
+
+
 def _write(view: View, out: Path) -> list[Path]:
     written: list[Path] = []
-    for v in view.mappings:
-        for kind in ("heatmap", "histogram"):
-            stem = f"mapping-{v.mapping.id}-{kind}"
-            fig = (
-                heatmap_figure(v, view.points, view.time_unit)
-                if kind == "heatmap"
-                else histogram_figure(v, view.points)
-            )
-            files = _save(fig, out, stem)
-            v.files.extend(p.name for p in files)
-            written.extend(files)
+    for v, names in zip(view.mappings, _draw_mappings(view, out), strict=True):
+        v.files.extend(names)
+        written.extend(out / name for name in names)
     for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
         written.extend(_save(draw(view), out, stem))
     view.files = [p.name for p in written] + ["view.json", "index.html"]
