@@ -15,9 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tierlab import sampleset
 from tierlab import stats_keys as sk
-from tierlab.sampleset import Samples
 
 # numpy and pandas are imported where a table is made, not here: every `tierlab` command
 # imports this module, and most (`run --json`, the recorders, every input error) make none.
@@ -33,6 +31,7 @@ if TYPE_CHECKING:
         StatsTree,
         StatValue,
     )
+    from tierlab.sampleset import Samples
 
 ProgressFn = Callable[[int, int, int], None]
 
@@ -229,7 +228,7 @@ class Result:
             sim_ns_total=total,
             error=raw.error,
             mapping_log=raw.mapping_log,
-            samples={k: sampleset.of(v) for k, v in raw.samples.items()},
+            samples=_samples(raw.samples),
             plan=raw.plan,
             core_nodes=raw.core_nodes,
             damo_records=raw.damo_records,
@@ -423,3 +422,13 @@ def bench_engine(quick: bool = False, repeat: int = 1) -> dict[str, list[float]]
         for k, v in _native.bench_engine(quick).items():
             runs.setdefault(str(k), []).append(float(v))
     return runs
+
+
+def _samples(raw: Mapping[str, Any]) -> dict[str, Samples]:
+    """The run's samples as :class:`tierlab.sampleset.Samples` (numpy is imported only
+    when there are samples: ``run --json`` of a run without any loads no table library)."""
+    if not raw:
+        return {}
+    from tierlab import sampleset
+
+    return sampleset.of_all(raw)

@@ -126,6 +126,11 @@ class Samples(Mapping[str, np.ndarray]):
         return f"Samples({self.rows} rows)"
 
 
+def of_all(values: Mapping[str, Any]) -> dict[str, Samples]:
+    """:func:`of` of every value of a mapping (label -> samples)."""
+    return {k: of(v) for k, v in values.items()}
+
+
 def of(value: Any) -> Samples:
     """``value`` (a native set, plain columns, or already :class:`Samples`) as Samples."""
     if isinstance(value, Samples):
@@ -135,4 +140,4 @@ def of(value: Any) -> Samples:
     return Samples(native=value)
 
 
-__all__ = ["CHUNK_ROWS", "COLUMNS", "Samples", "of"]
+__all__ = ["CHUNK_ROWS", "COLUMNS", "Samples", "of", "of_all"]

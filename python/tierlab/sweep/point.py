@@ -9,8 +9,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from tierlab import sampleset
-
 if TYPE_CHECKING:
     from tierlab._native import MappingEvent, RunOutput, StatsTree, StatValue
     from tierlab.api import Result
@@ -112,7 +110,7 @@ class PointResult:
             stats_flat=raw.stats_flat,
             timeseries=raw.timeseries,
             samples=(
-                {k: sampleset.of(v).to_lists() for k, v in raw.samples.items()}
+                {k: v.to_lists() for k, v in _samples(raw.samples).items()}
                 if keep_samples
                 else None
             ),
@@ -140,7 +138,7 @@ class PointResult:
             sim_ns_done=done,
             sim_ns_total=total,
             mapping_log=self.mapping_log or [],
-            samples={k: sampleset.of(v) for k, v in (self.samples or {}).items()},
+            samples=_samples(self.samples or {}),
         )
 
 
@@ -164,3 +162,10 @@ def scenario_points(
     name, points = _native.sweep_points(spec, list(overrides))
     keep = set(select((p[0] for p in points), only))
     return str(name), [(str(label), list(ov)) for label, ov in points if label in keep]
+
+
+def _samples(raw: Any) -> Any:
+    """``tierlab.api``'s samples of a run (imported when there are samples only)."""
+    from tierlab.api import _samples as samples
+
+    return samples(raw)
