@@ -13,6 +13,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,90 @@ def cli(*args: str | os.PathLike[str]) -> Completed:
         if not issubclass(w.category, _HIDDEN_WARNINGS):
             err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
     return Completed(code, out.getvalue(), err.getvalue())
+
+
+class Watched:
+    """``python -m tierlab ARGS`` with its stderr on a pseudo-terminal, so that it shows its
+    progress as a person sees it; a thread reads everything it writes there. Tests wait on
+    what it shows (:meth:`wait_for`), or on files it writes, never for a time."""
+
+    def __init__(self, *args: str | os.PathLike[str], cwd: Path | None = None) -> None:
+        import pty
+        import threading
+
+        master, slave = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        env.update(COLUMNS="200", TERM="xterm")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tierlab", *map(str, args)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+        )
+        os.close(slave)
+        self._master = master
+        self._buf = bytearray()
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                chunk = b""
+            with self._cond:
+                if not chunk:
+                    self._buf += b"\0"  # the end, for wait_for
+                    self._cond.notify_all()
+                    return
+                self._buf += chunk
+                self._cond.notify_all()
+
+    def stderr(self) -> str:
+        """What the process wrote on its terminal so far, without colours and cursor codes."""
+        import re
+
+        with self._cond:
+            text = self._buf.decode("utf-8", "replace")
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\0", "", text)
+
+    def wait_for(self, cond: Any, what: str, timeout: float = 180) -> None:
+        """Wait until ``cond()`` holds (checked whenever the process writes, and every
+        0.1 s for conditions on files); fail when the process ends or ``timeout`` passes."""
+        import time
+
+        end = time.monotonic() + timeout
+        with self._cond:
+            while not cond():
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"tierlab ended before {what}: {self.stderr()}")
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}: {self.stderr()}")
+                self._cond.wait(min(left, 0.1))
+
+    def wait_for_text(self, pattern: str, timeout: float = 180) -> None:
+        import re
+
+        self.wait_for(lambda: re.search(pattern, self.stderr()) is not None, pattern, timeout)
+
+    def finish(self, sig: int | None = None, timeout: float = 120) -> Completed:
+        """Send ``sig`` (if given), wait for the process; its exit status, stdout, stderr."""
+        if sig is not None:
+            self.proc.send_signal(sig)
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(timeout)
+            os.close(self._master)
+        return Completed(self.proc.returncode, out.decode("utf-8", "replace"), self.stderr())
 
 
 def assert_user_error(res: Completed, code: int = 2) -> str:

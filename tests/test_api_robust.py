@@ -106,7 +106,8 @@ def test_constructor_error_after_mkdir_cleans_up(
     monkeypatch.setattr(writer, "_atomic_write_bytes", fail)
     (tmp_path / "empty").mkdir()
     for name in ("rec", "empty"):
-        with pytest.raises(OSError, match="disk full"):
+        # The writer's error names the path it could not write.
+        with pytest.raises(RecordingError, match=rf"{name}/meta.json: cannot write: disk full"):
             RecordingWriter(tmp_path / name)
     assert sorted(os.listdir(tmp_path)) == ["empty"]  # the caller's empty directory stays
     assert os.listdir(tmp_path / "empty") == []

@@ -177,6 +177,9 @@ def _one_mapping(tmp_path: Path, start: int, length: int, addrs: list[int]) -> P
         ),
         part,
     )
+    meta = json.loads((path / "meta.json").read_text())
+    meta["tables"]["mappings"] = 1  # the part replaced: its rows counted, as a writer does
+    (path / "meta.json").write_text(json.dumps(meta))
     return path
 
 

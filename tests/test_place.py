@@ -210,6 +210,18 @@ def test_show_errors_for_a_dead_pid(tmp_path: Path) -> None:
 # -- record -> plan -> apply on a real process --------------------------------------------------
 
 
+def _samples_in(rec: Path, lo: int, hi: int) -> int:
+    """Samples in [lo, hi) of the parts the recording at ``rec`` has flushed so far (each
+    part is renamed into place whole)."""
+    import pyarrow.parquet as pq
+
+    n = 0
+    for part in sorted((rec / "samples").glob("part-*.parquet")):
+        addr = pq.read_table(part, columns=["addr"]).column("addr").to_numpy()
+        n += int(((addr >= lo) & (addr < hi)).sum())
+    return n
+
+
 def _wait_for(cond, what: str, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while not cond():
@@ -248,7 +260,10 @@ def test_record_plan_apply_on_a_live_process(targets, one_node, tmp_path: Path) 
                 pytest.skip(f"perf_event_open is not allowed here: {err.strip()}")
             raise AssertionError(err)
         assert t.cmd(f"touch {TOUCHED}") == f"touched {TOUCHED}"
-        time.sleep(0.3)  # let a drain deliver the faults
+        # Wait until the recorder has stored the faults (it flushes every 100 ms and counts
+        # the rows in meta.json), not for a time.
+        end = t.addr + TARGET_PAGES * PAGE
+        _wait_for(lambda: _samples_in(rec, t.addr, end) >= TOUCHED, "the faults to be recorded")
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     finally:

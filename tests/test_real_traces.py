@@ -1,8 +1,9 @@
 """Real multi-threaded programs under the compiler-instrumentation tracer (`tierlab trace
---cc`): three OpenMP kernels of ours and the LZ4 library (its C sources from the `lz4` sdist
-on PyPI). tierlab's counts (accesses, stores, distinct pages, the per-page thread-sharing
-histogram, the pages every-R-th-load sampling sees) must equal counts computed here, with
-numpy, from the tracer's raw per-thread files."""
+--cc`): three OpenMP kernels of ours and an LZ4 codec (a small implementation of the LZ4
+block format shipped in tests/programs/traced/lz4_mini, so nothing is downloaded).
+tierlab's counts (accesses, stores, distinct pages, the per-page thread-sharing histogram,
+the pages every-R-th-load sampling sees) must equal counts computed here, with numpy, from
+the tracer's raw per-thread files."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -34,25 +34,6 @@ KERNELS = {
 }
 
 
-def _lz4_sources(tmp: Path) -> Path | None:
-    """lz4.c and lz4.h from the lz4 source distribution on PyPI (None when unreachable)."""
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:",
-             "--no-deps", "lz4==4.4.5", "-d", str(tmp)],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
-    except (subprocess.SubprocessError, OSError):
-        return None
-    sdist = next(tmp.glob("lz4-*.tar.gz"), None)
-    if sdist is None:
-        return None
-    with tarfile.open(sdist) as t:
-        members = [m for m in t.getmembers() if m.name.endswith(("lz4libs/lz4.c", "lz4libs/lz4.h"))]
-        t.extractall(tmp, members=members, filter="data")
-    return next(tmp.glob("lz4-*/lz4libs"))
-
-
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """program -> (recording, raw directory), traced with THREADS OpenMP threads."""
@@ -63,13 +44,12 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pa
         k: ([str(PROGRAMS / s) for s in srcs], args, "-O2 -fopenmp")
         for k, (srcs, args) in KERNELS.items()
     }
-    lz4 = _lz4_sources(base / "lz4")
-    if lz4 is not None:
-        jobs["lz4"] = (
-            [str(PROGRAMS / "lz4_omp.c"), str(lz4 / "lz4.c")],
-            ["6", "32768"],
-            f"-O2 -fopenmp -I{lz4}",
-        )
+    lz4 = PROGRAMS / "lz4_mini"
+    jobs["lz4"] = (
+        [str(PROGRAMS / "lz4_omp.c"), str(lz4 / "lz4.c")],
+        ["6", "32768"],
+        f"-O2 -fopenmp -I{lz4}",
+    )
     out = {}
     env = {**os.environ, "OMP_NUM_THREADS": str(THREADS)}
     for name, (srcs, args, cflags) in jobs.items():
@@ -126,8 +106,6 @@ kind = "fifo"
 
 @pytest.mark.parametrize("name", [*KERNELS, "lz4"])
 def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
-    if name not in traced:
-        pytest.skip("the lz4 sources could not be downloaded from PyPI")
     rec, raw = traced[name]
     want = independent(raw)
     assert want["threads"] >= 2  # really multi-threaded

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tierlab
+from conftest import Watched, tierlab
 from tierlab.sweep import LocalExecutor, Point, PointError, PointResult, execute
 from tierlab.sweep import engine as sweep_engine
 from tierlab.sweep.engine import SweepProgress, SweepState
@@ -139,34 +139,22 @@ def test_interrupt_keeps_points_done(plain: Path, jobs: int) -> None:
     assert progress.final is not None and progress.final.done == len(done)
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_ctrl_c_keeps_the_points_done(tmp_path: Path, jobs: str) -> None:
+@pytest.mark.parametrize(
+    ("jobs", "sig"), [("1", signal.SIGINT), ("2", signal.SIGINT), ("2", signal.SIGTERM)]
+)
+def test_ctrl_c_keeps_the_points_done(tmp_path: Path, jobs: str, sig: signal.Signals) -> None:
     spec = tmp_path / "sl.toml"
     spec.write_text(SHORT_THEN_LONG)
-    args = ["run", str(spec), "--json", "--no-progress", "--jobs", jobs]
-    # Wait longer when the signal came before the short point finished (imports are slow on
-    # a fresh clone or a loaded machine): that ends with a plain "tierlab: interrupted", or
-    # with no point kept.
-    labels: list[str] = []
-    for wait in (4.0, 10.0, 25.0):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tierlab", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        time.sleep(wait)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 130, (stdout, stderr)
-        assert "Traceback" not in stderr, stderr
-        if "kept the points done" in stderr:
-            labels = [r["label"] for r in json.loads(stdout)]
-            if labels:
-                break
-    assert "tierlab: interrupted; kept the points done" in stderr, stderr
-    assert labels == ["short"]
+    out = tmp_path / "out"
+    w = Watched("run", spec, "--json", "--jobs", jobs, "--out", out)
+    # The signal goes once the short point's result is stored (the long one never ends).
+    w.wait_for(lambda: any((out / "points").glob("[0-9a-f]*.json")), "the short point")
+    res = w.finish(sig)
+    assert res.returncode == 128 + sig, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "tierlab: interrupted; kept the points done" in res.stderr, res.stderr
+    assert [r["label"] for r in json.loads(res.stdout)] == ["short"]
+    assert not list((out / "points").glob(".*")), "no temporary file left"
 
 
 # -- --points ----------------------------------------------------------------------------------

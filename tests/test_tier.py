@@ -266,10 +266,7 @@ def one_node() -> None:
 
     if topology().memory != [0]:
         pytest.skip("these checks are for a machine with one NUMA node (node 0)")
-    try:
-        info = _native.live_backends()
-    except Exception as e:  # pragma: no cover
-        pytest.skip(f"no live recording here: {e}")
+    info = _native.live_backends()  # it reports what is missing; it does not raise
     if info.get("auto") is None:
         pytest.skip("no live recording backend on this machine")
 

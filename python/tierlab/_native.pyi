@@ -71,28 +71,6 @@ class MappingInfo(TypedDict):
     #: bytes per page
     page_size: int
 
-class SampleColumns(TypedDict):
-    """A sample-based technique's samples, as columns of the recording's ``samples`` table."""
-
-    #: drain time, ns (all records of a drain share it)
-    time_ns: list[int]
-    #: simulated thread
-    tid: list[int]
-    #: core that took the sample
-    cpu: list[int]
-    #: sampled data address
-    addr: list[int]
-    #: instruction pointer (0: unknown)
-    ip: list[int]
-    #: access latency weight in cycles (0: unknown)
-    weight: list[int]
-    #: data-source word (0: unknown)
-    data_src: list[int]
-    #: event name
-    event: list[str]
-    #: index of the drain that delivered the sample
-    drain: list[int]
-
 class DecisionColumns(TypedDict):
     """A tiering policy's decision log, one row per page named in a promotion or demotion."""
 
@@ -150,8 +128,9 @@ class RunOutput:
     def mapping_log(self) -> list[MappingEvent]:
         """every map and unmap of the run"""
     @property
-    def samples(self) -> dict[str, SampleColumns]:
-        """technique label -> its samples (``placement``: a profiling placement policy's)"""
+    def samples(self) -> dict[str, SampleSet]:
+        """technique label -> its samples, compactly (``placement``: a profiling placement
+        policy's); ``tierlab.sampleset.Samples`` reads them as columns"""
     @property
     def plan(self) -> list[tuple[int, int, int]] | None:
         """the placement plan the run produced, ``(start, end, node)`` ranges, or None"""
@@ -190,6 +169,24 @@ class StageOutput:
         """ranges in the plan the stage produced (0: none)"""
 
 # -- end of the generated part --
+
+@final
+class SampleSet:
+    """A technique's samples as the engine keeps them (about 9 bytes a sample); read as
+    columns by ``tierlab.sampleset.Samples``."""
+
+    def __len__(self) -> int: ...
+    @property
+    def events(self) -> list[str]:
+        """the event names the ``event`` codes index"""
+    def heap_bytes(self) -> int: ...
+    def columns(
+        self, start: int = 0, end: int | None = None, names: list[str] | None = None
+    ) -> dict[str, bytes]:
+        """rows ``start..end`` of the columns ``names`` (default all) as little-endian
+        buffers (``event``: u8 codes)"""
+    def drains(self) -> dict[str, bytes]:
+        """one row per drain: ``time_ns``, ``cpu``, ``drain``, ``records``"""
 
 class ReplayInput(TypedDict, total=False):
     """Replay data for a scenario whose workload is a recording (little-endian columns)."""

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
         MappingEvent,
         MappingInfo,
         RunOutput,
-        SampleColumns,
         StageOutput,
         StatsTree,
         StatValue,
     )
+    from tierlab.sampleset import Samples
 
 ProgressFn = Callable[[int, int, int], None]
 
@@ -183,8 +183,9 @@ class Result:
     error: str | None = None
     #: every map and unmap of the run: ``(time_ns, "map" | "unmap", start, length, name)``
     mapping_log: list[MappingEvent] = field(default_factory=list, repr=False)
-    #: technique label -> its samples (sample-based techniques, a profiling placement policy)
-    samples: dict[str, SampleColumns] = field(default_factory=dict, repr=False)
+    #: technique label -> its samples (sample-based techniques, a profiling placement
+    #: policy), columns made when read (:class:`tierlab.sampleset.Samples`)
+    samples: dict[str, Samples] = field(default_factory=dict, repr=False)
     #: the placement plan the run produced, ``(start, end, node)`` ranges, or None
     plan: list[tuple[int, int, int]] | None = field(default=None, repr=False)
     #: node of each core
@@ -233,7 +234,7 @@ class Result:
             sim_ns_total=total,
             error=raw.error,
             mapping_log=raw.mapping_log,
-            samples=raw.samples,
+            samples=_samples(raw.samples),
             plan=raw.plan,
             core_nodes=raw.core_nodes,
             damo_records=raw.damo_records,
@@ -428,3 +429,13 @@ def bench_engine(quick: bool = False, repeat: int = 1) -> dict[str, list[float]]
         for k, v in _native.bench_engine(quick).items():
             runs.setdefault(str(k), []).append(float(v))
     return runs
+
+
+def _samples(raw: Mapping[str, Any]) -> dict[str, Samples]:
+    """The run's samples as :class:`tierlab.sampleset.Samples` (numpy is imported only
+    when there are samples: ``run --json`` of a run without any loads no table library)."""
+    if not raw:
+        return {}
+    from tierlab import sampleset
+
+    return sampleset.of_all(raw)

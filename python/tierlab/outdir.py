@@ -15,7 +15,9 @@ tierlab writes directories (a recording, ``run --out``, ``view -o``). Two rules:
   (``.NAME.tierlab-new-XXXX``), then swapped with the old one in one ``renameat2(2)``
   ``RENAME_EXCHANGE`` (two renames where the kernel or file system lacks it) and the old
   content is deleted. No stale file of an earlier run survives beside the new ones, and an
-  interrupted write leaves the old directory as it was.
+  interrupted write leaves the old directory as it was. The hidden names carry the writer's
+  pid: what a writer killed outright (SIGKILL) left is deleted by the next command that
+  writes the same path.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ KINDS = {
     "coremap": "coremap.json",
     "overhead": "overhead.json",
     "pebs-scale": "pebs-scale.json",
+    "reproduce": "report.json",
     "points": "points/",
 }
 
@@ -134,6 +137,11 @@ def kind_of(path: Path) -> str | None:
         return "overhead"
     if (path / "pebs-scale.json").is_file() and (path / "pebs-scale.csv").is_file():
         return "pebs-scale"
+    report = path / "report.json"
+    if report.is_file():
+        head = _head(report)
+        if b'"profile"' in head and b'"executor"' in head and b'"papers"' in _head(report, 1 << 24):
+            return "reproduce"
     points = path / "points"
     if points.is_dir() and not points.is_symlink() and _stored_points(points):
         return "points"
@@ -151,6 +159,7 @@ _WHAT = {
     "coremap": "a `tierlab coremap --out` directory (coremap.json)",
     "overhead": "a `tierlab overhead --keep` directory (overhead.json)",
     "pebs-scale": "a `tierlab telemetry pebs-scale --out` directory (pebs-scale.json)",
+    "reproduce": "a `tierlab reproduce --out` directory (report.json)",
     "points": "an interrupted sweep's stored points (points/, slurm/)",
 }
 
@@ -165,6 +174,7 @@ def is_empty_dir(path: Path) -> bool:
 def check_replaceable(path: Path, kinds: tuple[str, ...], error: type[Exception]) -> bool:
     """Whether ``path`` exists with content to replace (``False``: absent or an empty
     directory). Raises ``error`` when it exists and is not one of ``kinds``."""
+    clean_leftovers(path)
     if not os.path.lexists(path):
         return False
     if path.is_symlink() or not path.is_dir():
@@ -182,11 +192,62 @@ def check_replaceable(path: Path, kinds: tuple[str, ...], error: type[Exception]
     return True
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine's process table)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0
+    return True
+
+
+#: What a writer stages beside ``NAME`` (:func:`staging_dir`, :func:`install`): the pid of the
+#: writing process, then mkdtemp's random part.
+_LEFTOVER = re.compile(r"tierlab-(?:new|old)-(?P<pid>[0-9]{1,10})-[A-Za-z0-9_]+")
+
+
+def clean_leftovers(dest: Path) -> list[Path]:
+    """Delete what killed writers left beside ``dest``: the hidden ``.NAME.tierlab-new-PID-*``
+    (a directory being written) and ``.NAME.tierlab-old-PID-*`` (one being replaced)
+    directories of processes that no longer run. A writer stopped by SIGINT, SIGTERM or
+    SIGHUP deletes its own; one killed outright (SIGKILL, a power cut) cannot, and the next
+    command writing the same path does it. Returns what was deleted."""
+    dest = Path(os.path.abspath(dest))
+    prefix = f".{dest.name}."
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(dest.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        m = _LEFTOVER.fullmatch(entry.name[len(prefix) :])
+        if m is None or _alive(int(m["pid"])):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.lexists(entry.path):
+            removed.append(Path(entry.path))
+    return removed
+
+
 def staging_dir(dest: Path) -> Path:
-    """A new hidden directory beside ``dest`` (same file system, so renames are atomic)."""
+    """A new hidden directory beside ``dest`` (same file system, so renames are atomic),
+    named with this process's pid so that the next writer can tell a leftover (its writer
+    gone) from a directory being written (:func:`clean_leftovers`)."""
     parent = dest.parent
     parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-new-", dir=parent))
+    clean_leftovers(dest)
+    staged = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-new-{os.getpid()}-", dir=parent))
     umask = os.umask(0)
     os.umask(umask)
     staged.chmod(0o777 & ~umask)  # mkdtemp makes it 0700: give it a new directory's mode
@@ -227,7 +288,7 @@ def install(staged: Path, dest: Path) -> None:
     if _exchange(staged, dest):
         shutil.rmtree(staged, ignore_errors=True)  # `staged` now holds the old content
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-old-", dir=dest.parent))
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tierlab-old-{os.getpid()}-", dir=dest.parent))
     os.rmdir(old)
     os.rename(dest, old)
     os.rename(staged, dest)
@@ -251,9 +312,23 @@ def replacing(dest: Path, kinds: tuple[str, ...], error: type[Exception]) -> Ite
         yield staged
         check_replaceable(dest, kinds, error)  # still replaceable (nothing raced in)?
         install(staged, dest)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staged, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise error(write_error(e, dest, staged)) from None
         raise
+
+
+def write_error(e: OSError, dest: Path, staged: Path | None = None) -> str:
+    """The message of an error writing ``dest`` (a full disk, a read-only file system): the
+    path it happened at (the final one, not the hidden staging one) and that what was at
+    ``dest`` is kept."""
+    where = Path(e.filename) if e.filename else dest
+    if staged is not None and Path(os.path.abspath(where)).is_relative_to(staged):
+        where = dest / Path(os.path.abspath(where)).relative_to(staged)
+    reason = (e.strerror or str(e)).lower()
+    kept = "left as it was" if os.path.lexists(dest) else "not created"
+    return f"{where}: cannot write: {reason}; {dest} is {kept}"
 
 
 def take_back(path: Path, created: bool) -> None:
@@ -290,9 +365,11 @@ __all__ = [
     "OutputError",
     "atomic_output",
     "check_replaceable",
+    "clean_leftovers",
     "install",
     "is_empty_dir",
     "kind_of",
     "replacing",
     "take_back",
+    "write_error",
 ]

@@ -383,7 +383,11 @@ def write(res: ScaleResult, out: Path) -> list[str]:
 
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    (out / "pebs-scale.json").write_text(json.dumps(res.to_json(), indent=1))
+    from tierlab.reporters.page import clean_json
+
+    (out / "pebs-scale.json").write_text(
+        json.dumps(clean_json(res.to_json()), indent=1, allow_nan=False)
+    )
     files.append("pebs-scale.json")
     pd.DataFrame([asdict(p) for p in res.points]).to_csv(out / "pebs-scale.csv", index=False)
     pd.DataFrame([asdict(s) for s in res.streams]).to_csv(out / "pebs-streams.csv", index=False)

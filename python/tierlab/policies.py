@@ -311,10 +311,25 @@ def render_records(rows: Sequence[dict[str, StatValue]], console: Console, title
         return
     table = Table(box=None)
     for c in cols:
-        table.add_column(c, justify="left" if c in _LEFT else "right")
+        head = f"{c} (per core)" if c in PER_CORE_COLUMNS else c
+        table.add_column(head, justify="left" if c in _LEFT else "right")
     for r in rows:
-        table.add_row(*(fmt_cell(r.get(c)) for c in cols))
+        table.add_row(
+            *(fmt_per_core(r.get(c)) if c in PER_CORE_COLUMNS else fmt_cell(r.get(c)) for c in cols)
+        )
     console.print(table)
+
+
+#: Record columns that are per-core averages of counts (the CMCP paper's Table 1 divides by
+#: the cores): a half event is an average, shown rounded and labelled as such.
+PER_CORE_COLUMNS = ("page_faults", "remote_tlb_invalidations", "dtlb_misses")
+
+
+def fmt_per_core(v: object) -> str:
+    """A per-core average of a count: a whole number (``49,515``), never ``49514.5``."""
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        return f"{round(v):,}"
+    return fmt_cell(v)
 
 
 def render_plain_records(rows: Sequence[dict[str, StatValue]], console: Console) -> None:
@@ -562,7 +577,9 @@ def write_records(rows: Sequence[dict[str, StatValue]], out_dir: Path) -> list[P
 
     out_dir.mkdir(parents=True, exist_ok=True)
     p = out_dir / "records.json"
-    p.write_text(json.dumps(list(rows), indent=2, allow_nan=True) + "\n")
+    from tierlab.reporters.page import clean_json
+
+    p.write_text(json.dumps(clean_json(list(rows)), indent=2, allow_nan=False) + "\n")
     c = out_dir / "records.csv"
     pd.DataFrame(list(rows)).to_csv(c, index=False)
     return [p, c]

@@ -62,6 +62,9 @@ class TechniqueResult:
     sampling: dict[str, StatValue] = field(default_factory=dict)
     #: The run's result with its samples and mapping log, when kept (``keep_samples``).
     point: PointResult | None = field(default=None, repr=False)
+    #: Why the figures are missing, when they are ("no scan ran": a PTE scan whose interval
+    #: is longer than the run reported nothing, and scores nothing, rather than 0).
+    note: str = ""
 
     def as_json(self, target: float) -> dict[str, JSON]:
         tag = f"{target:g}".replace(".", "_")
@@ -72,6 +75,7 @@ class TechniqueResult:
             "mean_recall": _num(self.mean_recall),
             "observer_cpu_seconds": self.observer_cpu_seconds,
             "slowdown": self.slowdown,
+            **({"note": self.note} if self.note else {}),
         }
 
 
@@ -107,9 +111,13 @@ class Comparison:
                         "slowdown": r.slowdown,
                         **r.sampling,
                         "wall_s": r.wall_seconds,
+                        "note": r.note,
                     }
                 )
-        return pd.DataFrame(rows)
+        df = pd.DataFrame(rows)
+        if "note" in df and not df["note"].astype(bool).any():
+            df = df.drop(columns="note")
+        return df
 
     def as_json(self) -> JSON:
         def techs(point: str) -> JSON:
@@ -248,13 +256,19 @@ class TelemetryKind(SweepKind[Comparison]):
                 st = r.stats_flat
                 target = _float(st.get(sk.SCORING_TARGET, target))
                 rate = _app_rate(st)
+                no_scan = kind == "pte-scan" and st.get(f"telemetry.{name}.passes") == 0
                 cmp.results[label][name] = TechniqueResult(
                     name=name,
                     kind=kind,
                     time_to_precision=_opt(st.get(sk.telemetry_time_to_precision(name))),
                     time_to_recall=_opt(st.get(sk.telemetry_time_to_recall(name))),
-                    mean_precision=_float(st.get(sk.telemetry_mean_precision(name))),
-                    mean_recall=_float(st.get(sk.telemetry_mean_recall(name))),
+                    mean_precision=math.nan
+                    if no_scan
+                    else _float(st.get(sk.telemetry_mean_precision(name))),
+                    mean_recall=math.nan
+                    if no_scan
+                    else _float(st.get(sk.telemetry_mean_recall(name))),
+                    note="no scan ran: the scan interval is longer than the run" if no_scan else "",
                     observer_cpu_seconds=_float(st.get(sk.telemetry_cpu_seconds(name), 0.0)),
                     accesses=int(_float(st.get(sk.MACHINE_ACCESSES, 0))),
                     slowdown=(
@@ -307,7 +321,11 @@ class TelemetryKind(SweepKind[Comparison]):
         table.to_parquet(written[1], index=False)
         report.timeseries.to_csv(written[2], index=False)
         report.timeseries.to_parquet(written[3], index=False)
-        written[4].write_text(json.dumps(report.as_json(), indent=2) + "\n")
+        from tierlab.reporters.page import clean_json
+
+        written[4].write_text(
+            json.dumps(clean_json(report.as_json()), indent=2, allow_nan=False) + "\n"
+        )
         written.extend(Path(p) for p in plot(report, str(out_dir / "precision_recall")))
         written.extend(Path(p) for p in write_sample_recordings(report, out_dir))
         remove_stale_samples(out_dir, written)
@@ -320,7 +338,7 @@ class TelemetryKind(SweepKind[Comparison]):
         t = Table(title=f"telemetry on {title}")
         cols = [str(c) for c in table.columns]
         for c in cols:
-            left = c in ("technique", "kind", report.sweep_name)
+            left = c in ("technique", "kind", "note", report.sweep_name)
             t.add_column(c, justify="left" if left else "right")
         for _, row in table.iterrows():
             t.add_row(*[fmt_cell(row[c]) for c in cols])

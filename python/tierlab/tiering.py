@@ -227,10 +227,24 @@ class TieringKind(SweepKind[TieringSweep]):
         table = Table(title=f"{title}: tiering", title_justify="left", box=None)
         for c in TABLE:
             table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")
+        by_time = False
         for r in report.records:
             j = r.to_json()
-            table.add_row(*(_cell(c, j.get(c)) for c in TABLE))
+            cells = [_cell(c, j.get(c)) for c in TABLE]
+            if not math.isfinite(r.throughput_rps) and math.isfinite(r.share_of_optimum):
+                # No requests (a replayed trace): the share compares run times.
+                by_time = True
+                cells[TABLE.index("share_of_optimum")] += " *"
+            table.add_row(*cells)
         console.print(table)
+        if by_time:
+            console.print(
+                "* the workload has no request throughput (a replayed trace): its share of the "
+                "optimum gain compares runs per second (1 / run_time_s) with the no-tiering "
+                "run's and the bound's; below 0%: slower than no tiering",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def run_tiering_sweep(
@@ -315,7 +329,12 @@ def write(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     p = out_dir / "records.json"
-    p.write_text(json.dumps([r.to_json() for r in sweep.records], indent=2) + "\n")
+    from tierlab.reporters.page import clean_json
+
+    p.write_text(
+        json.dumps(clean_json([r.to_json() for r in sweep.records]), indent=2, allow_nan=False)
+        + "\n"
+    )
     written.append(p)
     p = out_dir / "tiering.csv"
     pd.DataFrame([r.to_json() for r in sweep.records]).to_csv(p, index=False)

@@ -39,6 +39,10 @@ class TuneError(ValueError):
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 
+#: Most trials a grid search may have (the grid is made before any point runs).
+MAX_GRID = 100_000
+
+
 @dataclass(frozen=True)
 class Param:
     """A tuned scenario key and its range (see the module docs)."""
@@ -82,8 +86,29 @@ class Param:
             raise TuneError(f"--param {text!r}: an empty list of choices")
         return cls(name, "choice", choices=tuple(values))
 
+    def grid_size(self, points: int = 5) -> int:
+        """How many values :meth:`grid` gives at most (counted without making them)."""
+        if self.kind == "choice":
+            return len(self.choices)
+        if self.step is not None:
+            return math.floor((self.high - self.low) / self.step + 1e-9) + 1
+        if self.kind == "int" and not self.log:
+            return int(self.high) - int(self.low) + 1
+        return points
+
+    def first(self) -> Any:
+        """The first value of :meth:`grid` (made alone)."""
+        if self.kind == "choice":
+            return self.choices[0]
+        return round(self.low) if self.kind == "int" else round(self.low, 12)
+
     def grid(self, points: int = 5) -> list[Any]:
         """The values a grid search tries."""
+        if self.grid_size(points) > MAX_GRID:
+            raise TuneError(
+                f"--param {self.name}: {self.grid_size(points):,} values, more than a grid "
+                f"may have ({MAX_GRID:,}); give a step (x=LOW:HIGH:STEP) or use --method bayes"
+            )
         if self.kind == "choice":
             return list(self.choices)
         if self.step is not None:
@@ -302,10 +327,18 @@ def run_search(
     search = Search(
         scenario, label, objective, direction, method, list(params), [], base, seed, own=own
     )
+    if method == "grid":
+        # Counted before a value is made: a grid of 10^8 values would fill the memory.
+        size = math.prod(p.grid_size(grid_points) for p in params)
+        if size > MAX_GRID:
+            raise TuneError(
+                f"the grid has {size:,} trials, more than {MAX_GRID:,}: narrow the ranges, "
+                "give steps (x=LOW:HIGH:STEP) or use --method bayes"
+            )
     # Validate every parameter's key and first value before running anything.
     from tierlab import _native
 
-    first = [p.grid(grid_points)[0] for p in params]
+    first = [p.first() for p in params]
     probe = _trial_point(scenario, seed, base, params, first, 0)
     try:
         _native.export(scenario, list(probe.overrides), seed)

@@ -28,12 +28,14 @@ pub mod recording;
 pub mod page;
 pub mod param;
 pub mod plan;
+pub mod samples;
 pub mod schema;
 
 pub use page::{
     bytes_of, page_addr, pages_for, vpn, PageSize, HUGE_1G_SHIFT, HUGE_1G_SIZE, HUGE_MASK, HUGE_SHIFT,
     HUGE_SIZE, PAGES_PER_HUGE, PAGE_64K_SHIFT, PAGE_64K_SIZE, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
 };
+pub use samples::SampleSet;
 
 /// Kind of one memory access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ mod live;
 mod params;
 mod plan;
 mod result;
+mod samples;
 mod schema;
 mod tier;
 mod traces;
@@ -379,6 +380,7 @@ fn policy_kinds() -> Vec<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_class::<samples::PySampleSet>()?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_base_dir, m)?)?;

@@ -1,8 +1,8 @@
 //! What `run` returns, as typed Python objects, and the catalogue of statistics keys.
 //!
 //! Every type is declared once, with [`record!`]: `RunOutput` and `StageOutput` are frozen
-//! classes with one read-only attribute per field; `Heatmap`, `MappingInfo` and
-//! `SampleColumns` are dicts with fixed keys (the Python package hands them to pandas and
+//! classes with one read-only attribute per field; `Heatmap` and `MappingInfo` are dicts
+//! with fixed keys (the Python package hands them to pandas and
 //! stores them as JSON as they are). The same declaration gives the field's Python type and
 //! description, which `_record_types()` returns; `tools/gen_python.py` writes the stub's
 //! declarations of these types (`python/tierlab/_native.pyi`, between its `generated`
@@ -119,8 +119,9 @@ record! {
         mappings: Py<PyList> => "list[MappingInfo]",
         /// every map and unmap of the run
         mapping_log: Py<PyList> => "list[MappingEvent]",
-        /// technique label -> its samples (``placement``: a profiling placement policy's)
-        samples: Py<PyDict> => "dict[str, SampleColumns]",
+        /// technique label -> its samples, compactly (``placement``: a profiling placement
+        /// policy's); ``tierlab.sampleset.Samples`` reads them as columns
+        samples: Py<PyDict> => "dict[str, SampleSet]",
         /// the placement plan the run produced, ``(start, end, node)`` ranges, or None
         plan: PyObject => "list[tuple[int, int, int]] | None",
         /// node of each core
@@ -183,30 +184,6 @@ record! {
 }
 
 record! {
-    /// A sample-based technique's samples, as columns of the recording's ``samples`` table.
-    dict SampleColumns<'a> {
-        /// drain time, ns (all records of a drain share it)
-        time_ns: Vec<u64> => "list[int]",
-        /// simulated thread
-        tid: Vec<u32> => "list[int]",
-        /// core that took the sample
-        cpu: Vec<u32> => "list[int]",
-        /// sampled data address
-        addr: Vec<u64> => "list[int]",
-        /// instruction pointer (0: unknown)
-        ip: Vec<u64> => "list[int]",
-        /// access latency weight in cycles (0: unknown)
-        weight: Vec<u64> => "list[int]",
-        /// data-source word (0: unknown)
-        data_src: Vec<u64> => "list[int]",
-        /// event name
-        event: Vec<&'a str> => "list[str]",
-        /// index of the drain that delivered the sample
-        drain: Vec<u64> => "list[int]",
-    }
-}
-
-record! {
     /// A tiering policy's decision log, one row per page named in a promotion or demotion.
     dict DecisionColumns {
         /// when, ns
@@ -225,14 +202,8 @@ record! {
 }
 
 /// Every declared type, in the stub's order.
-pub const RECORDS: &[RecordInfo] = &[
-    Heatmap::INFO,
-    MappingInfo::INFO,
-    SampleColumns::INFO,
-    DecisionColumns::INFO,
-    RunOutput::INFO,
-    StageOutput::INFO,
-];
+pub const RECORDS: &[RecordInfo] =
+    &[Heatmap::INFO, MappingInfo::INFO, DecisionColumns::INFO, RunOutput::INFO, StageOutput::INFO];
 
 /// The run's result as Python objects (the summary rows made beforehand).
 pub fn run_output(py: Python<'_>, r: RunResult, summary: Vec<(String, String)>) -> PyResult<RunOutput> {
@@ -264,19 +235,8 @@ pub fn run_output(py: Python<'_>, r: RunResult, summary: Vec<(String, String)>) 
         mapping_log.append((t, if is_map { "map" } else { "unmap" }, start, len, name))?;
     }
     let samples = PyDict::new_bound(py);
-    for (label, rows) in &r.samples {
-        let cols = SampleColumns {
-            time_ns: rows.iter().map(|s| s.time_ns).collect(),
-            tid: rows.iter().map(|s| s.tid).collect(),
-            cpu: rows.iter().map(|s| s.cpu).collect(),
-            addr: rows.iter().map(|s| s.addr).collect(),
-            ip: rows.iter().map(|s| s.ip).collect(),
-            weight: rows.iter().map(|s| s.weight).collect(),
-            data_src: rows.iter().map(|s| s.data_src).collect(),
-            event: rows.iter().map(|s| s.event.as_str()).collect(),
-            drain: rows.iter().map(|s| s.drain).collect(),
-        };
-        samples.set_item(label, cols.into_dict(py)?)?;
+    for (label, set) in r.samples {
+        samples.set_item(label, Py::new(py, crate::samples::PySampleSet::new(set))?)?;
     }
     let damo_records = PyDict::new_bound(py);
     for (label, json) in r.damo_records {

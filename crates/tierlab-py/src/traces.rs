@@ -53,6 +53,19 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
                      w: &mut RecordingWriter,
                      counts: &mut ImportCounts| {
         chunk.clear();
+        if let Some(i) = acc.addr.iter().position(|&a| !import::canonical(a)) {
+            return Err(RecordingError {
+                file: shown.clone(),
+                record: None,
+                field: Some("addr".into()),
+                msg: format!(
+                    "access {} of the log: address {:#x} is not canonical (x86-64: bits 63 to 47 \
+                     must be equal)",
+                    counts.accesses + i as u64 + 1,
+                    acc.addr[i]
+                ),
+            });
+        }
         chunk.time.extend_from_slice(&acc.time);
         chunk.addr.extend_from_slice(&acc.addr);
         chunk.kind.extend_from_slice(&acc.kind);
@@ -101,7 +114,18 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
         return Err(lerr(e, seen(&parser)));
     }
     flush(&mut acc, pid.unwrap_or(0), w, &mut counts)?;
-    counts.threads = u64::from(counts.accesses > 0);
+    if counts.accesses == 0 {
+        return Err(RecordingError::file(
+            &shown,
+            if seen(&parser) {
+                "no accesses: a lackey log without load, store or modify lines (was lackey run with \
+                 --trace-mem=yes?)"
+            } else {
+                "empty: no accesses"
+            },
+        ));
+    }
+    counts.threads = 1;
     Ok((counts, parser.instructions))
 }
 

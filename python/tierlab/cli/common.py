@@ -165,7 +165,19 @@ def report_error(exc: BaseException) -> None:
         print_error(error_message(exc))
 
 
+#: Longest error message printed, in characters: a message that quotes its input (a line of
+#: a file, a value) stays readable however long the input is.
+MAX_ERROR_CHARS = 2000
+
+
 def error_message(exc: BaseException) -> str:
+    text = _error_message(exc)
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}... (message cut: {len(text):,} characters in all)"
+    return text
+
+
+def _error_message(exc: BaseException) -> str:
     if isinstance(exc, ImportError) and "_native" in str(exc):
         return (
             f"tierlab's native extension (tierlab._native) is not built or does not load: "

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_OK, EXIT_USAGE, print_error
+from tierlab.cli.common import EXIT_OK, EXIT_USAGE, int_in, print_error
 
 SAMPLE_FORMATS = ("perf-script", "mckernel", "damo")
 #: Full access traces, imported streaming by tierlab._native.import_trace.
@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--object-bytes",
-        type=int,
+        type=int_in(1, 2**40, "a number of bytes per object"),
         default=4096,
         metavar="B",
         help="oracle-general: bytes per object (address = object id x B; default 4096)",
@@ -159,8 +159,6 @@ def _import_trace(args: argparse.Namespace, out: Path, replacing: bool) -> int:
 
     from tierlab import __version__, _native, outdir
 
-    if args.object_bytes < 1:
-        args.parser.error("--object-bytes must be positive")
     meta = {
         "source": f"tierlab import {args.format} (tierlab {__version__})",
         "parameters": {"format": args.format, "files": [str(f) for f in args.files]},

@@ -62,14 +62,29 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM and SIGHUP stop a command as Ctrl-C does (what was done is kept); the exit
+    # status is then 128 + the signal's number.
+    from tierlab import signals
+
+    old = signals.install()
+    try:
+        return _main(argv)
+    finally:
+        signals.restore(old)
+
+
+def _main(argv: list[str] | None) -> int:
+    from tierlab import signals
+    from tierlab.cli.common import EXIT_INTERRUPTED
+
     try:
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        code = int(args.func(args))
+        return signals.exit_code() if code == EXIT_INTERRUPTED else code
     except KeyboardInterrupt:
-        from tierlab.cli.common import EXIT_INTERRUPTED
-
-        print("tierlab: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        how = "" if signals.name() == "SIGINT" else f" ({signals.name()})"
+        print(f"tierlab: interrupted{how}", file=sys.stderr)
+        return signals.exit_code()
     except BrokenPipeError:
         # The reader went away (`tierlab export demo | head`): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -78,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from tierlab.cli.common import error_exit_code, report_error
 
-        code = error_exit_code(exc)
-        if code is None:
+        status = error_exit_code(exc)
+        if status is None:
             raise
         report_error(exc)
-        return code
+        return status
 
 
 if __name__ == "__main__":

@@ -285,7 +285,9 @@ def main_plan(args: argparse.Namespace) -> int:
     print(describe(plan))
     if plan.process.get("pid") or plan.process.get("command"):
         cmd = " ".join(plan.process.get("command") or [])
-        print(f"recorded process: pid {plan.process.get('pid')}" + (f" `{cmd}`" if cmd else ""))
+        pid = plan.process.get("pid")
+        who = f"pid {pid}" if pid is not None else "no pid (a trace, not a live process)"
+        print(f"recorded process: {who}" + (f" `{cmd}`" if cmd else ""))
     print(f"wrote {args.out}")
     return EXIT_OK
 

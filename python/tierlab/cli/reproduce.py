@@ -9,7 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, check_overrides
+from tierlab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    check_overrides,
+    seed_value,
+)
 from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
 
 
@@ -58,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="check every point's scenario and print what would run (and the commands), run "
         "nothing",
     )
-    p.add_argument("--seed", type=int, default=None, help="seed for every scenario")
+    p.add_argument("--seed", type=seed_value, default=None, help="seed for every scenario")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -141,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
         return dry_run(args)
     from rich.console import Console
 
-    from tierlab import __version__
+    from tierlab import __version__, outdir
     from tierlab.cli.sweeps import make_executor
     from tierlab.reproduce import load, report
     from tierlab.reproduce.model import FigureSpec
@@ -151,6 +157,10 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.sweep.progress import RichSweepProgress
 
     out = args.out or Path(f"reproduce-{args.paper}")
+    # As `run --out` of a sweep: an earlier report of this command (its stored points are
+    # reused), an interrupted one's points, an empty or a new directory; anything else (a
+    # user's files, another command's output) is refused before a point runs.
+    outdir.check_replaceable(out, ("reproduce", "points"), outdir.OutputError)
     args.out = out  # where --executor slurm keeps its files too
     store = ResultCache(out / "points", reuse=not args.fresh)
     show = not args.no_progress and sys.stderr.isatty()

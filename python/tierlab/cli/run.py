@@ -70,6 +70,10 @@ def main(args: argparse.Namespace) -> int:
             # directory: anything else is refused before a point runs.
             outdir.check_replaceable(args.out, ("points",), outdir.OutputError)
         return run_sweep_command(args, kinds.for_sweep(name))
+    if args.points is not None:
+        args.parser.error(
+            f"--points {args.points!r}: scenario {args.scenario!r} has no sweep points"
+        )
     from rich.console import Console
 
     from tierlab.api import run_native

@@ -146,6 +146,8 @@ def _slurm_executor(args: argparse.Namespace) -> Executor:
 
 def make_executor(args: argparse.Namespace) -> Executor:
     """The executor the command line asks for."""
+    if args.address is not None and not args.address.strip():
+        args.parser.error("--address '': expected HOST:PORT (or leave --address out)")
     if args.executor == "slurm":
         if args.address is not None:
             args.parser.error("--address needs --executor ray")
@@ -205,7 +207,12 @@ def run_sweep_command(
         args.parser.error(f"--points {args.points!r} matches no sweep point")
     written = kind.write(report, args.out) if args.out is not None else []
     if args.json:
-        sys.stdout.write(json.dumps(kind.to_json(report), indent=2, default=str) + "\n")
+        from tierlab.reporters.page import clean_json
+
+        sys.stdout.write(
+            json.dumps(clean_json(kind.to_json(report)), indent=2, default=str, allow_nan=False)
+            + "\n"
+        )
         sys.stdout.flush()
     else:
         out = stdout_console()

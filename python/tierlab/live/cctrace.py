@@ -300,6 +300,9 @@ def run_traced(argv: Sequence[str], trace_dir: Path) -> RunResult:
         code: int | None = proc.wait()
         interrupted = False
     except KeyboardInterrupt:
+        from tierlab import signals
+
+        signals.forward(proc)
         proc.wait()
         code, interrupted = None, True
     return RunResult(code, time.perf_counter() - t, interrupted)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import signal
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from tierlab import signals
 from tierlab.live.config import RecordOptions
 from tierlab.recording import RecordingWriter
 from tierlab.view import symbols
@@ -266,14 +266,9 @@ def record(
     # Ctrl-C sets a flag instead of raising: a KeyboardInterrupt raised between a poll and the
     # append of its batch (or inside the append) would drop records the kernel already handed
     # over. The loop checks the flag after each batch is stored.
+    # SIGTERM and SIGHUP do the same (tierlab.signals).
     stop = threading.Event()
-
-    def on_sigint(_signum: int, _frame: object) -> None:
-        stop.set()
-
-    in_main = threading.current_thread() is threading.main_thread()
-    old_handler = signal.signal(signal.SIGINT, on_sigint) if in_main else None
-    try:
+    with signals.on_stop(stop.set):
         try:
             while rec.exit is None and not stop.is_set():
                 sink.add(rec.poll(100))
@@ -287,9 +282,6 @@ def record(
             stop.set()
         target_s = rec.now_ns / 1e9
         sink.add(rec.finish())
-    finally:
-        if in_main:
-            signal.signal(signal.SIGINT, old_handler)
     interrupted = stop.is_set()
     acc = accounting()
     acc["interrupted"] = interrupted

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tierlab import outdir
+from tierlab import outdir, signals
 from tierlab.recording import RecordingWriter
 
 if TYPE_CHECKING:
@@ -340,6 +340,7 @@ def trace(
             add(parser.finish())
     except KeyboardInterrupt:
         interrupted = True
+        signals.forward(proc)
     except _native.LiveError as e:
         error = e
         proc.kill()

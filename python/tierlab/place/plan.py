@@ -54,6 +54,8 @@ MAPPINGS = ("auto", "live", "history")
 _INF = int(np.iinfo(np.uint64).max)
 #: Largest address and node number a plan may hold (move_pages takes int node numbers).
 _ADDR_MAX = 2**64 - 1
+#: Where a mapping may start: a base page boundary.
+_MAP_ALIGN = 4096
 _NODE_MAX = 2**31 - 1
 #: Largest plan file read (about 10 million pages).
 MAX_PLAN_BYTES = 1 << 30
@@ -292,6 +294,16 @@ def load(path: str | os.PathLike[str]) -> Plan:
         mid = c.int_(c.get(m, "id", w + "."), f"{w}.id")
         start = c.int_(c.get(m, "start", w + "."), f"{w}.start", maximum=_ADDR_MAX)
         length = c.int_(c.get(m, "length", w + "."), f"{w}.length", minimum=1, maximum=_ADDR_MAX)
+        # As mmap makes mappings: page-aligned start and length, ending at 2^64 at most.
+        if start % _MAP_ALIGN:
+            raise c.fail(f"{w}.start", f"{start:#x} is not a multiple of {_MAP_ALIGN} (a page)")
+        if length % _MAP_ALIGN:
+            raise c.fail(f"{w}.length", f"{length} is not a multiple of {_MAP_ALIGN} (a page)")
+        if start + length > _ADDR_MAX + 1:
+            raise c.fail(
+                f"{w}.length",
+                f"{length} from {start:#x} ends past the end of the address space (2^64)",
+            )
         name = c.str_(c.get(m, "name", w + "."), f"{w}.name")
         inode = c.int_(m.get("inode"), f"{w}.inode", optional=True)
         ev = c.int_(m.get("evidence", 0), f"{w}.evidence")

@@ -197,7 +197,24 @@ class Recording:
         """Rows of ``table`` from its parts' footers (each part checked as a file and a
         Parquet footer with the table's columns; nothing decoded). Readers that stream a large
         table themselves (the native view of full traces) check it with this first."""
-        return sum(self._footer(table, part).num_rows for part in self.parts(table))
+        parts = self.parts(table)
+        rows = sum(int(self._footer(table, part).num_rows) for part in parts)
+        if parts:
+            self._check_rows(table, rows)
+        return rows
+
+    def _check_rows(self, table: str, rows: int) -> None:
+        """A complete recording's parts hold the rows ``meta.json`` counts (``tables``): a
+        part copied in twice, or one lost, is an error, not more or fewer data."""
+        if not self.meta.get("complete", False):
+            return  # the recorder stopped early: meta.json may count fewer rows than written
+        counted = (self.meta.get("tables") or {}).get(table)
+        if isinstance(counted, int) and not isinstance(counted, bool) and counted != rows:
+            raise RecordingError(
+                f"{self.path / table}: its parts hold {rows} rows, but {META_FILE} (`tables."
+                f"{table}`) counts {counted}: a part was added, removed or replaced after the "
+                "recording was written"
+            )
 
     def check_streaming(self, table: str, columns: Sequence[str]) -> None:
         """Check ``columns`` of ``table`` part by part and batch by batch (memory bounded by
@@ -242,6 +259,8 @@ class Recording:
 
         schema = arrow_schemas()[table]
         pieces = [self._read_part(table, part, i) for i, part in enumerate(self.parts(table))]
+        if pieces:  # (a table without a directory reads as empty)
+            self._check_rows(table, sum(p.num_rows for p in pieces))
         if not pieces:
             return schema.empty_table()
         return pa.concat_tables(pieces)

@@ -39,6 +39,7 @@ def check_overwritable(path: str | os.PathLike[str], overwrite: bool) -> bool:
     :class:`RecordingError` when ``path`` holds something that must not be replaced:
     anything without ``overwrite``, and anything but a tierlab recording with it."""
     p = Path(path)
+    outdir.clean_leftovers(p)
     if not os.path.lexists(p) or outdir.is_empty_dir(p):
         return False
     if not overwrite:
@@ -379,10 +380,14 @@ class RecordingWriter:
         final = self._dir / table / part_name(self._parts[table])
         # Hidden name: pyarrow/pandas skip dot-files and the `*.parquet` glob does not match.
         tmp = final.with_name(f".{final.name}.tmp")
-        pq.write_table(data, tmp, compression="zstd")
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        try:
+            pq.write_table(data, tmp, compression="zstd")
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise self._write_error(e, final) from None
         self._parts[table] += 1
         self._meta["tables"][table] = self._meta["tables"].get(table, 0) + data.num_rows
 
@@ -397,7 +402,21 @@ class RecordingWriter:
         self._write_part(table, data)
 
     def _write_meta(self) -> None:
-        _atomic_write_bytes(self._dir / META_FILE, _meta_json(self._meta).encode())
+        path = self._dir / META_FILE
+        try:
+            _atomic_write_bytes(path, _meta_json(self._meta).encode())
+        except OSError as e:
+            path.with_name(f".{path.name}.tmp").unlink(missing_ok=True)
+            raise self._write_error(e, path) from None
+
+    def _write_error(self, e: OSError, where: Path) -> RecordingError:
+        """A write that failed (a full disk): the recording's path and what is kept."""
+        if self._dir != self.path:
+            where = self.path / where.relative_to(self._dir)
+            kept = f"{self.path} (the recording it replaces) is left as it was"
+        else:
+            kept = f"{self.path} keeps the parts written before (complete: false)"
+        return RecordingError(f"{where}: cannot write: {(e.strerror or str(e)).lower()}; {kept}")
 
     def flush(self) -> None:
         """Write every buffered row as new parts, then rewrite ``meta.json``."""

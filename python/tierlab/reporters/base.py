@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from tierlab.api import Result
@@ -30,3 +30,15 @@ class Reporter(ABC):
     @abstractmethod
     def write(self, result: Result, out_dir: Path) -> list[Path]:
         """Write this reporter's files into ``out_dir``; return the paths written."""
+
+
+def save_figure(fig: Any, path: Path | str, fmt: str, dpi: float | None = None) -> None:
+    """``fig.savefig`` giving the same bytes for the same figure: an SVG gets no date and
+    its element ids come from a fixed salt instead of random ones."""
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "tierlab"}):
+        if fmt == "svg":
+            fig.savefig(path, format=fmt, dpi=dpi, metadata={"Date": None})
+        else:
+            fig.savefig(path, format=fmt, dpi=dpi)

@@ -15,7 +15,7 @@ import numpy as np
 from tierlab import stats_keys as sk
 from tierlab.api import heatmap_frame
 from tierlab.outdir import atomic_output
-from tierlab.reporters.base import Reporter
+from tierlab.reporters.base import Reporter, save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -110,6 +110,6 @@ class HeatmapReporter(Reporter):
         for ext, dpi in (("png", 120), ("svg", None)):
             path = out_dir / f"heatmap.{ext}"
             with atomic_output(path) as tmp:
-                fig.savefig(tmp, format=ext, dpi=dpi)
+                save_figure(fig, tmp, ext, dpi)
             written.append(path)
         return written

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import pandas as pd
 
+from tierlab import sampleset
 from tierlab import stats_keys as sk
 from tierlab.reporters.base import Reporter
 
@@ -67,11 +68,13 @@ def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -
         cpu_nodes.setdefault(str(node), []).append(core)
     written: list[Path] = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    for label, cols in result.samples.items():
-        frame = pd.DataFrame(cols)
+    for label, samples in result.samples.items():
+        samples = sampleset.of(samples)
         path = out_dir / _dir_name(label)
         prefix = f"telemetry.{label}."
         params = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
+        # Streamed a chunk at a time (each chunk a part of its own): the memory this takes is
+        # a chunk's, whatever the number of samples.
         with RecordingWriter(
             path,
             source="tierlab-sim",
@@ -83,11 +86,12 @@ def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -
             },
             machine={"simulated": True, "cores": stats.get(sk.RUN_THREADS), "cpu_nodes": cpu_nodes},
             overwrite=True,
+            flush_rows=sampleset.CHUNK_ROWS,
         ) as w:
-            w.append_samples(frame)
-            w.append_drains(drains_of(frame))
+            for chunk in samples.chunks():
+                w.append_samples(chunk)
+            w.append_drains(samples.drains())
             w.append_mappings(mappings)
-        del frame
         written.append(path)
     views: list[Path] = []
     if view:

@@ -111,8 +111,15 @@ class ResultCache:
             "result": asdict(result),
         }
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc, allow_nan=True))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(doc, allow_nan=True))
+            os.replace(tmp, path)
+        except BaseException as e:
+            # Nothing half-written stays (a full disk, an interrupt): the point runs again.
+            tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError) and e.filename is None:
+                raise OSError(e.errno, e.strerror, str(path)) from None
+            raise
 
 
 def _from_json(doc: dict[str, Any], label: str) -> PointResult:

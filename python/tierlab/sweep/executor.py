@@ -80,6 +80,10 @@ def _init_worker() -> None:
     # A Ctrl-C in the terminal reaches the whole process group: the parent stops the
     # sweep and ends the workers itself, so they must not die on it with a traceback each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGHUP likewise; SIGTERM ends a worker at once (the pool's own way of ending them),
+    # not through the parent's handler, inherited by the fork, that stops a command softly.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # A parent killed outright (SIGKILL) takes its workers with it instead of leaving them
     # computing points nobody will read.
     if sys.platform.startswith("linux"):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from tierlab._native import MappingEvent, RunOutput, SampleColumns, StatsTree, StatValue
+    from tierlab._native import MappingEvent, RunOutput, StatsTree, StatValue
     from tierlab.api import Result
 
 
@@ -96,7 +96,8 @@ class PointResult:
     wall_seconds: float
     stats_flat: dict[str, StatValue]
     timeseries: dict[str, list[float]]
-    samples: dict[str, SampleColumns] | None = None
+    #: plain columns (lists), for JSON and pickling
+    samples: dict[str, dict[str, list[Any]]] | None = None
     mapping_log: list[MappingEvent] | None = None
     stats: StatsTree | None = field(default=None, repr=False)
     written: list[str] | None = None
@@ -113,7 +114,11 @@ class PointResult:
             wall_seconds=raw.wall_seconds,
             stats_flat=raw.stats_flat,
             timeseries=raw.timeseries,
-            samples=raw.samples if keep_samples else None,
+            samples=(
+                {k: v.to_lists() for k, v in _samples(raw.samples).items()}
+                if keep_samples
+                else None
+            ),
             mapping_log=raw.mapping_log if keep_samples else None,
             stats=raw.stats if keep_samples else None,
         )
@@ -138,7 +143,7 @@ class PointResult:
             sim_ns_done=done,
             sim_ns_total=total,
             mapping_log=self.mapping_log or [],
-            samples=self.samples or {},
+            samples=_samples(self.samples or {}),
         )
 
 
@@ -162,3 +167,10 @@ def scenario_points(
     name, points = _native.sweep_points(spec, list(overrides))
     keep = set(select((p[0] for p in points), only))
     return str(name), [(str(label), list(ov)) for label, ov in points if label in keep]
+
+
+def _samples(raw: Any) -> Any:
+    """``tierlab.api``'s samples of a run (imported when there are samples only)."""
+    from tierlab.api import _samples as samples
+
+    return samples(raw)

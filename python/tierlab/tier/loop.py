@@ -609,20 +609,16 @@ class Loop:
 
 
 def run_with_sigint(loop: Loop) -> TierResult:
-    """Run ``loop`` with SIGINT asking it to stop (in the main thread)."""
-    in_main = threading.current_thread() is threading.main_thread()
-    old = None
-    if in_main:
-        old = signal.signal(signal.SIGINT, lambda _s, _f: loop.request_stop())
-    try:
+    """Run ``loop`` with SIGINT, SIGTERM and SIGHUP asking it to stop (in the main
+    thread)."""
+    from tierlab import signals
+
+    with signals.on_stop(loop.request_stop):
         try:
             return loop.run()
         except KeyboardInterrupt:
             loop.request_stop()
             return loop.res
-    finally:
-        if in_main:
-            signal.signal(signal.SIGINT, old)
 
 
 def tier(

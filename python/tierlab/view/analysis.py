@@ -499,8 +499,18 @@ def _count(acc: dict[str, Any], key: str) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
+def _check_regions(rec: Recording) -> None:
+    """The optional ``regions`` table is checked whatever the view shows (a recording is
+    read whole or refused): its parts, row count and values, batch by batch."""
+    from tierlab.recording.schema import arrow_schemas
+
+    if rec.table_rows("regions"):
+        rec.check_streaming("regions", arrow_schemas()["regions"].names)
+
+
 def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
     opts = opts or ViewOptions()
+    _check_regions(rec)
     kind, pts = _points(rec)
     if not len(pts) and table_rows(rec, "accesses"):
         return _analyze_accesses(rec, opts)

@@ -18,6 +18,7 @@ import numpy as np
 from tierlab import outdir
 from tierlab.outdir import atomic_output
 from tierlab.reporters import page as pg
+from tierlab.reporters.base import save_figure
 from tierlab.view import datasrc
 from tierlab.view.analysis import MappingView, View
 
@@ -30,7 +31,7 @@ def _save(fig: Figure, out: Path, stem: str) -> list[Path]:
     for ext, dpi in (("png", 110), ("svg", None)):
         path = out / f"{stem}.{ext}"
         with atomic_output(path) as tmp:
-            fig.savefig(tmp, format=ext, dpi=dpi)
+            save_figure(fig, tmp, ext, dpi)
         written.append(path)
         # The constrained layout placed the axes while drawing the PNG: keep that layout for
         # the SVG instead of solving it again (half of the time of a figure went there).
@@ -97,18 +98,14 @@ def histogram_figure(v: MappingView, points: str) -> Figure:
     ax.set_title(f"{_label(v)}: pages by number of {points}", fontsize=10)
     ax.set_xlabel(f"{points} per page (N)")
     ax.set_ylabel("pages with N")
-    if v.hist_n.size and v.hist_n.max() <= 60:
+    if v.hist_n.size and v.hist_n.max() <= HIST_LINEAR_MAX:
         ax.bar(v.hist_n, v.hist_pages, width=0.9, color="#3b6ea8")
         if v.hist_pages.max() / max(1, v.hist_pages.min()) > 100:
             ax.set_yscale("log")
     elif v.hist_n.size:
         # Full traces: pages have up to millions of accesses; log-spaced bins on a log axis
         # (1-wide bars would be invisible).
-        top = float(v.hist_n.max())
-        edges = np.unique(np.geomspace(1, top + 1, 41).round())
-        if edges[-1] <= top:
-            edges = np.append(edges, top + 1)
-        counts, _ = np.histogram(v.hist_n, bins=edges, weights=v.hist_pages)
+        edges, counts = log_bins(v.hist_n, v.hist_pages)
         ax.stairs(counts, edges, fill=True, color="#3b6ea8")
         ax.set_xscale("log")
         ax.set_xlabel(f"{points} per page (N, log-spaced bins)")
@@ -174,19 +171,71 @@ def write(view: View, out: Path) -> list[Path]:
     return [out / p.name for p in written]
 
 
+#: What the figure workers draw (set before they are forked, read by them).
+_JOBS: tuple[View, Path] | None = None
+
+
+def _draw_mapping(i: int) -> list[str]:
+    """Draw and save mapping ``i``'s heatmap and histogram (PNG and SVG); their names."""
+    assert _JOBS is not None
+    view, out = _JOBS
+    v = view.mappings[i]
+    names: list[str] = []
+    for kind in ("heatmap", "histogram"):
+        stem = f"mapping-{v.mapping.id}-{kind}"
+        fig = (
+            heatmap_figure(v, view.points, view.time_unit)
+            if kind == "heatmap"
+            else histogram_figure(v, view.points)
+        )
+        names.extend(p.name for p in _save(fig, out, stem))
+    return names
+
+
+#: Fewest mappings whose figures are drawn by worker processes (below, starting them costs
+#: more than it saves).
+PARALLEL_MIN_MAPPINGS = 4
+
+
+def _draw_mappings(view: View, out: Path) -> list[list[str]]:
+    """Every mapping's figures: in worker processes, one per idle core (at most two:
+    drawing is most of a view's time), forked so they share the view without copying it; in
+    this process where forking is not available, there are few mappings, or the other cores
+    are busy (the load average, this process included, says so: there workers only add
+    their start-up)."""
+    import multiprocessing
+    import os
+
+    global _JOBS
+    n = len(view.mappings)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        idle = int((cpus or 1) - os.getloadavg()[0] + 1)
+    except OSError:
+        idle = cpus or 1
+    workers = min(2, cpus or 1, max(1, idle), n)
+    _JOBS = (view, out)
+    try:
+        if (
+            workers > 1
+            and n >= PARALLEL_MIN_MAPPINGS
+            and "fork" in multiprocessing.get_all_start_methods()
+        ):
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                return list(pool.map(_draw_mapping, range(n)))
+        return [_draw_mapping(i) for i in range(n)]
+    finally:
+        _JOBS = None
+
+
 def _write(view: View, out: Path) -> list[Path]:
     written: list[Path] = []
-    for v in view.mappings:
-        for kind in ("heatmap", "histogram"):
-            stem = f"mapping-{v.mapping.id}-{kind}"
-            fig = (
-                heatmap_figure(v, view.points, view.time_unit)
-                if kind == "heatmap"
-                else histogram_figure(v, view.points)
-            )
-            files = _save(fig, out, stem)
-            v.files.extend(p.name for p in files)
-            written.extend(files)
+    for v, names in zip(view.mappings, _draw_mappings(view, out), strict=True):
+        v.files.extend(names)
+        written.extend(out / name for name in names)
     for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
         written.extend(_save(draw(view), out, stem))
     view.files = [p.name for p in written] + ["view.json", "index.html"]
@@ -205,8 +254,9 @@ def _write(view: View, out: Path) -> list[Path]:
 # -- the interactive page ---------------------------------------------------------------------
 
 
-def _x_axis(v: MappingView) -> tuple[str, np.ndarray]:
-    """The heatmap's x title and column centres (drain indices, snapshots or ms)."""
+def _x_axis(v: MappingView, time_unit: str = "ns") -> tuple[str, np.ndarray]:
+    """The heatmap's x title and column centres (drain indices, snapshots, or time in the
+    recording's unit: ms, millions of instructions or of accesses)."""
     edges = np.asarray(v.x_edges, dtype=np.float64)
     if v.x_kind == "snapshot":
         title = "snapshot (aggregation interval)"
@@ -214,18 +264,18 @@ def _x_axis(v: MappingView) -> tuple[str, np.ndarray]:
         per = f", {v.drains_per_column} per column" if v.drains_per_column > 1 else ""
         title = f"sample set (drain index{per})"
     else:
-        title = "time (ms)"
+        title = TIME_LABELS.get(time_unit, TIME_LABELS["ns"])
         edges = edges / 1e6
     if edges.size < 2:
         return title, np.zeros(v.counts.shape[1])
     return title, (edges[:-1] + edges[1:]) / 2
 
 
-def heatmap_spec(v: MappingView, points: str) -> dict[str, Any]:
+def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str, Any]:
     """The mapping's heatmap as a Plotly figure: log colour scale (the colour is log10 of the
     count, the colour bar labelled in counts), hover with the page range and the count."""
     counts = np.asarray(v.counts, dtype=np.float64)
-    xtitle, xs = _x_axis(v)
+    xtitle, xs = _x_axis(v, time_unit)
     rows = counts.shape[0]
     ys = np.arange(rows) * v.block_pages
     z = np.where(counts > 0, np.log10(np.maximum(counts, 1)), np.nan)
@@ -265,29 +315,72 @@ def heatmap_spec(v: MappingView, points: str) -> dict[str, Any]:
     return {"data": [trace], "layout": layout}
 
 
+#: Most distinct counts per page drawn one bar each; beyond, log-spaced bins (as the PNG).
+HIST_LINEAR_MAX = 60
+
+
+def log_bins(hist_n: np.ndarray, hist_pages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pages by count per page in log-spaced bins: ``(edges, pages per bin)`` (about 40
+    bins from 1 to the largest count)."""
+    top = float(hist_n.max())
+    edges = np.unique(np.geomspace(1, top + 1, 41).round())
+    if edges[-1] <= top:
+        edges = np.append(edges, top + 1)
+    counts, _ = np.histogram(hist_n, bins=edges, weights=hist_pages)
+    return edges, counts
+
+
 def histogram_spec(v: MappingView, points: str) -> dict[str, Any]:
-    """Pages by number of samples (bars); log y when the counts span two decades."""
-    n = np.asarray(v.hist_n).tolist()
-    pages = np.asarray(v.hist_pages).tolist()
+    """Pages by number of samples (bars, one per count up to :data:`HIST_LINEAR_MAX`, else
+    log-spaced bins on a log x axis, as the PNG); log y when the counts span two decades."""
+    hist_n = np.asarray(v.hist_n)
+    hist_pages = np.asarray(v.hist_pages)
+    xaxis: dict[str, Any] = {"title": {"text": f"{points} per page (N)"}, "automargin": True}
+    if hist_n.size and hist_n.max() > HIST_LINEAR_MAX:
+        edges, counts = log_bins(hist_n, hist_pages)
+        keep = counts > 0
+        lo, hi = edges[:-1][keep], edges[1:][keep] - 1
+        pages = counts[keep].astype(np.int64).tolist()
+        trace: dict[str, Any] = {
+            "type": "bar",
+            # Bars centred (geometrically) in their bins, each as wide as its bin.
+            "x": np.sqrt(np.maximum(lo, 1) * np.maximum(hi, 1)).tolist(),
+            "width": (hi - lo + 1).tolist(),
+            "y": pages,
+            "customdata": np.stack([lo, hi], axis=1).astype(np.int64).tolist(),
+            "marker": {"color": "#3b6ea8"},
+            "hovertemplate": f"%{{y:,}} pages with %{{customdata[0]:,}}-%{{customdata[1]:,}} "
+            f"{points}<extra></extra>",
+        }
+        xaxis = {
+            "title": {"text": f"{points} per page (N, log-spaced bins)"},
+            "type": "log",
+            "automargin": True,
+        }
+    else:
+        pages = hist_pages.tolist()
+        trace = {
+            "type": "bar",
+            "x": hist_n.tolist(),
+            "y": pages,
+            "marker": {"color": "#3b6ea8"},
+            "hovertemplate": f"%{{y:,}} pages with %{{x:,}} {points}<extra></extra>",
+        }
     log = bool(pages) and max(pages) / max(1, min(pages)) > 100
     return {
-        "data": [
-            {
-                "type": "bar",
-                "x": n,
-                "y": pages,
-                "marker": {"color": "#3b6ea8"},
-                "hovertemplate": f"%{{y:,}} pages with %{{x:,}} {points}<extra></extra>",
-            }
-        ],
+        "data": [trace],
         "layout": {
             "title": {
                 "text": f"pages by number of {points}: {v.pages_touched:,} of "
                 f"{v.mapping.pages:,} pages touched",
                 "font": {"size": 14},
             },
-            "xaxis": {"title": {"text": f"{points} per page (N)"}},
-            "yaxis": {"title": {"text": "pages with N"}, "type": "log" if log else "linear"},
+            "xaxis": xaxis,
+            "yaxis": {
+                "title": {"text": "pages with N"},
+                "type": "log" if log else "linear",
+                "automargin": True,
+            },
             "bargap": 0.05,
         },
     }
@@ -365,6 +458,16 @@ def touched_spec(view: View) -> dict[str, Any]:
     }
 
 
+def duration_text(duration: float | None, time_unit: str) -> str:
+    """A recording's duration in its time unit (``time_ns`` counts instructions or accesses
+    in some traces, not nanoseconds)."""
+    if duration is None:
+        return "-"
+    if time_unit in ("instructions", "accesses"):
+        return f"{pg.fmt_number(int(duration))} {time_unit}"
+    return pg.fmt_ns(duration)
+
+
 def page_of(view: View) -> pg.Page:
     """The interactive page of a view (see the module docs)."""
     t = view.totals
@@ -376,6 +479,8 @@ def page_of(view: View) -> pg.Page:
         subtitle=f"{view.path} ({view.source or 'unknown source'})",
         footer="written by tierlab view; the numbers are in view.json beside this page",
     )
+    # A full trace (every access, no PMU, no buffer drains) has none of a sampler's rows.
+    sampled = not (points == "accesses" and not t["drains"])
     rows: list[tuple[str, str]] = [
         ("recording", view.path),
         ("source", view.source or "-"),
@@ -383,28 +488,40 @@ def page_of(view: View) -> pg.Page:
         ("assigned to a mapping", pg.fmt_number(t["assigned"])),
         ("in no mapping (dropped)", pg.fmt_number(t["unassigned"])),
         ("mappings (shown)", f"{t['mappings']:,} ({t['mappings_shown']:,})"),
-        ("drains", pg.fmt_number(t["drains"])),
-        (
-            "time between drains",
-            f"mean {pg.fmt_ns(di['mean_ns'])}, median {pg.fmt_ns(di['median_ns'])}"
-            if di.get("count")
-            else "-",
-        ),
-        ("lost records", pg.fmt_number(t["lost"])),
-        ("samples lost by the PMU", pg.fmt_number(t["lost_samples"])),
-        ("throttled", f"{t['throttled']:,} times"),
-        (
-            "memory levels (data_src)",
-            ", ".join(f"{k}: {c:,}" for k, c in t.get("memory_levels", {}).items()) or "-",
-        ),
+    ]
+    if sampled:
+        rows += [
+            ("drains", pg.fmt_number(t["drains"])),
+            (
+                "time between drains",
+                f"mean {pg.fmt_ns(di['mean_ns'])}, median {pg.fmt_ns(di['median_ns'])}"
+                if di.get("count")
+                else "-",
+            ),
+            ("lost records", pg.fmt_number(t["lost"])),
+            ("samples lost by the PMU", pg.fmt_number(t["lost_samples"])),
+            ("throttled", f"{t['throttled']:,} times"),
+            (
+                "memory levels (data_src)",
+                ", ".join(f"{k}: {c:,}" for k, c in t.get("memory_levels", {}).items()) or "-",
+            ),
+        ]
+    rows += [
         ("threads", pg.fmt_number(t["threads"])),
-        ("duration", pg.fmt_ns(t.get("duration_ns"))),
+        ("duration", duration_text(t.get("duration_ns"), view.time_unit)),
         (
             "recording complete",
             "yes" if t["complete"] else "no (the recorder stopped early or was killed)",
         ),
     ]
     overview = page.section("Overview")
+    if not t["complete"]:
+        overview.add(
+            pg.Paragraph(
+                "This recording is incomplete (complete: false in meta.json): its recorder "
+                "stopped early or was killed, and this view shows what it wrote."
+            )
+        )
     overview.add(pg.KeyValues(rows))
     if view.mappings:
         overview.add(
@@ -432,10 +549,9 @@ def page_of(view: View) -> pg.Page:
                 ],
             )
         )
-    overview.add(
-        pg.Figure(touched_spec(view), height=max(260, 40 * len(view.mappings) + 140)),
-        pg.Figure(drain_spec(view), height=340),
-    )
+    overview.add(pg.Figure(touched_spec(view), height=max(260, 40 * len(view.mappings) + 140)))
+    if sampled:
+        overview.add(pg.Figure(drain_spec(view), height=340))
     if view.symbols is not None:
         _symbols_section(page, view)
     for v in view.mappings:
@@ -453,7 +569,7 @@ def page_of(view: View) -> pg.Page:
                     ("unmapped at", "-" if m.unmap_time_ns is None else pg.fmt_ns(m.unmap_time_ns)),
                 ]
             ),
-            pg.Figure(heatmap_spec(v, points), height=460),
+            pg.Figure(heatmap_spec(v, points, view.time_unit), height=460),
             pg.Figure(histogram_spec(v, points), height=340),
         )
     if not view.mappings:

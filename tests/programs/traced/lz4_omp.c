@@ -1,6 +1,7 @@
-/* A real library under the tracer: LZ4 (lz4.c from the lz4 sources) compresses and
- * decompresses BLOCKS blocks of generated text in parallel (OpenMP), then checks the round
- * trip. Build with lz4.c and -I to lz4.h. Usage: lz4_omp BLOCKS BLOCK_BYTES */
+/* A library under the tracer: LZ4 (lz4_mini/lz4.c, a small codec of the LZ4 block format;
+ * the lz4 project's own lz4.c builds with it too) compresses and decompresses BLOCKS blocks
+ * of generated text in parallel (OpenMP), then checks the round trip. Build with lz4.c and
+ * -I to lz4.h. Usage: lz4_omp BLOCKS BLOCK_BYTES */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

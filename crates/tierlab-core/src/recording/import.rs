@@ -48,6 +48,31 @@ impl ImportCounts {
     }
 }
 
+/// Whether `addr` is a canonical x86-64 address (bits 63 to 47 all equal: the lower half
+/// of user space, or the kernel's upper half). A non-canonical address in a trace is a
+/// damaged record (a flipped bit) and is refused at import, where its file and record are
+/// known, not at replay.
+pub fn canonical(addr: u64) -> bool {
+    let top = addr >> 47;
+    top == 0 || top == 0x1_ffff
+}
+
+fn addr_problem(addr: u64) -> Option<String> {
+    (!canonical(addr))
+        .then(|| format!("address {addr:#x} is not canonical (x86-64: bits 63 to 47 must be equal)"))
+}
+
+/// At most `n` characters of `s`, marked when cut: an error quotes a field, never a whole
+/// line of any length.
+pub fn quote(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        format!("{s:?}")
+    } else {
+        let head: String = s.chars().take(n).collect();
+        format!("{head:?}... ({} bytes)", s.len())
+    }
+}
+
 fn io(file: &Path, e: impl std::fmt::Display) -> RecordingError {
     RecordingError::file(file.display().to_string(), e.to_string())
 }
@@ -231,7 +256,12 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
             }
             for c in buf[..n].chunks_exact(8) {
                 let v = u64::from_le_bytes(c.try_into().expect("8"));
-                chunk.addr.push(v & !(1 << 63));
+                let addr = v & !(1 << 63);
+                // Bit 63 is the kind: the address's own bit 63 is that of its upper half.
+                if let Some(msg) = addr_problem(addr).filter(|_| !canonical(addr | (1 << 63))) {
+                    return Err(RecordingError::at(path.display().to_string(), index, "addr", msg));
+                }
+                chunk.addr.push(addr);
                 chunk.kind.push((v >> 63) as u8);
                 chunk.time.push(clock.at(index));
                 index += 1;
@@ -239,6 +269,9 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
             chunk.tid.resize(recs, tid);
             counts.add(&chunk);
             w.write_accesses(&chunk)?;
+        }
+        if index == 0 {
+            return Err(RecordingError::file(path.display().to_string(), "empty: no accesses (0 records)"));
         }
     }
     Ok((counts, timed))
@@ -468,21 +501,24 @@ fn csv_file(
             });
         }
         let tid = parse_uint(fields[0]).filter(|&v| v <= u64::from(u32::MAX)).ok_or_else(|| {
-            bad("tid", format!("{:?} is not a thread id (an integer below 2^32)", fields[0].trim()))
+            bad("tid", format!("{} is not a thread id (an integer below 2^32)", quote(fields[0].trim(), 40)))
         })? as u32;
-        let time = parse_uint(fields[1])
-            .ok_or_else(|| bad("time", format!("{:?} is not an unsigned integer", fields[1].trim())))?;
-        let addr = parse_uint(fields[2]).ok_or_else(|| {
-            bad("addr", format!("{:?} is not an address (decimal or 0x hex)", fields[2].trim()))
+        let time = parse_uint(fields[1]).ok_or_else(|| {
+            bad("time", format!("{} is not an unsigned integer", quote(fields[1].trim(), 40)))
         })?;
+        let addr = parse_uint(fields[2]).ok_or_else(|| {
+            bad("addr", format!("{} is not an address (decimal or 0x hex)", quote(fields[2].trim(), 40)))
+        })?;
+        if let Some(msg) = addr_problem(addr) {
+            return Err(bad("addr", msg));
+        }
         let kind = parse_kind(fields[3]).ok_or_else(|| {
-            bad("kind", format!("{:?} is not a kind (0/1, L/S, R/W, load/store)", fields[3].trim()))
+            bad("kind", format!("{} is not a kind (0/1, L/S, R/W, load/store)", quote(fields[3].trim(), 40)))
         })?;
         let size = match fields.get(4) {
-            Some(s) => parse_uint(s)
-                .filter(|&v| v <= 255)
-                .ok_or_else(|| bad("size", format!("{:?} is not a size in bytes (0-255)", s.trim())))?
-                as u8,
+            Some(s) => parse_uint(s).filter(|&v| v <= 255).ok_or_else(|| {
+                bad("size", format!("{} is not a size in bytes (0-255)", quote(s.trim(), 40)))
+            })? as u8,
             None => 0,
         };
         let prev = last_time.entry(tid).or_insert((time, index, lineno));
@@ -559,12 +595,12 @@ pub fn import_oracle_general(
         chunk.clear();
         for c in buf[..n].chunks_exact(REC) {
             let id = u64::from_le_bytes(c[4..12].try_into().expect("8"));
-            let addr = id.checked_mul(object_bytes).filter(|a| a >> 63 == 0).ok_or_else(|| {
+            let addr = id.checked_mul(object_bytes).filter(|&a| a >> 47 == 0).ok_or_else(|| {
                 RecordingError::at(
                     path.display().to_string(),
                     index,
                     "obj_id",
-                    format!("{id} x {object_bytes} bytes overflows the address space"),
+                    format!("{id} x {object_bytes} bytes is beyond the 47-bit user address space"),
                 )
             })?;
             chunk.addr.push(addr);
@@ -577,7 +613,7 @@ pub fn import_oracle_general(
         w.write_accesses(&chunk)?;
     }
     if counts.accesses == 0 {
-        counts.threads = 0;
+        return Err(RecordingError::file(path.display().to_string(), "empty: no requests (0 records)"));
     }
     Ok(counts)
 }

@@ -201,8 +201,8 @@ pub struct MoveRecord {
 pub struct AgentOutput {
     /// A tiering policy's decision log.
     pub decisions: Vec<MoveRecord>,
-    /// Samples taken, as rows of the recording format's `samples` table.
-    pub samples: Vec<tierlab_core::Sample>,
+    /// Samples taken (the rows of the recording format's `samples` table, compactly).
+    pub samples: tierlab_core::SampleSet,
     /// A placement plan: sorted, disjoint `(start, end, node)` byte ranges.
     pub plan: Option<Vec<(u64, u64, u8)>>,
     /// A damo record of region snapshots (JSON), when the technique kept one.

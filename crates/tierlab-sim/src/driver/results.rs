@@ -53,7 +53,7 @@ pub struct RunResult {
     /// Mapping events: (time ns, map?, start, len, name).
     pub mapping_log: Vec<(u64, bool, u64, u64, String)>,
     /// Samples of the sample-based techniques (PEBS), per technique label, in drain order.
-    pub samples: Vec<(String, Vec<tierlab_core::Sample>)>,
+    pub samples: Vec<(String, tierlab_core::SampleSet)>,
     /// The placement plan the run produced, if any (profile-guided `profile`).
     pub plan: Option<Vec<(u64, u64, u8)>>,
     /// damo records (JSON) of the region-based techniques asked to keep one, per label.

@@ -151,11 +151,17 @@ pub fn check_init_files(cfg: &MasimConfig, dir: &Path, file: &str) -> Result<()>
     Ok(())
 }
 
+/// Longest error message, in characters: a message quotes the line it is about, and a line
+/// can be megabytes long (a damaged or foreign file); the rest is cut, its length said.
+const MAX_MESSAGE: usize = 300;
+
 fn err(file: &str, line: usize, msg: impl Into<String>) -> SimError {
-    SimError::Masim {
-        at: Location { file: file.to_string(), line: Some(line), field: None },
-        msg: msg.into(),
+    let mut msg: String = msg.into();
+    if msg.chars().count() > MAX_MESSAGE {
+        let cut: String = msg.chars().take(MAX_MESSAGE).collect();
+        msg = format!("{cut}... (message cut: {} bytes in all)", msg.len());
     }
+    SimError::Masim { at: Location { file: file.to_string(), line: Some(line), field: None }, msg }
 }
 
 /// A non-comment line with its 1-based line number in the original text.

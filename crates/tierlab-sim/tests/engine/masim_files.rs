@@ -7,14 +7,18 @@ use std::path::PathBuf;
 use tierlab_sim::driver::run_spec;
 use tierlab_sim::stats::{StatValue, Stats};
 
-fn shared_masim(name: &str) -> Option<String> {
+/// A masim config of ../shared/data/masim. Its absence fails the test (a test that passes
+/// without running would say nothing): the shared directory lies beside the repository in
+/// every checkout the tests run in, CI's included.
+fn shared_masim(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/masim").join(name);
-    if p.is_file() {
-        Some(p.to_string_lossy().to_string())
-    } else {
-        eprintln!("skipping: {} not found (../shared beside the repository)", p.display());
-        None
-    }
+    assert!(
+        p.is_file(),
+        "{}: not found; these tests run masim's own configuration files from ../shared/data/masim \
+         (the shared directory beside the repository)",
+        p.display()
+    );
+    p.to_string_lossy().to_string()
 }
 
 /// (phase index, phase name, [(region, accesses)]) of one phase.
@@ -79,7 +83,7 @@ fn scale_model() -> Vec<String> {
 
 #[test]
 fn zigzag_shares_match_weights() {
-    let Some(path) = shared_masim("zigzag.cfg") else { return };
+    let path = shared_masim("zigzag.cfg");
     let r = run_spec(&format!("masim:{path}"), &scale_model(), None).expect("zigzag runs");
     let mut w = vec![vec![("a", 1.0), ("b", 1.0)]];
     for _ in 0..6 {
@@ -94,7 +98,7 @@ fn zigzag_shares_match_weights() {
 
 #[test]
 fn stairs_shares_match_weights() {
-    let Some(path) = shared_masim("stairs.cfg") else { return };
+    let path = shared_masim("stairs.cfg");
     let r = run_spec(&format!("masim:{path}"), &scale_model(), None).expect("stairs runs");
     let names: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
     let mut w: Vec<Vec<(&str, f64)>> = vec![names.iter().map(|n| (n.as_str(), 1.0)).collect()];
@@ -109,7 +113,7 @@ fn small_shared_configs_run_unchanged() {
     // default: 256/64/128-byte regions and explicit ro/wo/rw modes.
     let mut hint_test = None;
     for (name, phases_expected) in [("default", 2usize), ("2mb.cfg", 1), ("hint_test", 2)] {
-        let Some(path) = shared_masim(name) else { return };
+        let path = shared_masim(name);
         let r = run_spec(&format!("masim:{path}"), &[], None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let ph = phases(&r.stats);
         assert_eq!(ph.len(), phases_expected, "{name}: {ph:?}");
@@ -130,7 +134,7 @@ fn small_shared_configs_run_unchanged() {
 
 #[test]
 fn same_seed_same_stats_other_seed_differs() {
-    let Some(path) = shared_masim("hint_test") else { return };
+    let path = shared_masim("hint_test");
     let spec = format!("masim:{path}");
     let short = vec!["duration=\"300ms\"".to_string()];
     let a = run_spec(&spec, &short, Some(7)).unwrap().stats;

@@ -234,7 +234,7 @@ impl Agent for PlacementAgent {
     }
     fn output(&mut self) -> AgentOutput {
         AgentOutput {
-            samples: self.policy.take_samples(),
+            samples: tierlab_core::SampleSet::from_rows(self.policy.take_samples()),
             plan: self.policy.take_plan(),
             damo_record: None,
             decisions: Vec::new(),

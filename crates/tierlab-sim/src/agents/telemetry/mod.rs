@@ -88,6 +88,13 @@ pub trait Observer: Send {
     fn samples(&self) -> Vec<tierlab_core::Sample> {
         Vec::new()
     }
+    /// What the technique hands over at the end of the run: its samples in the compact form
+    /// (a few bytes each, [`tierlab_core::SampleSet`]). By default made from
+    /// [`Observer::samples`]; a technique with many samples builds it from what it keeps, and
+    /// may give up its own copy (the run's stats are reported before this is called).
+    fn take_sample_set(&mut self) -> tierlab_core::SampleSet {
+        tierlab_core::SampleSet::from_rows(self.samples())
+    }
     /// Region-based techniques asked to record: every aggregation's snapshot as a damo
     /// record (JSON).
     fn damo_record(&self) -> Option<String> {
@@ -179,7 +186,7 @@ impl Agent for TelemetryAgent {
     }
     fn output(&mut self) -> AgentOutput {
         AgentOutput {
-            samples: self.obs.samples(),
+            samples: self.obs.take_sample_set(),
             plan: None,
             damo_record: self.obs.damo_record(),
             decisions: Vec::new(),

@@ -445,6 +445,9 @@ pub struct Pebs {
     log: Vec<(Ps, u32, u64, usize)>,
     /// Every consumed sample's address, bit 63 = store (8 bytes per sample).
     addrs: Vec<u64>,
+    /// Samples and distinct pages once the samples were handed over
+    /// ([`Observer::take_sample_set`] moves `addrs` out, before the stats are reported).
+    taken: Option<(usize, usize)>,
     /// (drain time, page) of consumed samples not yet counted in a closed window.
     pending: Vec<(Ps, u64)>,
     /// Times of consumed drains not yet counted in a closed window.
@@ -489,6 +492,7 @@ impl Pebs {
             label,
             log: Vec::new(),
             addrs: Vec::new(),
+            taken: None,
             pending: Vec::new(),
             pending_drains: Vec::new(),
             seen_upto: 0,
@@ -520,7 +524,7 @@ impl Pebs {
 
     /// Samples consumed so far.
     pub fn sample_count(&self) -> usize {
-        self.addrs.len()
+        self.taken.map_or(self.addrs.len(), |t| t.0)
     }
 
     /// Every sample consumed so far, in drain order.
@@ -563,6 +567,9 @@ impl Pebs {
 
     /// Distinct 4 KiB pages sampled over the run.
     pub fn pages_seen(&self) -> usize {
+        if let Some((_, pages)) = self.taken {
+            return pages;
+        }
         let mut pages: Vec<u64> = self.addrs.iter().map(|a| tierlab_core::vpn(a & !(1 << 63))).collect();
         pages.sort_unstable();
         pages.dedup();
@@ -781,6 +788,23 @@ impl Observer for Pebs {
         Pebs::samples(self)
     }
 
+    fn take_sample_set(&mut self) -> tierlab_core::SampleSet {
+        // The addresses move into the set (one byte of event code added per sample): never a
+        // row per sample, never a second copy of the addresses.
+        self.taken = Some((self.addrs.len(), self.pages_seen()));
+        let mut addr = std::mem::take(&mut self.addrs);
+        let event: Vec<u8> = addr.iter().map(|&a| (a >> 63) as u8).collect();
+        for a in &mut addr {
+            *a &= !(1 << 63);
+        }
+        let ev = self.p.event;
+        let events = vec![ev.record_name(0).to_string(), ev.record_name(1).to_string()];
+        let runs = std::mem::take(&mut self.log)
+            .into_iter()
+            .map(|(time, core, drain, first)| (time.whole_ns(), core, core, drain, first));
+        tierlab_core::SampleSet::from_parts(runs, addr, event, events)
+    }
+
     fn hot_set(&mut self, start: Ps, end: Ps, machine: &MachineView) -> HotReport {
         // Drains since the last tick are visible too (read, consumed later once).
         if let Some(hw) = machine.pebs() {
@@ -829,7 +853,7 @@ impl Observer for Pebs {
     }
 
     fn report_stats(&self, prefix: &str, out: &mut Stats) {
-        let n = self.addrs.len() as u64;
+        let n = self.sample_count() as u64;
         out.set(format!("{prefix}.driver"), self.p.driver);
         out.set(
             format!("{prefix}.assumed_costs"),
