@@ -473,7 +473,7 @@ impl NativeContext {
         clear: bool,
     ) -> PyResult<(u64, PyObject, PyObject, u64, u64, u64)> {
         let psz = match page_size {
-            4096 => tierlab_core::PageSize::Base4K,
+            s if s == tierlab_core::PAGE_SIZE => tierlab_core::PageSize::Base4K,
             s if s == tierlab_core::HUGE_SIZE => tierlab_core::PageSize::Huge2M,
             s if s == tierlab_core::HUGE_1G_SIZE => tierlab_core::PageSize::Huge1G,
             other => return Err(bad(format!("page_size {other}: expected 4096, 2 MiB or 1 GiB"))),
