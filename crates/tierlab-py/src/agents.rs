@@ -200,7 +200,8 @@ impl tierlab_sim::agents::placement::external::PlacementHost for PyHost {
         p: &External<Unshared>,
         ctx: &tierlab_sim::agents::placement::PlacementBuildCtx,
     ) -> Result<Box<dyn tierlab_sim::agents::placement::PlacementPolicy>> {
-        let b = build("placement", &p.shared, &p.keys, &p.own, ctx.seed, "placement", 0, &|f, m| ctx.err(f, m))?;
+        let b =
+            build("placement", &p.shared, &p.keys, &p.own, ctx.seed, "placement", 0, &|f, m| ctx.err(f, m))?;
         Ok(Box::new(PyPlacement { next: b.interval, b }))
     }
 }
@@ -252,6 +253,8 @@ impl NativeContext {
         self.target.set(Target::Gone);
     }
     /// The machine view, mutable (telemetry and tiering hooks).
+    // The context is an exclusive handle the hook lent: `&self` because Python holds it.
+    #[allow(clippy::mut_from_ref)]
     fn machine(&self) -> PyResult<&mut MachineView<'static>> {
         // SAFETY: the pointers are set from live `&mut` contexts by the adapters below, for
         // the duration of one call into Python, and cleared (`close`) before it returns.
@@ -293,6 +296,8 @@ impl NativeContext {
             }
         }
     }
+    // The context is an exclusive handle the hook lent: `&self` because Python holds it.
+    #[allow(clippy::mut_from_ref)]
     fn tiering(&self) -> PyResult<&mut TieringCtxS> {
         // SAFETY: as `machine`.
         unsafe {
@@ -303,6 +308,8 @@ impl NativeContext {
             }
         }
     }
+    // The context is an exclusive handle the hook lent: `&self` because Python holds it.
+    #[allow(clippy::mut_from_ref)]
     fn telemetry(&self) -> PyResult<&mut AgentCtxS> {
         // SAFETY: as `machine`.
         unsafe {
@@ -315,6 +322,8 @@ impl NativeContext {
             }
         }
     }
+    // The context is an exclusive handle the hook lent: `&self` because Python holds it.
+    #[allow(clippy::mut_from_ref)]
     fn frames(&self) -> PyResult<&mut dyn Frames> {
         // SAFETY: as `machine`; the pointer is a `*mut &mut dyn Frames` of the adapter's frame.
         unsafe {
@@ -661,7 +670,10 @@ impl NativeContext {
         let mut plan = Vec::with_capacity(s.len());
         for i in 0..s.len() {
             if e[i] <= s[i] || (i > 0 && s[i] < e[i - 1]) {
-                return Err(bad(format!("set_plan: range {i} [{:#x}, {:#x}) is empty or not after the previous one", s[i], e[i])));
+                return Err(bad(format!(
+                    "set_plan: range {i} [{:#x}, {:#x}) is empty or not after the previous one",
+                    s[i], e[i]
+                )));
             }
             if nodes[i] as usize >= n {
                 return Err(bad(format!("set_plan: node {} does not exist ({n} nodes)", nodes[i])));
