@@ -54,6 +54,7 @@ def fake_raw(interrupted: bool = False) -> SimpleNamespace:
         plan=None,
         core_nodes=[0],
         damo_records={},
+        decisions={},
         stages=[],
         summary=[("accesses", "3,123"), ("simulated time", "30 ms")],
     )

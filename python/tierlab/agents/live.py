@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tierlab.agents import _host
 from tierlab.agents.base import Samples, TieringPolicy, as_u64
 from tierlab.tier import TierError
-
-if TYPE_CHECKING:
-    from tierlab.tier.loop import Loop
 
 PAGE = 4096
 _DONE = ("moved", "there", "placed")
@@ -58,14 +55,14 @@ class LiveContext:
     """The context a Python tiering policy gets on a live process (the simulator's
     :class:`tierlab.agents.Context` operations that a process's pages allow)."""
 
-    def __init__(self, loop: Loop) -> None:
+    def __init__(self, loop: Any) -> None:
         self._loop = loop
         self.cpu_ns = 0.0
 
     # -- time and work -----------------------------------------------------------------------
     @property
     def now_ps(self) -> int:
-        return self._loop._now() * 1000
+        return int(self._loop._now()) * 1000
 
     @property
     def now_ns(self) -> float:
@@ -99,7 +96,7 @@ class LiveContext:
     def _nodes(self, addrs: np.ndarray) -> np.ndarray:
         if addrs.size == 0:
             return np.zeros(0, dtype=np.int64)
-        return self._loop._query(addrs.astype(np.uint64))
+        return np.asarray(self._loop._query(addrs.astype(np.uint64)), dtype=np.int64)
 
     def node_of(self, va: int) -> int | None:
         n = int(self._nodes(np.array([va & ~(PAGE - 1)], dtype=np.uint64))[0])
@@ -137,11 +134,11 @@ class LiveContext:
     # -- tiering -----------------------------------------------------------------------------
     @property
     def fast_node(self) -> int:
-        return self._loop.opts.fast_node
+        return int(self._loop.opts.fast_node)
 
     @property
     def slow_node(self) -> int:
-        return self._loop.opts.slow_node
+        return int(self._loop.opts.slow_node)
 
     def budget(self) -> int:
         loop = self._loop
@@ -170,7 +167,7 @@ class LiveContext:
         loop.res.decided[action] += int(a.size)
         before = sum(loop.res.outcomes[action].get(o, 0) for o in _DONE)
         loop._move(action, a, np.zeros(a.size), node)
-        return sum(loop.res.outcomes[action].get(o, 0) for o in _DONE) - before
+        return int(sum(loop.res.outcomes[action].get(o, 0) for o in _DONE) - before)
 
     def promote(self, pages: Any) -> tuple[int, bool]:
         return self._move("promote", pages), False
@@ -192,7 +189,7 @@ class LiveContext:
         raise self._no("invalidate_range (TLB shootdowns)")
 
 
-def run(loop: Loop) -> None:
+def run(loop: Any) -> None:
     """Drive ``loop.py_policy`` until the target exits, ``--duration`` passes or Ctrl-C: the
     recorder's samples go to ``on_feed`` as they arrive, ``on_interval`` runs at the class's
     interval. An exception in the policy stops the loop with a :class:`TierError` naming the
