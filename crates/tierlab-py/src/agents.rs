@@ -792,6 +792,15 @@ fn next_of(r: &Bound<'_, PyAny>, now: Ps, interval: Ps, path: &str, method: &str
     Ok(Ps::from_ps(t))
 }
 
+/// Run hook `method` (`start` or `on_interval`) over `target` at `now`: the time of the
+/// agent's next event (the hook's answer, or `now + interval`).
+fn timed(b: &Built, method: &str, target: Target, now: Ps) -> Result<Ps> {
+    Python::with_gil(|py| {
+        let r = invoke(py, b, method, target, vec![], 0)?;
+        next_of(&r, now, b.interval, &b.path, method)
+    })
+}
+
 fn feed_args(py: Python<'_>, feed: &Feed) -> Vec<PyObject> {
     match feed {
         Feed::Samples(drains) => {
@@ -862,26 +871,16 @@ fn tiering_target(ctx: &mut TieringCtx) -> Target {
 
 impl TieringPolicy for PyTiering {
     fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "start", tiering_target(ctx), vec![], 0)?;
-            if !r.is_none() {
-                self.next = next_of(&r, now, self.b.interval, &self.b.path, "start")?;
-            }
-            Ok(())
-        })
+        self.next = timed(&self.b, "start", tiering_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn next_event(&self) -> Ps {
         self.next
     }
     fn on_event(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let now = ctx.now;
-        self.next = now + self.b.interval;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "on_interval", tiering_target(ctx), vec![], 0)?;
-            self.next = next_of(&r, now, self.b.interval, &self.b.path, "on_interval")?;
-            Ok(())
-        })
+        self.next = ctx.now + self.b.interval;
+        self.next = timed(&self.b, "on_interval", tiering_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
         Python::with_gil(|py| {
@@ -918,23 +917,15 @@ fn telemetry_target(ctx: &mut ObserverCtx) -> Target {
 
 impl Observer for PyObserver {
     fn start(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now = ctx.now;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "start", telemetry_target(ctx), vec![], 0)?;
-            self.next = next_of(&r, now, self.b.interval, &self.b.path, "start")?;
-            Ok(())
-        })
+        self.next = timed(&self.b, "start", telemetry_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn next_event(&self) -> Ps {
         self.next
     }
     fn on_event(&mut self, ctx: &mut ObserverCtx) -> Result<()> {
-        let now = ctx.now;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "on_interval", telemetry_target(ctx), vec![], 0)?;
-            self.next = next_of(&r, now, self.b.interval, &self.b.path, "on_interval")?;
-            Ok(())
-        })
+        self.next = timed(&self.b, "on_interval", telemetry_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn publishes(&self) -> &'static [FeedKind] {
         self.publishes
@@ -990,23 +981,15 @@ impl tierlab_sim::agents::placement::PlacementPolicy for PyPlacement {
         Python::with_gil(|py| invoke(py, &self.b, "prepare", telemetry_target(ctx), vec![], 0).map(drop))
     }
     fn start(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
-        let now = ctx.now;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "start", telemetry_target(ctx), vec![], 0)?;
-            self.next = next_of(&r, now, self.b.interval, &self.b.path, "start")?;
-            Ok(())
-        })
+        self.next = timed(&self.b, "start", telemetry_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn next_event(&self) -> Ps {
         self.next
     }
     fn on_event(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
-        let now = ctx.now;
-        Python::with_gil(|py| {
-            let r = invoke(py, &self.b, "on_interval", telemetry_target(ctx), vec![], 0)?;
-            self.next = next_of(&r, now, self.b.interval, &self.b.path, "on_interval")?;
-            Ok(())
-        })
+        self.next = timed(&self.b, "on_interval", telemetry_target(ctx), ctx.now)?;
+        Ok(())
     }
     fn finish(&mut self, ctx: &mut tierlab_sim::agents::AgentCtx) -> Result<()> {
         Python::with_gil(|py| invoke(py, &self.b, "finish", telemetry_target(ctx), vec![], 0).map(drop))

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from tierlab import stats_keys as sk
 from tierlab.reporters.base import Reporter
+from tierlab.reporters.samples import mappings_frame
 
 if TYPE_CHECKING:
     from tierlab.api import Result
@@ -36,16 +36,7 @@ def write_decisions(result: Result, out_dir: Path) -> list[Path]:
     action = np.asarray(d["action"])
     node = np.asarray(d["node"], dtype=np.int32)
     moved = np.asarray(d["moved"], dtype=bool)
-    log = result.mapping_log
-    mappings = pd.DataFrame(
-        {
-            "time_ns": np.asarray([r[0] for r in log], dtype=np.uint64),
-            "event": [r[1] for r in log],
-            "start": np.asarray([r[2] for r in log], dtype=np.uint64),
-            "length": np.asarray([r[3] for r in log], dtype=np.uint64),
-            "name": [r[4] for r in log],
-        }
-    )
+    mappings = mappings_frame(result)
     stats = result.stats_flat
     path = out_dir / NAME
     # A step is a call's time (a policy's hook); a batch is a call.

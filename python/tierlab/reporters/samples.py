@@ -43,16 +43,10 @@ def drains_of(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -> list[Path]:
-    """Write one recording per sampling technique of ``result`` into ``out_dir``
-    (``samples-<technique>/``) and, with ``view``, its view (``view-<technique>/``). Returns
-    the recordings, then the view files."""
-    from tierlab.recording import RecordingWriter
-
-    if not result.samples:
-        return []
+def mappings_frame(result: Result) -> pd.DataFrame:
+    """The run's map and unmap events as the recording format's ``mappings`` table."""
     log = result.mapping_log
-    mappings = pd.DataFrame(
+    return pd.DataFrame(
         {
             "time_ns": np.asarray([r[0] for r in log], dtype=np.uint64),
             "event": [r[1] for r in log],
@@ -61,6 +55,17 @@ def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -
             "name": [r[4] for r in log],
         }
     )
+
+
+def write_sample_recordings(result: Result, out_dir: Path, view: bool = False) -> list[Path]:
+    """Write one recording per sampling technique of ``result`` into ``out_dir``
+    (``samples-<technique>/``) and, with ``view``, its view (``view-<technique>/``). Returns
+    the recordings, then the view files."""
+    from tierlab.recording import RecordingWriter
+
+    if not result.samples:
+        return []
+    mappings = mappings_frame(result)
     stats = result.stats_flat
     # The CPU -> node map of the simulated machine (node: [cores]), for placement plans.
     cpu_nodes: dict[str, list[int]] = {}

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{Common, FeedKind, TieringBuildCtx, TieringKind, TieringPolicy, TieringShared, Tiers};
+use super::{Common, FeedKind, TieringBuildCtx, TieringKind, TieringPolicy, TieringShared};
 use crate::error::Result;
 use crate::params::{External, ExternalKeys, SharedDefaults};
 use crate::units::Ps;
@@ -38,16 +38,8 @@ impl TieringKind for External<TieringShared> {
         host.build(self, ctx)
     }
     fn common(&self) -> Common {
-        let s = &self.shared;
-        Common {
-            name: s.name.clone().unwrap_or_default(),
-            telemetry: s.telemetry.clone(),
-            core: s.core,
-            tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
-            rate_limit_mbps: s.rate_limit_mbps,
-            // The built policy's period is used ([`TieringPolicy::period`]).
-            period: Ps::ZERO,
-        }
+        // The built policy's period is used ([`TieringPolicy::period`]).
+        Common::of(&self.shared, Ps::ZERO)
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         Some(ALL)

@@ -393,6 +393,18 @@ pub struct Common {
 }
 
 impl Common {
+    /// The shared parameters with the policy loop's `period` (`name` empty: the kind's).
+    pub fn of(s: &TieringShared, period: Ps) -> Common {
+        Common {
+            name: s.name.clone().unwrap_or_default(),
+            telemetry: s.telemetry.clone(),
+            core: s.core,
+            tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
+            rate_limit_mbps: s.rate_limit_mbps,
+            period,
+        }
+    }
+
     /// Validate against the machine.
     pub fn check(&self, ctx: &TieringBuildCtx) -> Result<()> {
         if let Some(c) = self.core {
@@ -494,15 +506,7 @@ impl<P: TieringParams + Params + SharedDefaults<TieringShared>> TieringKind for 
         self.own.build(&self.shared, ctx)
     }
     fn common(&self) -> Common {
-        let s = &self.shared;
-        Common {
-            name: s.name.clone().unwrap_or_default(),
-            telemetry: s.telemetry.clone(),
-            core: s.core,
-            tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
-            rate_limit_mbps: s.rate_limit_mbps,
-            period: self.own.period(),
-        }
+        Common::of(&self.shared, self.own.period())
     }
     fn accepts(&self) -> Option<&'static [FeedKind]> {
         self.own.accepts()
