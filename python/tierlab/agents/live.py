@@ -11,7 +11,6 @@ What a live process cannot offer (Accessed bits, TLB shootdowns, publishing feed
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -241,8 +240,3 @@ def run(loop: Any) -> None:
         if end_ns is not None and loop._now() >= end_ns and not loop.stop.is_set():
             res.stop_reason = "duration"
             loop.stop.set()
-
-
-def describe(spec: str) -> str:
-    path, cls = parse_spec(spec)
-    return f"{cls} ({Path(path).name})"
