@@ -50,7 +50,7 @@ def same_stats(a: Any, b: Any, rename: tuple[str, str] = ("", "")) -> None:
 TIERING_CASES = [
     # (scenario, telemetry of the point, duration): the synthetic key-value store with PEBS
     # samples, a masim config with DAMON regions, two replayed real traces.
-    ("tiering-kv", '{name = "T", kind = "pebs", event = "all", frequency_hz = 10000.0}', "2s"),
+    ("tiering-kv", '{name = "T", kind = "pebs", event = "all", frequency_hz = 10000.0}', "1s"),
     # (interleaved: the fast tier starts full, so promotions need demotions)
     ("demo", '{name = "T", kind = "damon"}', "interleave"),
     ("tiering-replay-kv", '{name = "T", kind = "telescope", variant = "bounded"}', None),
@@ -69,9 +69,9 @@ def test_python_hottest_first_gives_the_built_in_policys_statistics(
 ) -> None:
     sets = [f"telemetry=[{telemetry}]"]
     if duration == "interleave":
-        sets += ['machine.placement="interleave"', "duration=3s"]
+        sets += ['machine.placement="interleave"', "duration=1s"]
     elif duration == "slow":
-        sets += ["workload.node=1", "workload.populate=true"]
+        sets += ["workload.node=1", "workload.populate=true", "duration=1s"]
     elif duration:
         sets.append(f"duration={duration}")
     a = run(scenario, *sets, 'tiering={kind = "hottest-first", telemetry = "T"}')
@@ -87,6 +87,7 @@ def test_python_hottest_first_gives_the_built_in_policys_statistics(
 
 
 PTE_CASES = [
+    # (the demo shortened to 2 s, 6 and 10 passes; the replay to its first second)
     ("demo", 'interval = "300ms", chunk_ptes = 4096'),
     ("demo", 'interval = "200ms", chunk_ptes = 1024, flush = true, report = "last-pass"'),
     ("tiering-replay", 'interval = "5ms", chunk_ptes = 512'),
@@ -98,8 +99,9 @@ PTE_CASES = [
 def test_python_pte_scan_gives_the_built_in_techniques_statistics(
     scenario: str, params: str
 ) -> None:
-    a = run(scenario, f'telemetry=[{{name = "T", kind = "pte-scan", {params}}}]')
-    b = run(scenario, f'telemetry=[{{name = "T", kind = "python", {PTE}, {params}}}]')
+    sets = {"demo": ["duration=2s"], "tiering-replay": ["duration=1s"]}.get(scenario, [])
+    a = run(scenario, *sets, f'telemetry=[{{name = "T", kind = "pte-scan", {params}}}]')
+    b = run(scenario, *sets, f'telemetry=[{{name = "T", kind = "python", {PTE}, {params}}}]')
     assert a.stats_flat["telemetry.T.passes"] > 0
     same_stats(a, b)
 
