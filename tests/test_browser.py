@@ -176,3 +176,78 @@ def test_tune_page_in_browser(browser: Any, tmp_path: Path) -> None:
     drawn = figures_drawn(page)
     assert len(drawn) == 3 and all(n > 0 for n in drawn), drawn
     page.close()
+
+
+def test_view_of_a_full_trace_reads_without_scripts(browser: Any, tmp_path: Path) -> None:
+    """A viewer without scripts (a screenshot at load, a mail client) sees every plot as a
+    static picture with its titles; nothing is cut off; the time axis says accesses when the
+    trace counts time in accesses. With scripts, the interactive figures say the same."""
+    import re
+
+    import numpy as np
+
+    from tierlab.recording import RecordingWriter
+
+    rec = tmp_path / "rec"
+    base, page_size = 0x7F00_0000_0000, 4096
+    with RecordingWriter(rec, source="browser test") as w:
+        w.append_mappings(
+            time_ns=[0], event=["map"], start=[base], length=[512 * page_size], name=["heap"]
+        )
+        n = 20_000
+        rng = np.random.default_rng(3)
+        pages = np.minimum(rng.zipf(1.3, n) - 1, 511)
+        w.append_accesses(
+            {
+                "time_ns": np.arange(n, dtype=np.uint64),
+                "tid": np.ones(n, dtype=np.uint32),
+                "addr": (base + pages * page_size).astype(np.uint64),
+                "kind": (np.arange(n) % 3 == 0).astype(np.uint8),
+            }
+        )
+        w.update_meta(time_unit="accesses")  # as the tracer's recordings say
+    out = tmp_path / "view"
+    res = tierlab("view", rec, "-o", out)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "view.json"]
+    html = (out / "index.html").read_text()
+    # The same page with its scripts removed: what a viewer without scripts shows.
+    static = tmp_path / "static.html"
+    static.write_text(re.sub(r"<script>.*?</script>", "", html, flags=re.S))
+    page = browser.new_page()
+    page.goto(static.resolve().as_uri())
+    figs = page.locator(".figure-plot")
+    assert figs.count() == 3  # pages touched, the mapping's heatmap and histogram
+    for i in range(figs.count()):
+        fig = figs.nth(i)
+        svg = fig.locator("svg.static-figure")
+        assert svg.count() == 1, i
+        box = svg.bounding_box()
+        assert box and box["width"] > 300 and box["height"] > 200, (i, box)
+        # Every label lies inside the picture (nothing cut off).
+        for t in svg.locator("text").all():
+            tb = t.bounding_box()
+            assert tb is not None
+            assert box["x"] - 1 <= tb["x"] and tb["x"] + tb["width"] <= box["x"] + box["width"] + 1
+            assert (
+                box["y"] - 1 <= tb["y"] and tb["y"] + tb["height"] <= box["y"] + box["height"] + 1
+            )
+        # Drawn, not blank: the screenshot of the figure has many colours.
+        png = svg.screenshot()
+        from io import BytesIO
+
+        from PIL import Image
+
+        colours = Image.open(BytesIO(png)).convert("RGB").getcolors(1 << 20)
+        assert colours is not None and len(colours) > 8, (i, len(colours or []))
+    labels = page.locator("svg.static-figure text").all_text_contents()
+    assert "accesses of the thread (millions)" in labels
+    assert any("log-spaced bins" in t for t in labels) or "accesses per page (N)" in labels
+    assert not any("time (ms)" in t for t in labels)
+    page.close()
+    # With scripts: the interactive figures replace the pictures, with the same axis title.
+    page, errors, requests = load(browser, out / "index.html")
+    assert errors == [] and requests == []
+    assert page.locator("svg.static-figure").count() == 0
+    assert "accesses of the thread (millions)" in page.locator(".xtitle").all_text_contents()
+    page.close()

@@ -613,7 +613,7 @@ def test_figures_drawn_in_workers_are_the_serial_ones(
     for label, least in (("serial", 10**9), ("workers", 1)):
         monkeypatch.setattr(render, "PARALLEL_MIN_MAPPINGS", least)
         outs[label] = tmp_path / label
-        render.write(analyze(Recording.open(rec)), outs[label])
+        render.write(analyze(Recording.open(rec)), outs[label], images=True)
     names = sorted(p.name for p in outs["serial"].iterdir())
     assert names == sorted(p.name for p in outs["workers"].iterdir())
     assert len([n for n in names if n.startswith("mapping-")]) == 2 * 4

@@ -216,5 +216,11 @@ def test_view_of_a_trace_keeps_neighbouring_mappings_and_labels_its_clock(tmp_pa
     ]
     assert sum(m["samples"] for m in maps) == n
     assert max(maps[1]["histogram"]["samples_per_page"]) >= 2000
+    # The page (its static picture and its interactive figure) says accesses too.
+    page = (tmp_path / "v" / "index.html").read_text()
+    assert page.count("accesses of the thread (millions)") >= 2
+    assert "time (ms)" not in page
+    res = tierlab("view", rec, "-o", tmp_path / "v", "--images")
+    assert res.returncode == 0, res.stderr
     svg = (tmp_path / "v" / f"mapping-{maps[0]['id']}-heatmap.svg").read_text()
     assert "accesses of the thread (millions)" in svg

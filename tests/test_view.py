@@ -101,9 +101,19 @@ def test_view_numbers(simulated: Path) -> None:
 
 def test_view_files_and_html(simulated: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    res = tierlab("view", simulated, "-o", out, "--group", "8", "--x", "time", "--bins", "10")
+    args = ("view", simulated, "-o", out, "--group", "8", "--x", "time", "--bins", "10")
+    # By default one page (and its numbers), nothing else.
+    res = tierlab(*args)
     assert res.returncode == 0, res.stderr
-    assert "wrote" in res.stdout
+    assert "wrote 2 files" in res.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "view.json"]
+    # Every figure's static picture is in the page, with its words.
+    html = (out / "index.html").read_text()
+    assert html.count("class='static-figure'") == 6
+    assert "blocks of 8 pages" in html.split("id='figure-spec-")[0]
+    # With --images, every figure as PNG and SVG too.
+    res = tierlab(*args, "--images")
+    assert res.returncode == 0, res.stderr
     for name in (
         "index.html",
         "view.json",

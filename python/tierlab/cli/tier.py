@@ -24,6 +24,14 @@ from tierlab.live.units import human_size, parse_duration_ns, parse_size
 #: The recorder's options `tier` takes (as `tierlab record`).
 TIER_FIELDS = ("backend", "event", "period")
 
+#: Said with every run on page-fault telemetry (no PMU): its samples are first touches.
+PAGE_FAULT_NOTE = (
+    "page-fault telemetry samples a page when it faults (its first touch, or again after it "
+    "is unmapped or moved), about once per page: the {policy} policy's ranking of pages by "
+    "samples carries no information on which pages are hot, only on which were touched and "
+    "when. Use --backend intel-pebs or amd-ibs where the machine has a PMU"
+)
+
 
 def _size(text: str) -> int:
     try:
@@ -281,11 +289,13 @@ def main(args: argparse.Namespace) -> int:
     except (_native.LiveError, TierError) as e:
         print_error(str(e))
         return EXIT_USAGE
+    backend = str(params.get("backend"))
+    event = str(params.get("event"))
+    if backend == "page-faults" and opts.policy != "python":
+        res.notes.append(PAGE_FAULT_NOTE.format(policy=opts.policy))
     if args.json:
         sys.stdout.write(json.dumps(res.to_json(), indent=2) + "\n")
     err = sys.stderr
-    backend = str(params.get("backend"))
-    event = str(params.get("event"))
     for note in res.notes:
         print(f"tierlab tier: note: {note}", file=err)
     print(

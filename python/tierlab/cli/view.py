@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Assign every sample to the mapping live at its time and draw, per "
         "mapping, a heatmap (x: sample set = drain, or time bins; y: page blocks), the "
         "histogram of pages by number of samples, and pages touched; plus the distribution of "
-        "time between drains. Writes PNG, SVG, view.json and a self-contained index.html.",
+        "time between drains. Writes a self-contained index.html (interactive, with a static "
+        "picture of every plot for viewers without scripts) and view.json; --images adds "
+        "every figure as PNG and SVG.",
     )
     p.add_argument("recording", type=Path, metavar="REC", help="recording directory")
     p.add_argument(
@@ -57,6 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--json",
         action="store_true",
         help="print the numbers as JSON on stdout (draws nothing unless -o is given)",
+    )
+    p.add_argument(
+        "--images",
+        action="store_true",
+        help="also write every figure as PNG and SVG files (matplotlib; the page alone is "
+        "much faster to write)",
     )
     p.add_argument(
         "--group",
@@ -144,15 +152,23 @@ def main(args: argparse.Namespace) -> int:
     if out is not None:
         from tierlab.view.render import write
 
-        written = write(view, out)
+        written = write(view, out, images=args.images)
     from tierlab.tier import log as tier_log
 
     tier = tier_log.summary(rec.path, rec.meta)
     if out is not None and tier is not None:
         png = tier_log.plot(rec.path, out, rec.meta)
         if png is not None:
-            written.append(png)
-            _link_in_index(out / "index.html", png.name, tier_log.describe(tier))
+            if args.images:
+                written.append(png)
+                src = png.name
+            else:
+                # One file: the picture goes into the page.
+                import base64
+
+                src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+                png.unlink()
+            _link_in_index(out / "index.html", src, tier_log.describe(tier))
     if args.json:
         data = view.to_json()
         if tier is not None:

@@ -10,8 +10,11 @@ self-contained HTML file: a contents list of the sections, the figures' data inl
 plotly.js embedded (compressed; the browser inflates it with ``DecompressionStream``), so
 the file works offline and can be mailed around.
 
-Every figure's ``<div class="figure-plot">`` gets ``data-rendered="1"`` once drawn (tests
-wait for it); a figure that fails to draw says so in place.
+Every figure's ``<div class="figure-plot">`` holds a static SVG picture of it
+(:mod:`tierlab.reporters.static_svg`) until plotly.js replaces it, so the page reads
+without scripts (a screenshot at load, a mail client, print); the div gets
+``data-rendered="1"`` once drawn interactively (tests wait for it); a figure that fails to
+draw says so in place, under its picture.
 """
 
 from __future__ import annotations
@@ -337,11 +340,15 @@ _LOADER = """
 (function(){
   var figs = document.querySelectorAll('.figure-plot');
   function fail(msg){
-    figs.forEach(function(d){ d.innerHTML = '<div class="figure-error">' + msg + '</div>'; });
+    figs.forEach(function(d){
+      d.insertAdjacentHTML('beforeend', '<div class="figure-error">' + msg + '</div>');
+    });
   }
   function draw(){
     figs.forEach(function(div){
       var spec = JSON.parse(document.getElementById(div.dataset.spec).textContent);
+      var pic = div.querySelector(':scope > .static-figure');
+      if (pic) pic.remove();  // the static picture gives way to the interactive figure
       var layout = Object.assign({autosize: true, separators: '.,',
         margin: {l: 70, r: 30, t: 50, b: 60}}, spec.layout || {});
       Plotly.newPlot(div, spec.data || [], layout,
@@ -547,14 +554,20 @@ class _Renderer:
     def figure(self, f: Figure) -> str:
         self.figure_no += 1
         n = self.figure_no
-        spec = clean_json({"data": f.spec.get("data", []), "layout": f.spec.get("layout", {})})
-        self.specs.append(
-            f"<script type='application/json' id='figure-spec-{n}'>{_json_script(spec)}</script>"
-        )
+        spec = {"data": f.spec.get("data", []), "layout": f.spec.get("layout", {})}
+        try:  # most specs hold no NaN: written as they are, without a walk in Python
+            text = _json_script(spec)
+        except ValueError:
+            spec = clean_json(spec)
+            text = _json_script(spec)
+        self.specs.append(f"<script type='application/json' id='figure-spec-{n}'>{text}</script>")
         cap = f"<figcaption>{html.escape(f.caption)}</figcaption>" if f.caption else ""
+        from tierlab.reporters import static_svg
+
+        picture = static_svg.render(spec, height=int(f.height))
         return (
             f"<figure><div class='figure-plot' id='figure-{n}' data-spec='figure-spec-{n}' "
-            f"style='height:{int(f.height)}px'></div>{cap}</figure>"
+            f"style='height:{int(f.height)}px'>{picture}</div>{cap}</figure>"
         )
 
 

@@ -169,9 +169,9 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
     independent of the trace's length)."""
     from tierlab import _native
 
-    # The native reader streams the parts; their columns are checked here first, also
-    # streaming (nulls; `kind` 0 or 1).
-    rec.check_streaming("accesses", ["time_ns", "tid", "addr", "kind"])
+    # The native reader streams the parts (its survey decodes every column, `kind` too, on
+    # every core) and checks them as it goes: a null, a `kind` other than 0/1 or a `tid`
+    # beyond uint32 is an error naming the part, row and column.
     try:
         sv = _native.survey_accesses(str(rec.path), history.GAP_BYTES)
     except _native.TraceFormatError as e:  # what the checks above cannot see (page data)

@@ -161,13 +161,13 @@ def touched_figure(view: View) -> Figure:
     return fig
 
 
-def write(view: View, out: Path) -> list[Path]:
-    """Every figure (PNG and SVG), ``view.json`` and the self-contained ``index.html``, into
-    ``out`` as a whole: written beside it and swapped in, so no file of an earlier view
-    survives and an interrupted write leaves the old view. ``out`` must be absent, empty, or
-    an earlier view (``view.json``); anything else is refused."""
+def write(view: View, out: Path, images: bool = False) -> list[Path]:
+    """``view.json`` and the self-contained ``index.html`` (and with ``images`` every figure
+    as PNG and SVG too), into ``out`` as a whole: written beside it and swapped in, so no
+    file of an earlier view survives and an interrupted write leaves the old view. ``out``
+    must be absent, empty, or an earlier view (``view.json``); anything else is refused."""
     with outdir.replacing(out, ("view",), outdir.OutputError) as staged:
-        written = _write(view, staged)
+        written = _write(view, staged, images)
     return [out / p.name for p in written]
 
 
@@ -231,13 +231,14 @@ def _draw_mappings(view: View, out: Path) -> list[list[str]]:
         _JOBS = None
 
 
-def _write(view: View, out: Path) -> list[Path]:
+def _write(view: View, out: Path, images: bool) -> list[Path]:
     written: list[Path] = []
-    for v, names in zip(view.mappings, _draw_mappings(view, out), strict=True):
-        v.files.extend(names)
-        written.extend(out / name for name in names)
-    for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
-        written.extend(_save(draw(view), out, stem))
+    if images:
+        for v, names in zip(view.mappings, _draw_mappings(view, out), strict=True):
+            v.files.extend(names)
+            written.extend(out / name for name in names)
+        for stem, draw in (("drain-intervals", drain_figure), ("pages-touched", touched_figure)):
+            written.extend(_save(draw(view), out, stem))
     view.files = [p.name for p in written] + ["view.json", "index.html"]
     doc = view.to_json()
     js = out / "view.json"
@@ -271,6 +272,14 @@ def _x_axis(v: MappingView, time_unit: str = "ns") -> tuple[str, np.ndarray]:
     return title, (edges[:-1] + edges[1:]) / 2
 
 
+def _none_for_nan(a: np.ndarray) -> list[Any]:
+    """``a`` as nested lists, None where it is NaN (JSON has no NaN; Plotly draws a gap)."""
+    out = a.astype(object)
+    out[~np.isfinite(a)] = None
+    rows: list[Any] = out.tolist()
+    return rows
+
+
 def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str, Any]:
     """The mapping's heatmap as a Plotly figure: log colour scale (the colour is log10 of the
     count, the colour bar labelled in counts), hover with the page range and the count."""
@@ -296,7 +305,7 @@ def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str
         "type": "heatmap",
         "x": xs.tolist(),
         "y": ys.tolist(),
-        "z": [[None if not np.isfinite(c) else round(float(c), 4) for c in r] for r in z],
+        "z": _none_for_nan(np.round(z, 4)),
         "customdata": counts.astype(np.int64).tolist(),
         "colorscale": "Viridis",
         "zmin": 0,

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{AccessChunk, AccessTable, Columns, Result};
+use super::{AccessChunk, AccessCursor, AccessTable, Columns, Result};
 
 const CHUNK: usize = 1 << 16;
 const PAGE: u64 = 4096;
@@ -41,12 +41,31 @@ impl PageSet {
         bits[i >> 6] |= 1 << (i & 63);
     }
 
-    /// Maximal runs `(start, end)` (bytes) of touched pages, ascending, and the number of
-    /// touched pages.
-    pub fn runs(mut self) -> (Vec<(u64, u64)>, u64) {
+    fn settle(&mut self) {
         if let Some(b) = self.last.take() {
             self.chunks.insert(self.last_key, b);
         }
+        self.last_page = 0;
+    }
+
+    /// Add every page of `other`.
+    pub fn merge(&mut self, mut other: PageSet) {
+        self.settle();
+        other.settle();
+        for (k, b) in other.chunks {
+            match self.chunks.get_mut(&k) {
+                Some(mine) => mine.iter_mut().zip(b.iter()).for_each(|(x, y)| *x |= y),
+                None => {
+                    self.chunks.insert(k, b);
+                }
+            }
+        }
+    }
+
+    /// Maximal runs `(start, end)` (bytes) of touched pages, ascending, and the number of
+    /// touched pages.
+    pub fn runs(mut self) -> (Vec<(u64, u64)>, u64) {
+        self.settle();
         let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
         keys.sort_unstable();
         let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -85,35 +104,82 @@ pub struct Survey {
     pub pages: u64,
 }
 
-/// One pass over `table`: rows, time range, threads and touched page runs.
-pub fn survey(table: &AccessTable) -> Result<Survey> {
-    let mut cur = table.cursor(Columns { time: true, tid: true, addr: true, kind: false, size: false }, None);
+/// Threads a pass over a table uses: the cores this process may run on, at most 4 (the
+/// passes read and decode Parquet pages; more threads than cores only contend).
+pub fn pass_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(4)
+}
+
+/// Run `f` on each cursor, side by side (one thread each; in this thread when there is one).
+fn side_by_side<T: Send>(
+    cursors: Vec<AccessCursor>,
+    f: impl Fn(AccessCursor) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    if cursors.len() <= 1 {
+        return cursors.into_iter().map(&f).collect();
+    }
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = cursors.into_iter().map(|c| sc.spawn(|| f(c))).collect();
+        handles.into_iter().map(|h| h.join().expect("a pass thread panicked")).collect()
+    })
+}
+
+struct SurveyPart {
+    rows: u64,
+    lo: u64,
+    hi: u64,
+    tids: HashSet<u32>,
+    set: PageSet,
+}
+
+fn survey_part(mut cur: AccessCursor) -> Result<SurveyPart> {
     let mut c = AccessChunk::default();
-    let mut set = PageSet::default();
-    let (mut lo, mut hi, mut rows) = (u64::MAX, 0u64, 0u64);
-    let mut tids: HashSet<u32> = HashSet::new();
+    let mut p = SurveyPart { rows: 0, lo: u64::MAX, hi: 0, tids: HashSet::new(), set: PageSet::default() };
     let mut last_tid = None;
     while cur.next_chunk(&mut c, CHUNK)? {
-        rows += c.addr.len() as u64;
+        p.rows += c.addr.len() as u64;
         for &t in &c.time {
-            lo = lo.min(t);
-            hi = hi.max(t);
+            p.lo = p.lo.min(t);
+            p.hi = p.hi.max(t);
         }
         for &t in &c.tid {
             if last_tid != Some(t) {
-                tids.insert(t);
+                p.tids.insert(t);
                 last_tid = Some(t);
             }
         }
         for &a in &c.addr {
-            set.insert(a);
+            p.set.insert(a);
         }
     }
-    let (runs, pages) = set.runs();
+    Ok(p)
+}
+
+/// One pass over `table`: rows, time range, threads and touched page runs; the `kind`
+/// column is decoded too, so a value other than 0 or 1 (or a null anywhere) is an error
+/// naming its part and row. Runs on [`pass_threads`] threads.
+pub fn survey(table: &AccessTable) -> Result<Survey> {
+    survey_with(table, pass_threads())
+}
+
+/// [`survey`] on at most `threads` threads (the result does not depend on it).
+pub fn survey_with(table: &AccessTable, threads: usize) -> Result<Survey> {
+    let cols = Columns { time: true, tid: true, addr: true, kind: true, size: false };
+    let parts = side_by_side(table.split_cursors(cols, threads), survey_part)?;
+    let mut all = SurveyPart { rows: 0, lo: u64::MAX, hi: 0, tids: HashSet::new(), set: PageSet::default() };
+    for p in parts {
+        all.rows += p.rows;
+        all.lo = all.lo.min(p.lo);
+        all.hi = all.hi.max(p.hi);
+        all.tids.extend(p.tids);
+        all.set.merge(p.set);
+    }
+    let rows = all.rows;
+    let (runs, pages) = all.set.runs();
     Ok(Survey {
         rows,
-        time_range: if rows == 0 { (0, 0) } else { (lo, hi) },
-        threads: tids.len() as u64,
+        time_range: if rows == 0 { (0, 0) } else { (all.lo, all.hi) },
+        threads: all.tids.len() as u64,
         runs,
         pages,
     })
@@ -179,12 +245,41 @@ enum PageCounts {
 }
 
 /// Per-mapping aggregates of every access of `table` (accesses in no segment are counted in
-/// the second value: unassigned).
+/// the second value: unassigned). Runs on [`pass_threads`] threads while the per-page
+/// counters of every thread fit in [`PARALLEL_PAGE_BYTES`].
 pub fn aggregate(
     table: &AccessTable,
     segments: &[Segment],
     specs: &[MapSpec],
     bins: Bins,
+) -> Result<(Vec<MapAgg>, u64)> {
+    let dense: u64 = specs.iter().filter(|sp| sp.pages <= DENSE_PAGES).map(|sp| sp.pages * 4).sum();
+    let threads =
+        if dense.saturating_mul(pass_threads() as u64) <= PARALLEL_PAGE_BYTES { pass_threads() } else { 1 };
+    aggregate_with(table, segments, specs, bins, threads)
+}
+
+/// Most bytes of per-page counters (4 bytes a page of every mapping, per thread) for which
+/// [`aggregate`] runs on several threads.
+pub const PARALLEL_PAGE_BYTES: u64 = 256 << 20;
+
+/// Mappings of at most this many pages count their pages in an array, larger ones in a map.
+const DENSE_PAGES: u64 = 1 << 24;
+
+struct AggPart {
+    aggs: Vec<MapAgg>,
+    pages: Vec<PageCounts>,
+    tids: Vec<HashSet<u32>>,
+    unassigned: u64,
+}
+
+/// [`aggregate`] on at most `threads` threads (the result does not depend on it).
+pub fn aggregate_with(
+    table: &AccessTable,
+    segments: &[Segment],
+    specs: &[MapSpec],
+    bins: Bins,
+    threads: usize,
 ) -> Result<(Vec<MapAgg>, u64)> {
     // Elementary address intervals, each with the segments covering it.
     let mut cuts: Vec<u64> = segments.iter().flat_map(|s| [s.lo, s.hi]).collect();
@@ -198,6 +293,65 @@ pub fn aggregate(
             c.push(*s);
         }
     }
+    let cols = Columns { time: true, tid: true, addr: true, kind: false, size: false };
+    let parts = side_by_side(table.split_cursors(cols, threads), |cur| {
+        aggregate_part(cur, &cuts, &cover, specs, bins)
+    })?;
+    let mut it = parts.into_iter();
+    let Some(mut all) = it.next() else {
+        return Ok((specs.iter().map(|_| MapAgg::default()).collect(), 0));
+    };
+    for p in it {
+        all.unassigned += p.unassigned;
+        for (m, g) in p.aggs.into_iter().enumerate() {
+            let a = &mut all.aggs[m];
+            a.accesses += g.accesses;
+            a.time_range = match (a.time_range, g.time_range) {
+                (Some((l0, h0)), Some((l1, h1))) => Some((l0.min(l1), h0.max(h1))),
+                (x, y) => x.or(y),
+            };
+            a.counts.iter_mut().zip(g.counts).for_each(|(x, y)| *x += y);
+        }
+        for (mine, theirs) in all.pages.iter_mut().zip(p.pages) {
+            match (mine, theirs) {
+                (PageCounts::Dense(a), PageCounts::Dense(b)) => {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x = x.saturating_add(y));
+                }
+                (PageCounts::Sparse(a), PageCounts::Sparse(b)) => {
+                    for (k, v) in b {
+                        *a.entry(k).or_insert(0) += v;
+                    }
+                }
+                _ => unreachable!("the same mapping is counted the same way by every thread"),
+            }
+        }
+        for (mine, theirs) in all.tids.iter_mut().zip(p.tids) {
+            mine.extend(theirs);
+        }
+    }
+    for (m, g) in all.aggs.iter_mut().enumerate() {
+        g.threads = all.tids[m].len() as u64;
+        let mut add = |n: u64| {
+            if n > 0 {
+                g.pages_touched += 1;
+                *g.hist.entry(n).or_insert(0) += 1;
+            }
+        };
+        match &all.pages[m] {
+            PageCounts::Dense(v) => v.iter().for_each(|&n| add(u64::from(n))),
+            PageCounts::Sparse(h) => h.values().for_each(|&n| add(n)),
+        }
+    }
+    Ok((all.aggs, all.unassigned))
+}
+
+fn aggregate_part(
+    mut cur: AccessCursor,
+    cuts: &[u64],
+    cover: &[Vec<Segment>],
+    specs: &[MapSpec],
+    bins: Bins,
+) -> Result<AggPart> {
     let mut aggs: Vec<MapAgg> = specs
         .iter()
         .map(|sp| MapAgg {
@@ -208,7 +362,7 @@ pub fn aggregate(
     let mut pages: Vec<PageCounts> = specs
         .iter()
         .map(|sp| {
-            if sp.pages <= 1 << 24 {
+            if sp.pages <= DENSE_PAGES {
                 PageCounts::Dense(vec![0; sp.pages as usize])
             } else {
                 PageCounts::Sparse(HashMap::new())
@@ -218,7 +372,6 @@ pub fn aggregate(
     let mut tids: Vec<HashSet<u32>> = vec![HashSet::new(); specs.len()];
     let mut last_tid: Vec<Option<u32>> = vec![None; specs.len()];
     let mut unassigned = 0u64;
-    let mut cur = table.cursor(Columns { time: true, tid: true, addr: true, kind: false, size: false }, None);
     let mut c = AccessChunk::default();
     let mut hint = 0usize;
     let width = bins.width.max(1);
@@ -266,18 +419,5 @@ pub fn aggregate(
             }
         }
     }
-    for (m, g) in aggs.iter_mut().enumerate() {
-        g.threads = tids[m].len() as u64;
-        let mut add = |n: u64| {
-            if n > 0 {
-                g.pages_touched += 1;
-                *g.hist.entry(n).or_insert(0) += 1;
-            }
-        };
-        match &pages[m] {
-            PageCounts::Dense(v) => v.iter().for_each(|&n| add(u64::from(n))),
-            PageCounts::Sparse(h) => h.values().for_each(|&n| add(n)),
-        }
-    }
-    Ok((aggs, unassigned))
+    Ok(AggPart { aggs, pages, tids, unassigned })
 }

@@ -292,6 +292,57 @@ mod tests {
     }
 
     #[test]
+    fn split_passes_give_the_single_pass_results() {
+        use super::aggregate::{aggregate_with, survey_with, Bins, MapSpec, Segment};
+        let d = tmpdir("split");
+        let opts = WriterOptions { part_rows: 1700, ..Default::default() };
+        let mut w = RecordingWriter::create(&d, "test", opts).unwrap();
+        for round in 0..4u64 {
+            for tid in [5u32, 2, 8] {
+                let mut c = chunk(tid, 900, 0x4000_0000 + u64::from(tid) * 0x20_0000 + round * 0x3_1000);
+                for (i, t) in c.time.iter_mut().enumerate() {
+                    *t = round * 10_000 + i as u64 * 7 + u64::from(tid);
+                }
+                w.write_accesses(&c).unwrap();
+            }
+        }
+        w.close().unwrap();
+        let t = AccessTable::open(&d).unwrap();
+        assert!(t.parts.len() > 2);
+        // Cursors split the rows once, in order, whatever their number.
+        for n in 1..6 {
+            let mut rows = 0;
+            for mut cur in t.split_cursors(Columns::ALL, n) {
+                let mut c = AccessChunk::default();
+                while cur.next_chunk(&mut c, 500).unwrap() {
+                    rows += c.len();
+                }
+            }
+            assert_eq!(rows, 3 * 4 * 900, "{n} cursors");
+        }
+        let one = survey_with(&t, 1).unwrap();
+        assert_eq!(one.rows, 10_800);
+        assert_eq!(one.threads, 3);
+        let specs = [
+            MapSpec { base: 0x4000_0000, pages: 4096, group: 8 },
+            MapSpec { base: 0x4100_0000, pages: 512, group: 1 },
+        ];
+        let segments = [
+            Segment { lo: 0x4000_0000, hi: 0x4100_0000, t0: 0, t1: 25_000, mapping: 0 },
+            Segment { lo: 0x4100_0000, hi: 0x4120_0000, t0: 0, t1: u64::MAX, mapping: 1 },
+        ];
+        let bins = Bins { t_lo: 0, width: 1000, cols: 40 };
+        let (a1, u1) = aggregate_with(&t, &segments, &specs, bins, 1).unwrap();
+        assert!(a1[0].accesses > 0 && u1 > 0);
+        for n in 2..5 {
+            assert_eq!(survey_with(&t, n).unwrap(), one, "{n} threads");
+            let (an, un) = aggregate_with(&t, &segments, &specs, bins, n).unwrap();
+            assert_eq!((an, un), (a1.clone(), u1), "{n} threads");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn mixed_row_groups_are_filtered() {
         let d = tmpdir("mixed");
         let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();

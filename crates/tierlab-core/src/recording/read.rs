@@ -328,6 +328,30 @@ impl AccessTable {
             scratch: Scratch::default(),
         }
     }
+
+    /// At most `n` cursors over every row (decoding `cols`) that together read the table
+    /// once: each takes a contiguous run of row groups, the runs about equal in rows, in
+    /// table order (cursor 0 first). For passes whose result does not depend on the order
+    /// of rows across cursors, run side by side.
+    pub fn split_cursors(&self, cols: Columns, n: usize) -> Vec<AccessCursor> {
+        let whole = self.cursor(cols, None);
+        let rows: Vec<u64> = whole.plan.iter().map(|&(p, g, _)| self.parts[p].row_groups[g].rows).collect();
+        let total: u64 = rows.iter().sum();
+        let n = n.clamp(1, rows.len().max(1));
+        let mut out = Vec::with_capacity(n);
+        let (mut start, mut acc) = (0usize, 0u64);
+        for (i, r) in rows.iter().enumerate() {
+            acc += r;
+            // Cut after this row group when the cursors so far hold their share.
+            let k = out.len() as u64 + 1;
+            if out.len() + 1 < n && acc * (n as u64) >= total * k {
+                out.push(whole.plan[start..=i].to_vec());
+                start = i + 1;
+            }
+        }
+        out.push(whole.plan[start..].to_vec());
+        out.into_iter().map(|plan| AccessCursor { plan, ..self.cursor(cols, None) }).collect()
+    }
 }
 
 enum IntCol {
