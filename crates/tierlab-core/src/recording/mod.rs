@@ -205,6 +205,33 @@ pub fn time_unit(meta: &serde_json::Value) -> TimeUnit {
     meta.get("time_unit").and_then(|v| v.as_str()).and_then(TimeUnit::parse).unwrap_or(TimeUnit::Ns)
 }
 
+/// The runs of touched pages (bytes, ascending) and their page count that a writer kept in
+/// `meta.json` (`touched_pages`), when they describe a table of `rows` accesses and are well
+/// formed (page-aligned, ascending, disjoint runs of 4 KiB pages); `None` otherwise (a
+/// recording from an older or another writer, more runs than the writer lists, or parts
+/// changed since): the reader then finds them with a pass over the addresses.
+pub fn touched_runs(meta: &serde_json::Value, rows: u64) -> Option<(Vec<(u64, u64)>, u64)> {
+    let t = meta.get("touched_pages")?;
+    if t.get("rows")?.as_u64()? != rows || t.get("page_bytes")?.as_u64()? != crate::PAGE_SIZE {
+        return None;
+    }
+    let pages = t.get("pages")?.as_u64()?;
+    let mut runs = Vec::new();
+    let mut counted = 0u64;
+    let mut prev_end = 0u64;
+    for r in t.get("runs")?.as_array()? {
+        let r = r.as_array()?;
+        let (s, e) = (r.first()?.as_u64()?, r.get(1)?.as_u64()?);
+        if r.len() != 2 || e <= s || (s | e) & crate::PAGE_MASK != 0 || (s < prev_end && !runs.is_empty()) {
+            return None;
+        }
+        counted += (e - s) / crate::PAGE_SIZE;
+        prev_end = e;
+        runs.push((s, e));
+    }
+    (counted == pages).then_some((runs, pages))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +315,31 @@ mod tests {
         assert_eq!(all.addr[1000], 0x3000_0000 + 64_000);
         assert_eq!(all.kind.iter().filter(|&&k| k == 1).count(), 3 * 334);
         assert!(all.size.iter().all(|&s| s == 8));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_writer_keeps_the_touched_pages_and_readers_check_them() {
+        let d = tmpdir("touched");
+        let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(1, 200, 0x10_0000)).unwrap(); // 200 x 64 B: pages 0x100..0x103
+        w.write_accesses(&chunk(2, 10, 0x80_0000)).unwrap();
+        w.close().unwrap();
+        let meta = read_meta(&d).unwrap();
+        let t = AccessTable::open(&d).unwrap();
+        let (runs, pages) = touched_runs(&meta, t.rows()).unwrap();
+        assert_eq!(runs, vec![(0x10_0000, 0x10_4000), (0x80_0000, 0x80_1000)]);
+        assert_eq!(pages, 5);
+        // The same as a pass over the addresses finds.
+        let s = super::aggregate::survey(&t).unwrap();
+        assert_eq!((s.runs.clone(), s.pages), (runs, pages));
+        // Stale (rows differ) or malformed: not used.
+        assert!(touched_runs(&meta, t.rows() + 1).is_none());
+        let mut bad = meta.clone();
+        bad["touched_pages"]["runs"][0][1] = serde_json::json!(0x10_0001);
+        assert!(touched_runs(&bad, t.rows()).is_none());
+        bad["touched_pages"]["runs"] = serde_json::json!([[0x80_0000, 0x80_1000], [0x10_0000, 0x10_4000]]);
+        assert!(touched_runs(&bad, t.rows()).is_none());
         let _ = std::fs::remove_dir_all(&d);
     }
 

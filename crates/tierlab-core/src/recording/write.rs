@@ -105,7 +105,13 @@ pub struct RecordingWriter {
     rows: [u64; 4],
     acc: Option<OpenPart>,
     closed: bool,
+    /// Pages the `accesses` written so far touch (for `meta.json`'s `touched_pages`).
+    touched: super::aggregate::PageSet,
 }
+
+/// Most runs of touched pages `meta.json` lists (`touched_pages.runs`); a trace whose pages
+/// form more runs gets the count only, and readers make their own pass.
+pub const MAX_TOUCHED_RUNS: usize = 4096;
 
 const TABLES: [&str; 4] = [format::ACCESSES, format::SAMPLES, format::MAPPINGS, format::DRAINS];
 
@@ -206,6 +212,7 @@ impl RecordingWriter {
             rows: [0; 4],
             acc: None,
             closed: false,
+            touched: Default::default(),
         };
         w.write_meta()?;
         Ok(w)
@@ -281,6 +288,9 @@ impl RecordingWriter {
             let p = props(&self.opts, &["time_ns", "addr"], &["tid", "kind", "size"])?;
             let w = SerializedFileWriter::new(f, s, p).map_err(|e| io_err(&tmp, e))?;
             self.acc = Some(OpenPart { tmp, path, w, rows: 0 });
+        }
+        for &a in &chunk.addr {
+            self.touched.insert(a);
         }
         let part = self.acc.as_mut().expect("open part");
         let tmp = part.tmp.clone();
@@ -392,6 +402,14 @@ impl RecordingWriter {
                 self.empty_part(t, s)?;
             }
         }
+        // The pages the accesses touch, counted while they were written: a replay maps them
+        // without a pass over the addresses (readers check `rows` against the table's).
+        let (runs, pages) = std::mem::take(&mut self.touched).runs();
+        let mut touched = json!({"rows": self.rows[0], "pages": pages, "page_bytes": crate::PAGE_SIZE});
+        if runs.len() <= MAX_TOUCHED_RUNS {
+            touched["runs"] = json!(runs.iter().map(|&(s, e)| [s, e]).collect::<Vec<_>>());
+        }
+        self.meta.insert("touched_pages".into(), touched);
         self.meta.insert("complete".into(), json!(true));
         self.write_meta()?;
         self.closed = true;

@@ -633,36 +633,38 @@ impl Replay {
         Feed { streams, by_time, cur: 0, slice_left: SLICE }
     }
 
-    /// The recorded mappings and the runs of touched pages (one pass over the addresses).
+    /// The recorded mappings and the runs of touched pages: from the writer's list in
+    /// `meta.json` when it has one for these rows, else from one pass over the addresses.
     fn survey(&self) -> Result<Survey> {
         let mut set = PageSet::default();
-        let mut add = |addrs: &[u64]| {
-            for &a in addrs {
-                set.insert(a);
-            }
-        };
-        let given = match &self.data {
+        match &self.data {
             Data::Memory(d) => {
-                add(&d.addr);
-                d.mappings.clone()
+                d.addr.iter().for_each(|&a| set.insert(a));
+                let (runs, pages) = set.runs();
+                Ok((d.mappings.clone(), runs, pages))
             }
             Data::Files { table, dir, .. } => {
-                let cols = Columns { time: false, tid: false, addr: true, kind: false, size: false };
-                let mut cur = table.cursor(cols, None);
-                let mut chunk = AccessChunk::default();
-                while cur.next_chunk(&mut chunk, CHUNK).map_err(rec_err)? {
-                    add(&chunk.addr);
-                }
-                rec::read_mappings(dir)
+                let given = rec::read_mappings(dir)
                     .map_err(rec_err)?
                     .into_iter()
                     .filter(|m| m.map && m.length > 0)
                     .map(|m| (m.start, m.length, m.name))
-                    .collect()
+                    .collect();
+                if let Some((runs, pages)) =
+                    rec::read_meta(dir).ok().and_then(|m| rec::touched_runs(&m, table.rows()))
+                {
+                    return Ok((given, runs, pages));
+                }
+                let cols = Columns { time: false, tid: false, addr: true, kind: false, size: false };
+                let mut cur = table.cursor(cols, None);
+                let mut chunk = AccessChunk::default();
+                while cur.next_chunk(&mut chunk, CHUNK).map_err(rec_err)? {
+                    chunk.addr.iter().for_each(|&a| set.insert(a));
+                }
+                let (runs, pages) = set.runs();
+                Ok((given, runs, pages))
             }
-        };
-        let (runs, pages) = set.runs();
-        Ok((given, runs, pages))
+        }
     }
 }
 
