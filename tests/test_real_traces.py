@@ -133,6 +133,28 @@ def test_tierlab_counts_equal_independent_counts(traced, name: str) -> None:
     assert v["time_unit"] == "ns"
 
 
+def test_mappings_name_the_program_by_its_sources_and_the_workers_stacks(traced) -> None:
+    """The program built in a temporary directory is named by its sources (not ./NAME), and
+    each OpenMP worker's stack is named as one: a mapping no other thread touches."""
+    from tierlab.recording import Recording
+
+    rec, raw = traced["omp_stencil"]
+    maps = Recording.open(rec).mappings()
+    names = set(maps.name)
+    assert "omp_stencil (built from omp_stencil.c)" in names, sorted(names)
+    assert not any(n.startswith("./") for n in names), sorted(names)
+    stacks = maps[(maps.name == "[thread stack]") & (maps.event == "map")]
+    assert len(stacks) >= THREADS - 1, sorted(names)  # the workers' (the main thread: [stack])
+    touched_by: dict[int, set[int]] = collections.defaultdict(set)
+    for f in raw.glob("t*.bin"):
+        a = np.fromfile(f, dtype="<u8") & MASK
+        for i, (lo, n) in enumerate(zip(stacks.start, stacks.length, strict=True)):
+            if ((a >= lo) & (a < lo + n)).any():
+                touched_by[i].add(int(f.stem[1:]))
+    # (The instrumentation skips locals that do not escape, so a stack may see no access.)
+    assert all(len(t) == 1 for t in touched_by.values()), touched_by
+
+
 def test_builtin_kv_trace_is_what_its_command_records(tmp_path: Path) -> None:
     # `builtin:kv-zipf` (tiering-replay-kv) is `tierlab trace --cc kv_zipf.c` with the
     # arguments in its meta.json; `-lm` among the flags is linked after the objects.

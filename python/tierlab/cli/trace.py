@@ -141,7 +141,15 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         counts = cctrace.import_dir(
             raw,
             target,
-            rename={str(work): "."},
+            # The program built in a temporary directory is named by its sources.
+            rename={
+                str(work / Path(args.cc[0]).stem): f"{Path(args.cc[0]).stem} (built from "
+                + ", ".join(Path(s).name for s in args.cc)
+                + ")",
+                str(work): ".",
+            }
+            if args.cc
+            else {str(work): "."},
             overwrite=False,
             source=f"tierlab-trace {__version__} (compiler instrumentation)",
             parameters={

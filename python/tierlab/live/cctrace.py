@@ -18,6 +18,7 @@ compiled with the flags (libc's memcpy, libgomp, other libraries).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shlex
@@ -138,6 +139,29 @@ class Mapping:
     lo: int
     hi: int
     name: str
+    perms: str = ""
+
+
+#: The name given to a thread's stack (an anonymous mapping right above its guard page).
+THREAD_STACK = "[thread stack]"
+
+
+def name_thread_stacks(snap: list[Mapping]) -> None:
+    """Name the threads' stacks in a snapshot sorted by address: glibc maps a thread's stack
+    and its guard in one anonymous mapping and makes the guard (its lowest pages)
+    inaccessible, so /proc/self/maps shows an anonymous ``---p`` range directly below an
+    anonymous writable one. (The main thread's stack is ``[stack]`` already.) Other
+    anonymous mappings with a guard below them (rare: some allocators' arenas) are named
+    so too."""
+    for below, m in itertools.pairwise(snap):
+        if (
+            m.name == "[anon]"
+            and below.name == "[anon]"
+            and below.hi == m.lo
+            and below.perms.startswith("---")
+            and m.perms.startswith("rw")
+        ):
+            m.name = THREAD_STACK
 
 
 def _subtract(ranges: list[Mapping], lo: int, hi: int) -> list[Mapping]:
@@ -181,7 +205,7 @@ def parse_maps_line(line: str) -> Mapping | None:
     if lo >= _USER_LIMIT:
         return None
     name = parts[5].strip() if len(parts) > 5 else ""
-    return Mapping(lo, hi, name or "[anon]")
+    return Mapping(lo, hi, name or "[anon]", parts[1])
 
 
 def mapping_events(log: Path) -> list[tuple[int, str, int, int, str]]:
@@ -200,6 +224,7 @@ def mapping_events(log: Path) -> list[tuple[int, str, int, int, str]]:
             if snap is not None:
                 if line.startswith("end"):
                     snap.sort(key=lambda m: m.lo)
+                    name_thread_stacks(snap)
                     cover = sorted(live, key=lambda m: m.lo)
                     for m in snap:
                         for lo, hi in _uncovered(m.lo, m.hi, cover):
