@@ -267,7 +267,12 @@ class Recording:
 
     def _frame(self, table: str) -> pd.DataFrame:
         if table not in self._cache:
-            self._cache[table] = self.table(table).to_pandas()
+            # Text columns (a sample's event name, a mapping's name) as categories: one
+            # small code per row instead of a string object per row (12 M samples: about
+            # 60 bytes a row less); the Arrow buffers are freed as they are converted.
+            self._cache[table] = self.table(table).to_pandas(
+                strings_to_categorical=True, self_destruct=True, split_blocks=True
+            )
         return self._cache[table]
 
     def accesses(self) -> pd.DataFrame:

@@ -343,9 +343,15 @@ def _mapping_view(
     row = np.clip(page // group, 0, rows - 1)
     counts = np.zeros((rows, cols), dtype=np.int64)
     np.add.at(counts, (row, col), 1)
-    # Samples per touched page (its own size: a THP fault is one 2 MiB page).
-    unit = addr // pts.size if addr.size else addr
-    _, per_unit = np.unique(np.stack([unit, pts.size]), axis=1, return_counts=True)
+    # Samples per touched page (its own size: a THP fault is one 2 MiB page): counted per
+    # page size, each a 1-D sort (a 2-D unique over (page, size) pairs sorts ~20x slower).
+    per_unit = np.concatenate(
+        [np.zeros(0, dtype=np.int64)]
+        + [
+            np.unique(addr[pts.size == s] // s, return_counts=True)[1]
+            for s in (np.unique(pts.size) if addr.size else [])
+        ]
+    )
     hist_n, hist_pages = (
         np.unique(per_unit, return_counts=True) if per_unit.size else (np.empty(0), np.empty(0))
     )
@@ -587,9 +593,7 @@ def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
         "huge_page_samples": int((points.size > np.uint64(base)).sum()),
         # Samples per memory level from their data_src (`perf mem report`'s view), if any.
         "memory_levels": (
-            datasrc.levels(pts["data_src"].to_numpy(dtype=np.uint64).tolist())
-            if "data_src" in pts
-            else {}
+            datasrc.levels(pts["data_src"].to_numpy(dtype=np.uint64)) if "data_src" in pts else {}
         ),
     }
     view = View(

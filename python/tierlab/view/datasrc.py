@@ -96,8 +96,14 @@ def hit(data_src: int) -> bool | None:
 
 
 def levels(values: Iterable[int]) -> dict[str, int]:
-    """Samples per memory level, nearest level first; empty if no sample has a data source."""
-    c = Counter(level(v) for v in values)
+    """Samples per memory level, nearest level first; empty if no sample has a data source.
+    Each distinct data-source word is decoded once (a run has few of them)."""
+    import numpy as np
+
+    words, counts = np.unique(np.asarray(values, dtype=np.uint64), return_counts=True)
+    c: Counter[str] = Counter()
+    for w, n in zip(words.tolist(), counts.tolist(), strict=True):
+        c[level(w)] += n
     if set(c) <= {"unknown"}:
         return {}
     return {k: c[k] for k in ORDER if c.get(k)}
