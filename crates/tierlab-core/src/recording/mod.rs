@@ -19,7 +19,8 @@ mod read;
 mod write;
 
 pub use read::{
-    read_mappings, table_parts, AccessChunk, AccessCursor, AccessTable, Columns, PartInfo, RowGroupInfo,
+    read_mappings, read_sync, table_parts, AccessChunk, AccessCursor, AccessTable, Columns, PartInfo,
+    RowGroupInfo,
 };
 pub use write::{atomic_write, now_iso8601, MappingRow, RecordingWriter, WriterOptions};
 
