@@ -290,11 +290,11 @@ impl Sync {
 
     /// Every unfinished thread waits at a point that cannot go (`t` included).
     fn deadlocked(&mut self, t: usize, rounds_of: &[u32]) -> bool {
-        for u in 0..self.points.len() {
+        for (u, &r) in rounds_of.iter().enumerate() {
             if u == t || self.done[u] {
                 continue;
             }
-            if !self.waiting[u] || self.can_go(u, rounds_of[u]) {
+            if !self.waiting[u] || self.can_go(u, r) {
                 return false;
             }
         }
