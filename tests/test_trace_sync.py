@@ -32,6 +32,25 @@ CPU_NS, HIT_NS = 1.0, 5.0
 C_NS = CPU_NS + HIT_NS
 
 
+THREADS, PHASES, WORKERS = 4, 4, 3
+
+
+@pytest.fixture(scope="module")
+def recs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two programs traced once for the module."""
+    tmp = tmp_path_factory.mktemp("sync")
+    return {
+        "omp": trace(
+            tmp,
+            "omp_phases.c",
+            "-O1 -fopenmp",
+            [str(PHASES), "3000"],
+            {"OMP_NUM_THREADS": str(THREADS)},
+        ),
+        "pthread": trace(tmp, "pthread_sync.c", "-O1", [str(WORKERS), "2048"], {}),
+    }
+
+
 def trace(tmp: Path, src: str, cflags: str, args: list[str], env: dict[str, str]) -> Path:
     if shutil.which("gcc") is None:
         pytest.skip("no gcc")
@@ -52,7 +71,7 @@ def replay(tmp: Path, rec: Path, cores: int, sync: bool) -> dict:
         f"[machine]\ncores = {cores}\n"
         f"[machine.cost]\ncpu_ns_per_access = {CPU_NS}\ncache_hit_ns = {HIT_NS}\n"
         "cache_hit_fraction = 1.0\n"
-        f'[workload]\nkind = "replay"\npath = "{rec.name}"\nsync = {str(sync).lower()}\n'
+        f'[workload]\nkind = "replay"\npath = "{rec}"\nsync = {str(sync).lower()}\n'
     )
     return tl.run(sc).stats
 
@@ -62,15 +81,10 @@ def accesses_per_thread(rec: Path) -> dict[int, int]:
     return acc["tid"].value_counts().to_dict()
 
 
-def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(tmp_path: Path) -> None:
-    threads, phases = 4, 4
-    rec = trace(
-        tmp_path,
-        "omp_phases.c",
-        "-O1 -fopenmp",
-        [str(phases), "3000"],
-        {"OMP_NUM_THREADS": str(threads)},
-    )
+def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
+    tmp_path: Path, recs: dict[str, Path]
+) -> None:
+    threads, phases, rec = THREADS, PHASES, recs["omp"]
     sync = pd.read_parquet(rec / "sync").sort_values("seq")
     kinds = CODES[("sync", "kind")]
     sync["name"] = sync["kind"].map(kinds)
@@ -114,9 +128,8 @@ def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(tmp_path: Path) -
     assert free_ns >= C_NS * max(counts.values())
 
 
-def test_pthread_condition_barriers_and_mutex(tmp_path: Path) -> None:
-    workers = 3
-    rec = trace(tmp_path, "pthread_sync.c", "-O1", [str(workers), "2048"], {})
+def test_pthread_condition_barriers_and_mutex(tmp_path: Path, recs: dict[str, Path]) -> None:
+    workers, rec = WORKERS, recs["pthread"]
     sync = pd.read_parquet(rec / "sync").sort_values("seq")
     kinds = CODES[("sync", "kind")]
     sync["name"] = sync["kind"].map(kinds)
@@ -157,18 +170,15 @@ def test_pthread_condition_barriers_and_mutex(tmp_path: Path) -> None:
     assert main in counts
 
 
-def test_a_synchronised_recording_needs_a_core_per_thread(tmp_path: Path) -> None:
-    rec = trace(tmp_path, "pthread_sync.c", "-O1", ["3", "256"], {})
+def test_a_synchronised_recording_needs_a_core_per_thread(
+    tmp_path: Path, recs: dict[str, Path]
+) -> None:
+    rec = recs["pthread"]
     sc = tmp_path / "few.toml"
-    sc.write_text(f'[machine]\ncores = 2\n[workload]\nkind = "replay"\npath = "{rec.name}"\n')
-    res = subprocess.run(
-        [sys.executable, "-m", "tierlab", "run", str(sc)], capture_output=True, text=True
-    )
-    assert res.returncode != 0
-    assert "workload.sync" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    sc.write_text(f'[machine]\ncores = 2\n[workload]\nkind = "replay"\npath = "{rec}"\n')
+    with pytest.raises(Exception, match=r"workload\.sync.*sync = false"):
+        tl.run(sc)
     # Without the synchronisation it folds as any replay.
-    sc.write_text(sc.read_text() + "sync = false\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "tierlab", "run", str(sc)], capture_output=True, text=True
-    )
-    assert res.returncode == 0, res.stderr
+    stats = tl.run(sc, set=["workload.sync=false"]).stats
+    assert stats["workload"]["sync_events"] == len(pd.read_parquet(rec / "sync"))
+    assert stats["workload"]["sync_points"] == 0
