@@ -120,6 +120,10 @@ def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
     assert abs(got_ns - expected_ns) <= 0.10 * expected_ns, (got_ns, expected_ns)
     assert with_sync["workload"]["sync_points"] == len(sync)
     assert with_sync["workload"]["sync_forced"] == 0
+    # Deterministic: the same replay gives the same simulated figures.
+    again = replay(tmp_path, rec, threads, True)
+    assert again["run"]["app_seconds"] == with_sync["run"]["app_seconds"]
+    assert again["workload"] == with_sync["workload"]
     # Without the synchronisation each thread runs its phases back to back: far shorter.
     free_ns = without["run"]["app_seconds"] * 1e9
     assert free_ns < 0.6 * expected_ns, (free_ns, expected_ns)
