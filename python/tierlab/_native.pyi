@@ -437,10 +437,12 @@ def import_trace(
     object_bytes: int = 4096,
     sep: str = ",",
     with_size: bool = False,
+    sync: str | None = None,
 ) -> dict[str, Any]:
     """Import ``raw``, ``csv``, ``oracle-general`` or ``lackey`` trace files into a new
-    recording, streaming: counts (accesses, loads, stores, threads, skipped_lines, and
-    instructions for lackey) and ``time_unit``."""
+    recording, streaming: counts (accesses, loads, stores, threads, skipped_lines,
+    sync_events, and instructions for lackey) and ``time_unit``. ``sync``: the tracer's
+    ``sync.bin``, written as the ``sync`` table."""
 
 def export_trace(
     dir: str,

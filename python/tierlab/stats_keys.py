@@ -1213,6 +1213,18 @@ WORKLOAD_INIT: Final = "workload.init"
 #: OpenMP kernel: reads spent waiting at barriers (count)
 WORKLOAD_SPIN_READS: Final = "workload.spin_reads"
 
+#: replay: rows of the recording's sync table (count)
+WORKLOAD_SYNC_EVENTS: Final = "workload.sync_events"
+
+#: replay: sync points the threads went through (barriers, acquires, releases) (count)
+WORKLOAD_SYNC_POINTS: Final = "workload.sync_points"
+
+#: replay: simulated time threads waited at barriers and for locks, summed over threads (s)
+WORKLOAD_SYNC_WAIT_S: Final = "workload.sync_wait_s"
+
+#: replay: waits of a cut recording let through (every unfinished thread waited) (count)
+WORKLOAD_SYNC_FORCED: Final = "workload.sync_forced"
+
 #: OpenMP kernel: threads that finished (count)
 WORKLOAD_THREADS_DONE: Final = "workload.threads_done"
 
@@ -2198,6 +2210,22 @@ CATALOGUE: Final = (
     StatKey("workload.kernel", "label", "OpenMP kernel: stream or jacobi"),
     StatKey("workload.init", "label", "OpenMP kernel: serial or parallel initialization"),
     StatKey("workload.spin_reads", "count", "OpenMP kernel: reads spent waiting at barriers"),
+    StatKey("workload.sync_events", "count", "replay: rows of the recording's sync table"),
+    StatKey(
+        "workload.sync_points",
+        "count",
+        "replay: sync points the threads went through (barriers, acquires, releases)",
+    ),
+    StatKey(
+        "workload.sync_wait_s",
+        "s",
+        "replay: simulated time threads waited at barriers and for locks, summed over threads",
+    ),
+    StatKey(
+        "workload.sync_forced",
+        "count",
+        "replay: waits of a cut recording let through (every unfinished thread waited)",
+    ),
     StatKey("workload.threads_done", "count", "OpenMP kernel: threads that finished"),
     StatKey("workload.kv.keys", "count", "key-value store: keys"),
     StatKey("workload.kv.record_bytes", "bytes", "key-value store: bytes per record"),

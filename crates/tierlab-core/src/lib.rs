@@ -225,6 +225,157 @@ pub struct Region {
     pub age: u32,
 }
 
+/// What a synchronisation event of a recorded thread was: the codes of the `sync` table's
+/// `kind` column ([`schema::SYNC_KINDS`]). Each kind is one of three roles in a replay
+/// ([`SyncKind::role`]): a barrier arrival, an acquire (waits for the latest release of the
+/// same object before it), a release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum SyncKind {
+    /// `pthread_barrier_wait` (arg: the barrier's count).
+    Barrier = 0,
+    /// An OpenMP team barrier: explicit, at the end of a worksharing construct, at the end of
+    /// a parallel region (object: the region; arg: the team's size).
+    OmpBarrier = 1,
+    /// A pthread mutex acquired (lock, successful trylock, return of a condition wait).
+    MutexLock = 2,
+    /// A pthread mutex released (unlock, entering a condition wait).
+    MutexUnlock = 3,
+    /// `pthread_cond_signal` or `pthread_cond_broadcast`.
+    CondSignal = 4,
+    /// A `pthread_cond_wait` (or timed wait that was signalled) returned.
+    CondWake = 5,
+    /// The encountering thread starts an OpenMP parallel region (object: the region).
+    OmpFork = 6,
+    /// A team thread starts the region's body.
+    OmpStart = 7,
+    /// A critical section, an atomic region or an `omp_set_lock` entered.
+    OmpLock = 8,
+    /// A critical section, an atomic region or an `omp_unset_lock` left.
+    OmpUnlock = 9,
+}
+
+/// What a [`SyncKind`] does in a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncRole {
+    /// Arrives at a barrier: waits until every participant of the same barrier instance has
+    /// arrived; all leave at the latest arrival.
+    Arrive,
+    /// Waits for the latest release (of the given family, same object) recorded before it.
+    Acquire(u8),
+    /// Releases: an acquire after it waits for it.
+    Release(u8),
+}
+
+impl SyncKind {
+    /// Every kind, in code order.
+    pub const ALL: [SyncKind; 10] = [
+        SyncKind::Barrier,
+        SyncKind::OmpBarrier,
+        SyncKind::MutexLock,
+        SyncKind::MutexUnlock,
+        SyncKind::CondSignal,
+        SyncKind::CondWake,
+        SyncKind::OmpFork,
+        SyncKind::OmpStart,
+        SyncKind::OmpLock,
+        SyncKind::OmpUnlock,
+    ];
+
+    /// The kind of a code (`None` for an unknown code).
+    pub const fn from_code(c: u8) -> Option<SyncKind> {
+        if (c as usize) < Self::ALL.len() {
+            Some(Self::ALL[c as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The name in the code table.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SyncKind::Barrier => "barrier",
+            SyncKind::OmpBarrier => "omp-barrier",
+            SyncKind::MutexLock => "mutex-lock",
+            SyncKind::MutexUnlock => "mutex-unlock",
+            SyncKind::CondSignal => "cond-signal",
+            SyncKind::CondWake => "cond-wake",
+            SyncKind::OmpFork => "omp-fork",
+            SyncKind::OmpStart => "omp-start",
+            SyncKind::OmpLock => "omp-lock",
+            SyncKind::OmpUnlock => "omp-unlock",
+        }
+    }
+
+    /// What it means, and what a replay does with it.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            SyncKind::Barrier => "pthread_barrier_wait (arg = the barrier's count): waits for every participant",
+            SyncKind::OmpBarrier => {
+                "OpenMP team barrier (explicit, worksharing end, region end; object = the region, arg = team size)"
+            }
+            SyncKind::MutexLock => "pthread mutex acquired: waits for the mutex's previous unlock",
+            SyncKind::MutexUnlock => "pthread mutex released",
+            SyncKind::CondSignal => "pthread_cond_signal or _broadcast",
+            SyncKind::CondWake => "pthread_cond_wait returned: waits for the latest signal before it",
+            SyncKind::OmpFork => "an OpenMP parallel region forked (object = the region)",
+            SyncKind::OmpStart => "a team thread starts the region's body: waits for its fork",
+            SyncKind::OmpLock => "critical, atomic or omp_set_lock entered: waits for the previous exit",
+            SyncKind::OmpUnlock => "critical, atomic or omp_unset_lock left",
+        }
+    }
+
+    /// The role in a replay; acquires and releases name their family (pthread mutexes,
+    /// condition variables, OpenMP forks, OpenMP locks), so an acquire waits only for a
+    /// release of its own family and object.
+    pub const fn role(self) -> SyncRole {
+        match self {
+            SyncKind::Barrier | SyncKind::OmpBarrier => SyncRole::Arrive,
+            SyncKind::MutexLock => SyncRole::Acquire(0),
+            SyncKind::MutexUnlock => SyncRole::Release(0),
+            SyncKind::CondWake => SyncRole::Acquire(1),
+            SyncKind::CondSignal => SyncRole::Release(1),
+            SyncKind::OmpStart => SyncRole::Acquire(2),
+            SyncKind::OmpFork => SyncRole::Release(2),
+            SyncKind::OmpLock => SyncRole::Acquire(3),
+            SyncKind::OmpUnlock => SyncRole::Release(3),
+        }
+    }
+}
+
+impl Serialize for SyncKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_u8(*self as u8)
+    }
+}
+
+impl<'de> Deserialize<'de> for SyncKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let c = u8::deserialize(d)?;
+        SyncKind::from_code(c).ok_or_else(|| serde::de::Error::custom(format!("unknown sync kind {c}")))
+    }
+}
+
+/// One synchronisation event of a recorded thread: a row of the optional `sync` table
+/// (columns [`schema::SYNC`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncEvent {
+    /// Time of the event (ns from the start of the recording).
+    pub time_ns: u64,
+    /// Thread.
+    pub tid: u32,
+    /// Order among every thread's events.
+    pub seq: u64,
+    /// The thread's accesses before the event.
+    pub index: u64,
+    /// What happened.
+    pub kind: SyncKind,
+    /// What it synchronises on.
+    pub object: u64,
+    /// A barrier's participants (0 unknown); else 0.
+    pub arg: u64,
+}
+
 /// The recording format's identity and table names (kept for existing users; the schema
 /// itself, columns included, is [`schema`]).
 pub mod format {

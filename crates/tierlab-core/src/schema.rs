@@ -189,8 +189,25 @@ pub const REGIONS: Table = Table {
     ],
 };
 
+/// `sync` (optional): the program's synchronisation (row type [`crate::SyncEvent`]), written
+/// by `tierlab trace --cc`; replay makes threads wait at its barriers and locks.
+pub const SYNC: Table = Table {
+    name: "sync",
+    optional: true,
+    meaning: "one row per synchronisation event of a thread (barrier arrival, lock acquire or release, ...)",
+    columns: &[
+        col("time_ns", UInt64, "time of the event, ns from the start of the recording"),
+        col("tid", UInt32, "thread (the OS thread id of its accesses' rows)"),
+        col("seq", UInt64, "order of the event among all threads' events (0, 1, 2, ...: the order they happened)"),
+        col("index", UInt64, "the thread's accesses before the event (its position in the thread's access stream)"),
+        col("kind", UInt8, "event kind code (see the `kind` code table of `sync`)"),
+        col("object", UInt64, "what is synchronised on: the mutex, condition variable or barrier address, the OpenMP region, lock or critical section"),
+        col("arg", UInt64, "barrier arrivals: the barrier's participants (0 unknown); else 0"),
+    ],
+};
+
 /// Every table, the ones every recording has first, in the order writers create them.
-pub const TABLES: &[Table] = &[ACCESSES, SAMPLES, MAPPINGS, DRAINS, REGIONS];
+pub const TABLES: &[Table] = &[ACCESSES, SAMPLES, MAPPINGS, DRAINS, REGIONS, SYNC];
 
 /// The table called `name`.
 pub fn table(name: &str) -> Option<&'static Table> {
@@ -260,8 +277,24 @@ pub const MAPPING_EVENT_KINDS: CodeTable = CodeTable {
     ],
 };
 
+/// `sync.kind`: [`crate::SyncKind`] codes.
+pub const SYNC_KINDS: CodeTable = CodeTable {
+    table: "sync",
+    column: "kind",
+    codes: &{
+        let mut out = [Code { value: CodeValue::Int(0), name: "", meaning: "" }; crate::SyncKind::ALL.len()];
+        let mut i = 0;
+        while i < out.len() {
+            let k = crate::SyncKind::ALL[i];
+            out[i] = Code { value: CodeValue::Int(k as u64), name: k.name(), meaning: k.meaning() };
+            i += 1;
+        }
+        out
+    },
+};
+
 /// Every coded column.
-pub const CODES: &[CodeTable] = &[ACCESS_KINDS, MAPPING_EVENT_KINDS];
+pub const CODES: &[CodeTable] = &[ACCESS_KINDS, MAPPING_EVENT_KINDS, SYNC_KINDS];
 
 /// JSON type of a `meta.json` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,6 +433,17 @@ mod tests {
         assert_eq!(fields(&d), names(&DRAINS));
         let r = Region { time_ns: 1, end_ns: 2, target: 3, start: 4, end: 5, nr_accesses: 6, age: 7 };
         assert_eq!(fields(&r), names(&REGIONS));
+        let e = crate::SyncEvent {
+            time_ns: 1,
+            tid: 2,
+            seq: 3,
+            index: 4,
+            kind: crate::SyncKind::MutexLock,
+            object: 5,
+            arg: 6,
+        };
+        assert_eq!(fields(&e), names(&SYNC));
+        assert_eq!(serde_json::to_value(e).unwrap()["kind"], serde_json::json!(2));
         // Coded columns serialize as their codes.
         let v = serde_json::to_value(a).unwrap();
         assert_eq!(v["kind"], serde_json::json!(1));

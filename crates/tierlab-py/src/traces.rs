@@ -132,10 +132,11 @@ fn import_lackey(path: &Path, w: &mut RecordingWriter) -> Result<(ImportCounts, 
 /// Import trace files of `format` (`raw`, `csv`, `oracle-general`, `lackey`) into a new
 /// recording `out`; `meta` is a JSON object merged into `meta.json` (source, parameters...);
 /// `mappings` rows `(time_ns, "map"|"unmap", start, length, name)` go to the mappings
-/// table. Returns the counts (accesses, loads, stores, threads, skipped_lines, and
-/// instructions for lackey) and the time unit written.
+/// table; `sync` a tracer's `sync.bin` whose events go to the `sync` table. Returns the
+/// counts (accesses, loads, stores, threads, skipped_lines, sync_events, and instructions
+/// for lackey) and the time unit written.
 #[pyfunction]
-#[pyo3(signature = (format, files, out, overwrite=false, meta="{}", mappings=Vec::new(), object_bytes=4096, sep=",", with_size=false))] // not a page size: bytes per object
+#[pyo3(signature = (format, files, out, overwrite=false, meta="{}", mappings=Vec::new(), object_bytes=4096, sep=",", with_size=false, sync=None))] // not a page size: bytes per object
 #[allow(clippy::too_many_arguments)]
 pub fn import_trace(
     py: Python<'_>,
@@ -148,6 +149,7 @@ pub fn import_trace(
     object_bytes: u64,
     sep: &str,
     with_size: bool,
+    sync: Option<PathBuf>,
 ) -> PyResult<PyObject> {
     let meta: serde_json::Value =
         serde_json::from_str(meta).map_err(|e| PyValueError::new_err(format!("meta: {e}")))?;
@@ -164,61 +166,72 @@ pub fn import_trace(
             )))
         }
     };
-    let res = py.allow_threads(move || -> Result<(ImportCounts, TimeUnit, Option<u64>), RecordingError> {
-        let with_size =
-            with_size || (fmt == "raw" && files.iter().all(|f| f.with_extension("size").is_file()));
-        let opts = WriterOptions { overwrite, with_size, ..Default::default() };
-        let source = meta.get("source").and_then(|s| s.as_str()).unwrap_or("tierlab import").to_string();
-        let mut w = RecordingWriter::create(&out, &source, opts)?;
-        if let Some(m) = meta.as_object() {
-            for (k, v) in m {
-                if !["format", "version", "complete", "tables", "created"].contains(&k.as_str()) {
-                    w.meta_mut().insert(k.clone(), v.clone());
+    let res =
+        py.allow_threads(move || -> Result<(ImportCounts, TimeUnit, Option<u64>, u64), RecordingError> {
+            let sync_events = match &sync {
+                Some(p) => Some(import::read_sync_file(p)?),
+                None => None,
+            };
+            let with_size =
+                with_size || (fmt == "raw" && files.iter().all(|f| f.with_extension("size").is_file()));
+            let opts = WriterOptions { overwrite, with_size, ..Default::default() };
+            let source = meta.get("source").and_then(|s| s.as_str()).unwrap_or("tierlab import").to_string();
+            let mut w = RecordingWriter::create(&out, &source, opts)?;
+            if let Some(m) = meta.as_object() {
+                for (k, v) in m {
+                    if !["format", "version", "complete", "tables", "created"].contains(&k.as_str()) {
+                        w.meta_mut().insert(k.clone(), v.clone());
+                    }
                 }
             }
-        }
-        let (counts, unit, instr) = match fmt.as_str() {
-            "raw" => {
-                let (c, timed) = import::import_raw(&files, &mut w)?;
-                (c, if timed { TimeUnit::Ns } else { TimeUnit::Accesses }, None)
-            }
-            "csv" => {
-                let total = import::import_csv_files(&files, &import::CsvOptions { sep }, &mut w, with_size)?;
-                let unit = meta
-                    .get("time_unit")
-                    .and_then(|u| u.as_str())
-                    .and_then(TimeUnit::parse)
-                    .unwrap_or(TimeUnit::Ns);
-                (total, unit, None)
-            }
-            "oracle-general" => {
-                let mut total = ImportCounts::default();
-                for f in &files {
-                    let c = import::import_oracle_general(f, object_bytes, &mut w)?;
-                    total.accesses += c.accesses;
-                    total.loads += c.loads;
-                    total.threads = total.threads.max(c.threads);
+            let (counts, unit, instr) = match fmt.as_str() {
+                "raw" => {
+                    let (c, timed) = import::import_raw(&files, &mut w)?;
+                    (c, if timed { TimeUnit::Ns } else { TimeUnit::Accesses }, None)
                 }
-                (total, TimeUnit::Accesses, None)
+                "csv" => {
+                    let total =
+                        import::import_csv_files(&files, &import::CsvOptions { sep }, &mut w, with_size)?;
+                    let unit = meta
+                        .get("time_unit")
+                        .and_then(|u| u.as_str())
+                        .and_then(TimeUnit::parse)
+                        .unwrap_or(TimeUnit::Ns);
+                    (total, unit, None)
+                }
+                "oracle-general" => {
+                    let mut total = ImportCounts::default();
+                    for f in &files {
+                        let c = import::import_oracle_general(f, object_bytes, &mut w)?;
+                        total.accesses += c.accesses;
+                        total.loads += c.loads;
+                        total.threads = total.threads.max(c.threads);
+                    }
+                    (total, TimeUnit::Accesses, None)
+                }
+                "lackey" => {
+                    let [f] = files.as_slice() else {
+                        return Err(RecordingError::file("lackey", "give exactly one lackey log file"));
+                    };
+                    let (c, instr) = import_lackey(f, &mut w)?;
+                    (c, TimeUnit::Instructions, Some(instr))
+                }
+                other => return Err(RecordingError::file(other, "unknown trace format")),
+            };
+            w.meta_mut().insert("time_unit".into(), serde_json::json!(unit.as_str()));
+            if !maps.is_empty() {
+                w.write_mappings(&maps)?;
             }
-            "lackey" => {
-                let [f] = files.as_slice() else {
-                    return Err(RecordingError::file("lackey", "give exactly one lackey log file"));
-                };
-                let (c, instr) = import_lackey(f, &mut w)?;
-                (c, TimeUnit::Instructions, Some(instr))
+            let n_sync = sync_events.as_ref().map_or(0, |e| e.len() as u64);
+            if let Some(events) = sync_events {
+                w.write_sync(&events)?;
             }
-            other => return Err(RecordingError::file(other, "unknown trace format")),
-        };
-        w.meta_mut().insert("time_unit".into(), serde_json::json!(unit.as_str()));
-        if !maps.is_empty() {
-            w.write_mappings(&maps)?;
-        }
-        w.close()?;
-        Ok((counts, unit, instr))
-    });
-    let (counts, unit, instr) = res.map_err(err)?;
+            w.close()?;
+            Ok((counts, unit, instr, n_sync))
+        });
+    let (counts, unit, instr, n_sync) = res.map_err(err)?;
     let d = counts_dict(py, &counts)?;
+    d.set_item("sync_events", n_sync)?;
     d.set_item("time_unit", unit.as_str())?;
     if let Some(i) = instr {
         d.set_item("instructions", i)?;

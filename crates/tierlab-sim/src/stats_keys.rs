@@ -378,6 +378,22 @@ pub const STATS: &[StatKey] = &[
     k("workload.kernel", "label", "OpenMP kernel: stream or jacobi"),
     k("workload.init", "label", "OpenMP kernel: serial or parallel initialization"),
     k("workload.spin_reads", "count", "OpenMP kernel: reads spent waiting at barriers"),
+    k("workload.sync_events", "count", "replay: rows of the recording's sync table"),
+    k(
+        "workload.sync_points",
+        "count",
+        "replay: sync points the threads went through (barriers, acquires, releases)",
+    ),
+    k(
+        "workload.sync_wait_s",
+        "s",
+        "replay: simulated time threads waited at barriers and for locks, summed over threads",
+    ),
+    k(
+        "workload.sync_forced",
+        "count",
+        "replay: waits of a cut recording let through (every unfinished thread waited)",
+    ),
     k("workload.threads_done", "count", "OpenMP kernel: threads that finished"),
     k("workload.kv.keys", "count", "key-value store: keys"),
     k("workload.kv.record_bytes", "bytes", "key-value store: bytes per record"),

@@ -36,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="SRC",
         help="build SRC (repeatable: C, C++, Fortran) instrumented, then run it with the "
-        "arguments after -- and trace every load and store of every thread",
+        "arguments after -- and trace every load and store of every thread, and its OpenMP "
+        "and pthread synchronisation (the recording's sync table)",
     )
     p.add_argument(
         "--cflags", default="", metavar="FLAGS", help='compile and link flags ("-O2 -fopenmp")'
@@ -179,7 +180,8 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
     rate = counts["accesses"] / res.wall_seconds if res.wall_seconds > 0 else 0.0
     print(
         f"tierlab trace: {counts['accesses']} accesses ({counts['loads']} loads, "
-        f"{counts['stores']} stores) of {counts['threads']} thread(s) in {res.wall_seconds:.2f} s "
+        f"{counts['stores']} stores) of {counts['threads']} thread(s) and "
+        f"{counts.get('sync_events', 0)} synchronisation events in {res.wall_seconds:.2f} s "
         f"({rate / 1e6:.1f} M accesses/s); target exit status {res.exit_code}; wrote {out}",
         file=sys.stderr,
     )

@@ -7,8 +7,11 @@ linked with tierlab's small runtime (``tracer/tierlab_trace_rt.c``), which appen
 to a per-thread buffer and writes it to ``$TIERLAB_TRACE_DIR/t<TID>.bin`` (the raw
 per-thread format of ``tierlab import raw``), with ``t<TID>.size`` (bytes per access),
 ``t<TID>.time`` (a CLOCK_MONOTONIC checkpoint every 4096 accesses of the thread) and
-``maps.log`` (the mapping history). :func:`import_dir` turns such a directory into a
-recording (streaming, in Rust).
+``maps.log`` (the mapping history) and ``sync.bin`` (the program's synchronisation: OpenMP
+regions, barriers, critical sections and locks through libgomp's entry points; pthread
+barriers, mutexes and condition variables). :func:`import_dir` turns such a directory into
+a recording (streaming, in Rust); the synchronisation becomes the ``sync`` table, which
+replay obeys (``docs/formats.md``).
 
 What is traced: every load and store the compiler emits for the instrumented sources,
 atomics included (a read-modify-write is a load and a store). Not traced: code that was not
@@ -113,7 +116,7 @@ def build(
             _run(cmd, f"compiling {s}")
             commands.append(shlex.join(cmd))
             objs.append(str(obj))
-        cmd = [cc, *flags, *objs, str(rt), "-o", str(exe), *libs, "-lpthread"]
+        cmd = [cc, *flags, *objs, str(rt), "-o", str(exe), *libs, "-lpthread", "-ldl"]
         _run(cmd, "linking")
         commands.append(shlex.join(cmd))
     return commands
@@ -293,6 +296,7 @@ def import_dir(
             for t, e, a, n, name in maps
         ]
     meta = {"source": source, "parameters": parameters or {}, "accounting": accounting or {}}
+    sync = trace_dir / "sync.bin"
     return dict(
         _native.import_trace(
             "raw",
@@ -301,6 +305,7 @@ def import_dir(
             overwrite=overwrite,
             meta=json.dumps(meta),
             mappings=maps,
+            sync=str(sync) if sync.is_file() else None,
         )
     )
 

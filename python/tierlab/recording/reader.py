@@ -296,6 +296,11 @@ class Recording:
         when the recording has none."""
         return self._frame("regions")
 
+    def sync(self) -> pd.DataFrame:
+        """The program's synchronisation (``tierlab trace --cc``), an optional table (the
+        columns of ``SCHEMAS["sync"]``, in ``seq`` order); empty when the recording has none."""
+        return self._frame("sync")
+
 
 def _hint(path: Path) -> str:
     """What a directory that is not a recording is, when tierlab can tell."""

@@ -347,6 +347,11 @@ class RecordingWriter:
         """Append region snapshots (optional table): the columns of ``SCHEMAS["regions"]``."""
         self._append("regions", data, columns)
 
+    def append_sync(self, data: Any = None, **columns: Any) -> None:
+        """Append synchronisation events (optional table): the columns of ``SCHEMAS["sync"]``
+        (``tierlab trace --cc`` writes them; replay obeys them, docs/formats.md)."""
+        self._append("sync", data, columns)
+
     def update_meta(self, **fields: Any) -> None:
         """Set top-level fields of ``meta.json`` (``parameters``, ``machine``, or fields of the
         writer's own such as ``accounting``); written at the next :meth:`flush` or

@@ -277,6 +277,54 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
     Ok((counts, timed))
 }
 
+/// Bytes of one record of the tracer's `sync.bin`.
+pub const SYNC_RECORD: usize = 48;
+
+/// The tracer's `sync.bin` (`tierlab trace --cc`): 48-byte little-endian records `u64 seq,
+/// u64 ns, u64 access index, u64 object, u64 arg, u32 tid, u32 kind`, in `seq` order. Errors
+/// name the file, the record and the field.
+pub fn read_sync_file(path: &Path) -> Result<Vec<crate::SyncEvent>> {
+    let shown = path.display().to_string();
+    let f = super::open_regular(path, "sync event file")?;
+    let len = f.metadata().map_err(|e| io(path, e))?.len();
+    if len % SYNC_RECORD as u64 != 0 {
+        return Err(RecordingError::at(
+            shown,
+            len / SYNC_RECORD as u64,
+            "seq",
+            format!("truncated record ({} of {SYNC_RECORD} bytes)", len % SYNC_RECORD as u64),
+        ));
+    }
+    let mut r = BufReader::with_capacity(1 << 16, f).take(len);
+    let mut out = Vec::with_capacity((len / SYNC_RECORD as u64) as usize);
+    let mut rec = [0u8; SYNC_RECORD];
+    loop {
+        let i = out.len() as u64;
+        match read_full(&mut r, &mut rec).map_err(|e| io(path, e))? {
+            0 => break,
+            SYNC_RECORD => {}
+            _ => return Err(RecordingError::at(shown, i, "seq", "truncated record")),
+        }
+        let u = |k: usize| u64::from_le_bytes(rec[k * 8..k * 8 + 8].try_into().expect("8"));
+        let tid = u32::from_le_bytes(rec[40..44].try_into().expect("4"));
+        let code = u32::from_le_bytes(rec[44..48].try_into().expect("4"));
+        let kind = u8::try_from(code)
+            .ok()
+            .and_then(crate::SyncKind::from_code)
+            .ok_or_else(|| RecordingError::at(&shown, i, "kind", format!("{code} is not a sync kind")))?;
+        let e =
+            crate::SyncEvent { seq: u(0), time_ns: u(1), index: u(2), object: u(3), arg: u(4), tid, kind };
+        if let Some(prev) = out.last() {
+            let prev: &crate::SyncEvent = prev;
+            if e.seq <= prev.seq {
+                return Err(RecordingError::at(shown, i, "seq", "sequence numbers must increase"));
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
 /// Options of the CSV importer.
 #[derive(Clone, Debug)]
 pub struct CsvOptions {

@@ -19,7 +19,8 @@ mod read;
 mod write;
 
 pub use read::{
-    read_mappings, table_parts, AccessChunk, AccessCursor, AccessTable, Columns, PartInfo, RowGroupInfo,
+    read_mappings, read_sync, table_parts, AccessChunk, AccessCursor, AccessTable, Columns, PartInfo,
+    RowGroupInfo,
 };
 pub use write::{atomic_write, now_iso8601, MappingRow, RecordingWriter, WriterOptions};
 
@@ -391,6 +392,57 @@ mod tests {
             let (an, un) = aggregate_with(&t, &segments, &specs, bins, n).unwrap();
             assert_eq!((an, un), (a1.clone(), u1), "{n} threads");
         }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn sync_events_roundtrip_and_bad_files_are_named() {
+        use crate::{SyncEvent, SyncKind};
+        let d = tmpdir("sync");
+        let ev = |seq: u64, kind: SyncKind| SyncEvent {
+            time_ns: seq * 10,
+            tid: 7 + (seq % 2) as u32,
+            seq,
+            index: seq * 100,
+            kind,
+            object: 0xdead,
+            arg: 2,
+        };
+        let events = vec![ev(1, SyncKind::OmpBarrier), ev(0, SyncKind::MutexLock), ev(2, SyncKind::CondWake)];
+        let mut w = RecordingWriter::create(&d, "t", WriterOptions::default()).unwrap();
+        w.write_accesses(&chunk(7, 10, 0)).unwrap();
+        w.write_sync(&events).unwrap();
+        w.close().unwrap();
+        assert_eq!(read_meta(&d).unwrap()["tables"]["sync"], 3);
+        let got = read_sync(&d).unwrap();
+        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(got[1], events[0]);
+        // A recording without the table has no events.
+        std::fs::remove_dir_all(d.join("sync")).unwrap();
+        assert!(read_sync(&d).unwrap().is_empty());
+        // The tracer's file: 48-byte records in seq order.
+        let rec = |seq: u64, kind: u32| {
+            let mut b = Vec::new();
+            for v in [seq, 5, 6, 7, 8] {
+                b.extend(v.to_le_bytes());
+            }
+            b.extend(9u32.to_le_bytes());
+            b.extend(kind.to_le_bytes());
+            b
+        };
+        let f = d.join("sync.bin");
+        std::fs::write(&f, [rec(0, 1), rec(1, 2)].concat()).unwrap();
+        let e = import::read_sync_file(&f).unwrap();
+        assert_eq!((e[1].kind, e[1].index, e[1].tid), (SyncKind::MutexLock, 6, 9));
+        std::fs::write(&f, [rec(0, 1), rec(1, 42)].concat()).unwrap();
+        let msg = import::read_sync_file(&f).unwrap_err().to_string();
+        assert!(msg.contains("sync.bin: record 1: field `kind`: 42 is not a sync kind"), "{msg}");
+        std::fs::write(&f, [rec(3, 1), rec(1, 2)].concat()).unwrap();
+        let msg = import::read_sync_file(&f).unwrap_err().to_string();
+        assert!(msg.contains("record 1: field `seq`"), "{msg}");
+        std::fs::write(&f, &rec(0, 1)[..40]).unwrap();
+        let msg = import::read_sync_file(&f).unwrap_err().to_string();
+        assert!(msg.contains("truncated record (40 of 48 bytes)"), "{msg}");
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -708,3 +708,78 @@ pub fn read_mappings(dir: &Path) -> Result<Vec<super::MappingRow>> {
     }
     Ok(out)
 }
+
+/// The optional `sync` table (the program's synchronisation, `tierlab trace --cc`) in `seq`
+/// order; empty when the recording has none. Errors name the part, the record and the field.
+pub fn read_sync(dir: &Path) -> Result<Vec<crate::SyncEvent>> {
+    let table = crate::schema::SYNC;
+    let mut out = Vec::new();
+    for path in table_parts(dir, table.name)? {
+        let shown = path.display().to_string();
+        let (r, file) = open_part(&path)?;
+        let schema = r.metadata().file_metadata().schema_descr();
+        for want in table.column_names() {
+            let Some(c) = schema.columns().iter().find(|c| c.name() == want) else {
+                return Err(RecordingError::file(
+                    &shown,
+                    format!(
+                        "missing column `{want}` (table sync needs {})",
+                        table.column_names().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            };
+            if c.max_rep_level() != 0 || !matches!(c.physical_type(), Physical::INT32 | Physical::INT64) {
+                return Err(RecordingError {
+                    file: shown.clone(),
+                    record: None,
+                    field: Some(want.into()),
+                    msg: format!("has type {:?}, expected an unsigned integer", c.physical_type()),
+                });
+            }
+        }
+        for (gi, rg) in r.metadata().row_groups().iter().enumerate() {
+            for col in rg.columns() {
+                let name = col.column_path().string();
+                super::pages::check_chunk(&file, &path, gi, col, &name, super::pages::MAX_PAGE_BYTES)?;
+            }
+        }
+        let rows = r.get_row_iter(None).map_err(|e| pq_err(&path, e))?;
+        for (i, row) in rows.enumerate() {
+            let row = row.map_err(|e| pq_err(&path, e))?;
+            let mut v = [None::<u64>; 7];
+            for (col, f) in row.get_column_iter() {
+                if let Some(k) = table.column_names().position(|n| n == col.as_str()) {
+                    v[k] = field_u64(f);
+                }
+            }
+            let get = |k: usize| {
+                let name = table.columns[k].name;
+                v[k].ok_or_else(|| {
+                    RecordingError::at(&shown, i as u64, name, "missing or not an unsigned integer")
+                })
+            };
+            let tid = u32::try_from(get(1)?)
+                .map_err(|_| RecordingError::at(&shown, i as u64, "tid", "does not fit 32 bits"))?;
+            let code = get(4)?;
+            let kind = u8::try_from(code).ok().and_then(crate::SyncKind::from_code).ok_or_else(|| {
+                RecordingError::at(
+                    &shown,
+                    i as u64,
+                    "kind",
+                    format!("{code} is not a sync kind (0..={})", crate::SyncKind::ALL.len() - 1),
+                )
+            })?;
+            out.push(crate::SyncEvent {
+                time_ns: get(0)?,
+                tid,
+                seq: get(2)?,
+                index: get(3)?,
+                kind,
+                object: get(5)?,
+                arg: get(6)?,
+            });
+        }
+    }
+    out.sort_by_key(|e| e.seq);
+    Ok(out)
+}

@@ -47,6 +47,15 @@ const SAMPLE_SCHEMA: &str = "message samples {
   REQUIRED BYTE_ARRAY event (STRING);
   REQUIRED INT64 drain (INTEGER(64,false));
 }";
+const SYNC_SCHEMA: &str = "message sync {
+  REQUIRED INT64 time_ns (INTEGER(64,false));
+  REQUIRED INT32 tid (INTEGER(32,false));
+  REQUIRED INT64 seq (INTEGER(64,false));
+  REQUIRED INT64 index (INTEGER(64,false));
+  REQUIRED INT32 kind (INTEGER(8,false));
+  REQUIRED INT64 object (INTEGER(64,false));
+  REQUIRED INT64 arg (INTEGER(64,false));
+}";
 const DRAIN_SCHEMA: &str = "message drains {
   REQUIRED INT64 time_ns (INTEGER(64,false));
   REQUIRED INT32 cpu (INTEGER(32,false));
@@ -104,6 +113,8 @@ pub struct RecordingWriter {
     parts: [usize; 4],
     rows: [u64; 4],
     acc: Option<OpenPart>,
+    /// Parts and rows of the optional `sync` table (`None`: not written).
+    sync: Option<(usize, u64)>,
     closed: bool,
     /// Pages the `accesses` written so far touch (for `meta.json`'s `touched_pages`).
     touched: super::aggregate::PageSet,
@@ -211,6 +222,7 @@ impl RecordingWriter {
             parts: [0; 4],
             rows: [0; 4],
             acc: None,
+            sync: None,
             closed: false,
             touched: Default::default(),
         };
@@ -236,8 +248,11 @@ impl RecordingWriter {
 
     fn write_meta(&mut self) -> Result<()> {
         let mut m = self.meta.clone();
-        let tables: Map<String, Value> =
+        let mut tables: Map<String, Value> =
             TABLES.iter().zip(self.rows).map(|(t, r)| (t.to_string(), json!(r))).collect();
+        if let Some((_, rows)) = self.sync {
+            tables.insert(crate::schema::SYNC.name.into(), json!(rows));
+        }
         m.insert("tables".into(), Value::Object(tables));
         let text = serde_json::to_string_pretty(&Value::Object(m)).expect("json") + "\n";
         atomic_write(&self.dir.join("meta.json"), text.as_bytes())
@@ -375,6 +390,56 @@ impl RecordingWriter {
             rg.close().map_err(e)?;
         }
         self.finish_part(2, w, &tmp, &path, rows.len() as u64)
+    }
+
+    /// Write `rows` as one part of the optional `sync` table (sorted by `seq` first; the
+    /// table's rows are in `seq` order).
+    pub fn write_sync(&mut self, rows: &[crate::SyncEvent]) -> Result<()> {
+        let (parts, total) = self.sync.unwrap_or((0, 0));
+        let dir = self.dir.join(crate::schema::SYNC.name);
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let name = format!("part-{parts:05}.parquet");
+        let (tmp, path) = (dir.join(format!(".{name}.tmp")), dir.join(name));
+        let mut rows = rows.to_vec();
+        rows.sort_by_key(|r| r.seq);
+        let f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let p = props(&self.opts, &["time_ns", "seq", "index"], &["tid", "kind"])?;
+        let mut w = SerializedFileWriter::new(f, schema(SYNC_SCHEMA), p).map_err(|e| io_err(&tmp, e))?;
+        if !rows.is_empty() {
+            let e = |e: parquet::errors::ParquetError| io_err(&tmp, e);
+            let u64s = |f: fn(&crate::SyncEvent) -> u64| rows.iter().map(|r| f(r) as i64).collect::<Vec<_>>();
+            let mut rg = w.next_row_group().map_err(e)?;
+            let mut k = 0;
+            while let Some(mut col) = rg.next_column().map_err(e)? {
+                match k {
+                    0 => col.typed::<Int64Type>().write_batch(&u64s(|r| r.time_ns), None, None),
+                    1 => col.typed::<Int32Type>().write_batch(
+                        &rows.iter().map(|r| r.tid as i32).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    2 => col.typed::<Int64Type>().write_batch(&u64s(|r| r.seq), None, None),
+                    3 => col.typed::<Int64Type>().write_batch(&u64s(|r| r.index), None, None),
+                    4 => col.typed::<Int32Type>().write_batch(
+                        &rows.iter().map(|r| r.kind as i32).collect::<Vec<_>>(),
+                        None,
+                        None,
+                    ),
+                    5 => col.typed::<Int64Type>().write_batch(&u64s(|r| r.object), None, None),
+                    _ => col.typed::<Int64Type>().write_batch(&u64s(|r| r.arg), None, None),
+                }
+                .map_err(e)?;
+                col.close().map_err(e)?;
+                k += 1;
+            }
+            rg.close().map_err(e)?;
+        }
+        let f = w.into_inner().map_err(|e| io_err(&tmp, e))?;
+        f.sync_all().map_err(|e| io_err(&tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
+        self.sync = Some((parts + 1, total + rows.len() as u64));
+        self.write_meta()
     }
 
     fn empty_part(&mut self, table: usize, text: &str) -> Result<()> {

@@ -70,26 +70,36 @@ fn drain<const TRUTH: bool, const PLAIN: bool, const PREFETCH: bool>(
 }
 
 impl Run {
-    /// Run core `t` until its clock reaches `target_ps` or its thread finishes.
+    /// Run core `t` until its clock reaches `target_ps` or its thread finishes; true when
+    /// it stopped short because its thread waits for another ([`Step::Wait`]).
     #[inline]
-    pub(super) fn run_core(&mut self, t: usize, target: Ps) -> Result<()> {
+    pub(super) fn run_core(&mut self, t: usize, target: Ps) -> Result<bool> {
         let target_ps = target.ps();
         loop {
             let b = &mut self.batches[t];
             if b.pos == b.buf.len() {
                 if b.done {
-                    return Ok(());
+                    return Ok(false);
                 }
                 b.buf.clear();
                 b.pos = 0;
                 let now = Ps::from_ps(self.machine.hw.cores[t].clock_ps);
-                let step = self.workload.next_batch(t, now, &mut b.buf, &mut self.machine)?;
-                if step == Step::Done {
-                    b.done = true;
+                match self.workload.next_batch(t, now, &mut b.buf, &mut self.machine)? {
+                    Step::Continue => {}
+                    Step::Done => b.done = true,
+                    Step::Wait => return Ok(true),
+                    Step::Resume(at) => {
+                        // The thread waited (idle) until `at`.
+                        let c = &mut self.machine.hw.cores[t];
+                        c.clock_ps = c.clock_ps.max(at.ps());
+                    }
                 }
                 if b.buf.is_empty() {
                     if b.done {
-                        return Ok(());
+                        return Ok(false);
+                    }
+                    if self.machine.hw.cores[t].clock_ps >= target_ps {
+                        return Ok(false);
                     }
                     continue;
                 }
@@ -106,7 +116,7 @@ impl Run {
                 drain::<true, true, false>(m, t, &b.buf, &mut b.pos, target_ps)
             };
             if r? {
-                return Ok(());
+                return Ok(false);
             }
         }
     }

@@ -12,6 +12,13 @@
 //! (telemetry publishes its hot set), the scorer scores the hot sets, and a time-series row
 //! and a heatmap row are recorded.
 //!
+//! A core whose thread waits for another ([`crate::workload::Step::Wait`]: a replayed
+//! barrier or lock) stops short of the step's end; when a later core of the same pass made
+//! progress, the cores behind run again in core order, so a release reaches its waiters in
+//! the step it happens. A thread that waited resumes at the simulated time the workload
+//! names ([`crate::workload::Step::Resume`]): its clock moves there (idle). Workloads that
+//! never wait run exactly as before: one pass per step.
+//!
 //! # Stages
 //! A scenario may run as stages: `[[stages]]` in the scenario (each with its own overrides
 //! and the stage whose output it takes), or stages a policy asks for (profile-guided

@@ -51,9 +51,21 @@ impl Run {
                     .saturating_add(self.quantum)
                     .min(window_end)
                     .min(next.max(frontier + Ps::from_ps(1)));
-                for t in 0..self.threads {
-                    if self.machine.hw.cores[t].clock_ps < frontier.ps() {
-                        step!('outer, self.run_core(t, frontier));
+                // A thread that waits for another (a replayed barrier or lock) stops short;
+                // when a later core of the same pass made progress (it may have released
+                // it), the cores behind the frontier run again, in core order.
+                loop {
+                    let (mut waited, mut progressed) = (false, false);
+                    for t in 0..self.threads {
+                        let before = self.machine.hw.cores[t].clock_ps;
+                        if before < frontier.ps() {
+                            let waits = step!('outer, self.run_core(t, frontier));
+                            waited |= waits;
+                            progressed |= waited && self.machine.hw.cores[t].clock_ps != before;
+                        }
+                    }
+                    if !(waited && progressed) {
+                        break;
                     }
                 }
                 if next <= frontier {

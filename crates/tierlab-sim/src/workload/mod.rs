@@ -8,7 +8,11 @@
 //!    `0..threads()`, passing that thread's simulated clock. The workload appends accesses to
 //!    `out` (any number, typically 1..=131072) and returns [`Step::Continue`], or
 //!    [`Step::Done`] when thread `t` has finished (accesses appended in that same call are
-//!    still executed). Time-based behaviour (masim phases) reads `now`; the driver
+//!    still executed). A workload whose threads synchronise (a replay of a recording with a
+//!    `sync` table) may also return [`Step::Wait`] (thread `t` waits for another thread:
+//!    nothing appended, the driver asks again once other threads ran) or [`Step::Resume`]
+//!    (thread `t` waited until that simulated time: its clock moves there before the
+//!    appended accesses run). Time-based behaviour (masim phases) reads `now`; the driver
 //!    executes every access of a batch before asking for the next one, except at the end
 //!    of the run, when it hands back the unexecuted tail through [`Workload::discard`].
 //! 3. At the end of the run [`Workload::report_stats`] publishes the workload's own stats
@@ -59,6 +63,12 @@ pub enum Step {
     Continue,
     /// This thread has finished.
     Done,
+    /// This thread waits for another one (a barrier, a lock): nothing was appended; the
+    /// driver runs the other threads and asks again.
+    Wait,
+    /// This thread waited until this simulated time: its clock moves there (if it is
+    /// behind) before the appended accesses run; more batches follow.
+    Resume(Ps),
 }
 
 /// What every workload gets at build time.

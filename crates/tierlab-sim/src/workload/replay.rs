@@ -47,6 +47,8 @@ use tierlab_core::recording::{
 
 #[path = "replay_traces.rs"]
 pub mod builtin;
+#[path = "replay_sync.rs"]
+pub mod sync;
 
 /// A recorded access stream held in memory, column by column (row `i` of every column is one
 /// access).
@@ -208,6 +210,11 @@ pub struct ReplayParams {
     #[param(default, range = "[0, 255]", unit = "node number", setting)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<u8>,
+    /// Obey the recording's synchronisation (its `sync` table, `tierlab trace --cc`):
+    /// threads wait at barriers and for locks in simulated time. Needs one simulated thread
+    /// per recorded thread. No effect on recordings without the table.
+    #[param(default = true, setting)]
+    pub sync: bool,
 }
 
 /// Accesses handed to the driver per batch.
@@ -523,6 +530,7 @@ impl WorkloadParams for ReplayParams {
                 "`node` places populated memory: set populate = true",
             ));
         }
+        let mut sync_events = Vec::new();
         let (data, tids) = match ctx.replay.clone() {
             Some(d) => {
                 if d.is_empty() {
@@ -558,6 +566,7 @@ impl WorkloadParams for ReplayParams {
                     return Err(no_accesses(&dir, &meta));
                 }
                 let tids = table.tids().map_err(rec_err)?;
+                sync_events = rec::read_sync(&dir).map_err(rec_err)?;
                 (Data::Files { table: Arc::new(table), unit: rec::time_unit(&meta), dir }, tids)
             }
         };
@@ -582,6 +591,27 @@ impl WorkloadParams for ReplayParams {
             ));
         }
         check_threads("replay", threads, ctx)?;
+        let sync = if self.sync && !sync_events.is_empty() {
+            if threads < tids.len() {
+                return Err(SimError::config(
+                    f,
+                    "workload.sync",
+                    format!(
+                        "the recording's {} threads synchronise ({} events in its `sync` table): each \
+                         needs a simulated thread of its own, but {threads} simulated threads replay them \
+                         (give the machine {} cores and workload.threads = {}, or set sync = false to \
+                         replay without the synchronisation)",
+                        tids.len(),
+                        sync_events.len(),
+                        tids.len(),
+                        tids.len()
+                    ),
+                ));
+            }
+            sync::Sync::new(&sync_events, &tids)
+        } else {
+            None
+        };
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); threads];
         for (i, &t) in tids.iter().enumerate() {
             groups[i % threads].push(t);
@@ -595,6 +625,9 @@ impl WorkloadParams for ReplayParams {
             issued: vec![0; threads],
             discarded: 0,
             recorded_threads: tids.len(),
+            sync_events: sync_events.len() as u64,
+            sync,
+            pos: vec![0; threads],
             touched_pages: 0,
             mapped_bytes: 0,
             mappings: 0,
@@ -615,12 +648,56 @@ pub struct Replay {
     issued: Vec<u64>,
     discarded: u64,
     recorded_threads: usize,
+    /// Rows of the recording's `sync` table, and their plan when the replay obeys them.
+    sync_events: u64,
+    sync: Option<sync::Sync>,
+    /// Accesses issued by each thread in its current round.
+    pos: Vec<u64>,
     touched_pages: u64,
     mapped_bytes: u64,
     mappings: u64,
 }
 
 impl Replay {
+    /// [`Workload::next_batch`] of a replay that obeys the recording's synchronisation: each
+    /// batch ends at the thread's next sync point, where [`sync::Sync::advance`] decides
+    /// whether it waits.
+    fn next_synced(&mut self, t: usize, now: Ps, out: &mut Vec<Access>) -> Result<Step> {
+        loop {
+            let sync = self.sync.as_mut().expect("synchronised");
+            if self.rounds[t] >= self.p.repeat {
+                sync.finish(t);
+                let at = sync.resume_at(t);
+                return Ok(if at > now { Step::Resume(at) } else { Step::Done });
+            }
+            let (round, pos) = (self.rounds[t], self.pos[t]);
+            let Some(limit) = sync.advance(t, round, pos, now, false, &self.rounds) else {
+                return Ok(Step::Wait);
+            };
+            let max = usize::try_from(limit).unwrap_or(usize::MAX).min(BATCH);
+            let n = self.feeds[t].fill(out, max)?;
+            let sync = self.sync.as_mut().expect("synchronised");
+            if n > 0 {
+                self.issued[t] += n as u64;
+                self.pos[t] += n as u64;
+                let at = sync.resume_at(t);
+                return Ok(if at > now { Step::Resume(at) } else { Step::Continue });
+            }
+            // The round's stream is over: its remaining points, then the next round.
+            if sync.advance(t, round, pos, now, true, &self.rounds).is_none() {
+                return Ok(Step::Wait);
+            }
+            self.rounds[t] += 1;
+            self.pos[t] = 0;
+            sync.start_round(t);
+            let oldest = self.rounds.iter().copied().min().unwrap_or(0);
+            sync.drop_rounds_before(oldest);
+            if self.rounds[t] < self.p.repeat {
+                self.feeds[t] = self.feed(t);
+            }
+        }
+    }
+
     fn feed(&self, t: usize) -> Feed {
         let tids = &self.groups[t];
         let blocked = self.data.thread_blocked();
@@ -710,10 +787,13 @@ impl Workload for Replay {
     fn next_batch(
         &mut self,
         t: usize,
-        _now: Ps,
+        now: Ps,
         out: &mut Vec<Access>,
         _mem: &mut dyn AddressSpace,
     ) -> Result<Step> {
+        if self.sync.is_some() {
+            return self.next_synced(t, now, out);
+        }
         loop {
             if self.rounds[t] >= self.p.repeat {
                 return Ok(Step::Done);
@@ -731,6 +811,7 @@ impl Workload for Replay {
     }
 
     fn discard(&mut self, _t: usize, unexecuted: &[Access]) {
+        // (A synchronised replay's positions are not rewound: the run is over.)
         self.discarded += unexecuted.len() as u64;
     }
 
@@ -741,6 +822,13 @@ impl Workload for Replay {
         out.set("workload.touched_pages", self.touched_pages);
         out.set("workload.mapped_bytes", self.mapped_bytes);
         out.set("workload.mappings", self.mappings);
+        if self.sync_events > 0 {
+            out.set("workload.sync_events", self.sync_events);
+            let s = self.sync.as_ref();
+            out.set("workload.sync_points", s.map_or(0, |s| s.applied));
+            out.set("workload.sync_wait_s", s.map_or(0.0, |s| s.waited_ps as f64 / 1e12));
+            out.set("workload.sync_forced", s.map_or(0, |s| s.forced_points));
+        }
     }
 }
 

@@ -12,6 +12,13 @@
  *   maps.log     the mapping history: /proc/self/maps snapshots (at start, at most every
  *                SNAP_NS at buffer flushes, when a thread starts, at exit) and the program's
  *                own mmap/munmap/mremap calls with exact times
+ *   sync.bin     the program's synchronisation, 48 bytes per event in the order the events
+ *                happened (little-endian): u64 seq, u64 ns since start, u64 access index (the
+ *                thread's accesses before the event), u64 object, u64 arg (a barrier's
+ *                participants), u32 tid, u32 kind (SYNC_* below). Recorded by interposing
+ *                libgomp's entry points (GOMP_parallel*, GOMP_barrier, GOMP_loop_end,
+ *                GOMP_sections_end, GOMP_critical*, GOMP_atomic*, omp_set/unset_lock) and
+ *                pthread's barriers, mutexes and condition variables
  *
  * A read-modify-write atomic is a load and a store (as lackey's "modify"); a range access
  * (struct copies, memcpy/memset the compiler expands) is one access per 8 bytes.
@@ -19,9 +26,11 @@
  * Written for tierlab (MIT licence). Build: cc -O2 -fPIC -c tierlab_trace_rt.c
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,7 +60,7 @@ static struct tbuf discard_buf;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t key;
 static char dir[3000];
-static int enabled, main_pid, maps_fd = -1;
+static int enabled, main_pid, maps_fd = -1, sync_fd = -1;
 static uint64_t t0, last_snap;
 static char snapbuf[1 << 20];
 
@@ -82,6 +91,10 @@ static void *raw_mmap(size_t len) {
 }
 
 /* One line of maps.log (the caller holds `lock`). */
+static int real_mutex_lock(pthread_mutex_t *m);
+static int real_mutex_unlock(pthread_mutex_t *m);
+static int real_mutex_trylock(pthread_mutex_t *m);
+
 static void log_line(const char *fmt, ...) {
     char line[512];
     va_list ap;
@@ -134,9 +147,9 @@ static void flush_buf(struct tbuf *b) {
 
 static void thread_done(void *p) {
     struct tbuf *b = p;
-    pthread_mutex_lock(&lock);
+    real_mutex_lock(&lock);
     flush_buf(b);
-    pthread_mutex_unlock(&lock);
+    real_mutex_unlock(&lock);
 }
 
 static struct tbuf *new_buf(void) {
@@ -159,7 +172,7 @@ static struct tbuf *new_buf(void) {
     b->fd = open_out(b->tid, "bin");
     b->sfd = open_out(b->tid, "size");
     b->tfd = open_out(b->tid, "time");
-    pthread_mutex_lock(&lock);
+    real_mutex_lock(&lock);
     b->next = all_bufs;
     all_bufs = b;
     if (b->tid != main_pid) {
@@ -167,7 +180,7 @@ static struct tbuf *new_buf(void) {
         snprintf(why, sizeof why, "thread %d", b->tid);
         snapshot(why);
     }
-    pthread_mutex_unlock(&lock);
+    real_mutex_unlock(&lock);
     pthread_setspecific(key, b);
     return b;
 }
@@ -188,9 +201,9 @@ static __attribute__((noinline)) struct tbuf *slow(void) {
     if (b->pos == b->end) {
         flush_buf(b);
         uint64_t t = rel_ns();
-        if (t - last_snap >= SNAP_NS && pthread_mutex_trylock(&lock) == 0) {
+        if (t - last_snap >= SNAP_NS && real_mutex_trylock(&lock) == 0) {
             if (t - last_snap >= SNAP_NS) snapshot("flush");
-            pthread_mutex_unlock(&lock);
+            real_mutex_unlock(&lock);
         }
     } else {
         b->lim = b->pos + CKPT;
@@ -216,16 +229,19 @@ static void rec_range(const void *a, unsigned long size, uint64_t store) {
     }
 }
 
+static void sync_flush(void);
+
 static void at_exit_flush(void) {
     if (!enabled || getpid() != main_pid) return;
-    pthread_mutex_lock(&lock);
+    sync_flush();
+    real_mutex_lock(&lock);
     for (struct tbuf *b = all_bufs; b; b = b->next) {
         flush_buf(b);
         checkpoint(b);
     }
     snapshot("exit");
     log_line("exit %llu\n", (unsigned long long)rel_ns());
-    pthread_mutex_unlock(&lock);
+    real_mutex_unlock(&lock);
 }
 
 static void init(void) {
@@ -246,12 +262,14 @@ static void init(void) {
         snprintf(path, sizeof path, "%s/maps.log", dir);
         maps_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
         enabled = maps_fd >= 0;
+        snprintf(path, sizeof path, "%s/sync.bin", dir);
+        if (enabled) sync_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
     if (enabled) {
-        pthread_mutex_lock(&lock);
+        real_mutex_lock(&lock);
         log_line("start %d\n", main_pid);
         snapshot("start");
-        pthread_mutex_unlock(&lock);
+        real_mutex_unlock(&lock);
         atexit(at_exit_flush);
     }
 }
@@ -345,10 +363,10 @@ void __tsan_atomic_signal_fence(int mo) { (void)mo; }
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     if (enabled && p != MAP_FAILED && getpid() == main_pid) {
-        pthread_mutex_lock(&lock);
+        real_mutex_lock(&lock);
         log_line("map %llu %llx %llx %s\n", (unsigned long long)rel_ns(), (unsigned long long)(uintptr_t)p,
                  (unsigned long long)len, fd >= 0 ? "[file]" : "[anon]");
-        pthread_mutex_unlock(&lock);
+        real_mutex_unlock(&lock);
     }
     return p;
 }
@@ -357,10 +375,10 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __a
 int munmap(void *addr, size_t len) {
     int r = (int)syscall(SYS_munmap, addr, len);
     if (enabled && r == 0 && getpid() == main_pid) {
-        pthread_mutex_lock(&lock);
+        real_mutex_lock(&lock);
         log_line("unmap %llu %llx %llx\n", (unsigned long long)rel_ns(), (unsigned long long)(uintptr_t)addr,
                  (unsigned long long)len);
-        pthread_mutex_unlock(&lock);
+        real_mutex_unlock(&lock);
     }
     return r;
 }
@@ -372,13 +390,320 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
     va_end(ap);
     void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
     if (enabled && p != MAP_FAILED && getpid() == main_pid) {
-        pthread_mutex_lock(&lock);
+        real_mutex_lock(&lock);
         uint64_t t = rel_ns();
         log_line("unmap %llu %llx %llx\n", (unsigned long long)t, (unsigned long long)(uintptr_t)old,
                  (unsigned long long)old_len);
         log_line("map %llu %llx %llx [anon]\n", (unsigned long long)t, (unsigned long long)(uintptr_t)p,
                  (unsigned long long)new_len);
-        pthread_mutex_unlock(&lock);
+        real_mutex_unlock(&lock);
     }
     return p;
+}
+
+/* -- the program's synchronisation ------------------------------------------------------ */
+/* Kinds of sync.bin events (tierlab-core's schema declares the same codes, `sync.kind`). */
+enum {
+    SYNC_BARRIER = 0,      /* pthread_barrier_wait: arrival; arg = the barrier's count */
+    SYNC_OMP_BARRIER = 1,  /* an OpenMP team barrier (explicit, a worksharing end, a region's end) */
+    SYNC_MUTEX_LOCK = 2,   /* a pthread mutex acquired (lock, successful trylock, cond_wait's return) */
+    SYNC_MUTEX_UNLOCK = 3, /* a pthread mutex released (unlock, entering cond_wait) */
+    SYNC_COND_SIGNAL = 4,  /* pthread_cond_signal / broadcast */
+    SYNC_COND_WAKE = 5,    /* pthread_cond_wait / timedwait returned */
+    SYNC_OMP_FORK = 6,     /* the encountering thread starts a parallel region (object = region) */
+    SYNC_OMP_START = 7,    /* a team thread starts the region's body */
+    SYNC_OMP_LOCK = 8,     /* critical / atomic / omp_set_lock entered */
+    SYNC_OMP_UNLOCK = 9,   /* critical / atomic / omp_unset_lock left */
+};
+
+struct syncrec {
+    uint64_t seq, ns, index, object, arg;
+    uint32_t tid, kind;
+};
+_Static_assert(sizeof(struct syncrec) == 48, "sync.bin records are 48 bytes");
+
+#define SYNC_RECS 4096u
+static struct syncrec sync_buf[SYNC_RECS];
+static unsigned sync_n;
+static uint64_t sync_seq;
+static int sync_spin;
+static __thread int sync_tid;
+
+static void spin_lock(int *l) {
+    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) sched_yield();
+}
+static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+static uint64_t acc_index(void) {
+    struct tbuf *b = cur;
+    if (b == NULL || b == &discard_buf) return 0;
+    return b->index + (uint64_t)(b->pos - b->buf);
+}
+
+/* One event of the calling thread; its sequence number is taken under the lock, so the
+ * file holds the events in the order they happened. */
+static void sync_event(uint32_t kind, uint64_t object, uint64_t arg) {
+    if (!enabled || sync_fd < 0 || getpid() != main_pid) return;
+    if (sync_tid == 0) sync_tid = (int)syscall(SYS_gettid);
+    struct syncrec r = {0, rel_ns(), acc_index(), object, arg, (uint32_t)sync_tid, kind};
+    spin_lock(&sync_spin);
+    r.seq = sync_seq++;
+    sync_buf[sync_n++] = r;
+    if (sync_n == SYNC_RECS) {
+        write_all(sync_fd, sync_buf, sizeof(struct syncrec) * sync_n);
+        sync_n = 0;
+    }
+    spin_unlock(&sync_spin);
+}
+
+static void sync_flush(void) {
+    spin_lock(&sync_spin);
+    if (sync_fd >= 0 && sync_n) write_all(sync_fd, sync_buf, sizeof(struct syncrec) * sync_n);
+    sync_n = 0;
+    spin_unlock(&sync_spin);
+}
+
+/* The next definition of a symbol (libc's, libgomp's), looked up once. */
+static void *next_sym(const char *name, const char *version) {
+    void *p = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
+    if (!p) p = dlsym(RTLD_NEXT, name);
+    if (!p) {
+        static const char msg[] = "tierlab trace runtime: a symbol it interposes was not found\n";
+        write_all(2, msg, sizeof msg - 1);
+        abort();
+    }
+    return p;
+}
+#define REAL(ret, name, version, params)                                    \
+    static ret(*real_##name) params;                                        \
+    static inline ret(*get_##name(void)) params {                           \
+        if (!real_##name) real_##name = (ret(*) params)next_sym(#name, version); \
+        return real_##name;                                                 \
+    }
+
+/* -- pthread ------------------------------------------------------------------------------ */
+REAL(int, pthread_mutex_lock, NULL, (pthread_mutex_t *))
+REAL(int, pthread_mutex_trylock, NULL, (pthread_mutex_t *))
+REAL(int, pthread_mutex_unlock, NULL, (pthread_mutex_t *))
+REAL(int, pthread_cond_wait, "GLIBC_2.3.2", (pthread_cond_t *, pthread_mutex_t *))
+REAL(int, pthread_cond_timedwait, "GLIBC_2.3.2",
+     (pthread_cond_t *, pthread_mutex_t *, const struct timespec *))
+REAL(int, pthread_cond_signal, "GLIBC_2.3.2", (pthread_cond_t *))
+REAL(int, pthread_cond_broadcast, "GLIBC_2.3.2", (pthread_cond_t *))
+REAL(int, pthread_barrier_init, NULL, (pthread_barrier_t *, const pthread_barrierattr_t *, unsigned))
+REAL(int, pthread_barrier_wait, NULL, (pthread_barrier_t *))
+
+static int real_mutex_lock(pthread_mutex_t *m) { return get_pthread_mutex_lock()(m); }
+static int real_mutex_unlock(pthread_mutex_t *m) { return get_pthread_mutex_unlock()(m); }
+static int real_mutex_trylock(pthread_mutex_t *m) { return get_pthread_mutex_trylock()(m); }
+
+int pthread_mutex_lock(pthread_mutex_t *m) {
+    int r = real_mutex_lock(m);
+    if (r == 0 && m != &lock) sync_event(SYNC_MUTEX_LOCK, (uint64_t)(uintptr_t)m, 0);
+    return r;
+}
+int pthread_mutex_trylock(pthread_mutex_t *m) {
+    int r = real_mutex_trylock(m);
+    if (r == 0 && m != &lock) sync_event(SYNC_MUTEX_LOCK, (uint64_t)(uintptr_t)m, 0);
+    return r;
+}
+int pthread_mutex_unlock(pthread_mutex_t *m) {
+    if (m != &lock) sync_event(SYNC_MUTEX_UNLOCK, (uint64_t)(uintptr_t)m, 0);
+    return real_mutex_unlock(m);
+}
+int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+    sync_event(SYNC_MUTEX_UNLOCK, (uint64_t)(uintptr_t)m, 0);
+    int r = get_pthread_cond_wait()(c, m);
+    sync_event(SYNC_COND_WAKE, (uint64_t)(uintptr_t)c, 0);
+    sync_event(SYNC_MUTEX_LOCK, (uint64_t)(uintptr_t)m, 0);
+    return r;
+}
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t) {
+    sync_event(SYNC_MUTEX_UNLOCK, (uint64_t)(uintptr_t)m, 0);
+    int r = get_pthread_cond_timedwait()(c, m, t);
+    if (r == 0) sync_event(SYNC_COND_WAKE, (uint64_t)(uintptr_t)c, 0);
+    sync_event(SYNC_MUTEX_LOCK, (uint64_t)(uintptr_t)m, 0);
+    return r;
+}
+int pthread_cond_signal(pthread_cond_t *c) {
+    sync_event(SYNC_COND_SIGNAL, (uint64_t)(uintptr_t)c, 0);
+    return get_pthread_cond_signal()(c);
+}
+int pthread_cond_broadcast(pthread_cond_t *c) {
+    sync_event(SYNC_COND_SIGNAL, (uint64_t)(uintptr_t)c, 0);
+    return get_pthread_cond_broadcast()(c);
+}
+
+/* A barrier's count, from its pthread_barrier_init (a small table: programs have few). */
+#define BARRIERS 1024
+static struct {
+    void *b;
+    unsigned count;
+} barriers[BARRIERS];
+static int barrier_spin;
+
+int pthread_barrier_init(pthread_barrier_t *b, const pthread_barrierattr_t *a, unsigned count) {
+    int r = get_pthread_barrier_init()(b, a, count);
+    if (r == 0) {
+        spin_lock(&barrier_spin);
+        int free_slot = -1, i;
+        for (i = 0; i < BARRIERS; i++) {
+            if (barriers[i].b == b) break;
+            if (free_slot < 0 && barriers[i].b == NULL) free_slot = i;
+        }
+        if (i == BARRIERS) i = free_slot;
+        if (i >= 0) {
+            barriers[i].b = b;
+            barriers[i].count = count;
+        }
+        spin_unlock(&barrier_spin);
+    }
+    return r;
+}
+int pthread_barrier_wait(pthread_barrier_t *b) {
+    unsigned count = 0;
+    spin_lock(&barrier_spin);
+    for (int i = 0; i < BARRIERS; i++) {
+        if (barriers[i].b == b) {
+            count = barriers[i].count;
+            break;
+        }
+    }
+    spin_unlock(&barrier_spin);
+    sync_event(SYNC_BARRIER, (uint64_t)(uintptr_t)b, count);
+    return get_pthread_barrier_wait()(b);
+}
+
+/* -- OpenMP (gcc's libgomp entry points) ------------------------------------------------------ */
+extern int omp_get_num_threads(void) __attribute__((weak));
+static uint64_t region_ids;
+static __thread uint64_t cur_region;
+
+struct region {
+    void (*fn)(void *);
+    void *data;
+    uint64_t id;
+};
+
+static unsigned team_size(void) { return omp_get_num_threads ? (unsigned)omp_get_num_threads() : 1; }
+
+/* Every team thread runs the region's body through this: the start (after the fork), the
+ * body, and the implicit barrier at its end. */
+static void region_body(void *p) {
+    struct region *r = p;
+    uint64_t outer = cur_region;
+    cur_region = r->id;
+    sync_event(SYNC_OMP_START, r->id, 0);
+    r->fn(r->data);
+    sync_event(SYNC_OMP_BARRIER, r->id, team_size());
+    cur_region = outer;
+}
+
+static struct region fork_region(void (*fn)(void *), void *data) {
+    struct region r = {fn, data, __atomic_add_fetch(&region_ids, 1, __ATOMIC_RELAXED)};
+    sync_event(SYNC_OMP_FORK, r.id, 0);
+    return r;
+}
+
+static void team_barrier(void) { sync_event(SYNC_OMP_BARRIER, cur_region, team_size()); }
+
+typedef void (*omp_fn)(void *);
+REAL(void, GOMP_parallel, NULL, (omp_fn, void *, unsigned, unsigned))
+void GOMP_parallel(omp_fn fn, void *data, unsigned n, unsigned flags) {
+    struct region r = fork_region(fn, data);
+    get_GOMP_parallel()(region_body, &r, n, flags);
+}
+#define PARALLEL_LOOP(name)                                                                          \
+    REAL(void, name, NULL, (omp_fn, void *, unsigned, long, long, long, long, unsigned))              \
+    void name(omp_fn fn, void *data, unsigned n, long start, long end, long incr, long chunk, unsigned flags) { \
+        struct region r = fork_region(fn, data);                                                     \
+        get_##name()(region_body, &r, n, start, end, incr, chunk, flags);                            \
+    }
+PARALLEL_LOOP(GOMP_parallel_loop_static)
+PARALLEL_LOOP(GOMP_parallel_loop_dynamic)
+PARALLEL_LOOP(GOMP_parallel_loop_guided)
+PARALLEL_LOOP(GOMP_parallel_loop_nonmonotonic_dynamic)
+PARALLEL_LOOP(GOMP_parallel_loop_nonmonotonic_guided)
+#define PARALLEL_LOOP_RUNTIME(name)                                                                  \
+    REAL(void, name, NULL, (omp_fn, void *, unsigned, long, long, long, unsigned))                    \
+    void name(omp_fn fn, void *data, unsigned n, long start, long end, long incr, unsigned flags) {  \
+        struct region r = fork_region(fn, data);                                                     \
+        get_##name()(region_body, &r, n, start, end, incr, flags);                                   \
+    }
+PARALLEL_LOOP_RUNTIME(GOMP_parallel_loop_runtime)
+PARALLEL_LOOP_RUNTIME(GOMP_parallel_loop_nonmonotonic_runtime)
+PARALLEL_LOOP_RUNTIME(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
+REAL(void, GOMP_parallel_sections, NULL, (omp_fn, void *, unsigned, unsigned, unsigned))
+void GOMP_parallel_sections(omp_fn fn, void *data, unsigned n, unsigned count, unsigned flags) {
+    struct region r = fork_region(fn, data);
+    get_GOMP_parallel_sections()(region_body, &r, n, count, flags);
+}
+
+REAL(void, GOMP_barrier, NULL, (void))
+void GOMP_barrier(void) {
+    team_barrier();
+    get_GOMP_barrier()();
+}
+REAL(_Bool, GOMP_barrier_cancel, NULL, (void))
+_Bool GOMP_barrier_cancel(void) {
+    team_barrier();
+    return get_GOMP_barrier_cancel()();
+}
+REAL(void, GOMP_loop_end, NULL, (void))
+void GOMP_loop_end(void) {
+    team_barrier();
+    get_GOMP_loop_end()();
+}
+REAL(_Bool, GOMP_loop_end_cancel, NULL, (void))
+_Bool GOMP_loop_end_cancel(void) {
+    team_barrier();
+    return get_GOMP_loop_end_cancel()();
+}
+REAL(void, GOMP_sections_end, NULL, (void))
+void GOMP_sections_end(void) {
+    team_barrier();
+    get_GOMP_sections_end()();
+}
+
+/* Unnamed critical sections share one lock, atomic regions another (object 1 and 2); named
+ * critical sections and omp locks are their address. */
+REAL(void, GOMP_critical_start, NULL, (void))
+void GOMP_critical_start(void) {
+    get_GOMP_critical_start()();
+    sync_event(SYNC_OMP_LOCK, 1, 0);
+}
+REAL(void, GOMP_critical_end, NULL, (void))
+void GOMP_critical_end(void) {
+    sync_event(SYNC_OMP_UNLOCK, 1, 0);
+    get_GOMP_critical_end()();
+}
+REAL(void, GOMP_critical_name_start, NULL, (void **))
+void GOMP_critical_name_start(void **p) {
+    get_GOMP_critical_name_start()(p);
+    sync_event(SYNC_OMP_LOCK, (uint64_t)(uintptr_t)p, 0);
+}
+REAL(void, GOMP_critical_name_end, NULL, (void **))
+void GOMP_critical_name_end(void **p) {
+    sync_event(SYNC_OMP_UNLOCK, (uint64_t)(uintptr_t)p, 0);
+    get_GOMP_critical_name_end()(p);
+}
+REAL(void, GOMP_atomic_start, NULL, (void))
+void GOMP_atomic_start(void) {
+    get_GOMP_atomic_start()();
+    sync_event(SYNC_OMP_LOCK, 2, 0);
+}
+REAL(void, GOMP_atomic_end, NULL, (void))
+void GOMP_atomic_end(void) {
+    sync_event(SYNC_OMP_UNLOCK, 2, 0);
+    get_GOMP_atomic_end()();
+}
+REAL(void, omp_set_lock, "OMP_3.0", (void *))
+void omp_set_lock(void *l) {
+    get_omp_set_lock()(l);
+    sync_event(SYNC_OMP_LOCK, (uint64_t)(uintptr_t)l, 0);
+}
+REAL(void, omp_unset_lock, "OMP_3.0", (void *))
+void omp_unset_lock(void *l) {
+    sync_event(SYNC_OMP_UNLOCK, (uint64_t)(uintptr_t)l, 0);
+    get_omp_unset_lock()(l);
 }

@@ -1,0 +1,33 @@
+/* Phases of deliberately unequal work separated by OpenMP barriers: in phase p, thread
+ * p % n does HEAVY passes over its row, the others LIGHT passes. Without the barriers a
+ * replay would overlap every thread's heavy phase; with them each phase lasts as long as
+ * its heavy thread. Usage: omp_phases PHASES N */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define HEAVY 16
+#define LIGHT 2
+
+int main(int argc, char **argv) {
+    int phases = argc > 1 ? atoi(argv[1]) : 4;
+    long n = argc > 2 ? atol(argv[2]) : 4096;
+    int threads = omp_get_max_threads();
+    double *a = calloc((size_t)threads * (size_t)n, sizeof *a);
+    double sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        double *row = a + (size_t)t * (size_t)n;
+        for (int p = 0; p < phases; p++) {
+            int reps = t == p % nt ? HEAVY : LIGHT;
+            for (int r = 0; r < reps; r++)
+                for (long i = 0; i < n; i++) row[i] += (double)i * 0.5 + r;
+#pragma omp barrier
+        }
+        for (long i = 0; i < n; i++) sum += row[i];
+    }
+    printf("%g\n", sum);
+    free(a);
+    return 0;
+}
