@@ -36,6 +36,7 @@ POLICIES = {
     "DAMON-mtier",
     "DAMON-mtier-temporal",
     "Colloid",
+    "HybridTier",
     "baseline/interleaved",
     "NUMA-tiering/interleaved",
     "DAMON-mtier/interleaved",
@@ -87,6 +88,20 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert by["DAMON-mtier-temporal/interleaved"]["kind"] == "damon-mtier"
     # Shares are taken against the group's own baseline.
     assert by["baseline/interleaved"]["share_of_optimum"] == 0
+    # One counter schema for every policy.
+    from tierlab.tiering import COUNTERS
+
+    for r in recs:
+        assert set(COUNTERS) <= set(r), (r["policy"], set(COUNTERS) - set(r))
+        assert r["migrated_bytes"] == r["promoted_bytes"] + r["demoted_bytes"], r["policy"]
+        assert 0 <= r["wasted_promotions"] <= r["promoted_pages"], r["policy"]
+        assert 0 <= r["ping_pong"] <= r["promoted_pages"] + r["demoted_pages"], r["policy"]
+        assert 0 <= r["shootdown_s"] <= r["migration_s"], r["policy"]
+        if r["migrated_bytes"]:
+            assert r["migration_s"] > 0 and r["migration_mbps"] > 0, r["policy"]
+    assert base["policy_cpu_s"] == 0 and base["telemetry_cpu_s"] == 0
+    assert by["HeMem"]["telemetry_cpu_s"] > 0 and by["HeMem"]["policy_cpu_s"] > 0
+    assert by["HybridTier"]["kind"] == "hybridtier" and by["HybridTier"]["migrations"] > 0
     # The table and the plot.
     names = {p.name for p in out.iterdir()}
     assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names

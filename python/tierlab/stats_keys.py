@@ -1004,8 +1004,26 @@ TIERING_DEMOTED_BYTES: Final = "tiering.demoted_bytes"
 #: migrations the rate limit held back (count)
 TIERING_RATE_LIMITED: Final = "tiering.rate_limited"
 
-#: time spent migrating (s)
+#: time spent migrating (copies and shootdowns) (s)
 TIERING_MIGRATION_SECONDS: Final = "tiering.migration_seconds"
+
+#: of the migration time, TLB shootdowns (s)
+TIERING_SHOOTDOWN_SECONDS: Final = "tiering.shootdown_seconds"
+
+#: bytes promoted and demoted (bytes)
+TIERING_MIGRATED_BYTES: Final = "tiering.migrated_bytes"
+
+#: pages named after the decision log was full (not audited) (pages)
+TIERING_UNLOGGED_PAGES: Final = "tiering.unlogged_pages"
+
+#: page moves reversing the page's previous move within the ping-pong window (count)
+TIERING_PING_PONG: Final = "tiering.ping_pong"
+
+#: promotions demoted again with no access seen in between (count)
+TIERING_WASTED_PROMOTIONS: Final = "tiering.wasted_promotions"
+
+#: the ping-pong window (scoring.pingpong_window) (s)
+TIERING_PINGPONG_WINDOW_S: Final = "tiering.pingpong_window_s"
 
 #: CPU time of the policy's own work (s)
 TIERING_CPU_SECONDS: Final = "tiering.cpu_seconds"
@@ -1025,8 +1043,14 @@ TIERING_BLOCKED: Final = "tiering.blocked"
 #: hottest-first: the migration rate limit (MB/s)
 TIERING_RATE_LIMIT_MBPS: Final = "tiering.rate_limit_mbps"
 
-#: HeMem, Memtis: samples received (count)
+#: HeMem, Memtis, HybridTier: samples received (count)
 TIERING_SAMPLES: Final = "tiering.samples"
+
+#: HybridTier: sample batches applied to the sketches (count)
+TIERING_SAMPLE_BATCHES: Final = "tiering.sample_batches"
+
+#: HybridTier: bytes of its count-min sketches (bytes)
+TIERING_METADATA_BYTES: Final = "tiering.metadata_bytes"
 
 #: HeMem, Memtis: coolings (counts halved) (count)
 TIERING_COOLINGS: Final = "tiering.coolings"
@@ -2060,7 +2084,25 @@ CATALOGUE: Final = (
     StatKey("tiering.promoted_bytes", "bytes", "bytes promoted to the fast tier"),
     StatKey("tiering.demoted_bytes", "bytes", "bytes demoted to the slow tier"),
     StatKey("tiering.rate_limited", "count", "migrations the rate limit held back"),
-    StatKey("tiering.migration_seconds", "s", "time spent migrating"),
+    StatKey("tiering.migration_seconds", "s", "time spent migrating (copies and shootdowns)"),
+    StatKey("tiering.shootdown_seconds", "s", "of the migration time, TLB shootdowns"),
+    StatKey("tiering.migrated_bytes", "bytes", "bytes promoted and demoted"),
+    StatKey(
+        "tiering.unlogged_pages",
+        "pages",
+        "pages named after the decision log was full (not audited)",
+    ),
+    StatKey(
+        "tiering.ping_pong",
+        "count",
+        "page moves reversing the page's previous move within the ping-pong window",
+    ),
+    StatKey(
+        "tiering.wasted_promotions",
+        "count",
+        "promotions demoted again with no access seen in between",
+    ),
+    StatKey("tiering.pingpong_window_s", "s", "the ping-pong window (scoring.pingpong_window)"),
     StatKey("tiering.cpu_seconds", "s", "CPU time of the policy's own work"),
     StatKey("tiering.plans", "count", "hottest-first: plans made"),
     StatKey("tiering.plan_bytes", "bytes", "hottest-first: bytes the last plan wants fast"),
@@ -2071,7 +2113,13 @@ CATALOGUE: Final = (
         "hottest-first, HeMem: migrations the fast tier's fill blocked",
     ),
     StatKey("tiering.rate_limit_mbps", "MB/s", "hottest-first: the migration rate limit"),
-    StatKey("tiering.samples", "count", "HeMem, Memtis: samples received"),
+    StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier: samples received"),
+    StatKey(
+        "tiering.sample_batches",
+        "count",
+        "HybridTier: sample batches applied to the sketches",
+    ),
+    StatKey("tiering.metadata_bytes", "bytes", "HybridTier: bytes of its count-min sketches"),
     StatKey("tiering.coolings", "count", "HeMem, Memtis: coolings (counts halved)"),
     StatKey("tiering.tracked_pages", "pages", "HeMem, Memtis: pages with a count"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),

@@ -306,6 +306,9 @@ pub struct Migrated {
     pub bytes: u64,
     /// Time charged to the migrating core, ns (copies plus the shootdown).
     pub ns: f64,
+    /// Of it, the TLB shootdown's (the flat backend; the hierarchical backend's evictions
+    /// do not separate it: zero there).
+    pub shootdown_ns: f64,
     /// The batch stopped early because the target node was full.
     pub out_of_room: bool,
 }

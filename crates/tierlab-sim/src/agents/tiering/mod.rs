@@ -49,6 +49,7 @@ pub mod damon_mtier;
 pub mod external;
 pub mod hemem;
 pub mod hottest_first;
+pub mod hybridtier;
 pub mod memtis;
 pub mod numa_tiering;
 #[cfg(test)]
@@ -82,6 +83,8 @@ pub struct Mover {
     pub demoted_bytes: u64,
     /// Time charged for migrations.
     pub migrate: Ps,
+    /// Of it, TLB shootdowns.
+    pub shootdown: Ps,
     /// Promotions refused because the rate limit's budget was spent.
     pub rate_limited: u64,
     /// The decision log: every promotion and demotion asked for (up to [`LOG_PAGES`] pages).
@@ -115,6 +118,7 @@ impl Mover {
             promoted_bytes: 0,
             demoted_bytes: 0,
             migrate: Ps::ZERO,
+            shootdown: Ps::ZERO,
             rate_limited: 0,
             log: Vec::new(),
             logged: 0,
@@ -231,6 +235,7 @@ impl Mover {
     ) -> Result<(u64, bool)> {
         let r = m.migrate_pages(vas, to, core)?;
         self.migrate += Ps::from_ns_f64(r.ns);
+        self.shootdown += Ps::from_ns_f64(r.shootdown_ns);
         if promote {
             self.tokens -= r.bytes as f64;
             self.promoted_pages += r.pages;
@@ -522,6 +527,7 @@ crate::registry! {
         "numa-tiering" => NumaTiering(numa_tiering::NumaTieringParams),
         "damon-mtier" => DamonMtier(damon_mtier::DamonMtierParams),
         "colloid" => Colloid(colloid::ColloidParams),
+        "hybridtier" => HybridTier(hybridtier::HybridTierParams),
         "python" => Python(crate::params::External<TieringShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
@@ -674,8 +680,14 @@ impl Agent for TieringAgent {
         out.set("tiering.demoted_bytes", m.demoted_bytes);
         out.set("tiering.rate_limited", m.rate_limited);
         out.set("tiering.migration_seconds", m.migrate.secs_f64());
+        out.set("tiering.shootdown_seconds", m.shootdown.secs_f64());
+        out.set("tiering.migrated_bytes", m.promoted_bytes + m.demoted_bytes);
+        out.set("tiering.unlogged_pages", m.unlogged);
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
+    }
+    fn decisions(&self) -> &[MoveRecord] {
+        &self.mover.log
     }
     fn output(&mut self) -> AgentOutput {
         AgentOutput { decisions: std::mem::take(&mut self.mover.log), ..AgentOutput::default() }
