@@ -37,10 +37,12 @@ POLICIES = {
     "DAMON-mtier-temporal",
     "Colloid",
     "HybridTier",
+    "NOMAD",
     "baseline/interleaved",
     "NUMA-tiering/interleaved",
     "DAMON-mtier/interleaved",
     "DAMON-mtier-temporal/interleaved",
+    "NOMAD/interleaved",
 }
 
 

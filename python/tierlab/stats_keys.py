@@ -1046,13 +1046,31 @@ TIERING_RATE_LIMIT_MBPS: Final = "tiering.rate_limit_mbps"
 #: HeMem, Memtis, HybridTier: samples received (count)
 TIERING_SAMPLES: Final = "tiering.samples"
 
+#: NOMAD: transactional promotions committed (count)
+TIERING_TX_COMMITS: Final = "tiering.tx_commits"
+
+#: NOMAD: transactional promotions aborted by a write during the copy (count)
+TIERING_TX_ABORTS: Final = "tiering.tx_aborts"
+
+#: NOMAD: pages given up after max_retries aborts (count)
+TIERING_TX_DROPPED: Final = "tiering.tx_dropped"
+
+#: NOMAD: demotions of clean pages with a shadow (remapped, no copy) (count)
+TIERING_SHADOW_DEMOTIONS: Final = "tiering.shadow_demotions"
+
+#: NOMAD: demotions that copied the page back (count)
+TIERING_COPY_DEMOTIONS: Final = "tiering.copy_demotions"
+
+#: NOMAD: slow-tier shadow copies kept at the end (bytes)
+TIERING_SHADOW_BYTES: Final = "tiering.shadow_bytes"
+
 #: HybridTier: sample batches applied to the sketches (count)
 TIERING_SAMPLE_BATCHES: Final = "tiering.sample_batches"
 
 #: HybridTier: bytes of its count-min sketches (bytes)
 TIERING_METADATA_BYTES: Final = "tiering.metadata_bytes"
 
-#: HeMem, Memtis: coolings (counts halved) (count)
+#: HeMem, Memtis, HybridTier: coolings (counts halved) (count)
 TIERING_COOLINGS: Final = "tiering.coolings"
 
 #: HeMem, Memtis: pages with a count (pages)
@@ -1067,10 +1085,10 @@ TIERING_SAMPLE_PERIOD: Final = "tiering.sample_period"
 #: Memtis: changes of the sampling period (count)
 TIERING_PERIOD_ADJUSTMENTS: Final = "tiering.period_adjustments"
 
-#: NUMA tiering: hint-fault scans (count)
+#: NUMA tiering, NOMAD: hint-fault scans (count)
 TIERING_SCANS: Final = "tiering.scans"
 
-#: NUMA tiering: hint faults on hot pages (count)
+#: NUMA tiering, NOMAD: hint faults on hot pages (count)
 TIERING_HOT_FAULTS: Final = "tiering.hot_faults"
 
 #: NUMA tiering: hint faults on pages not hot (count)
@@ -1542,6 +1560,9 @@ TS_TIERING_PLAN_BYTES: Final = "tiering.plan_bytes"
 
 #: HeMem: pages on the hot list (pages)
 TS_TIERING_HOT_LIST: Final = "tiering.hot_list"
+
+#: NOMAD: pages waiting for a transactional copy (pages)
+TS_TIERING_PROMOTION_QUEUE: Final = "tiering.promotion_queue"
 
 #: Memtis: the histogram bin that is hot (index)
 TS_TIERING_HOT_THRESHOLD_BIN: Final = "tiering.hot_threshold_bin"
@@ -2114,19 +2135,33 @@ CATALOGUE: Final = (
     ),
     StatKey("tiering.rate_limit_mbps", "MB/s", "hottest-first: the migration rate limit"),
     StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier: samples received"),
+    StatKey("tiering.tx_commits", "count", "NOMAD: transactional promotions committed"),
+    StatKey(
+        "tiering.tx_aborts",
+        "count",
+        "NOMAD: transactional promotions aborted by a write during the copy",
+    ),
+    StatKey("tiering.tx_dropped", "count", "NOMAD: pages given up after max_retries aborts"),
+    StatKey(
+        "tiering.shadow_demotions",
+        "count",
+        "NOMAD: demotions of clean pages with a shadow (remapped, no copy)",
+    ),
+    StatKey("tiering.copy_demotions", "count", "NOMAD: demotions that copied the page back"),
+    StatKey("tiering.shadow_bytes", "bytes", "NOMAD: slow-tier shadow copies kept at the end"),
     StatKey(
         "tiering.sample_batches",
         "count",
         "HybridTier: sample batches applied to the sketches",
     ),
     StatKey("tiering.metadata_bytes", "bytes", "HybridTier: bytes of its count-min sketches"),
-    StatKey("tiering.coolings", "count", "HeMem, Memtis: coolings (counts halved)"),
+    StatKey("tiering.coolings", "count", "HeMem, Memtis, HybridTier: coolings (counts halved)"),
     StatKey("tiering.tracked_pages", "pages", "HeMem, Memtis: pages with a count"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),
     StatKey("tiering.sample_period", "count", "Memtis: the sampling period at the end"),
     StatKey("tiering.period_adjustments", "count", "Memtis: changes of the sampling period"),
-    StatKey("tiering.scans", "count", "NUMA tiering: hint-fault scans"),
-    StatKey("tiering.hot_faults", "count", "NUMA tiering: hint faults on hot pages"),
+    StatKey("tiering.scans", "count", "NUMA tiering, NOMAD: hint-fault scans"),
+    StatKey("tiering.hot_faults", "count", "NUMA tiering, NOMAD: hint faults on hot pages"),
     StatKey("tiering.cold_faults", "count", "NUMA tiering: hint faults on pages not hot"),
     StatKey(
         "tiering.fault_rate_limited",
@@ -2363,6 +2398,7 @@ TIMESERIES: Final = (
     StatKey("tiering.cpu_s", "s", "CPU time of the policy in the window"),
     StatKey("tiering.plan_bytes", "bytes", "hottest-first: bytes the last plan wants fast"),
     StatKey("tiering.hot_list", "pages", "HeMem: pages on the hot list"),
+    StatKey("tiering.promotion_queue", "pages", "NOMAD: pages waiting for a transactional copy"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),
     StatKey("tiering.sample_period", "count", "Memtis: the sampling period"),
     StatKey("tiering.hot_faults", "count", "NUMA tiering: hint faults on hot pages so far"),
