@@ -113,6 +113,35 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert len(series) == 1 + 4 * len(POLICIES), "four 500 ms windows per policy"
 
 
+def test_ablations_have_the_counter_schema() -> None:
+    # tiering-ablations (docs/tiering-systems.md "Ablations"): NOMAD with each mechanism
+    # off in turn, NUMA tiering with smaller batches, on the replayed key-value trace (about
+    # 8 s of two cores); one shootdown per page or per 8 pages costs more shootdown time
+    # than one per batch of 512.
+    from tierlab.tiering import COUNTERS
+
+    res = tierlab("run", "tiering-ablations", "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    by = {r["policy"]: r for r in json.loads(res.stdout)}
+    assert set(by) == {
+        "baseline",
+        "NOMAD",
+        "no-transactions",
+        "no-shadow",
+        "rate-limit-2",
+        "NUMA-tiering",
+        "NUMA-tiering-per-page-shootdown",
+        "NUMA-tiering-batch-8",
+    }
+    for r in by.values():
+        assert set(COUNTERS) <= set(r), r["policy"]
+    assert by["NOMAD"]["promoted_pages"] > 0 and by["NOMAD"]["demoted_pages"] > 0
+    numa = by["NUMA-tiering"]
+    assert by["NUMA-tiering-per-page-shootdown"]["shootdown_s"] > numa["shootdown_s"]
+    assert by["NUMA-tiering-batch-8"]["shootdown_s"] > numa["shootdown_s"]
+    assert by["rate-limit-2"]["promoted_pages"] < by["NOMAD"]["promoted_pages"]
+
+
 def test_points_filter_and_bad_override(tmp_path: Path) -> None:
     res = tierlab("run", "tiering-kv", "--json", "--points", "TS-*", *SMALL, timeout=300)
     assert res.returncode == 0, res.stderr

@@ -271,7 +271,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-ablations",
-        description: "NOMAD on tiering-kv's store loaded interleaved (DRAM full) with transactional migration, shadow pages, batched shootdowns, the batch size and the rate limit turned off or changed in turn, beside NUMA tiering",
+        description: "NOMAD on a replayed key-value trace (DRAM under half the touched pages) with transactional migration, shadow pages, batched shootdowns, the batch size and the rate limit turned off or changed in turn, beside NUMA tiering",
         text: include_str!("../scenarios/tiering-ablations.toml"),
     },
 ];
