@@ -155,7 +155,16 @@ RUNS: dict[str, tuple[str, list[str], list[str] | None]] = {
     "telescope-5tb/PEBS-AGG": ("telescope-5tb", ['duration="300ms"'], ["PEBS-AGG"]),
     "pebs-minife": ("pebs-minife", ['duration="5ms"'], ["R64-B8K"]),
 }
-TIERING = ("DAMON-MOD", "HeMem", "Memtis", "NUMA-tiering", "DAMON-mtier", "Colloid")
+TIERING = (
+    "DAMON-MOD",
+    "HeMem",
+    "Memtis",
+    "NUMA-tiering",
+    "DAMON-mtier",
+    "Colloid",
+    "HybridTier",
+    "NOMAD",
+)
 PLACEMENT = ("stream/2-nodes/profile-guided", "stream/2-nodes/profile-guided-migrate")
 HMEM = ("bt/8/fifo", "bt/8/lru", "bt/8/cmcp")
 

@@ -36,10 +36,13 @@ POLICIES = {
     "DAMON-mtier",
     "DAMON-mtier-temporal",
     "Colloid",
+    "HybridTier",
+    "NOMAD",
     "baseline/interleaved",
     "NUMA-tiering/interleaved",
     "DAMON-mtier/interleaved",
     "DAMON-mtier-temporal/interleaved",
+    "NOMAD/interleaved",
 }
 
 
@@ -87,6 +90,20 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert by["DAMON-mtier-temporal/interleaved"]["kind"] == "damon-mtier"
     # Shares are taken against the group's own baseline.
     assert by["baseline/interleaved"]["share_of_optimum"] == 0
+    # One counter schema for every policy.
+    from tierlab.tiering import COUNTERS
+
+    for r in recs:
+        assert set(COUNTERS) <= set(r), (r["policy"], set(COUNTERS) - set(r))
+        assert r["migrated_bytes"] == r["promoted_bytes"] + r["demoted_bytes"], r["policy"]
+        assert 0 <= r["wasted_promotions"] <= r["promoted_pages"], r["policy"]
+        assert 0 <= r["ping_pong"] <= r["promoted_pages"] + r["demoted_pages"], r["policy"]
+        assert 0 <= r["shootdown_s"] <= r["migration_s"], r["policy"]
+        if r["migrated_bytes"]:
+            assert r["migration_s"] > 0 and r["migration_mbps"] > 0, r["policy"]
+    assert base["policy_cpu_s"] == 0 and base["telemetry_cpu_s"] == 0
+    assert by["HeMem"]["telemetry_cpu_s"] > 0 and by["HeMem"]["policy_cpu_s"] > 0
+    assert by["HybridTier"]["kind"] == "hybridtier" and by["HybridTier"]["migrations"] > 0
     # The table and the plot.
     names = {p.name for p in out.iterdir()}
     assert {"records.json", "tiering.csv", "tiering_timeseries.csv", "tiering.png"} <= names
@@ -94,6 +111,35 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
     assert len(table) == 1 + len(POLICIES)
     series = (out / "tiering_timeseries.csv").read_text().splitlines()
     assert len(series) == 1 + 4 * len(POLICIES), "four 500 ms windows per policy"
+
+
+def test_ablations_have_the_counter_schema() -> None:
+    # tiering-ablations (docs/tiering-systems.md "Ablations"): NOMAD with each mechanism
+    # off in turn, NUMA tiering with smaller batches, on the replayed key-value trace (about
+    # 8 s of two cores); one shootdown per page or per 8 pages costs more shootdown time
+    # than one per batch of 512.
+    from tierlab.tiering import COUNTERS
+
+    res = tierlab("run", "tiering-ablations", "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    by = {r["policy"]: r for r in json.loads(res.stdout)}
+    assert set(by) == {
+        "baseline",
+        "NOMAD",
+        "no-transactions",
+        "no-shadow",
+        "rate-limit-2",
+        "NUMA-tiering",
+        "NUMA-tiering-per-page-shootdown",
+        "NUMA-tiering-batch-8",
+    }
+    for r in by.values():
+        assert set(COUNTERS) <= set(r), r["policy"]
+    assert by["NOMAD"]["promoted_pages"] > 0 and by["NOMAD"]["demoted_pages"] > 0
+    numa = by["NUMA-tiering"]
+    assert by["NUMA-tiering-per-page-shootdown"]["shootdown_s"] > numa["shootdown_s"]
+    assert by["NUMA-tiering-batch-8"]["shootdown_s"] > numa["shootdown_s"]
+    assert by["rate-limit-2"]["promoted_pages"] < by["NOMAD"]["promoted_pages"]
 
 
 def test_points_filter_and_bad_override(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ CAPS: dict[str, str | None] = {
     "zipf-tiered": "1s",
     "tiering-kv": "3s",
     "tiering-kv-long": "3s",
+    "tiering-ablations": None,
     "numa-placement": "50ms",
     "numa-sources": "50ms",
     "numa-opteron": "50ms",

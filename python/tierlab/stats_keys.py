@@ -1004,8 +1004,26 @@ TIERING_DEMOTED_BYTES: Final = "tiering.demoted_bytes"
 #: migrations the rate limit held back (count)
 TIERING_RATE_LIMITED: Final = "tiering.rate_limited"
 
-#: time spent migrating (s)
+#: time spent migrating (copies and shootdowns) (s)
 TIERING_MIGRATION_SECONDS: Final = "tiering.migration_seconds"
+
+#: of the migration time, TLB shootdowns (s)
+TIERING_SHOOTDOWN_SECONDS: Final = "tiering.shootdown_seconds"
+
+#: bytes promoted and demoted (bytes)
+TIERING_MIGRATED_BYTES: Final = "tiering.migrated_bytes"
+
+#: pages named after the decision log was full (not audited) (pages)
+TIERING_UNLOGGED_PAGES: Final = "tiering.unlogged_pages"
+
+#: page moves reversing the page's previous move within the ping-pong window (count)
+TIERING_PING_PONG: Final = "tiering.ping_pong"
+
+#: promotions demoted again with no access seen in between (count)
+TIERING_WASTED_PROMOTIONS: Final = "tiering.wasted_promotions"
+
+#: the ping-pong window (scoring.pingpong_window) (s)
+TIERING_PINGPONG_WINDOW_S: Final = "tiering.pingpong_window_s"
 
 #: CPU time of the policy's own work (s)
 TIERING_CPU_SECONDS: Final = "tiering.cpu_seconds"
@@ -1025,10 +1043,34 @@ TIERING_BLOCKED: Final = "tiering.blocked"
 #: hottest-first: the migration rate limit (MB/s)
 TIERING_RATE_LIMIT_MBPS: Final = "tiering.rate_limit_mbps"
 
-#: HeMem, Memtis: samples received (count)
+#: HeMem, Memtis, HybridTier: samples received (count)
 TIERING_SAMPLES: Final = "tiering.samples"
 
-#: HeMem, Memtis: coolings (counts halved) (count)
+#: NOMAD: transactional promotions committed (count)
+TIERING_TX_COMMITS: Final = "tiering.tx_commits"
+
+#: NOMAD: transactional promotions aborted by a write during the copy (count)
+TIERING_TX_ABORTS: Final = "tiering.tx_aborts"
+
+#: NOMAD: pages given up after max_retries aborts (count)
+TIERING_TX_DROPPED: Final = "tiering.tx_dropped"
+
+#: NOMAD: demotions of clean pages with a shadow (remapped, no copy) (count)
+TIERING_SHADOW_DEMOTIONS: Final = "tiering.shadow_demotions"
+
+#: NOMAD: demotions that copied the page back (count)
+TIERING_COPY_DEMOTIONS: Final = "tiering.copy_demotions"
+
+#: NOMAD: slow-tier shadow copies kept at the end (bytes)
+TIERING_SHADOW_BYTES: Final = "tiering.shadow_bytes"
+
+#: HybridTier: sample batches applied to the sketches (count)
+TIERING_SAMPLE_BATCHES: Final = "tiering.sample_batches"
+
+#: HybridTier: bytes of its count-min sketches (bytes)
+TIERING_METADATA_BYTES: Final = "tiering.metadata_bytes"
+
+#: HeMem, Memtis, HybridTier: coolings (counts halved) (count)
 TIERING_COOLINGS: Final = "tiering.coolings"
 
 #: HeMem, Memtis: pages with a count (pages)
@@ -1043,10 +1085,10 @@ TIERING_SAMPLE_PERIOD: Final = "tiering.sample_period"
 #: Memtis: changes of the sampling period (count)
 TIERING_PERIOD_ADJUSTMENTS: Final = "tiering.period_adjustments"
 
-#: NUMA tiering: hint-fault scans (count)
+#: NUMA tiering, NOMAD: hint-fault scans (count)
 TIERING_SCANS: Final = "tiering.scans"
 
-#: NUMA tiering: hint faults on hot pages (count)
+#: NUMA tiering, NOMAD: hint faults on hot pages (count)
 TIERING_HOT_FAULTS: Final = "tiering.hot_faults"
 
 #: NUMA tiering: hint faults on pages not hot (count)
@@ -1530,6 +1572,9 @@ TS_TIERING_PLAN_BYTES: Final = "tiering.plan_bytes"
 
 #: HeMem: pages on the hot list (pages)
 TS_TIERING_HOT_LIST: Final = "tiering.hot_list"
+
+#: NOMAD: pages waiting for a transactional copy (pages)
+TS_TIERING_PROMOTION_QUEUE: Final = "tiering.promotion_queue"
 
 #: Memtis: the histogram bin that is hot (index)
 TS_TIERING_HOT_THRESHOLD_BIN: Final = "tiering.hot_threshold_bin"
@@ -2072,7 +2117,25 @@ CATALOGUE: Final = (
     StatKey("tiering.promoted_bytes", "bytes", "bytes promoted to the fast tier"),
     StatKey("tiering.demoted_bytes", "bytes", "bytes demoted to the slow tier"),
     StatKey("tiering.rate_limited", "count", "migrations the rate limit held back"),
-    StatKey("tiering.migration_seconds", "s", "time spent migrating"),
+    StatKey("tiering.migration_seconds", "s", "time spent migrating (copies and shootdowns)"),
+    StatKey("tiering.shootdown_seconds", "s", "of the migration time, TLB shootdowns"),
+    StatKey("tiering.migrated_bytes", "bytes", "bytes promoted and demoted"),
+    StatKey(
+        "tiering.unlogged_pages",
+        "pages",
+        "pages named after the decision log was full (not audited)",
+    ),
+    StatKey(
+        "tiering.ping_pong",
+        "count",
+        "page moves reversing the page's previous move within the ping-pong window",
+    ),
+    StatKey(
+        "tiering.wasted_promotions",
+        "count",
+        "promotions demoted again with no access seen in between",
+    ),
+    StatKey("tiering.pingpong_window_s", "s", "the ping-pong window (scoring.pingpong_window)"),
     StatKey("tiering.cpu_seconds", "s", "CPU time of the policy's own work"),
     StatKey("tiering.plans", "count", "hottest-first: plans made"),
     StatKey("tiering.plan_bytes", "bytes", "hottest-first: bytes the last plan wants fast"),
@@ -2083,14 +2146,34 @@ CATALOGUE: Final = (
         "hottest-first, HeMem: migrations the fast tier's fill blocked",
     ),
     StatKey("tiering.rate_limit_mbps", "MB/s", "hottest-first: the migration rate limit"),
-    StatKey("tiering.samples", "count", "HeMem, Memtis: samples received"),
-    StatKey("tiering.coolings", "count", "HeMem, Memtis: coolings (counts halved)"),
+    StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier: samples received"),
+    StatKey("tiering.tx_commits", "count", "NOMAD: transactional promotions committed"),
+    StatKey(
+        "tiering.tx_aborts",
+        "count",
+        "NOMAD: transactional promotions aborted by a write during the copy",
+    ),
+    StatKey("tiering.tx_dropped", "count", "NOMAD: pages given up after max_retries aborts"),
+    StatKey(
+        "tiering.shadow_demotions",
+        "count",
+        "NOMAD: demotions of clean pages with a shadow (remapped, no copy)",
+    ),
+    StatKey("tiering.copy_demotions", "count", "NOMAD: demotions that copied the page back"),
+    StatKey("tiering.shadow_bytes", "bytes", "NOMAD: slow-tier shadow copies kept at the end"),
+    StatKey(
+        "tiering.sample_batches",
+        "count",
+        "HybridTier: sample batches applied to the sketches",
+    ),
+    StatKey("tiering.metadata_bytes", "bytes", "HybridTier: bytes of its count-min sketches"),
+    StatKey("tiering.coolings", "count", "HeMem, Memtis, HybridTier: coolings (counts halved)"),
     StatKey("tiering.tracked_pages", "pages", "HeMem, Memtis: pages with a count"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),
     StatKey("tiering.sample_period", "count", "Memtis: the sampling period at the end"),
     StatKey("tiering.period_adjustments", "count", "Memtis: changes of the sampling period"),
-    StatKey("tiering.scans", "count", "NUMA tiering: hint-fault scans"),
-    StatKey("tiering.hot_faults", "count", "NUMA tiering: hint faults on hot pages"),
+    StatKey("tiering.scans", "count", "NUMA tiering, NOMAD: hint-fault scans"),
+    StatKey("tiering.hot_faults", "count", "NUMA tiering, NOMAD: hint faults on hot pages"),
     StatKey("tiering.cold_faults", "count", "NUMA tiering: hint faults on pages not hot"),
     StatKey(
         "tiering.fault_rate_limited",
@@ -2343,6 +2426,7 @@ TIMESERIES: Final = (
     StatKey("tiering.cpu_s", "s", "CPU time of the policy in the window"),
     StatKey("tiering.plan_bytes", "bytes", "hottest-first: bytes the last plan wants fast"),
     StatKey("tiering.hot_list", "pages", "HeMem: pages on the hot list"),
+    StatKey("tiering.promotion_queue", "pages", "NOMAD: pages waiting for a transactional copy"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),
     StatKey("tiering.sample_period", "count", "Memtis: the sampling period"),
     StatKey("tiering.hot_faults", "count", "NUMA tiering: hint faults on hot pages so far"),

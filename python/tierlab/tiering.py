@@ -18,6 +18,17 @@ baseline point's (no tiering) throughput and bound, so every policy is measured 
 same possible gain. A workload without requests (a replayed trace, the same work in every
 run) has no throughput; its share uses the rate ``1 / run_time_s`` instead (the bound's:
 the baseline's rate times its ``optimum_speedup``).
+
+The migration counters, the same for every policy (:data:`COUNTERS`, the second table):
+``migrated_bytes`` (promoted plus demoted) and ``migration_mbps`` (over the simulated run),
+``migration_s`` (copies and shootdowns, on whichever core migrated) and ``shootdown_s`` (of
+it, the TLB shootdowns), ``ping_pong`` (moves reversing a page's previous move within
+``scoring.pingpong_window``) and ``wasted_promotions`` (promotions demoted again with no
+access seen in between; from ground truth, see ``crates/tierlab-sim/src/scoring/
+migrations.rs``), ``telemetry_cpu_s`` (the followed telemetry technique's CPU time, its
+interrupts included; 0 for a policy with a mechanism of its own, whose scanning and fault
+handling are in ``policy_cpu_s`` or on the application cores) and ``policy_cpu_s`` (the
+policy's own work and the migrations it did on its core). A run without tiering has zeros.
 """
 
 from __future__ import annotations
@@ -83,6 +94,14 @@ class TieringRecord:
     optimum_throughput_rps: float = math.nan
     optimum_p95_us: float = math.nan
     share_of_optimum: float = math.nan
+    migrated_bytes: int = 0
+    migration_mbps: float = 0.0
+    migration_s: float = 0.0
+    shootdown_s: float = 0.0
+    ping_pong: int = 0
+    wasted_promotions: int = 0
+    telemetry_cpu_s: float = 0.0
+    policy_cpu_s: float = 0.0
 
     def to_json(self) -> dict[str, StatValue]:
         return dict(asdict(self))
@@ -133,6 +152,9 @@ def record(label: str, result: PointResult) -> TieringRecord:
         name = nodes[fast]["name"] if fast < len(nodes) else ""
         used = list(ts.get(sk.ts_node_resident_bytes(name), []))
         hot = [0.0] * len(used)
+    run_s = _f(st, sk.RUN_SIMULATED_SECONDS)
+    migrated = int(_f(st, sk.TIERING_MIGRATED_BYTES, 0.0))
+    follows = str(tiering.get("telemetry", ""))
     return TieringRecord(
         policy=label,
         kind=str(tiering.get("kind", "none")),
@@ -158,6 +180,14 @@ def record(label: str, result: PointResult) -> TieringRecord:
         optimum_speedup=_f(st, sk.OPTIMUM_SPEEDUP),
         optimum_throughput_rps=_f(st, sk.WORKLOAD_KV_THROUGHPUT) * _f(st, sk.OPTIMUM_SPEEDUP),
         optimum_p95_us=_f(st, sk.WORKLOAD_KV_P95_US) / _f(st, sk.OPTIMUM_SPEEDUP),
+        migrated_bytes=migrated,
+        migration_mbps=migrated / run_s / 1e6 if run_s > 0 else 0.0,
+        migration_s=_f(st, sk.TIERING_MIGRATION_SECONDS, 0.0),
+        shootdown_s=_f(st, sk.TIERING_SHOOTDOWN_SECONDS, 0.0),
+        ping_pong=int(_f(st, sk.TIERING_PING_PONG, 0.0)),
+        wasted_promotions=int(_f(st, sk.TIERING_WASTED_PROMOTIONS, 0.0)),
+        telemetry_cpu_s=_f(st, sk.telemetry_cpu_seconds(follows), 0.0) if follows else 0.0,
+        policy_cpu_s=_f(st, sk.TIERING_CPU_SECONDS, 0.0),
     )
 
 
@@ -237,6 +267,13 @@ class TieringKind(SweepKind[TieringSweep]):
                 cells[TABLE.index("share_of_optimum")] += " *"
             table.add_row(*cells)
         console.print(table)
+        counters = Table(title=f"{title}: migrations", title_justify="left", box=None)
+        for c in COUNTERS:
+            counters.add_column(c, justify="left" if c == "policy" else "right")
+        for r in report.records:
+            j = r.to_json()
+            counters.add_row(*[_cell(c, j.get(c)) for c in COUNTERS])
+        console.print(counters)
         if by_time:
             console.print(
                 "* the workload has no request throughput (a replayed trace): its share of the "
@@ -368,6 +405,27 @@ TABLE = (
 )
 
 
+#: The migration counters' table: the same columns for every policy.
+COUNTERS = (
+    "policy",
+    "promoted_pages",
+    "demoted_pages",
+    "ping_pong",
+    "wasted_promotions",
+    "migrated_bytes",
+    "migration_mbps",
+    "migration_s",
+    "shootdown_s",
+    "telemetry_cpu_s",
+    "policy_cpu_s",
+    "run_fast_share",
+    "optimum_fast_share",
+    "p50_us",
+    "p95_us",
+    "p99_us",
+)
+
+
 def _cell(column: str, v: object) -> str:
     """A table cell: sizes in GiB, rates and counts with thousands separators, latencies
     and times with a few decimals."""
@@ -376,11 +434,15 @@ def _cell(column: str, v: object) -> str:
     if column.endswith("_bytes") and isinstance(v, float | int):
         gib = v / 2**30
         return f"{gib:,.0f} GiB" if gib >= 100 else f"{gib:.3g} GiB"
+    if column in ("run_fast_share", "optimum_fast_share") and isinstance(v, float | int):
+        return f"{100 * v:.1f}%"
     counts = (
         "throughput_rps",
         "migrations",
         "promoted_pages",
         "demoted_pages",
+        "ping_pong",
+        "wasted_promotions",
         "optimum_throughput_rps",
     )
     if column in counts and isinstance(v, float | int):

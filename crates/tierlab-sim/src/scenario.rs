@@ -231,7 +231,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-kv",
-        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, loaded latency, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering, DAMON-mtier, Colloid",
+        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, loaded latency, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering, DAMON-mtier, Colloid, HybridTier, NOMAD",
         text: include_str!("../scenarios/tiering-kv.toml"),
     },
     Builtin {
@@ -266,8 +266,13 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-replay-kv",
-        description: "a real key-value store trace (Zipfian gets over a hash index and a value slab) replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier and Colloid policies, the store loaded in PMem, DRAM under half the touched pages",
+        description: "a real key-value store trace (Zipfian gets over a hash index and a value slab) replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier and NOMAD policies, the store loaded in PMem, DRAM under half the touched pages",
         text: include_str!("../scenarios/tiering-replay-kv.toml"),
+    },
+    Builtin {
+        name: "tiering-ablations",
+        description: "NOMAD on a replayed key-value trace (DRAM under half the touched pages) with transactional migration, shadow pages, batched shootdowns, the batch size and the rate limit turned off or changed in turn, beside NUMA tiering",
+        text: include_str!("../scenarios/tiering-ablations.toml"),
     },
 ];
 

@@ -337,6 +337,11 @@ pub trait Agent: Send {
     fn fast_node(&self) -> Option<u8> {
         None
     }
+    /// A tiering agent's decision log so far (the driver's migration audit reads the new
+    /// records at each window end: [`crate::scoring::migrations`]).
+    fn decisions(&self) -> &[MoveRecord] {
+        &[]
+    }
     /// Time the hardware spent on the agent's behalf on application cores (PEBS
     /// interrupts).
     fn hw_cpu(&self, _view: &MachineView) -> Ps {

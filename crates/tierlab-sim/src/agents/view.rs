@@ -407,6 +407,11 @@ impl<'a> MachineView<'a> {
     pub fn migrate_pages(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
         self.m.migrate_pages(vas, to, core)
     }
+    /// Move pages to node `to` without a copy (the target holds an identical copy), one
+    /// shootdown from `core` ([`Machine::remap_pages`]).
+    pub fn remap_pages(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
+        self.m.remap_pages(vas, to, core)
+    }
     /// Reclaim pages to swap ([`Machine::pageout_pages`]), charged to `core`.
     pub fn pageout_pages(&mut self, vas: &[u64], core: usize) -> Result<Migrated> {
         self.m.pageout_pages(vas, core)

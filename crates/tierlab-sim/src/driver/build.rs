@@ -196,6 +196,13 @@ impl Run {
         let optimum = tier_pair(&scenario)
             .filter(|_| truth)
             .map(|(f, s)| Optimum::new(f, s, machine.os.mem.nodes[f as usize].capacity_pages));
+        let audit = slots
+            .iter()
+            .position(|s| s.agent.role() == crate::agents::Role::Tiering)
+            .filter(|_| truth)
+            .map(|i| {
+                (i, crate::scoring::migrations::MigrationAudit::new(scenario.scoring.pingpong_window.ps()))
+            });
         let prev_overhead = app_overhead_ps(&machine, threads);
         Ok(Run {
             window: scenario.window.ps(),
@@ -216,6 +223,7 @@ impl Run {
             agents: slots,
             scorer,
             optimum,
+            audit,
             prev_overhead,
         })
     }

@@ -106,6 +106,8 @@ pub struct Run {
     agents: Vec<Slot>,
     scorer: Scorer,
     optimum: Option<Optimum>,
+    /// The tiering agent's index and its migration audit (with ground truth).
+    audit: Option<(usize, crate::scoring::migrations::MigrationAudit)>,
     prev_overhead: u64,
 }
 

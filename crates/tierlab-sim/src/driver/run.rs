@@ -180,6 +180,9 @@ impl Run {
             stats.set("run.ground_truth_accesses", self.machine.ground_truth_accesses());
         }
         self.scorer.report_stats(&mut stats);
+        if let Some((_, a)) = &self.audit {
+            a.report_stats(&mut stats);
+        }
         let app_s =
             (0..self.threads).map(|t| self.machine.hw.cores[t].clock_ps).max().unwrap_or(0) as f64 / 1e12;
         stats.set("run.app_seconds", app_s);

@@ -232,6 +232,10 @@ impl Run {
                 row.push(("tiering.fast_hot_bytes".to_string(), hot));
             }
         }
+        if let Some((i, a)) = &mut self.audit {
+            let span = |va| view.page_size_of(va).map_or(1, |s| s.base_pages());
+            a.close_window(self.agents[*i].agent.decisions(), &w, end, span);
+        }
         row.extend(self.workload.window_columns(start, end));
         self.timeseries.push_row(row);
         self.prev = now;

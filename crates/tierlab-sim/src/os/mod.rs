@@ -306,6 +306,9 @@ pub struct Migrated {
     pub bytes: u64,
     /// Time charged to the migrating core, ns (copies plus the shootdown).
     pub ns: f64,
+    /// Of it, the TLB shootdown's (the flat backend; the hierarchical backend's evictions
+    /// do not separate it: zero there).
+    pub shootdown_ns: f64,
     /// The batch stopped early because the target node was full.
     pub out_of_room: bool,
 }
@@ -600,6 +603,62 @@ impl Machine {
         }
         let (backend, mut env) = split(&mut self.os, &mut self.hw);
         backend.migrate(&mut env, vas, to, core)
+    }
+
+    /// Move the present pages holding `vas` to node `to` **without copying** their data: the
+    /// target already holds an identical copy (a shadow page kept by non-exclusive tiering,
+    /// or a copy made earlier by a transactional migration). Each page is remapped (node
+    /// accounting and page tables) and one shootdown from `core` covers the batch; only the
+    /// shootdown is charged. Counted as migrations (`machine.migration.*`) without copy
+    /// traffic. Pages already on `to` are skipped; stops when `to` is full. Needs radix page
+    /// tables.
+    pub fn remap_pages(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
+        let mut out = Migrated::default();
+        if to as usize >= self.os.mem.nodes.len() {
+            return Err(SimError::runtime(format!("remap_pages: node {to} does not exist")));
+        }
+        if core >= self.hw.cores.len() {
+            return Err(SimError::runtime(format!("remap_pages: core {core} does not exist")));
+        }
+        let Some(pt) = self.os.backend.page_tables() else {
+            return Err(SimError::runtime("remap_pages needs the flat memory backend (radix page tables)"));
+        };
+        let mut entries = Vec::new();
+        for &va in vas {
+            let from = pt
+                .node_of(va)
+                .ok_or_else(|| SimError::runtime(format!("remap_pages: {va:#x} is not present")))?;
+            if from == to {
+                continue;
+            }
+            let size = pt.page_size_of(va).unwrap_or(PageSize::Base4K);
+            if !self.os.mem.transfer(from, to, size.base_pages()) {
+                out.out_of_room = true;
+                break;
+            }
+            let base = size.base(va);
+            pt.set_node(base, to)?;
+            let (tf, tt) =
+                (self.os.mem.nodes[from as usize].cfg.tier, self.os.mem.nodes[to as usize].cfg.tier);
+            let mc = &mut self.os.migration;
+            mc.moves += 1;
+            mc.huge_moves += (size >= PageSize::Huge2M) as u64;
+            mc.bytes += size.bytes();
+            mc.promotions += (tt < tf) as u64;
+            mc.demotions += (tt > tf) as u64;
+            entries.push(base);
+            out.pages += 1;
+            out.bytes += size.bytes();
+        }
+        if entries.is_empty() {
+            return Ok(out);
+        }
+        self.os.migration.shootdowns += 1;
+        let before = self.hw.cores[core].clock_ps;
+        self.shootdown_entries(core, &entries);
+        out.ns = (self.hw.cores[core].clock_ps - before) as f64 / 1000.0;
+        out.shootdown_ns = out.ns;
+        Ok(out)
     }
 
     /// Reclaim the present pages holding `vas` to swap (DAMOS `pageout`, MADV_PAGEOUT): each is

@@ -6,6 +6,7 @@
 //! bytes (precision = true positive / reported, recall = true positive / truly hot), and
 //! reports, for a tiering run, how many of the fast node's bytes were truly hot.
 
+pub mod migrations;
 pub mod optimum;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use tierlab_core::{bytes_of, page_addr, PAGE_SIZE};
 use crate::agents::HotReport;
 use crate::stats::Stats;
 use crate::truth::WindowTruth;
+use crate::units::Duration;
 
 /// The ground-truth rule of scoring (`scoring.truth`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +49,14 @@ pub struct ScoringConfig {
     /// Precision/recall level for the "time to reach" figures.
     #[param(default = 0.9, range = "[0, 1]", unit = "fraction", setting)]
     pub target: f64,
+    /// A tiering run's page moved back (promoted after a demotion, or demoted after a
+    /// promotion) at most this long after its previous move counts as ping-pong
+    /// (`tiering.ping_pong`, see `scoring/migrations.rs`).
+    #[param(
+        default = Duration(1_000_000_000),
+        assumed = "one second: the tiering scenarios' window and the shortest NUMA balancing scan period"
+    )]
+    pub pingpong_window: Duration,
 }
 
 /// One window's score.

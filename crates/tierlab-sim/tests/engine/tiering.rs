@@ -411,7 +411,11 @@ fn a_run_without_ground_truth_simulates_the_same() {
     let on = run(text, &ov);
     let off = run(text, &[&ov[..], &["report.ground_truth=false"]].concat());
     let made_by_truth = |k: &str| {
-        k == "run.ground_truth_accesses" || k.starts_with("optimum.") || k.ends_with("fast_hot_bytes")
+        k == "run.ground_truth_accesses"
+            || k.starts_with("optimum.")
+            || k.ends_with("fast_hot_bytes")
+            // The migration audit (scoring/migrations.rs) reads ground truth.
+            || ["tiering.ping_pong", "tiering.wasted_promotions", "tiering.pingpong_window_s"].contains(&k)
     };
     assert!(f(&on, "tiering.promoted_bytes") > 0.0, "the tiering policy acts");
     assert!(

@@ -356,6 +356,7 @@ impl Actor for MoverActor<'_> {
         } else {
             let r = m.migrate_pages(vas, to, self.core)?;
             self.mover.migrate += Ps::from_ns_f64(r.ns);
+            self.mover.shootdown += Ps::from_ns_f64(r.shootdown_ns);
             r.bytes
         };
         let t = self.mover.migrate - t0;

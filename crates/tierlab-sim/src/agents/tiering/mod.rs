@@ -49,10 +49,24 @@ pub mod damon_mtier;
 pub mod external;
 pub mod hemem;
 pub mod hottest_first;
+pub mod hybridtier;
 pub mod memtis;
+pub mod nomad;
 pub mod numa_tiering;
 #[cfg(test)]
 pub mod toy;
+
+/// How the TLB shootdowns of a migration batch are sent (`tiering.shootdown`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShootdownMode {
+    /// One shootdown per batch (Linux's batched `migrate_pages` flush).
+    #[default]
+    Batched,
+    /// One shootdown per page moved (every page its own batch).
+    PerPage,
+}
+tierlab_core::choice_param!(ShootdownMode);
 
 /// The two tiers a policy manages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +96,8 @@ pub struct Mover {
     pub demoted_bytes: u64,
     /// Time charged for migrations.
     pub migrate: Ps,
+    /// Of it, TLB shootdowns.
+    pub shootdown: Ps,
     /// Promotions refused because the rate limit's budget was spent.
     pub rate_limited: u64,
     /// The decision log: every promotion and demotion asked for (up to [`LOG_PAGES`] pages).
@@ -91,6 +107,8 @@ pub struct Mover {
     pub unlogged: u64,
     win_promoted: u64,
     win_demoted: u64,
+    /// Pages per migration batch (one shootdown each).
+    batch: usize,
 }
 
 /// Most pages the decision log of a run keeps (128 MiB of addresses).
@@ -115,13 +133,22 @@ impl Mover {
             promoted_bytes: 0,
             demoted_bytes: 0,
             migrate: Ps::ZERO,
+            shootdown: Ps::ZERO,
             rate_limited: 0,
             log: Vec::new(),
             logged: 0,
             unlogged: 0,
             win_promoted: 0,
             win_demoted: 0,
+            batch: BATCH,
         }
+    }
+
+    /// The same with `batch` pages per migration batch, or one page per batch (one
+    /// shootdown per page) with [`ShootdownMode::PerPage`].
+    pub fn with_batches(mut self, batch: usize, shootdown: ShootdownMode) -> Self {
+        self.batch = if shootdown == ShootdownMode::PerPage { 1 } else { batch.max(1) };
+        self
     }
 
     /// Refill the bucket up to `now`.
@@ -173,7 +200,7 @@ impl Mover {
         core: usize,
     ) -> Result<(u64, bool)> {
         let mut moved = 0;
-        for chunk in vas.chunks(BATCH) {
+        for chunk in vas.chunks(self.batch) {
             let bytes: u64 = chunk.iter().map(|&v| page_bytes(m, v)).sum();
             if bytes as f64 > self.tokens {
                 self.rate_limited += 1;
@@ -210,7 +237,7 @@ impl Mover {
     /// makes room for promotions, which are). Returns the pages moved.
     pub fn demote(&mut self, m: &mut MachineView, vas: &[u64], t: Tiers, core: usize) -> Result<u64> {
         let mut moved = 0;
-        for chunk in vas.chunks(BATCH) {
+        for chunk in vas.chunks(self.batch) {
             let (k, full) = self.move_batch(m, chunk, t.slow, core, false)?;
             moved += k;
             if full {
@@ -230,9 +257,17 @@ impl Mover {
         promote: bool,
     ) -> Result<(u64, bool)> {
         let r = m.migrate_pages(vas, to, core)?;
-        self.migrate += Ps::from_ns_f64(r.ns);
         if promote {
             self.tokens -= r.bytes as f64;
+        }
+        self.count(&r, promote);
+        Ok((r.pages, r.out_of_room))
+    }
+
+    fn count(&mut self, r: &crate::os::Migrated, promote: bool) {
+        self.migrate += Ps::from_ns_f64(r.ns);
+        self.shootdown += Ps::from_ns_f64(r.shootdown_ns);
+        if promote {
             self.promoted_pages += r.pages;
             self.promoted_bytes += r.bytes;
             self.win_promoted += r.bytes;
@@ -241,7 +276,42 @@ impl Mover {
             self.demoted_bytes += r.bytes;
             self.win_demoted += r.bytes;
         }
-        Ok((r.pages, r.out_of_room))
+    }
+
+    /// A copy made outside [`Mover::promote`] (a transactional migration's copy, before its
+    /// commit or abort): `t` of migration time, and `bytes` from the promotion budget when
+    /// `promote`.
+    pub fn copied(&mut self, bytes: u64, t: Ps, promote: bool) {
+        self.migrate += t;
+        if promote {
+            self.tokens -= bytes as f64;
+        }
+    }
+
+    /// Move the pages of `vas` to the fast (`promote`) or slow tier without a copy (the
+    /// target holds an identical copy: [`MachineView::remap_pages`]), logged and counted as
+    /// promotions or demotions; not rate limited (the copy, if any, was). Returns the pages
+    /// moved.
+    pub fn remap(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+        promote: bool,
+    ) -> Result<u64> {
+        let to = if promote { t.fast } else { t.slow };
+        let mut moved = 0;
+        for chunk in vas.chunks(self.batch) {
+            let r = m.remap_pages(chunk, to, core)?;
+            self.count(&r, promote);
+            moved += r.pages;
+            if r.out_of_room {
+                break;
+            }
+        }
+        self.record(promote, to, vas, moved);
+        Ok(moved)
     }
 
     /// Bytes promoted and demoted since the last call (per-window columns).
@@ -308,6 +378,39 @@ impl AgentCtx<'_, Tiering<'_>> {
         let r = self.kind.mover.demote(&mut self.machine, vas, t, core)?;
         *self.cpu += self.machine.core_clock(core) - before;
         Ok(r)
+    }
+
+    /// Remap pages to the fast (`promote`) or slow tier without a copy (see
+    /// [`Mover::remap`]), charged to the policy's core.
+    pub fn remap(&mut self, vas: &[u64], promote: bool) -> Result<u64> {
+        let (core, t) = (self.core, self.kind.tiers);
+        self.machine.start_work(core, self.now);
+        let before = self.machine.core_clock(core);
+        let r = self.kind.mover.remap(&mut self.machine, vas, t, core, promote)?;
+        *self.cpu += self.machine.core_clock(core) - before;
+        Ok(r)
+    }
+
+    /// Time to copy `bytes` between the tiers (at the slower node's bandwidth, as
+    /// [`MachineView::migrate_pages`] charges it).
+    pub fn copy_time(&self, bytes: u64) -> Ps {
+        let n = self.machine.nodes();
+        let (f, s) = (&n[self.kind.tiers.fast as usize].cfg, &n[self.kind.tiers.slow as usize].cfg);
+        // GB/s = bytes per ns.
+        Ps::from_ns_f64(bytes as f64 / f.bandwidth_gbps.min(s.bandwidth_gbps))
+    }
+
+    /// Copy `bytes` between the tiers on the policy's core without moving anything (a
+    /// transactional migration's copy): the core is charged [`Self::copy_time`], the mover
+    /// counts it (and takes it from the promotion budget when `promote`). Returns when the
+    /// copy ends on the core.
+    pub fn copy(&mut self, bytes: u64, promote: bool) -> Ps {
+        let t = self.copy_time(bytes);
+        self.machine.start_work(self.core, self.now);
+        self.machine.charge(self.core, t);
+        *self.cpu += t;
+        self.kind.mover.copied(bytes, t, promote);
+        self.machine.core_clock(self.core)
     }
 
     /// Free bytes of the fast node.
@@ -390,6 +493,10 @@ pub struct Common {
     pub rate_limit_mbps: f64,
     /// Period of the policy loop (the rate limit's bucket holds one period's worth).
     pub period: Ps,
+    /// Pages per migration batch.
+    pub batch_pages: usize,
+    /// Shootdowns per batch or per page.
+    pub shootdown: ShootdownMode,
 }
 
 impl Common {
@@ -402,6 +509,8 @@ impl Common {
             tiers: Tiers { fast: s.fast_node, slow: s.slow_node },
             rate_limit_mbps: s.rate_limit_mbps,
             period,
+            batch_pages: s.batch_pages as usize,
+            shootdown: s.shootdown,
         }
     }
 
@@ -475,6 +584,18 @@ pub struct TieringShared {
     /// Promotion rate limit (default: the policy's).
     #[param(required, range = "(0, 1e9]", unit = "MB/s", assumed = "each policy's own default")]
     pub rate_limit_mbps: f64,
+    /// Pages per migration batch (one TLB shootdown per batch).
+    #[param(
+        default = 512,
+        range = "[1, 1048576]",
+        unit = "pages",
+        sourced = "Linux mm/migrate.c: NR_MAX_BATCHED_MIGRATION = 512"
+    )]
+    pub batch_pages: u32,
+    /// `batched`: one shootdown per migration batch; `per-page`: one per page moved (the
+    /// ablation of batched flushing).
+    #[param(default)]
+    pub shootdown: ShootdownMode,
 }
 
 impl TieringShared {
@@ -487,6 +608,8 @@ impl TieringShared {
             fast_node: TieringShared::__param_default_fast_node(),
             slow_node: TieringShared::__param_default_slow_node(),
             rate_limit_mbps: mbps,
+            batch_pages: TieringShared::__param_default_batch_pages(),
+            shootdown: ShootdownMode::default(),
         }
     }
 }
@@ -522,6 +645,8 @@ crate::registry! {
         "numa-tiering" => NumaTiering(numa_tiering::NumaTieringParams),
         "damon-mtier" => DamonMtier(damon_mtier::DamonMtierParams),
         "colloid" => Colloid(colloid::ColloidParams),
+        "hybridtier" => HybridTier(hybridtier::HybridTierParams),
+        "nomad" => Nomad(nomad::NomadParams),
         "python" => Python(crate::params::External<TieringShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
@@ -590,7 +715,7 @@ impl TieringAgent {
             policy,
             follows: c.telemetry.clone(),
             accepts,
-            mover: Mover::new(c.rate_limit_mbps, period),
+            mover: Mover::new(c.rate_limit_mbps, period).with_batches(c.batch_pages, c.shootdown),
             tiers: c.tiers,
             core,
         })
@@ -674,8 +799,14 @@ impl Agent for TieringAgent {
         out.set("tiering.demoted_bytes", m.demoted_bytes);
         out.set("tiering.rate_limited", m.rate_limited);
         out.set("tiering.migration_seconds", m.migrate.secs_f64());
+        out.set("tiering.shootdown_seconds", m.shootdown.secs_f64());
+        out.set("tiering.migrated_bytes", m.promoted_bytes + m.demoted_bytes);
+        out.set("tiering.unlogged_pages", m.unlogged);
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
+    }
+    fn decisions(&self) -> &[MoveRecord] {
+        &self.mover.log
     }
     fn output(&mut self) -> AgentOutput {
         AgentOutput { decisions: std::mem::take(&mut self.mover.log), ..AgentOutput::default() }

@@ -340,8 +340,10 @@ impl MemoryBackend for Flat {
         env.migration.copy_ps += copy_ps;
         env.migration.shootdowns += 1;
         let mm = env.mm_cpumask;
+        let copied = env.hw.cores[core].clock_ps;
         shootdown(env.hw, Inval::Pages(&entries), Initiator::Core { core, local: true }, |i| mm[i]);
         out.ns = (env.hw.cores[core].clock_ps - before) as f64 / 1000.0;
+        out.shootdown_ns = (env.hw.cores[core].clock_ps - copied) as f64 / 1000.0;
         Ok(out)
     }
 
