@@ -137,6 +137,22 @@ def dry_run(args: argparse.Namespace) -> int:
                     mark = f"  <- invalid: {' '.join(str(e).split())}"
                 print(f"  {point_command(spec, pt, args.seed)}{mark}")
             total += len(plan.points)
+        from tierlab.reproduce.runner import sensitivity_plan
+
+        ids = {s.id for s in specs}
+        for sens in paper.sensitivity:
+            if sens.figure not in ids:
+                continue
+            fig, sets = sensitivity_plan(sens, paper.figure(sens.figure), args.profile)
+            for value, extra in zip(sens.values, sets, strict=True):
+                _, plan, _ = plan_figure(
+                    fig, args.profile, args.overrides, args.seed, extra, sens.apply_to
+                )
+                print(
+                    f"{paper.id}/{sens.figure}: sensitivity {sens.key} = {value}: "
+                    f"{len(plan.points)} points (stored points are reused)"
+                )
+                total += len(plan.points)
     print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
     return EXIT_USAGE if bad else EXIT_OK
 
@@ -211,11 +227,10 @@ def main(args: argparse.Namespace) -> int:
     written = report.write(runs, info, out)
     failures = 0
     for pr in runs:
-        held = sum(c.outcome.verdict == "holds" for c in pr.claims)
-        print(
-            f"{pr.paper.id}: {len(pr.figures)} figures, {held} of {len(pr.claims)} claims hold",
-            file=sys.stdout,
-        )
+        print(f"{pr.paper.id}: {len(pr.figures)} figures, {report.tally(pr)}", file=sys.stdout)
+        for c in pr.claims:
+            if c.outcome.verdict == "error":
+                print(f"tierlab: {pr.paper.id}: claim {c.claim.id}: {c.outcome.observed}")
         for f in pr.figures:
             for e in f.run.failures:
                 failures += 1
