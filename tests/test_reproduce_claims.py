@@ -172,7 +172,8 @@ def test_sensitivity_sweeps_are_valid_overrides() -> None:
         for s in paper.sensitivity:
             seen.add((name, s.key))
             fig, sets = sensitivity_plan(s, paper.figure(s.figure), "quick")
-            for extra in sets:
+            assert [v for v, _ in sets] == list(s.values)
+            for _, extra in sets:
                 _, plan, _ = plan_figure(fig, "quick", (), None, extra, s.apply_to)
                 assert any(p.overrides[-len(extra) :] == tuple(extra) for p in plan.points)
                 for p in plan.points[:12]:  # raises on a bad key or value

@@ -144,7 +144,7 @@ def dry_run(args: argparse.Namespace) -> int:
             if sens.figure not in ids:
                 continue
             fig, sets = sensitivity_plan(sens, paper.figure(sens.figure), args.profile)
-            for value, extra in zip(sens.values, sets, strict=True):
+            for value, extra in sets:
                 _, plan, _ = plan_figure(
                     fig, args.profile, args.overrides, args.seed, extra, sens.apply_to
                 )

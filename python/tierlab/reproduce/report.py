@@ -194,15 +194,13 @@ def _claims_table(claims: Sequence[ClaimResult], counted: bool) -> pg.Table:
         paper = c.claim.paper
         if c.paper_outcome is not None and c.paper_outcome.verdict != NA:
             paper += f" [paper's table: {c.paper_outcome.observed}]"
-        verdict = _verdict_text(c.outcome.verdict)
-        if c.sensitivity:
-            verdict += "; " + "; ".join(c.sensitivity)
         rows.append(
             [
                 c.claim.claim,
                 paper,
                 c.outcome.observed,
-                verdict,
+                _verdict_text(c.outcome.verdict),
+                "; ".join(c.sensitivity) or "-",
                 (c.flip.text() if c.flip is not None else "-")
                 if counted
                 else f"{c.claim.basis}: {c.claim.basis_note}",
@@ -216,6 +214,7 @@ def _claims_table(claims: Sequence[ClaimResult], counted: bool) -> pg.Table:
             pg.Column("paper", format="text"),
             pg.Column("tierlab", format="text"),
             pg.Column("holds?", format="text"),
+            pg.Column("over the free settings' range", "Sensitivity", "text"),
             pg.Column(
                 "can it fail?" if counted else "why not counted",
                 "the verdict with the claim's column shuffled across the points, or the "
@@ -356,9 +355,9 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
         others = [c for c in pr.claims if not c.claim.counted]
         claims.add(
             pg.Paragraph(
-                tally(pr) + ". A verdict followed by a parameter's range says whether the "
-                "claim holds over the whole plausible range of a free setting, or only at the "
-                "value the scenarios chose (see Sensitivity)."
+                tally(pr) + ". The range column says whether a claim holds over the whole "
+                "plausible range of a free setting it depends on, or only at the value the "
+                "scenarios chose (see Sensitivity)."
             ),
             _claims_table(counted, True),
         )
@@ -428,7 +427,7 @@ def _inventory_table(pr: PaperRun) -> pg.Table:
         ],
         rows,
         classes=classes,
-        css="claims",
+        css="inventory",
     )
 
 

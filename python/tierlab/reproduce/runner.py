@@ -277,22 +277,27 @@ def evaluate_claims(paper: Paper, figures: Sequence[FigureRun]) -> list[ClaimRes
 
 def sensitivity_plan(
     sens: Sensitivity, spec: FigureSpec, profile: str
-) -> tuple[FigureSpec, list[list[str]]]:
+) -> tuple[FigureSpec, list[tuple[str, list[str]]]]:
     """The figure as a sensitivity sweep runs it (its points and techniques restricted as
-    the sweep says) and the overrides of each value."""
+    the sweep says) and each value with its overrides. The smoke profile, which only checks
+    the pipeline, keeps its own few points and runs one value besides the chosen one."""
     from tierlab.reproduce.model import Profile
 
     prof = spec.profile(profile)
-    narrowed = Profile(
-        points=sens.points or prof.points,
-        set=prof.set,
-        techniques=sens.techniques if sens.techniques is not None else prof.techniques,
-        baseline=prof.baseline,
-        note=prof.note,
-    )
-    fig = dataclasses.replace(spec, profiles={**spec.profiles, profile: narrowed})
     keys = sens.keys or (sens.key,)
-    return fig, [[f"{k}={v}" for k in keys] for v in sens.values]
+    values = list(sens.values)
+    if profile == "smoke":
+        values = [sens.chosen, next(v for v in values if v != sens.chosen)]
+    else:
+        prof = Profile(
+            points=sens.points or prof.points,
+            set=prof.set,
+            techniques=sens.techniques if sens.techniques is not None else prof.techniques,
+            baseline=prof.baseline,
+            note=prof.note,
+        )
+    fig = dataclasses.replace(spec, profiles={**spec.profiles, profile: prof})
+    return fig, [(v, [f"{k}={v}" for k in keys]) for v in values]
 
 
 def run_sensitivity(
@@ -310,11 +315,12 @@ def run_sensitivity(
     fig, sets = sensitivity_plan(sens, paper.figure(sens.figure), profile)
     out = SensitivityRun(sens)
     claims = [c for c in paper.claims if c.id in sens.claims]
-    for value, extra in zip(sens.values, sets, strict=True):
-        _, plan, _ = plan_figure(fig, profile, user_set, seed, extra, sens.apply_to)
-        prog = progress(fig, len(plan.points)) if progress is not None else None
+    for value, extra in sets:
+        at = dataclasses.replace(fig, id=f"{fig.id} ({sens.key} = {value})")
+        _, plan, _ = plan_figure(at, profile, user_set, seed, extra, sens.apply_to)
+        prog = progress(at, len(plan.points)) if progress is not None else None
         fr = run_figure(
-            fig,
+            at,
             profile,
             executor,
             store=store,
