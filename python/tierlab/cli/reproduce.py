@@ -152,6 +152,12 @@ def dry_run(args: argparse.Namespace) -> int:
                     f"{paper.id}/{sens.figure}: sensitivity {sens.key} = {value}: "
                     f"{len(plan.points)} points (stored points are reused)"
                 )
+                for pt in plan.points:
+                    try:
+                        _native.export(pt.spec, list(pt.overrides), pt.seed)
+                    except Exception as e:  # an invalid override or scenario
+                        bad += 1
+                        print(f"  {point_command(fig, pt, args.seed)}  <- invalid: {e}")
                 total += len(plan.points)
     print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
     return EXIT_USAGE if bad else EXIT_OK
@@ -235,7 +241,9 @@ def main(args: argparse.Namespace) -> int:
             for e in f.run.failures:
                 failures += 1
                 print(f"tierlab: {f.spec.id}: {e}", file=sys.stderr)
-    reused = sum(f.run.reused for pr in runs for f in pr.figures)
+    reused = sum(f.run.reused for pr in runs for f in pr.figures) + sum(
+        fr.run.reused for pr in runs for sr in pr.sensitivity for _, fr, _ in sr.runs
+    )
     if reused:
         print(
             f"tierlab: reused {reused} points stored in {out / 'points'} (--fresh recomputes)",
