@@ -486,7 +486,7 @@ def evaluate(check: dict[str, Any], table: pd.DataFrame) -> Outcome:
 # -- perturbations: can a claim fail? ------------------------------------------------------------
 
 #: How many seeded shuffles :func:`flip_rate` evaluates.
-SHUFFLES = 24
+SHUFFLES = 16
 #: A counted claim that holds must fail in at least this share of the shuffles of its column
 #: (or under the opposite pattern).
 MIN_FLIP = 0.25
