@@ -285,8 +285,9 @@ def test_rerun_reuses_every_point(smoke_report: Path, tmp_path: Path) -> None:
     shutil.copytree(smoke_report / "points", out / "points")
     res = tierlab("reproduce", "numa", "--profile", "smoke", "--out", out, "--no-progress")
     assert res.returncode == 0, res.stderr
-    # numa's smoke points: numa-placement 2, numa-sources 3, numa-opteron 4.
-    assert "reused 9 points" in res.stderr
+    # numa's smoke points: numa-placement 2, numa-sources 3, numa-opteron 4; and the
+    # sensitivity sweep's, numa-placement's 2 at each of its 2 smoke values.
+    assert "reused 13 points" in res.stderr
 
 
 def test_point_command_reruns_the_same_point(smoke_report: Path) -> None:

@@ -137,6 +137,28 @@ def dry_run(args: argparse.Namespace) -> int:
                     mark = f"  <- invalid: {' '.join(str(e).split())}"
                 print(f"  {point_command(spec, pt, args.seed)}{mark}")
             total += len(plan.points)
+        from tierlab.reproduce.runner import sensitivity_plan
+
+        ids = {s.id for s in specs}
+        for sens in paper.sensitivity:
+            if sens.figure not in ids:
+                continue
+            fig, sets = sensitivity_plan(sens, paper.figure(sens.figure), args.profile)
+            for value, extra in sets:
+                _, plan, _ = plan_figure(
+                    fig, args.profile, args.overrides, args.seed, extra, sens.apply_to
+                )
+                print(
+                    f"{paper.id}/{sens.figure}: sensitivity {sens.key} = {value}: "
+                    f"{len(plan.points)} points (stored points are reused)"
+                )
+                for pt in plan.points:
+                    try:
+                        _native.export(pt.spec, list(pt.overrides), pt.seed)
+                    except Exception as e:  # an invalid override or scenario
+                        bad += 1
+                        print(f"  {point_command(fig, pt, args.seed)}  <- invalid: {e}")
+                total += len(plan.points)
     print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
     return EXIT_USAGE if bad else EXIT_OK
 
@@ -211,16 +233,17 @@ def main(args: argparse.Namespace) -> int:
     written = report.write(runs, info, out)
     failures = 0
     for pr in runs:
-        held = sum(c.outcome.verdict == "holds" for c in pr.claims)
-        print(
-            f"{pr.paper.id}: {len(pr.figures)} figures, {held} of {len(pr.claims)} claims hold",
-            file=sys.stdout,
-        )
+        print(f"{pr.paper.id}: {len(pr.figures)} figures, {report.tally(pr)}", file=sys.stdout)
+        for c in pr.claims:
+            if c.outcome.verdict == "error":
+                print(f"tierlab: {pr.paper.id}: claim {c.claim.id}: {c.outcome.observed}")
         for f in pr.figures:
             for e in f.run.failures:
                 failures += 1
                 print(f"tierlab: {f.spec.id}: {e}", file=sys.stderr)
-    reused = sum(f.run.reused for pr in runs for f in pr.figures)
+    reused = sum(f.run.reused for pr in runs for f in pr.figures) + sum(
+        fr.run.reused for pr in runs for sr in pr.sensitivity for _, fr, _ in sr.runs
+    )
     if reused:
         print(
             f"tierlab: reused {reused} points stored in {out / 'points'} (--fresh recomputes)",

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-HOLDS, FAILS, NA = "holds", "fails", "n/a"
+HOLDS, FAILS, NA, ERROR = "holds", "fails", "n/a", "error"
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -449,13 +449,145 @@ def validate(check: dict[str, Any]) -> None:
         raise ValueError("where: expected a table of column = value")
 
 
+#: Arguments that name a column of the figure's table.
+_COLUMN_ARGS = ("value", "column", "order", "key")
+
+
+def columns(check: dict[str, Any]) -> list[str]:
+    """Every column of the figure's table ``check`` names (its value, grouping, ordering and
+    ``where`` columns), in a stable order."""
+    out = [check[a] for a in _COLUMN_ARGS if isinstance(check.get(a), str)]
+    out += list(check.get("by") or [])
+    out += list((check.get("where") or {}).keys())
+    return list(dict.fromkeys(out))
+
+
 def evaluate(check: dict[str, Any], table: pd.DataFrame) -> Outcome:
-    """The outcome of ``check`` on ``table`` (``n/a`` for an empty table)."""
+    """The outcome of ``check`` on ``table``: ``n/a`` for an empty table (the figure did not
+    run), ``error`` when the check names a column the table does not have (a misspelt
+    column is a mistake of the paper file, not a claim that was not run)."""
     if table is None or table.empty:
         return Outcome(NA, "not run")
+    missing = [c for c in columns(check) if c not in table.columns]
+    if missing:
+        return Outcome(
+            ERROR,
+            f"no column {', '.join(repr(c) for c in missing)} in the results "
+            f"(columns: {', '.join(map(str, table.columns))})",
+        )
     fn, _, _ = CHECKS[check["kind"]]
     args = {k: v for k, v in check.items() if k != "kind"}
     try:
         return fn(table, **args)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         return Outcome(NA, f"could not evaluate: {e}")
+
+
+# -- perturbations: can a claim fail? ------------------------------------------------------------
+
+#: How many seeded shuffles :func:`flip_rate` evaluates.
+SHUFFLES = 16
+#: A counted claim that holds must fail in at least this share of the shuffles of its column
+#: (or under the opposite pattern).
+MIN_FLIP = 0.25
+PERTURBATIONS = ("shuffle", "mirror")
+
+
+def shuffled(table: pd.DataFrame, check: dict[str, Any], rng: np.random.Generator) -> pd.DataFrame:
+    """``table`` with the claim's ``value`` column permuted across all the figure's points
+    (every row, not only those the check selects): the same numbers, in no particular
+    relation to the points."""
+    out = table.copy()
+    col = check["value"]
+    out[col] = rng.permutation(out[col].to_numpy())
+    return out
+
+
+def mirrored(table: pd.DataFrame, check: dict[str, Any]) -> pd.DataFrame:
+    """``table`` with the opposite pattern: among the rows the check selects, per group
+    (``by``), each value ``v`` of the claim's column becomes ``max + min - v`` (the best
+    point becomes the worst, a rising series falls; the range is kept)."""
+    out = table.copy()
+    col = check["value"]
+    vals = pd.to_numeric(out[col], errors="coerce").astype(float)
+    sel = _where(out.assign(_row=range(len(out))), check.get("where"))
+    for _, g in _groups(sel, check.get("by")):
+        rows = g["_row"].to_numpy()
+        v = vals.iloc[rows]
+        vals.iloc[rows] = v.max() + v.min() - v
+    out[col] = vals.to_numpy()
+    return out
+
+
+def with_targets(table: pd.DataFrame, check: dict[str, Any]) -> pd.DataFrame:
+    """``table`` with the paper's numbers of a ``close`` check in place of tierlab's."""
+    out = table.copy()
+    col, key = check["value"], check["key"]
+    vals = pd.to_numeric(out[col], errors="coerce").astype(float).to_numpy(copy=True)
+    sel = _where(out.assign(_row=range(len(out))), check.get("where"))
+    for k, want in check["targets"].items():
+        rows = sel[sel[key].astype(str) == str(k)]
+        if rows.empty:
+            rows = sel[pd.to_numeric(sel[key], errors="coerce") == _num(k)]
+        vals[rows["_row"].to_numpy()] = float(want)
+    out[col] = vals
+    return out
+
+
+@dataclass(frozen=True)
+class Flip:
+    """How a claim's verdict responds to a perturbation of its inputs."""
+
+    perturbation: str
+    verdict: str
+    #: the share of perturbed tables on which the verdict differs (n/a ones not counted)
+    rate: float
+    trials: int
+
+    @property
+    def can_fail(self) -> bool:
+        """Whether the claim can fail: one that holds fails in at least :data:`MIN_FLIP` of
+        the perturbed tables; one that fails shows it by failing."""
+        if self.verdict == HOLDS:
+            return self.rate >= MIN_FLIP
+        return self.verdict == FAILS
+
+    def text(self) -> str:
+        if self.verdict not in (HOLDS, FAILS):
+            return "-"
+        other = "fails" if self.verdict == HOLDS else "holds"
+        if self.perturbation == "targets":
+            return "holds with the paper's numbers" if self.rate else "out of reach"
+        if self.perturbation == "mirror":
+            return (
+                f"{other} with the opposite pattern"
+                if self.rate
+                else (f"{self.verdict} with the opposite pattern too")
+            )
+        return f"{other} in {self.rate:.0%} of {self.trials} shuffles"
+
+
+def flip_rate(
+    check: dict[str, Any], table: pd.DataFrame, perturbation: str = "shuffle", seed: int = 0
+) -> Flip:
+    """The verdict of ``check`` on ``table`` and how often it changes when the claim's column
+    is shuffled across the points (:data:`SHUFFLES` seeded permutations) or mirrored."""
+    base = evaluate(check, table).verdict
+    if base not in (HOLDS, FAILS):
+        return Flip(perturbation, base, 0.0, 0)
+    if base == FAILS and check["kind"] == "close":
+        # A comparison with the paper's numbers that fails: it can hold (it is not out of
+        # reach by construction) if it holds with the paper's numbers in place of tierlab's.
+        v = evaluate(check, with_targets(table, check)).verdict
+        return Flip("targets", base, float(v == HOLDS), 1)
+    if perturbation == "mirror":
+        v = evaluate(check, mirrored(table, check)).verdict
+        return Flip(perturbation, base, float(v in (HOLDS, FAILS) and v != base), 1)
+    rng = np.random.default_rng(seed)
+    seen = flipped = 0
+    for _ in range(SHUFFLES):
+        v = evaluate(check, shuffled(table, check, rng)).verdict
+        if v in (HOLDS, FAILS):
+            seen += 1
+            flipped += v != base
+    return Flip(perturbation, base, flipped / seen if seen else 0.0, SHUFFLES)

@@ -27,8 +27,8 @@ import pandas as pd
 from tierlab.outdir import atomic_output
 from tierlab.reporters import page as pg
 from tierlab.reproduce import views
-from tierlab.reproduce.checks import FAILS, HOLDS, NA
-from tierlab.reproduce.runner import FigureRun, PaperRun
+from tierlab.reproduce.checks import ERROR, FAILS, HOLDS, NA
+from tierlab.reproduce.runner import ClaimResult, FigureRun, PaperRun, SensitivityRun
 
 PROFILE_BANNER = {
     "quick": "Quick run (--quick): every figure is scaled down (fewer points, shorter runs, see "
@@ -52,15 +52,30 @@ class RunInfo:
     interrupted: bool = False
 
 
-def _counts(pr: PaperRun) -> dict[str, int]:
-    out = {HOLDS: 0, FAILS: 0, NA: 0}
-    for c in pr.claims:
-        out[c.outcome.verdict] += 1
+def _counts(claims: Sequence[ClaimResult]) -> dict[str, int]:
+    """Verdicts of the counted claims (evidence), and how many are not counted."""
+    out = {HOLDS: 0, FAILS: 0, NA: 0, ERROR: 0, "construction": 0, "uninformative": 0}
+    for c in claims:
+        if c.claim.counted:
+            out[c.outcome.verdict] += 1
+        else:
+            out[c.claim.basis] += 1
     return out
 
 
+def tally(pr: PaperRun) -> str:
+    """One line: the counted claims' verdicts and the claims not counted."""
+    n = _counts(pr.claims)
+    counted = sum(1 for c in pr.claims if c.claim.counted)
+    text = f"{n[HOLDS]} of {counted} counted claims hold ({n[FAILS]} do not"
+    text += f", {n[NA]} not run" if n[NA] else ""
+    text += f", {n[ERROR]} errors" if n[ERROR] else ""
+    text += f"); not counted: {n['construction']} by construction"
+    return text + f", {n['uninformative']} uninformative"
+
+
 def _verdict_text(v: str) -> str:
-    return {HOLDS: "holds", FAILS: "does not hold", NA: "n/a (not run)"}.get(v, v)
+    return {HOLDS: "holds", FAILS: "does not hold", NA: "n/a (not run)", ERROR: "error"}.get(v, v)
 
 
 def _table_block(fr: FigureRun) -> pg.Table:
@@ -172,10 +187,10 @@ def _e(s: str) -> str:
     return html.escape(s)
 
 
-def _claims_table(pr: PaperRun) -> pg.Table:
+def _claims_table(claims: Sequence[ClaimResult], counted: bool) -> pg.Table:
     rows: list[list[object]] = []
     classes: list[str] = []
-    for c in pr.claims:
+    for c in claims:
         paper = c.claim.paper
         if c.paper_outcome is not None and c.paper_outcome.verdict != NA:
             paper += f" [paper's table: {c.paper_outcome.observed}]"
@@ -185,6 +200,10 @@ def _claims_table(pr: PaperRun) -> pg.Table:
                 paper,
                 c.outcome.observed,
                 _verdict_text(c.outcome.verdict),
+                "; ".join(c.sensitivity) or "-",
+                (c.flip.text() if c.flip is not None else "-")
+                if counted
+                else f"{c.claim.basis}: {c.claim.basis_note}",
                 f"{c.claim.figure}; {c.claim.source}",
             ]
         )
@@ -195,6 +214,15 @@ def _claims_table(pr: PaperRun) -> pg.Table:
             pg.Column("paper", format="text"),
             pg.Column("tierlab", format="text"),
             pg.Column("holds?", format="text"),
+            pg.Column("over the free settings' range", "Sensitivity", "text"),
+            pg.Column(
+                "can it fail?" if counted else "why not counted",
+                "the verdict with the claim's column shuffled across the points, or the "
+                "opposite pattern"
+                if counted
+                else "",
+                format="text",
+            ),
             pg.Column("figure; source", format="text"),
         ],
         rows,
@@ -250,9 +278,10 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
     summary = page.section("Summary", id="summary")
     rows = []
     for pr in runs:
-        n = _counts(pr)
-        pts = sum(len(f.run.points) for f in pr.figures)
-        reused = sum(f.run.reused for f in pr.figures)
+        n = _counts(pr.claims)
+        sweeps = [fr for sr in pr.sensitivity for _, fr, _ in sr.runs]
+        pts = sum(len(f.run.points) for f in [*pr.figures, *sweeps])
+        reused = sum(f.run.reused for f in [*pr.figures, *sweeps])
         rows.append(
             [
                 pr.paper.title,
@@ -261,8 +290,10 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
                 reused,
                 n[HOLDS],
                 n[FAILS],
-                n[NA],
-                sum(f.wall_seconds for f in pr.figures),
+                n[NA] + n[ERROR],
+                n["construction"],
+                n["uninformative"],
+                sum(f.wall_seconds for f in [*pr.figures, *sweeps]),
             ]
         )
     summary.add(
@@ -272,9 +303,11 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
                 pg.Column("figures", format="int"),
                 pg.Column("points", format="int"),
                 pg.Column("reused", "from earlier runs", "int"),
-                pg.Column("claims holding", format="int"),
+                pg.Column("counted claims holding", format="int"),
                 pg.Column("not holding", format="int"),
-                pg.Column("not run", format="int"),
+                pg.Column("not run or error", format="int"),
+                pg.Column("by construction", "not counted", "int"),
+                pg.Column("uninformative", "not counted", "int"),
                 pg.Column("wall time", format="seconds"),
             ],
             rows,
@@ -294,6 +327,19 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
             ]
         ),
     )
+    summary.add(
+        pg.Paragraph(
+            "Counted claims are evidence: a test shuffles each one's column across the points "
+            "(or applies the opposite pattern) and requires the verdict to change. Claims "
+            "true by construction of the model, and bounds that hold for almost any "
+            "arrangement of the results, are shown but not counted."
+        )
+    )
+    for pr in runs:
+        summary.add(
+            pg.Paragraph(f"<b>{_e(pr.paper.id)}</b>: {_e(tally(pr))}.", markup=True),
+            _inventory_table(pr),
+        )
     for pr in runs:
         p = pr.paper
         sec = page.section(p.title, id=p.id, badge=info.profile if info.profile != "full" else "")
@@ -305,14 +351,28 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
             )
         )
         claims = sec.section("Claims", id=f"{p.id}-claims")
-        n = _counts(pr)
+        counted = [c for c in pr.claims if c.claim.counted]
+        others = [c for c in pr.claims if not c.claim.counted]
         claims.add(
             pg.Paragraph(
-                f"{n[HOLDS]} of {len(pr.claims)} claims hold, {n[FAILS]} do not, {n[NA]} could "
-                "not be evaluated (their points did not run)."
+                tally(pr) + ". The range column says whether a claim holds over the whole "
+                "plausible range of a free setting it depends on, or only at the value the "
+                "scenarios chose (see Sensitivity)."
             ),
-            _claims_table(pr),
+            _claims_table(counted, True),
         )
+        if others:
+            claims.add(
+                pg.Paragraph(
+                    "Not counted as evidence: true by construction of the model, or holding "
+                    "for almost any arrangement of the results."
+                ),
+                _claims_table(others, False),
+            )
+        if pr.sensitivity:
+            sens = sec.section("Sensitivity to free settings", id=f"{p.id}-sensitivity")
+            for sr in pr.sensitivity:
+                sens.add(*_sensitivity_blocks(pr, sr))
         for fr in pr.figures:
             _figure_section(sec, fr, info)
         params = sec.section("Parameters", id=f"{p.id}-parameters")
@@ -336,6 +396,71 @@ def build_page(runs: Sequence[PaperRun], info: RunInfo) -> pg.Page:
     return page
 
 
+def _inventory_table(pr: PaperRun) -> pg.Table:
+    """Every figure and table of the paper: reproduced (with the counted verdicts of the
+    report's figure that covers it) or not (with the reason)."""
+    rows: list[list[object]] = []
+    classes: list[str] = []
+    ran = {f.spec.id for f in pr.figures}
+    for spec in pr.paper.figures:
+        mine = [c for c in pr.claims if c.claim.figure == spec.id and c.claim.counted]
+        held = sum(c.outcome.verdict == HOLDS for c in mine)
+        if spec.id not in ran:
+            verdict = "not run (--figures)"
+        elif mine:
+            verdict = f"{held} of {len(mine)} counted claims hold"
+        else:
+            verdict = "no counted claim"
+        rows.append([", ".join(spec.covers) or spec.paper_ref, f"{spec.id}: {spec.title}", verdict])
+        classes.append("holds" if mine and held == len(mine) else "fails" if mine else "na")
+    for n in pr.paper.not_reproduced:
+        why = "not reproduced: " + n.reason
+        if n.command:
+            why += f" (see `{n.command}`)"
+        rows.append([n.id, n.title, why])
+        classes.append("na")
+    return pg.Table(
+        [
+            pg.Column("the paper's", format="text"),
+            pg.Column("in this report", format="text"),
+            pg.Column("verdict", format="text"),
+        ],
+        rows,
+        classes=classes,
+        css="inventory",
+    )
+
+
+def _sensitivity_blocks(pr: PaperRun, sr: SensitivityRun) -> list[pg.Block]:
+    s = sr.spec
+    by_id = {c.claim.id: c.claim for c in pr.claims}
+    rows: list[list[object]] = []
+    for value, fr, outcomes in sr.runs:
+        mark = " (chosen)" if value == s.chosen else ""
+        rows.append(
+            [f"{value}{mark}"]
+            + [
+                f"{_verdict_text(outcomes[c].verdict)}: {outcomes[c].observed}"
+                if c in outcomes
+                else "-"
+                for c in s.claims
+            ]
+            + [len(fr.run.finished())]
+        )
+    cols = [pg.Column(s.key, format="text")]
+    cols += [pg.Column(c, by_id[c].claim if c in by_id else "", "text") for c in s.claims]
+    cols += [pg.Column("points", format="int")]
+    summary = "; ".join(f"{c}: {sr.summary(c)}" for c in s.claims)
+    return [
+        pg.Paragraph(
+            f"<b>{_e(s.key)}</b> on {_e(s.figure)}, chosen value {_e(s.chosen)}, swept over "
+            f"{_e(', '.join(s.values))}: {_e(s.range_note)}",
+            markup=True,
+        ),
+        pg.Table(cols, rows, caption=summary),
+    ]
+
+
 def report_json(runs: Sequence[PaperRun], info: RunInfo) -> dict[str, Any]:
     """Everything in the report, as JSON."""
     papers = []
@@ -357,6 +482,13 @@ def report_json(runs: Sequence[PaperRun], info: RunInfo) -> dict[str, Any]:
                         "verdict": c.outcome.verdict,
                         "observed": c.outcome.observed,
                         "paper_observed": c.paper_outcome.observed if c.paper_outcome else None,
+                        "counted": c.claim.counted,
+                        "basis": c.claim.basis,
+                        "basis_note": c.claim.basis_note,
+                        "perturbation": c.claim.perturb,
+                        "flip_rate": c.flip.rate if c.flip is not None else None,
+                        "can_fail": c.flip.can_fail if c.flip is not None else None,
+                        "sensitivity": c.sensitivity,
                     }
                     for c in pr.claims
                 ],
@@ -384,6 +516,31 @@ def report_json(runs: Sequence[PaperRun], info: RunInfo) -> dict[str, Any]:
                         else [],
                     }
                     for f in pr.figures
+                ],
+                "tally": tally(pr),
+                "not_reproduced": [
+                    {"id": n.id, "title": n.title, "reason": n.reason, "command": n.command}
+                    for n in p.not_reproduced
+                ],
+                "sensitivity": [
+                    {
+                        "key": sr.spec.key,
+                        "figure": sr.spec.figure,
+                        "chosen": sr.spec.chosen,
+                        "range_note": sr.spec.range_note,
+                        "values": [
+                            {
+                                "value": v,
+                                "claims": {
+                                    c: {"verdict": o.verdict, "observed": o.observed}
+                                    for c, o in outcomes.items()
+                                },
+                            }
+                            for v, _, outcomes in sr.runs
+                        ],
+                        "summary": {c: sr.summary(c) for c in sr.spec.claims},
+                    }
+                    for sr in pr.sensitivity
                 ],
                 "parameters": [
                     {

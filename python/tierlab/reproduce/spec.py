@@ -13,16 +13,30 @@ the file and the field):
   of the point labels to run; ``set``, overrides applied to every point; ``techniques``;
   ``baseline``; ``note``), ``[[figures.paper_values]]`` (the paper's numbers: ``title``,
   ``source``, ``columns``, ``rows``; with ``tidy = true`` the rows use the column names of
-  tierlab's table, so claims are also evaluated on them);
+  tierlab's table, so claims are also evaluated on them), ``covers`` (the paper's figures and
+  tables it reproduces: ``"Table 1"``, ``"Figure 4"``);
 - ``[[claims]]``: ``id``, ``figure``, ``claim``, ``paper`` (what the paper says),
   ``source``, ``check`` (a table: ``kind`` = a predicate of :mod:`tierlab.reproduce.checks`
-  and its arguments), ``on_paper`` (also evaluate the check on the paper's tidy values);
+  and its arguments), ``on_paper`` (also evaluate the check on the paper's tidy values),
+  ``basis`` (``evidence``, the default and the only one counted; ``construction``: true
+  whatever the results; ``uninformative``: holds for almost any arrangement of them; the two
+  need ``basis_note``, why), ``perturb`` (``shuffle``, the default, or ``mirror``: how its
+  test perturbs the results to require the verdict to flip);
 - ``[[parameters]]``: ``key`` (a scenario key, as ``--set`` names it), ``scenarios``,
   ``status`` (``sourced``, ``calibrated`` or ``assumed``; absent: the value is the default
   the code declares, and its provenance is the declaration's, see
   :mod:`tierlab.reproduce.provenance`), ``source`` (sourced: where the
   value comes from), ``calibrated_to`` (calibrated: the figure or number it was fitted to),
-  ``reason`` (assumed: why this value), ``note``.
+  ``reason`` (assumed: why this value), ``note``, ``quote`` and ``quote_in`` (the words that
+  give the value and the file under ``../shared`` they are in; needed by every sourced
+  parameter, checked by the tests);
+- ``[[not_reproduced]]``: ``id`` (the paper's "Figure 6"), ``title``, ``reason``,
+  ``command`` (optional: what shows it outside the report);
+- ``[[sensitivity]]``: ``key`` (a free parameter), ``keys`` (the scenario keys that take the
+  value, default ``key``), ``figure``, ``values`` (as ``--set`` takes them), ``chosen`` (the
+  scenario's own), ``claims`` (of that figure), ``range_note`` (why this range),
+  ``points`` and ``techniques`` (optional: fewer of the figure's points), ``apply_to``
+  (optional: globs of the point labels that take the value; the others run as they are).
 """
 
 from __future__ import annotations
@@ -31,15 +45,18 @@ import tomllib
 from typing import Any
 
 from tierlab.reproduce.model import (
+    BASES,
     COMMANDS,
     PROFILES,
     STATUSES,
     Claim,
     FigureSpec,
+    NotReproduced,
     Paper,
     PaperValues,
     Parameter,
     Profile,
+    Sensitivity,
 )
 
 
@@ -186,6 +203,7 @@ def _figure(origin: str, where: str, t: object) -> FigureSpec:
         baseline=f.get("baseline", bool, True),
         profiles=profiles,
         paper_values=tuple(_values(origin, w, v) for w, v in f.tables("paper_values")),
+        covers=f.strings("covers", ()) or (),
     )
     f.done()
     if command != "telemetry" and spec.techniques is not None:
@@ -205,8 +223,21 @@ def _claim(origin: str, where: str, t: object, figures: set[str]) -> Claim:
         source=f.text("source"),
         check=dict(f.get("check", dict)),
         on_paper=f.get("on_paper", bool, False),
+        basis=f.text("basis", "evidence"),
+        basis_note=f.text("basis_note", ""),
+        perturb=f.text("perturb", "shuffle"),
     )
     f.done()
+    if c.basis not in BASES:
+        raise SpecError(f"{origin}: `{where}.basis`: {c.basis!r} is not one of {BASES}")
+    if c.basis != "evidence" and not c.basis_note.strip():
+        raise SpecError(
+            f"{origin}: `{where}.basis_note`: a claim that is not evidence ({c.basis}) says why"
+        )
+    if c.perturb not in checks.PERTURBATIONS:
+        raise SpecError(
+            f"{origin}: `{where}.perturb`: {c.perturb!r} is not one of {checks.PERTURBATIONS}"
+        )
     if c.figure not in figures:
         raise SpecError(f"{origin}: `{where}.figure`: no figure {c.figure!r} in this paper")
     try:
@@ -226,8 +257,13 @@ def _parameter(origin: str, where: str, t: object, scenarios: set[str]) -> Param
         calibrated_to=f.text("calibrated_to", ""),
         reason=f.text("reason", ""),
         note=f.text("note", ""),
+        quote=f.text("quote", ""),
+        quote_in=f.text("quote_in", ""),
     )
     f.done()
+    if bool(p.quote) != bool(p.quote_in):
+        missing = "quote_in" if p.quote else "quote"
+        raise SpecError(f"{origin}: `{where}.{missing}`: give the quote and its file together")
     texts = {"sourced": "source", "calibrated": "calibrated_to", "assumed": "reason"}
     if not p.status:
         given = [k for k in texts.values() if getattr(p, k).strip()]
@@ -251,6 +287,48 @@ def _parameter(origin: str, where: str, t: object, scenarios: set[str]) -> Param
     return p
 
 
+def _not_reproduced(origin: str, where: str, t: object) -> NotReproduced:
+    f = _Fields(origin, where, t)
+    n = NotReproduced(
+        id=f.text("id"),
+        title=f.text("title"),
+        reason=f.text("reason"),
+        command=f.text("command", ""),
+    )
+    f.done()
+    return n
+
+
+def _sensitivity(origin: str, where: str, t: object, paper_claims: dict[str, str]) -> Sensitivity:
+    f = _Fields(origin, where, t)
+    s = Sensitivity(
+        key=f.text("key"),
+        figure=f.text("figure"),
+        values=f.strings("values") or (),
+        chosen=f.text("chosen"),
+        claims=f.strings("claims") or (),
+        range_note=f.text("range_note"),
+        points=f.strings("points", ()) or (),
+        techniques=f.strings("techniques", None),
+        keys=f.strings("keys", ()) or (),
+        apply_to=f.strings("apply_to", ()) or (),
+    )
+    f.done()
+    if len(s.values) < 2:
+        raise SpecError(f"{origin}: `{where}.values`: a sweep needs at least two values")
+    if s.chosen not in s.values:
+        raise SpecError(f"{origin}: `{where}.chosen`: {s.chosen!r} is not one of `values`")
+    for i, c in enumerate(s.claims):
+        if c not in paper_claims:
+            raise SpecError(f"{origin}: `{where}.claims[{i}]`: no claim {c!r} in this paper")
+        if paper_claims[c] != s.figure:
+            raise SpecError(
+                f"{origin}: `{where}.claims[{i}]`: claim {c!r} is about figure "
+                f"{paper_claims[c]!r}, not {s.figure!r}"
+            )
+    return s
+
+
 def load_paper(text: str, origin: str) -> Paper:
     """Parse and validate a paper file (see the module docs); :class:`SpecError` names the
     file and the field of the first problem."""
@@ -271,6 +349,14 @@ def load_paper(text: str, origin: str) -> Paper:
         raise SpecError(f"{origin}: two claims have the id {dup!r}")
     scenarios = {x.scenario for x in figures}
     params = tuple(_parameter(origin, w, t, scenarios) for w, t in f.tables("parameters"))
+    missing = tuple(_not_reproduced(origin, w, t) for w, t in f.tables("not_reproduced"))
+    sens = tuple(
+        _sensitivity(origin, w, t, {c.id: c.figure for c in claims})
+        for w, t in f.tables("sensitivity")
+    )
+    for i, s in enumerate(sens):
+        if s.figure not in ids:
+            raise SpecError(f"{origin}: `sensitivity[{i}].figure`: no figure {s.figure!r}")
     paper = Paper(
         id=f.text("id"),
         title=f.text("title"),
@@ -281,6 +367,8 @@ def load_paper(text: str, origin: str) -> Paper:
         claims=claims,
         parameters=params,
         origin=origin,
+        not_reproduced=missing,
+        sensitivity=sens,
     )
     f.done()
     if not figures:

@@ -12,8 +12,9 @@
 //!
 //! What happens when the buffer fills depends on the drain mode:
 //! - [`DrainMode::Interrupt`]: when the buffer holds `threshold` records the core takes a PMI
-//!   (the McKernel driver interrupts at 90% of the buffer's capacity; Linux's large PEBS a few
-//!   records before the end; Linux's frequency mode and IBS after every record). The handler
+//!   (the McKernel driver at "a configurable threshold", assumed 90% of the buffer's capacity;
+//!   Linux's large PEBS a few records before the end; Linux's frequency mode and IBS after
+//!   every record). The handler
 //!   costs the core `interrupt_ps` plus [`PebsCosts::drain_ps_per_record`] per record, and
 //!   the records are handed over as one *drain* stamped with one timestamp (PEBS records on
 //!   Knights Landing carry no time).

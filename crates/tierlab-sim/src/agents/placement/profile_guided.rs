@@ -107,10 +107,10 @@ pub struct ProfileGuidedParams {
         default = 1000,
         range = "[1, 1e12]",
         unit = "events",
-        assumed = "the paper's abstract gives no sampling interval; 1 in 1000 keeps the \
-                   interrupt-per-sample overhead in the few-percent range the paper reports \
-                   (2.7%) while the profiling run still samples most pages of the kernels here \
-                   several times"
+        calibrated = "papers/numa-placement-abstract.txt: 'a one-time profiling overhead of 2.7%'; the \
+                   abstract gives no sampling interval, and 1 in 1000 was chosen to put the \
+                   profiling run's overhead near that 2.7% (while the kernels' pages still get \
+                   samples); `tierlab reproduce numa` sweeps it"
     )]
     pub period: u64,
     /// Samples buffered per interrupt (1: an interrupt per sample).
@@ -127,8 +127,9 @@ pub struct ProfileGuidedParams {
         default = 20_000.0,
         range = "[0, 1e12]",
         unit = "cycles",
-        sourced = "reference/cost-model.md: PEBS interrupt handler ~20,000 cycles (the PEBS seed paper), \
-                   the only measured handler cost in the references"
+        assumed = "no handler cost is published for the paper's Itanium 2 (SGI Altix); the only measured \
+                   one in the references is the PEBS paper's ~20,000 cycles on Knights Landing \
+                   (reference/cost-model.md), reused here"
     )]
     pub interrupt_cycles: f64,
     /// Samples a page needs to get an affinity.

@@ -168,7 +168,9 @@ pub struct PebsParams {
         default = 0.9,
         range = "(0, 1]",
         unit = "fraction",
-        sourced = "reference/perf-sampling.md: the McKernel driver interrupts at 90% of the buffer's records"
+        assumed = "the paper says only that the interrupt fires at 'a configurable threshold inside the \
+                   CPU PEBS buffer' (section 3) and gives no value; reference/perf-sampling.md lists 90% \
+                   among the driver's defaults without a source"
     )]
     pub threshold_fraction: f64,
     /// Interrupt handler cost (at `machine.cpu_ghz`).
@@ -193,8 +195,10 @@ pub struct PebsParams {
         default = 250.0,
         range = "[0, 1e9]",
         unit = "ns",
-        sourced = "reference/pebs-cost.md section 2: Akiyama & Hirofuchi, ROSS'17, 200-300 ns per record \
-                   measured on Xeon (the midpoint; none is published for Knights Landing)"
+        assumed = "the midpoint of 200-300 ns per record measured on Xeon (Akiyama & Hirofuchi, ROSS'17, \
+                   reference/pebs-cost.md section 2) applied to Knights Landing, for which none is \
+                   published; 40-73% of the modelled PEBS overhead on pebs-minife, so `tierlab reproduce \
+                   pebs` sweeps it"
     )]
     pub assist_ns: f64,
     /// `interrupt` (the paper's driver) or `dedicated-thread` (the future work).
