@@ -199,9 +199,12 @@ class TelemetryKind(SweepKind[Comparison]):
             wanted = [t for t in self.techniques if t]
             unknown = [t for t in wanted if t not in names]
             if unknown:
+                from tierlab.cli.suggest import did_you_mean
+
+                hint = "".join(did_you_mean(u, names) for u in unknown)
                 raise TelemetryError(
-                    f"{spec}: no technique named {', '.join(unknown)} (the scenario has: "
-                    f"{', '.join(names)})"
+                    f"{spec}: no technique named {', '.join(unknown)}{hint} (the scenario "
+                    f"has: {', '.join(names)})"
                 )
             available = [(n, k) for n, k in available if n in wanted]
         runs: list[str | None] = [*([None] if self.baseline else []), *(n for n, _ in available)]

@@ -58,6 +58,7 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in subcommands():
         module.add_parser(sub)
+    parser.set_defaults(subparsers=sub.choices)
     return parser
 
 
@@ -78,7 +79,14 @@ def _main(argv: list[str] | None) -> int:
     from tierlab.cli.common import EXIT_INTERRUPTED
 
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # An option the subcommand does not take: its usage, not the top-level one.
+            # (A subcommand of a subcommand, `bench engine`, keeps its own parser in
+            # args.parser.)
+            own = getattr(args, "parser", None) or args.subparsers.get(args.command, parser)
+            own.error(f"unrecognized arguments: {' '.join(extra)}")
         code = int(args.func(args))
         return signals.exit_code() if code == EXIT_INTERRUPTED else code
     except KeyboardInterrupt:

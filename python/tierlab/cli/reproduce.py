@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
@@ -102,6 +103,17 @@ def _papers(name: str) -> list[str]:
     return names() if name == "all" else [name]
 
 
+def no_figure(args: argparse.Namespace, papers: list[Any]) -> NoReturn:
+    """``--figures GLOB`` that matches nothing: a usage error naming the closest figures."""
+    from tierlab.cli.suggest import did_you_mean
+
+    ids = [f.id for paper in papers for f in paper.figures]
+    parser: argparse.ArgumentParser = args.parser
+    parser.error(
+        f"--figures {args.figures!r} matches no figure{did_you_mean(args.figures or '', ids)}"
+    )
+
+
 def dry_run(args: argparse.Namespace) -> int:
     import fnmatch
 
@@ -116,15 +128,27 @@ def dry_run(args: argparse.Namespace) -> int:
     ]
     if not any(specs for _, specs in chosen):
         # As the run itself refuses it.
-        args.parser.error(f"--figures {args.figures!r} matches no figure")
+        no_figure(args, papers)
+    from tierlab import costs
+
+    table = costs.load()
+    cost = costs.Estimate()
     total = 0
     bad = 0
     for paper, specs in chosen:
         for spec in specs:
             _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
             note = spec.profile(args.profile).note
+            est = costs.estimate(plan.points, table)
+            cost.add(est)
+            price = (
+                "no measured cost"
+                if est.unpriced
+                else f"~{costs.human_seconds(est.cpu_seconds)} of CPU"
+            )
             print(
-                f"{paper.id}/{spec.id}: {len(plan.points)} points" + (f" ({note})" if note else "")
+                f"{paper.id}/{spec.id}: {len(plan.points)} points, {price}"
+                + (f" ({note})" if note else "")
             )
             from tierlab.reproduce.runner import point_command
 
@@ -138,6 +162,7 @@ def dry_run(args: argparse.Namespace) -> int:
                 print(f"  {point_command(spec, pt, args.seed)}{mark}")
             total += len(plan.points)
     print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
+    print(f"estimated cost: {cost.text(args.jobs or DEFAULT_JOBS)}")
     return EXIT_USAGE if bad else EXIT_OK
 
 
@@ -154,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.reproduce.runner import run_paper
     from tierlab.sweep.cache import ResultCache
     from tierlab.sweep.engine import SweepProgress
-    from tierlab.sweep.progress import RichSweepProgress
+    from tierlab.sweep.progress import sweep_progress
 
     out = args.out or Path(f"reproduce-{args.paper}")
     # As `run --out` of a sweep: an earlier report of this command (its stored points are
@@ -163,12 +188,12 @@ def main(args: argparse.Namespace) -> int:
     outdir.check_replaceable(out, ("reproduce", "points"), outdir.OutputError)
     args.out = out  # where --executor slurm keeps its files too
     store = ResultCache(out / "points", reuse=not args.fresh)
-    show = not args.no_progress and sys.stderr.isatty()
+    show = not args.no_progress
     err = Console(stderr=True)
 
     def progress(spec: FigureSpec, n: int) -> SweepProgress | None:
         print(f"tierlab reproduce: {spec.id}: {n} points ({args.profile})", file=sys.stderr)
-        return RichSweepProgress(err, lines=False) if show else None
+        return sweep_progress(f"reproduce {spec.id}", err, lines=False) if show else None
 
     start = time.monotonic()
     runs = []
@@ -192,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
                 break
     runs = [r for r in runs if r.figures]
     if not runs:
-        args.parser.error(f"--figures {args.figures!r} matches no figure")
+        no_figure(args, [load(name) for name in _papers(args.paper)])
     wall = time.monotonic() - start
     command = (
         " ".join(["tierlab", "reproduce", *map(shlex.quote, sys.argv[2:])])

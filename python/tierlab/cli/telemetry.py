@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from tierlab.cli.common import add_scenario_args, check_overrides
-from tierlab.cli.sweeps import add_sweep_args, run_sweep_command
+from tierlab.cli.sweeps import add_sweep_args, apply_quick, dry_run, run_sweep_command, start_line
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,6 +83,10 @@ def main(args: argparse.Namespace) -> int:
         # them); Ray tasks may run on other machines, so theirs come back here to be written.
         samples_dir=args.out if getattr(args, "executor", "local") != "ray" else None,
     )
+    apply_quick(args, "telemetry")
+    if args.dry_run:
+        return dry_run(args, kind)
+    start_line(args, kind, "telemetry")
     return run_sweep_command(args, kind)
 
 

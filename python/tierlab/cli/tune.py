@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
@@ -18,7 +19,17 @@ from tierlab.cli.common import (
     print_error,
     stdout_console,
 )
-from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
+
+if TYPE_CHECKING:
+    from tierlab.costs import Estimate
+from tierlab.cli.sweeps import (
+    DEFAULT_JOBS,
+    EXECUTORS,
+    JOBS,
+    add_cost_args,
+    add_slurm_args,
+    apply_quick,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -120,22 +131,59 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_slurm_args(p)
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
+    add_cost_args(p)
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, direction="maximize")
+
+
+def trial_estimate(args: argparse.Namespace, params: list[Any]) -> tuple[int, Estimate]:
+    """How many trials the search runs, and their estimated cost."""
+    from tierlab import costs, tune
+    from tierlab.sweep.point import Point
+
+    label, own, user = tune.base_point(args.scenario, args.points, args.overrides, args.seed)
+    n = args.trials
+    if args.method == "grid":
+        n = 1
+        for prm in params:
+            n *= prm.grid_size(args.grid_points)
+    one = costs.estimate([Point(label, str(args.scenario), (*own, *user), args.seed)])
+    total = costs.Estimate(
+        cpu_seconds=one.cpu_seconds * n,
+        peak_rss_bytes=one.peak_rss_bytes,
+        points=n,
+        unpriced=one.unpriced,
+    )
+    return n, total
 
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
-    from rich.console import Console
 
     from tierlab import tune
     from tierlab.cli.sweeps import make_executor
     from tierlab.sweep.cache import ResultCache
-    from tierlab.sweep.progress import RichSweepProgress
+    from tierlab.sweep.progress import sweep_progress
 
     try:
         params = [tune.Param.parse(x) for x in args.params]
     except tune.TuneError as e:
         args.parser.error(str(e))
+    apply_quick(args, "run", "tune")
+    try:
+        n, est = trial_estimate(args, params)
+    except tune.TuneError as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    jobs = args.jobs or args.default_jobs
+    if args.dry_run:
+        stdout_console().print(
+            f"{n} trial{'s' if n != 1 else ''} of {args.scenario}: {est.text(jobs)}",
+            highlight=False,
+        )
+        return EXIT_OK
+    from tierlab.progress import start
+
+    start("tune", f"{args.scenario}: {n} trials, {est.text(jobs)}")
     if args.out is not None:
         from tierlab import outdir
 
@@ -143,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
         # empty or new directory: never a recording or a directory of the user's.
         outdir.check_replaceable(args.out, ("tune", "points"), outdir.OutputError)
     store = ResultCache(args.out / "points", reuse=not args.fresh) if args.out else None
-    show = not args.no_progress and sys.stderr.isatty()
+    show = not args.no_progress
     try:
         with make_executor(args) as executor:
             search = tune.run_search(
@@ -159,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 executor=executor,
                 store=store,
-                progress=RichSweepProgress(Console(stderr=True)) if show else None,
+                progress=sweep_progress("tune") if show else None,
             )
     except tune.TuneError as e:
         print_error(str(e))
