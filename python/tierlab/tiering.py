@@ -222,21 +222,26 @@ class TieringKind(SweepKind[TieringSweep]):
         return write(report, out_dir)
 
     def render(self, report: TieringSweep, console: Console, title: str) -> None:
-        from rich.table import Table
+        from tierlab import tables
 
-        table = Table(title=f"{title}: tiering", title_justify="left", box=None)
-        for c in TABLE:
-            table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")
+        rows = []
         by_time = False
         for r in report.records:
-            j = r.to_json()
-            cells = [_cell(c, j.get(c)) for c in TABLE]
+            j = dict(r.to_json())
+            share = tables.cell(tables.col("share_of_optimum"), j.get("share_of_optimum"))
             if not math.isfinite(r.throughput_rps) and math.isfinite(r.share_of_optimum):
                 # No requests (a replayed trace): the share compares run times.
                 by_time = True
-                cells[TABLE.index("share_of_optimum")] += " *"
-            table.add_row(*cells)
-        console.print(table)
+                share += " *"
+            j["_share"] = share
+            rows.append(j)
+        tables.render(
+            rows,
+            TABLE,
+            console,
+            f"{title}: tiering",
+            cells={"share_of_optimum": lambda row: row["_share"]},
+        )
         if by_time:
             console.print(
                 "* the workload has no request throughput (a replayed trace): its share of the "

@@ -35,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--points", metavar="GLOB", help="run the sweep points whose label matches")
     p.add_argument("--json", action="store_true", help="print {run: {cores: pages}} as JSON")
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",

@@ -58,8 +58,45 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in subcommands():
         module.add_parser(sub)
-    parser.set_defaults(subparsers=sub.choices)
     return parser
+
+
+#: The commands whose start line `main` prints (the others print their own, or take no
+#: time), and the arguments that name what they work on.
+GENERIC_START: dict[str, tuple[str, ...]] = {
+    "view": ("recording",),
+    "trace": ("command",),
+    "import": ("files",),
+    "export-trace": ("recording",),
+    "overhead": ("command",),
+    "tier": ("command", "pid"),
+    "coremap": ("scenario",),
+    "rerun": ("dir",),
+    "bench": (),
+    "place": ("recording", "plan", "pid"),
+}
+
+
+def start_line(args: object) -> None:
+    """``tierlab view: rec1``: the first line of a command that may take a while, at once (on
+    stderr), before its modules load."""
+    parser = getattr(args, "parser", None)
+    prog = str(getattr(parser, "prog", ""))
+    words = prog.split()
+    if len(words) < 2 or words[1] not in GENERIC_START:
+        return
+    what = []
+    for name in GENERIC_START[words[1]]:
+        v = getattr(args, name, None)
+        if v is None or v == []:
+            continue
+        if isinstance(v, list):
+            v = " ".join(str(x) for x in v if str(x) != "--")
+        what.append(f"pid {v}" if name == "pid" else str(v))
+    text = ", ".join(what)
+    if len(text) > 70:
+        text = text[:67] + "..."
+    print(f"{prog}: starting{' ' + text if text else ''}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +122,9 @@ def _main(argv: list[str] | None) -> int:
             # An option the subcommand does not take: its usage, not the top-level one.
             # (A subcommand of a subcommand, `bench engine`, keeps its own parser in
             # args.parser.)
-            own = getattr(args, "parser", None) or args.subparsers.get(args.command, parser)
+            own = getattr(args, "parser", None) or parser
             own.error(f"unrecognized arguments: {' '.join(extra)}")
+        start_line(args)
         code = int(args.func(args))
         return signals.exit_code() if code == EXIT_INTERRUPTED else code
     except KeyboardInterrupt:

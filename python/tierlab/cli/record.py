@@ -111,6 +111,8 @@ def recorder_options(args: argparse.Namespace, names: Sequence[str]) -> RecordOp
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "record",
+        usage="%(prog)s [options] -o REC (-- CMD [ARGS...] | --pid PID)\n"
+        "       %(prog)s --list-backends",
         help="record a real program's memory accesses (perf_event_open)",
         description="Sample the memory accesses of CMD (launched) or of a running process "
         "(--pid) with Intel PEBS, AMD IBS or, without a PMU, software page faults, and track "

@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--figures", metavar="GLOB", help="only the figures whose id matches (e.g. 'cmcp-p')"
     )
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -166,10 +167,33 @@ def dry_run(args: argparse.Namespace) -> int:
     return EXIT_USAGE if bad else EXIT_OK
 
 
+def estimate_text(args: argparse.Namespace) -> str:
+    """``315 points, ~12 min of CPU (~6 min with 2 jobs), ...``: what the run will cost."""
+    import fnmatch
+
+    from tierlab import costs
+    from tierlab.reproduce import load
+    from tierlab.reproduce.runner import plan_figure
+
+    total = costs.Estimate()
+    table = costs.load()
+    for name in _papers(args.paper):
+        for spec in load(name).figures:
+            if fnmatch.fnmatchcase(spec.id, args.figures or "*"):
+                _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
+                total.add(costs.estimate(plan.points, table))
+    return f"{total.points} points, {total.text(args.jobs or DEFAULT_JOBS)}"
+
+
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
     if args.dry_run:
         return dry_run(args)
+    from tierlab.progress import start as say
+
+    out = args.out or Path(f"reproduce-{args.paper}")
+    say("reproduce", f"{args.paper} ({args.profile} profile) into {out}")
+    say("reproduce", estimate_text(args))
     from rich.console import Console
 
     from tierlab import __version__, outdir

@@ -70,7 +70,24 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
     )
     parser.add_argument("--no-progress", action="store_true", help="never show progress")
     add_cost_args(parser)
+    add_table_args(parser)
     parser.set_defaults(default_jobs=jobs)
+
+
+def add_table_args(parser: argparse.ArgumentParser) -> None:
+    """``--columns`` and ``--raw`` (every command that prints a table of results)."""
+    parser.add_argument(
+        "--columns",
+        metavar="A,B,...",
+        help="the table's columns, by key or header, in this order (default: those that fit "
+        "the terminal's width, COLUMNS)",
+    )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the table tab-separated with raw values and full column keys (for "
+        "scripts; --json gives every figure)",
+    )
 
 
 def add_cost_args(parser: argparse.ArgumentParser) -> None:
@@ -298,8 +315,14 @@ def run_sweep_command(
         )
         sys.stdout.flush()
     else:
+        from tierlab import tables
+
         out = stdout_console()
-        kind.render(report, out, title or str(args.scenario))
+        try:
+            with tables.options(args.columns, args.raw):
+                kind.render(report, out, title or str(args.scenario))
+        except tables.TableError as e:
+            args.parser.error(str(e))
         if written:
             out.print(f"wrote {len(written)} files to {args.out}", highlight=False)
     for error in run.failures:

@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_scenario_args(p)
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",

@@ -28,6 +28,7 @@ from tierlab.cli.sweeps import (
     JOBS,
     add_cost_args,
     add_slurm_args,
+    add_table_args,
     apply_quick,
 )
 
@@ -107,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_scenario_args(p)
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -132,6 +134,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
     add_cost_args(p)
+    add_table_args(p)
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, direction="maximize")
 
 
@@ -235,30 +238,49 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(tune.to_json(search), indent=2) + "\n")
     else:
-        from rich.table import Table
-
-        from tierlab.reporters.page import fmt_number
+        from tierlab import tables
 
         out = stdout_console()
-        t = Table(
-            title=f"tune {args.scenario}{' ' + search.point if search.point else ''}: "
-            f"{search.direction} {search.objective} ({search.method}, {len(search.trials)} trials)",
-            title_justify="left",
-            box=None,
+        title = (
+            f"tune {args.scenario}{' ' + search.point if search.point else ''}: "
+            f"{search.direction} {search.objective} ({search.method}, {len(search.trials)} trials)"
         )
-        t.add_column("rank", justify="right")
-        t.add_column("trial", justify="right")
-        for prm in params:
-            t.add_column(prm.name, justify="right")
-        t.add_column(search.objective, justify="right")
+        rows = []
         for i, tr in enumerate(search.ranked()[:15], start=1):
-            t.add_row(
-                str(i) if tr.value is not None else "-",
-                str(tr.number),
-                *(tune.toml_value(tr.params[prm.name]) for prm in params),
-                fmt_number(tr.value) if tr.value is not None else (tr.error or "not run"),
-            )
-        out.print(t)
+            row: dict[str, Any] = {
+                "rank": i if tr.value is not None else None,
+                "trial": tr.number,
+                **{prm.name: tune.toml_value(tr.params[prm.name]) for prm in params},
+                search.objective: tr.value,
+                "_note": tr.error or "not run",
+            }
+            rows.append(row)
+        cols = [
+            tables.Col("rank", "rank", kind="count", key_column=True),
+            tables.Col("trial", "trial", kind="count", key_column=True),
+            *(
+                tables.Col(prm.name, prm.name.rsplit(".", 1)[-1], prm.name, "text")
+                for prm in params
+            ),
+            tables.Col(search.objective, "objective", search.objective, "number"),
+        ]
+        try:
+            with tables.options(args.columns, args.raw):
+                tables.render(
+                    rows,
+                    cols,
+                    out,
+                    title,
+                    cells={
+                        search.objective: lambda r: (
+                            tables.number(r[search.objective])
+                            if r[search.objective] is not None
+                            else r["_note"]
+                        )
+                    },
+                )
+        except tables.TableError as e:
+            args.parser.error(str(e))
         best = search.best()
         if best is not None:
             out.print(f"best: {search.command(best)}", highlight=False, soft_wrap=True)
