@@ -62,7 +62,9 @@ class ScenarioCost:
     fixed_cpu_seconds: float = 0.0
     #: "full" or "quick": the form of the command measured
     measured_as: str = "full"
-    #: CPU seconds of the full command (measured, or extrapolated from the quick form)
+    #: CPU seconds of the full command: measured, or, measured as quick, at most this (the
+    #: quick form's points scaled linearly by their drivers; a point's setup, which does not
+    #: grow with the simulated time, makes the full run cheaper than that)
     full_cpu_seconds: float = 0.0
     #: label -> (CPU seconds, driver) of each point: the total CPU time shared among the
     #: points in proportion to their wall times
@@ -119,6 +121,25 @@ def human_seconds(s: float) -> str:
         return f"{m} min {sec:02d} s"
     h, m = divmod(m, 60)
     return f"{h} h {m:02d} min"
+
+
+def short_seconds(s: float) -> str:
+    """``45 s``, ``3.8 min``, ``22 min``, ``1.5 h``: a coarse duration for a table."""
+    if s < 60:
+        return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+    if s < 3600:
+        m = s / 60
+        return f"{m:.1f} min" if m < 10 else f"{m:.0f} min"
+    h = s / 3600
+    return f"{h:.1f} h" if h < 10 else f"{h:.0f} h"
+
+
+def cost_text(cost: ScenarioCost) -> str:
+    """The CPU time of a scenario's command for a table: ``3.5 s``; measured as quick, the
+    range it lies in: ``3.8 min .. 22 min``."""
+    if cost.measured_as == "full":
+        return short_seconds(cost.cpu_seconds)
+    return f"{short_seconds(cost.cpu_seconds)} .. {short_seconds(cost.full_cpu_seconds)}"
 
 
 def human_bytes(n: float) -> str:

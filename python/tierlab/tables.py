@@ -259,14 +259,10 @@ def render(
     cols = _chosen(cols)
     opts = _options()
     if opts.raw:
-        console.print("\t".join(c.key for c in cols), highlight=False, markup=False)
-        for r in rows:
-            console.print(
-                "\t".join(raw_cell(r.get(c.key)) for c in cols),
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+        # Written as they are: the console would expand the tabs.
+        lines = ["\t".join(c.key for c in cols)]
+        lines += ["\t".join(raw_cell(r.get(c.key)) for c in cols) for r in rows]
+        console.file.write("\n".join(lines) + "\n")
         return
     custom = cells or {}
     shown = [

@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--raw",
         action="store_true",
-        help="tab-separated, one scenario a line: name, CPU seconds, peak bytes, description",
+        help="tab-separated, one scenario a line: name, CPU seconds (of the form measured, "
+        "--json says which), peak bytes, description",
     )
     p.set_defaults(func=main, parser=p)
 
@@ -41,8 +42,9 @@ def main(args: argparse.Namespace) -> int:
                     "name": n,
                     "description": d,
                     "command": cost.command if cost else None,
-                    "cpu_seconds": cost.full_cpu_seconds if cost else None,
-                    "cpu_seconds_measured_as": cost.measured_as if cost else None,
+                    "measured_as": cost.measured_as if cost else None,
+                    "cpu_seconds": cost.cpu_seconds if cost else None,
+                    "full_cpu_seconds_at_most": cost.full_cpu_seconds if cost else None,
                     "peak_rss_bytes": cost.peak_rss_bytes if cost else None,
                     "long": cost.long if cost else None,
                 }
@@ -52,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     if args.raw:
         for n, d in rows:
             cost = table_of_costs.get(n)
-            cpu = f"{cost.full_cpu_seconds:g}" if cost else ""
+            cpu = f"{cost.cpu_seconds:g}" if cost else ""
             rss = str(cost.peak_rss_bytes) if cost else ""
             print(f"{n}\t{cpu}\t{rss}\t{d}")
         return 0
@@ -67,9 +69,8 @@ def main(args: argparse.Namespace) -> int:
         if cost is None:
             table.add_row(name, "?", "?", description)
             continue
-        approx = "~" if cost.measured_as != "full" else ""
-        extrapolated |= bool(approx)
-        cpu = f"{approx}{c.human_seconds(cost.full_cpu_seconds)}"
+        extrapolated |= cost.measured_as != "full"
+        cpu = c.cost_text(cost)
         if cost.long:
             name_cell = f"{name} [red](long)[/]"
             cpu = f"[red]{cpu}[/]"
@@ -82,7 +83,12 @@ def main(args: argparse.Namespace) -> int:
         "CPU: CPU time of `tierlab run NAME` (or `tierlab telemetry NAME`) with --out on the "
         "reference 2-core machine (about half of it in wall time with two free cores); "
         "memory: its largest process's peak RSS"
-        + ("; ~: extrapolated from the --quick form's measured cost" if extrapolated else "")
+        + (
+            "; A .. B: A measured for --quick, the full run at most B (scaled by simulated time "
+            "or iterations)"
+            if extrapolated
+            else ""
+        )
         + f"; (long): more than {c.human_seconds(c.LONG_CPU_SECONDS)} of CPU, --quick runs a "
         "scaled-down form. --dry-run of any command estimates its cost.",
         highlight=False,
