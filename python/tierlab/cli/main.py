@@ -65,7 +65,7 @@ def build_parser() -> ArgumentParser:
 #: time), and the arguments that name what they work on.
 GENERIC_START: dict[str, tuple[str, ...]] = {
     "view": ("recording",),
-    "trace": ("command",),
+    "trace": ("cc", "command"),
     "import": ("files",),
     "export-trace": ("recording",),
     "overhead": ("command",),
