@@ -257,7 +257,10 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         interrupted=interrupted,
     )
-    written = report.write(runs, info, out)
+    from tierlab.progress import phase
+
+    with phase(f"writing the report to {out}", "reproduce"):
+        written = report.write(runs, info, out)
     failures = 0
     for pr in runs:
         held = sum(c.outcome.verdict == "holds" for c in pr.claims)

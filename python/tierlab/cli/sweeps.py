@@ -305,7 +305,12 @@ def run_sweep_command(
         )
     if args.points and not outcome.plan.points:
         args.parser.error(f"--points {args.points!r} matches no sweep point")
-    written = kind.write(report, args.out) if args.out is not None else []
+    written = []
+    if args.out is not None:
+        from tierlab.progress import phase
+
+        with phase(f"writing tables and plots to {args.out}", args.command):
+            written = kind.write(report, args.out)
     if args.json:
         from tierlab.reporters.page import clean_json
 

@@ -233,7 +233,10 @@ def main(args: argparse.Namespace) -> int:
             for t in doc["trials"]
         ]
         pd.DataFrame(rows).to_csv(args.out / "trials.csv", index=False)
-        tune.page(search).write(args.out / "index.html")
+        from tierlab.progress import phase
+
+        with phase(f"writing the page to {args.out}", "tune"):
+            tune.page(search).write(args.out / "index.html")
         written = ["tune.json", "trials.csv", "index.html"]
     if args.json:
         sys.stdout.write(json.dumps(tune.to_json(search), indent=2) + "\n")
