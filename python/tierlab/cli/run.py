@@ -106,6 +106,11 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(stats_json(result))
         sys.stdout.flush()
+    elif args.raw:
+        # For scripts: every statistic, tab-separated (--json gives them nested).
+        sys.stdout.write("stat\tvalue\n")
+        sys.stdout.writelines(f"{k}\t{v}\n" for k, v in result.stats_flat.items())
+        sys.stdout.flush()
     else:
         out = stdout_console()
         SummaryReporter().render(result, out)
