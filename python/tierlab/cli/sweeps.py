@@ -153,9 +153,14 @@ def plan_points(args: argparse.Namespace, kind: SweepKind[Any] | None) -> list[A
 
 def dry_run(args: argparse.Namespace, kind: SweepKind[Any] | None) -> int:
     """``--dry-run``: every point with its estimated CPU time, then the total."""
+    jobs = 1 if kind is None else (args.jobs or args.default_jobs)
+    return print_estimate(plan_points(args, kind), jobs)
+
+
+def print_estimate(points: list[Any], jobs: int) -> int:
+    """Every point's estimated CPU time, then the total (on stdout)."""
     from tierlab import costs
 
-    points = plan_points(args, kind)
     table = costs.load()
     total = costs.Estimate()
     out = stdout_console()
@@ -164,7 +169,6 @@ def dry_run(args: argparse.Namespace, kind: SweepKind[Any] | None) -> int:
         total.add(est)
         cpu = "no measured cost" if est.unpriced else f"~{costs.human_seconds(est.cpu_seconds)}"
         out.print(f"  {pt.label or pt.spec}: {cpu}", highlight=False, markup=False)
-    jobs = 1 if kind is None else (args.jobs or args.default_jobs)
     out.print(
         f"{len(points)} point{'s' if len(points) != 1 else ''}: {total.text(jobs)}",
         highlight=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tierlab.cli.common import add_scenario_args, check_overrides
@@ -68,6 +69,14 @@ def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
     techniques = technique_list(args)
     if args.scenario == "pebs-scale":
+        if args.quick:
+            print("tierlab telemetry: --quick: no shorter form: run as it is", file=sys.stderr)
+        if args.dry_run:
+            print(
+                "pebs-scale: the application profiles' engine runs and the BSP model; no "
+                "measured cost (tierlab bench costs measures the built-in scenarios)"
+            )
+            return 0
         return pebs_scale(args, techniques)
     from tierlab import outdir
     from tierlab.telemetry import TelemetryKind
