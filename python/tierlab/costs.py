@@ -362,6 +362,14 @@ def measure(
         cpu, rss, wall = _measure_command(argv + (["--quick"] if quick_form else []))
         store = ResultCache(out / "points")
         walls = {}
+        if command == "telemetry":
+            # The command's points keep their samples in OUT (part of their stored keys).
+            from tierlab.sweep.api import plan_kind
+            from tierlab.telemetry import TelemetryKind
+
+            kind = TelemetryKind(None, keep_samples=True, samples_dir=out)
+            keep = quick(name, command).keeps if quick_form else None
+            points = list(plan_kind(name, kind, set=overrides, keep=keep).points)
         for pt in points:
             result = store.load(pt)
             if result is not None:
