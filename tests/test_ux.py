@@ -24,12 +24,14 @@ def test_every_built_in_scenario_has_a_measured_cost() -> None:
     missing = [n for n, _ in scenarios() if n not in table]
     assert not missing, f"no measured cost (tierlab bench costs --write): {missing}"
     for c in table.values():
-        assert c.cpu_seconds > 0 and c.peak_rss_bytes > 0, c.name
-        assert c.full_cpu_seconds >= c.cpu_seconds, c.name
+        assert c.cpu_seconds > 0 and c.full_cpu_seconds >= c.cpu_seconds, c.name
+        # Figures taken from docs/benchmarks.md may lack the peak memory; a measured one not.
+        assert c.peak_rss_bytes > 0 or c.measured_as == "docs", c.name
     res = tierlab("scenarios", env={"COLUMNS": "100"})
     assert res.returncode == 0, res.stderr
     rows = json.loads(tierlab("scenarios", "--json").stdout)
-    assert all(r["cpu_seconds"] and r["peak_rss_bytes"] for r in rows)
+    assert all(r["cpu_seconds"] for r in rows)
+    assert "?" not in "".join(line.split()[1] for line in res.stdout.splitlines()[1:23])
 
 
 def test_estimate_scales_a_measured_point_by_its_driver() -> None:

@@ -60,7 +60,9 @@ class ScenarioCost:
     driver: float
     #: CPU seconds of any run of the command (start, drawing, writing), in cpu_seconds
     fixed_cpu_seconds: float = 0.0
-    #: "full" or "quick": the form of the command measured
+    #: "full" or "quick": the form of the command measured by ``tierlab bench costs``;
+    #: "docs": the full command's CPU time and peak RSS as docs/benchmarks.md records them
+    #: (``measured`` says on which machine and commit; 0 bytes: not recorded)
     measured_as: str = "full"
     #: CPU seconds of the full command: measured, or, measured as quick, at most this (the
     #: quick form's points scaled linearly by their drivers; a point's setup, which does not
@@ -139,6 +141,8 @@ def cost_text(cost: ScenarioCost) -> str:
     range it lies in: ``3.8 min .. 22 min``."""
     if cost.measured_as == "full":
         return short_seconds(cost.cpu_seconds)
+    if cost.measured_as == "docs":
+        return f"{short_seconds(cost.cpu_seconds)} (b)"
     return f"{short_seconds(cost.cpu_seconds)} .. {short_seconds(cost.full_cpu_seconds)}"
 
 

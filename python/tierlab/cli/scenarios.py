@@ -64,6 +64,7 @@ def main(args: argparse.Namespace) -> int:
     table.add_column("memory", justify="right", no_wrap=True)
     table.add_column("description", ratio=1)
     extrapolated = False
+    from_docs = False
     for name, description in rows:
         cost = table_of_costs.get(name)
         if cost is None:
@@ -72,11 +73,13 @@ def main(args: argparse.Namespace) -> int:
         extrapolated |= cost.measured_as != "full"
         cpu = c.cost_text(cost)
         if cost.long:
-            name_cell = f"{name} [red](long)[/]"
+            name_cell = f"{name} [bold red]*[/]"
             cpu = f"[red]{cpu}[/]"
         else:
             name_cell = name
-        table.add_row(name_cell, cpu, c.human_bytes(cost.peak_rss_bytes), description)
+        from_docs |= cost.measured_as == "docs"
+        rss = c.human_bytes(cost.peak_rss_bytes) if cost.peak_rss_bytes else "?"
+        table.add_row(name_cell, cpu, rss, description)
     out = stdout_console()
     out.print(table)
     out.print(
@@ -89,8 +92,14 @@ def main(args: argparse.Namespace) -> int:
             if extrapolated
             else ""
         )
-        + f"; (long): more than {c.human_seconds(c.LONG_CPU_SECONDS)} of CPU, --quick runs a "
-        "scaled-down form. --dry-run of any command estimates its cost.",
+        + (
+            "; (b): as docs/benchmarks.md records it (an earlier commit, maybe an earlier "
+            "machine; not measured by tierlab bench costs yet)"
+            if from_docs
+            else ""
+        )
+        + f"; *: long, more than {c.human_seconds(c.LONG_CPU_SECONDS)} of CPU (--quick runs a "
+        "scaled-down form). --dry-run of any command estimates its cost.",
         highlight=False,
     )
     return 0
