@@ -87,7 +87,7 @@ class RichSweepProgress(SweepProgress):
 class PlainSweepProgress(SweepProgress):
     """A sweep's progress as plain lines on stderr, for a log file or a pipe: one when the
     sweep starts, one every :func:`tierlab.progress.interval` seconds or every tenth of the
-    points (whichever comes first), and a point's failure at once."""
+    points (whichever comes first), with the points failed so far."""
 
     def __init__(self, label: str = "sweep") -> None:
         from tierlab.progress import interval
@@ -128,7 +128,7 @@ class PlainSweepProgress(SweepProgress):
         self._maybe(state)
 
     def point_failed(self, state: SweepState, point: Point, error: PointError) -> None:
-        self._line(f"[failed] {point.label}: {error.message}")
+        # Counted here; the command names every failed point once, when the sweep ends.
         self._maybe(state)
 
     def finished(self, state: SweepState, interrupted: bool) -> None:
