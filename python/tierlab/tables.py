@@ -209,7 +209,7 @@ def percent(p: float) -> str:
     if a == 0:
         return "0%"
     if a >= 10:
-        return f"{p:.0f}%" if a >= 99.95 or p == int(p) else f"{p:.1f}%"
+        return f"{p:.0f}%" if p == int(p) else f"{p:.1f}%"
     if a >= 1:
         return f"{p:.1f}%"
     return f"{p:.2g}%"
