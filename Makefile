@@ -3,6 +3,7 @@
 #   make demo      run the built-in demo scenario, outputs in demo-out/
 #   make test      Rust tests + clippy + rustfmt, ruff, mypy, pytest
 #   make bench     engine throughput
+#   make costs     measure every built-in scenario's CPU time and peak memory (about an hour)
 # PYTHON=python3.12 make install picks another interpreter (3.11 or newer).
 
 SHELL := /bin/bash
@@ -14,7 +15,7 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test test-rust test-lint bench rust-tools system-tools clean
+.PHONY: install demo test test-rust test-lint bench costs rust-tools system-tools clean
 
 install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
 
@@ -149,6 +150,12 @@ CALIBRATION := ../shared/bench/engine-calibration.c
 bench: install
 	$(BIN)/tierlab bench engine --record bench/results \
 	  $(if $(wildcard $(CALIBRATION)),--calibrate $(CALIBRATION))
+
+# Every built-in scenario's measured cost (CPU time, peak RSS) on this machine, into the
+# checked-in table that `tierlab scenarios` and every --dry-run read
+# (python/tierlab/scenario_costs.json). COSTS_FLAGS=--quick measures the scaled-down forms.
+costs: install
+	$(BIN)/tierlab bench costs --write $(COSTS_FLAGS) $(SCENARIOS)
 
 clean:
 	rm -rf $(VENV) demo-out python/tierlab/_native*.so python/tierlab/_native*.pyd

@@ -43,16 +43,20 @@ class Completed:
 
 
 def tierlab(
-    *args: str | os.PathLike[str], cwd: Path | None = None, timeout: float = 120
+    *args: str | os.PathLike[str],
+    cwd: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
 ) -> Completed:
-    """Run ``python -m tierlab ARGS`` and capture its output."""
+    """Run ``python -m tierlab ARGS`` and capture its output (``env``: variables added to the
+    environment, which has no ``COLUMNS`` otherwise)."""
     proc = subprocess.run(
         [sys.executable, "-m", "tierlab", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"} | (env or {}),
     )
     return Completed(proc.returncode, proc.stdout, proc.stderr)
 

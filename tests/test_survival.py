@@ -467,7 +467,7 @@ def test_per_core_averages_are_whole_and_labelled() -> None:
     )
     text = buf.getvalue()
     assert ("49514.5" not in text and "49,514" in text) or "49,515" in text, text
-    assert "page_faults (per core)" in text
+    assert "page faults per core" in text
 
 
 def test_a_plan_of_a_trace_does_not_print_pid_none(tmp_path: Path) -> None:

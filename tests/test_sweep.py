@@ -76,7 +76,8 @@ def test_failed_point_is_one_line_naming_it(tmp_path: Path, jobs: str) -> None:
     res = tierlab("run", spec, "--json", "--jobs", jobs)
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert "Traceback" not in res.stderr, res.stderr
-    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    # Besides the start and progress lines ("tierlab run: ..."), one line: the failure.
+    lines = [x for x in res.stderr.splitlines() if x.strip() and not x.startswith("tierlab run:")]
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("tierlab: point 'bad/point': "), lines
     assert "corez" in lines[0]

@@ -248,6 +248,43 @@ class Result:
         ``window, t_start_s, t_end_s, bin, bin_start, bin_bytes, mapping, accesses``."""
         return heatmap_frame(self.heatmap)
 
+    def frame(self, table: str = "timeseries", library: str = "pandas") -> Any:
+        """A table of the run (``timeseries``, ``heatmap``, ``stats``) as a pandas frame, or
+        as a polars one with ``library="polars"``."""
+        from tierlab.notebook import to_library
+
+        tables = {
+            "timeseries": lambda: self.timeseries,
+            "heatmap": self.heatmap_frame,
+            "stats": self.stats_table,
+        }
+        if table not in tables:
+            raise ValueError(f"table {table!r}: expected one of {', '.join(tables)}")
+        return to_library(tables[table](), library)
+
+    def __repr__(self) -> str:
+        """One line (the scenario TOML is ``.scenario``, the summary ``.summary``)."""
+        state = ""
+        if self.interrupted:
+            state = ", interrupted"
+        elif self.error is not None:
+            state = f", stopped by a simulation error: {self.error}"
+        sim = f"{self.sim_ns_done / 1e9:g} s simulated, " if self.sim_ns_done else ""
+        accesses = self.stats_flat.get("machine.accesses")
+        acc = f"{accesses:,} accesses, " if isinstance(accesses, int) else ""
+        return (
+            f"<Result {self.name} seed {self.seed}: {sim}{acc}{self.wall_seconds:.2f} s wall"
+            f"{state}>"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        from tierlab.notebook import html_table
+
+        head = f"<p><b>{html.escape(self.name)}</b> (seed {self.seed})</p>"
+        return head + html_table(self.summary)
+
     def stats_table(self) -> pd.DataFrame:
         """``stats_flat`` as a two-column table (``name``, ``value``)."""
         import pandas as pd

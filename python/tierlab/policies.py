@@ -301,7 +301,6 @@ def render_records(rows: Sequence[dict[str, StatValue]], console: Console, title
     outside the hierarchical mode (only a label of those columns) as the table of every stat
     they hold (:func:`render_plain_records`). The title is a line of its own (a table's title
     would wrap at the table's width)."""
-    from rich.table import Table
     from rich.text import Text
 
     console.print(Text(title), soft_wrap=True)
@@ -309,15 +308,9 @@ def render_records(rows: Sequence[dict[str, StatValue]], console: Console, title
     if rows and cols == ["label"]:
         render_plain_records(rows, console)
         return
-    table = Table(box=None)
-    for c in cols:
-        head = f"{c} (per core)" if c in PER_CORE_COLUMNS else c
-        table.add_column(head, justify="left" if c in _LEFT else "right")
-    for r in rows:
-        table.add_row(
-            *(fmt_per_core(r.get(c)) if c in PER_CORE_COLUMNS else fmt_cell(r.get(c)) for c in cols)
-        )
-    console.print(table)
+    from tierlab import tables
+
+    tables.render(rows, cols, console)
 
 
 #: Record columns that are per-core averages of counts (the CMCP paper's Table 1 divides by

@@ -199,9 +199,12 @@ class TelemetryKind(SweepKind[Comparison]):
             wanted = [t for t in self.techniques if t]
             unknown = [t for t in wanted if t not in names]
             if unknown:
+                from tierlab.cli.suggest import did_you_mean
+
+                hint = "".join(did_you_mean(u, names) for u in unknown)
                 raise TelemetryError(
-                    f"{spec}: no technique named {', '.join(unknown)} (the scenario has: "
-                    f"{', '.join(names)})"
+                    f"{spec}: no technique named {', '.join(unknown)}{hint} (the scenario "
+                    f"has: {', '.join(names)})"
                 )
             available = [(n, k) for n, k in available if n in wanted]
         runs: list[str | None] = [*([None] if self.baseline else []), *(n for n, _ in available)]
@@ -332,17 +335,22 @@ class TelemetryKind(SweepKind[Comparison]):
         return written
 
     def render(self, report: Comparison, console: Console, title: str) -> None:
-        from rich.table import Table
+        from tierlab import tables
 
         table = report.table()
-        t = Table(title=f"telemetry on {title}")
-        cols = [str(c) for c in table.columns]
-        for c in cols:
-            left = c in ("technique", "kind", "note", report.sweep_name)
-            t.add_column(c, justify="left" if left else "right")
-        for _, row in table.iterrows():
-            t.add_row(*[fmt_cell(row[c]) for c in cols])
-        console.print(t)
+        keys: list[str | tables.Col] = [
+            tables.Col(c, c, kind="text", key_column=True) if c == report.sweep_name else str(c)
+            for c in table.columns
+        ]
+        rows = [
+            {str(k): (None if _missing(v) else v) for k, v in row.items()}
+            for row in table.to_dict("records")
+        ]
+        tables.render(rows, keys, console, f"telemetry on {title}")
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def fmt_cell(x: object, digits: int = 3) -> str:

@@ -252,28 +252,30 @@ class TieringKind(SweepKind[TieringSweep]):
         return write(report, out_dir)
 
     def render(self, report: TieringSweep, console: Console, title: str) -> None:
-        from rich.table import Table
+        from tierlab import tables
 
-        table = Table(title=f"{title}: tiering", title_justify="left", box=None)
-        for c in TABLE:
-            table.add_column(c, justify="left" if c in ("policy", "telemetry") else "right")
+        rows = []
         by_time = False
         for r in report.records:
-            j = r.to_json()
-            cells = [_cell(c, j.get(c)) for c in TABLE]
+            j = dict(r.to_json())
+            share = tables.cell(tables.col("share_of_optimum"), j.get("share_of_optimum"))
             if not math.isfinite(r.throughput_rps) and math.isfinite(r.share_of_optimum):
                 # No requests (a replayed trace): the share compares run times.
                 by_time = True
-                cells[TABLE.index("share_of_optimum")] += " *"
-            table.add_row(*cells)
-        console.print(table)
-        counters = Table(title=f"{title}: migrations", title_justify="left", box=None)
-        for c in COUNTERS:
-            counters.add_column(c, justify="left" if c == "policy" else "right")
-        for r in report.records:
-            j = r.to_json()
-            counters.add_row(*[_cell(c, j.get(c)) for c in COUNTERS])
-        console.print(counters)
+                share += " *"
+            j["_share"] = share
+            rows.append(j)
+        tables.render(
+            rows,
+            TABLE,
+            console,
+            f"{title}: tiering",
+            cells={"share_of_optimum": lambda row: row["_share"]},
+        )
+        # The same counters for every policy (docs/tiering-systems.md).
+        tables.render(
+            [dict(r.to_json()) for r in report.records], COUNTERS, console, f"{title}: migrations"
+        )
         if by_time:
             console.print(
                 "* the workload has no request throughput (a replayed trace): its share of the "
@@ -424,31 +426,3 @@ COUNTERS = (
     "p95_us",
     "p99_us",
 )
-
-
-def _cell(column: str, v: object) -> str:
-    """A table cell: sizes in GiB, rates and counts with thousands separators, latencies
-    and times with a few decimals."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if column.endswith("_bytes") and isinstance(v, float | int):
-        gib = v / 2**30
-        return f"{gib:,.0f} GiB" if gib >= 100 else f"{gib:.3g} GiB"
-    if column in ("run_fast_share", "optimum_fast_share") and isinstance(v, float | int):
-        return f"{100 * v:.1f}%"
-    counts = (
-        "throughput_rps",
-        "migrations",
-        "promoted_pages",
-        "demoted_pages",
-        "ping_pong",
-        "wasted_promotions",
-        "optimum_throughput_rps",
-    )
-    if column in counts and isinstance(v, float | int):
-        return f"{v:,.0f}"
-    if column == "share_of_optimum" and isinstance(v, float | int):
-        return f"{100 * v:.1f}%"
-    if isinstance(v, float):
-        return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
-    return str(v)

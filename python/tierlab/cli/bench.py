@@ -58,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write the figures with the commit and the machine to DIR/engine-*.json "
         "(make bench: bench/results) and print the ratios to the newest earlier record",
     )
-    e.set_defaults(func=engine)
+    e.set_defaults(func=engine, parser=e)
     pol = what.add_parser(
         "policies",
         help="replacement policies vs libCacheSim",
@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="runs per side (best; default 3)",
     )
-    pol.set_defaults(func=policies)
+    pol.set_defaults(func=policies, parser=pol)
     tr = what.add_parser(
         "tracer",
         help="tierlab trace --cc vs Valgrind lackey on one program",
@@ -110,7 +110,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="OpenMP threads (default 2)",
     )
     tr.add_argument("--json", action="store_true", help="print a JSON object")
-    tr.set_defaults(func=tracer)
+    tr.set_defaults(func=tracer, parser=tr)
+    co = what.add_parser(
+        "costs",
+        help="measure every built-in scenario's CPU time and peak memory",
+        description="Run each built-in scenario's command (tierlab run NAME, or tierlab "
+        "telemetry NAME for a comparison of techniques) with --out into a temporary "
+        "directory and --jobs 2, one after the other, and measure its CPU time (the command "
+        "and its workers) and peak RSS (its largest process). With --write, the figures go "
+        "into the checked-in table that tierlab scenarios and every --dry-run read "
+        "(python/tierlab/scenario_costs.json; make costs). Takes about an hour on two cores.",
+    )
+    co.add_argument(
+        "scenarios", nargs="*", metavar="NAME", help="only these scenarios (default: every one)"
+    )
+    co.add_argument(
+        "--write",
+        action="store_true",
+        help="store the figures in the checked-in table (the other scenarios' are kept)",
+    )
+    co.add_argument(
+        "--quick",
+        action="store_true",
+        help="measure the scenarios' --quick form (the full cost is then extrapolated from "
+        "it: tierlab scenarios marks such figures with ~)",
+    )
+    co.add_argument("--json", action="store_true", help="print the figures as JSON")
+    co.set_defaults(func=costs, parser=co)
 
 
 def engine(args: argparse.Namespace) -> int:
@@ -276,4 +302,41 @@ def tracer(args: argparse.Namespace) -> int:
         f"tierlab's tracer is {res['speedup_wall']:.1f}x faster than lackey on the same program "
         f"(wall time; {res['speedup_rate']:.1f}x in accesses per second)"
     )
+    return 0
+
+
+def costs(args: argparse.Namespace) -> int:
+    from tierlab import costs as c
+    from tierlab.api import scenarios
+    from tierlab.cli.suggest import check_choice
+
+    known = [n for n, _ in scenarios()]
+    for name in args.scenarios:
+        check_choice(args.parser, "scenario", name, known)
+    names = args.scenarios or known
+    table = c.load()
+    measured = {}
+    fixed: dict[str, float] = {}
+    for i, name in enumerate(names, 1):
+        print(f"tierlab bench costs: [{i}/{len(names)}] {name} ...", file=sys.stderr, flush=True)
+        cost = c.measure(name, fixed, quick_form=args.quick)
+        measured[name] = cost
+        print(
+            f"tierlab bench costs: {name}{' --quick' if args.quick else ''}: "
+            f"{c.human_seconds(cost.cpu_seconds)} of CPU (full: "
+            f"{c.human_seconds(cost.full_cpu_seconds)}), "
+            f"{c.human_bytes(cost.peak_rss_bytes)} peak, {cost.points} point(s), "
+            f"{c.human_seconds(cost.wall_seconds)} wall (load {cost.measured['load_before']})",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.write:
+            table[name] = cost
+            c.save(table)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({n: asdict(v) for n, v in measured.items()}, indent=2))
+    elif args.write:
+        print(f"wrote {len(measured)} scenario costs to {c.COSTS_FILE}")
     return 0

@@ -61,12 +61,27 @@ def stdout_console(**kwargs: Any) -> Console:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with tierlab's error format (``tierlab: error: ...``, exit code 2)."""
+    """argparse with tierlab's error format (``tierlab: error: ...``, exit code 2), "did
+    you mean" for an invalid choice (a command, a paper, ...)."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        print_error(message)
+        print_error(_with_suggestion(message))
         sys.exit(EXIT_USAGE)
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's ``invalid choice: 'dmeo' (choose from ...)`` with the closest choices."""
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if m is None:
+        return message
+    from tierlab.cli.suggest import did_you_mean
+
+    choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+    hint = did_you_mean(m.group(1), choices)
+    return f"{message[: m.start()]}invalid choice: {m.group(1)!r}{hint} (choose from {m.group(2)})"
 
 
 def int_in(lo: int, hi: int, what: str = "an integer") -> Any:
@@ -185,7 +200,26 @@ def _error_message(exc: BaseException) -> str:
         )
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror.lower()}"
-    return str(exc) or type(exc).__name__
+    return _scenario_suggestion(str(exc)) or type(exc).__name__
+
+
+def _scenario_suggestion(text: str) -> str:
+    """An unknown scenario's message with the closest built-in names."""
+    import re
+
+    m = re.match(r"(\S+): no such scenario file, and not a built-in scenario", text)
+    if m is None:
+        return text
+    from tierlab.cli.suggest import did_you_mean
+
+    try:
+        from tierlab.api import scenarios
+
+        names = [n for n, _ in scenarios()]
+    except ImportError:
+        return text
+    hint = did_you_mean(m.group(1), names)
+    return text[: m.end()] + hint + text[m.end() :] if hint else text
 
 
 def exit_status_text(code: int) -> str:

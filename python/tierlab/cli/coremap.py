@@ -19,6 +19,7 @@ from tierlab.cli.common import (
     check_overrides,
     stdout_console,
 )
+from tierlab.cli.sweeps import add_cost_args, apply_quick, print_estimate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,17 +36,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--points", metavar="GLOB", help="run the sweep points whose label matches")
     p.add_argument("--json", action="store_true", help="print {run: {cores: pages}} as JSON")
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
         help="write coremap.json/.csv/.png/.svg into DIR (a new or empty directory, or an "
         "earlier coremap --out, which is replaced)",
     )
+    add_cost_args(p)
     p.set_defaults(func=main, parser=p)
 
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
+    apply_quick(args, "run", "coremap")
+    if args.dry_run:
+        from tierlab.sweep.point import Point as P
+        from tierlab.sweep.point import scenario_points as sp
+
+        if args.points:
+            _, pts = sp(args.scenario, list(args.overrides), args.points)
+            plan = [P(label, args.scenario, (*ov, *args.overrides), args.seed) for label, ov in pts]
+        else:
+            plan = [P("", args.scenario, tuple(args.overrides), args.seed)]
+        return print_estimate(plan, 1)
     from tierlab import outdir
     from tierlab.policies import coremap, record
     from tierlab.sweep.engine import execute

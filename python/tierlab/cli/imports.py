@@ -104,8 +104,11 @@ def main(args: argparse.Namespace) -> int:
     # A failed import takes back what it wrote at OUT (a directory it made, or what it put
     # into an empty one), so the corrected command can run; it never touches anything else.
     created = not os.path.lexists(out)
+    from tierlab.progress import phase
+
     try:
-        code = _import(args, out, replacing)
+        with phase(f"importing {args.format} into {out}", "import"):
+            code = _import(args, out, replacing)
     except BaseException:
         _take_back(out, created, replacing)
         raise

@@ -61,6 +61,44 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+#: The commands whose start line `main` prints (the others print their own, or take no
+#: time), and the arguments that name what they work on.
+GENERIC_START: dict[str, tuple[str, ...]] = {
+    "view": ("recording",),
+    "trace": ("cc", "command"),
+    "import": ("files",),
+    "export-trace": ("recording",),
+    "overhead": ("command",),
+    "tier": ("command", "pid"),
+    "coremap": ("scenario",),
+    "rerun": ("dir",),
+    "bench": (),
+    "place": ("recording", "plan", "pid"),
+}
+
+
+def start_line(args: object) -> None:
+    """``tierlab view: rec1``: the first line of a command that may take a while, at once (on
+    stderr), before its modules load."""
+    parser = getattr(args, "parser", None)
+    prog = str(getattr(parser, "prog", ""))
+    words = prog.split()
+    if len(words) < 2 or words[1] not in GENERIC_START:
+        return
+    what = []
+    for name in GENERIC_START[words[1]]:
+        v = getattr(args, name, None)
+        if v is None or v == []:
+            continue
+        if isinstance(v, list):
+            v = " ".join(str(x) for x in v if str(x) != "--")
+        what.append(f"pid {v}" if name == "pid" else str(v))
+    text = ", ".join(what)
+    if len(text) > 70:
+        text = text[:67] + "..."
+    print(f"{prog}: starting{' ' + text if text else ''}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM and SIGHUP stop a command as Ctrl-C does (what was done is kept); the exit
     # status is then 128 + the signal's number.
@@ -78,7 +116,15 @@ def _main(argv: list[str] | None) -> int:
     from tierlab.cli.common import EXIT_INTERRUPTED
 
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # An option the subcommand does not take: its usage, not the top-level one.
+            # (A subcommand of a subcommand, `bench engine`, keeps its own parser in
+            # args.parser.)
+            own = getattr(args, "parser", None) or parser
+            own.error(f"unrecognized arguments: {' '.join(extra)}")
+        start_line(args)
         code = int(args.func(args))
         return signals.exit_code() if code == EXIT_INTERRUPTED else code
     except KeyboardInterrupt:

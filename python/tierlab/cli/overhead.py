@@ -110,7 +110,10 @@ def main(args: argparse.Namespace) -> int:
         f"({sum(res.samples) // res.runs} samples, {sum(res.drains) // res.runs} drains, "
         f"{sum(res.lost) // res.runs} lost records per run)"
     )
+    from tierlab import noise
+
     print(
         f"  overhead  {res.overhead * 100:+.1f} %  (95% CI {lo * 100:+.1f} % .. {hi * 100:+.1f} %)"
+        + noise.flag(res.ci95, res.load_max, res.cores)
     )
     return EXIT_OK

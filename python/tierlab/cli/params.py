@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the whole page docs/parameters.md is (ignores SECTION)",
     )
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, parser=p)
 
 
 def _name(path: str, kind: str) -> str:

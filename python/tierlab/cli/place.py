@@ -120,7 +120,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pp.add_argument("--fast-node", type=_nonneg, metavar="N", help="hot-fast: the fast node")
     pp.add_argument(
-        "--fast-capacity", type=_size, metavar="BYTES", help="hot-fast: bytes of the fast node"
+        "--fast-capacity", type=_size, metavar="SIZE", help="hot-fast: bytes of the fast node"
     )
     pp.add_argument(
         "--slow-node",
@@ -147,7 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--event", metavar="NAME", help="use only samples of this event (samples.event)"
     )
     pp.add_argument(
-        "--page-size", type=_size, metavar="BYTES", help="default: the recording's, else 4KiB"
+        "--page-size", type=_size, metavar="SIZE", help="default: the recording's, else 4KiB"
     )
     pp.add_argument("--json", action="store_true", help="print the plan's summary as JSON")
     pp.set_defaults(func=main_plan, parser=pp)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,8 @@ def recorder_options(args: argparse.Namespace, names: Sequence[str]) -> RecordOp
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "record",
+        usage="%(prog)s [options] -o REC (-- CMD [ARGS...] | --pid PID)\n"
+        "       %(prog)s --list-backends",
         help="record a real program's memory accesses (perf_event_open)",
         description="Sample the memory accesses of CMD (launched) or of a running process "
         "(--pid) with Intel PEBS, AMD IBS or, without a PMU, software page faults, and track "
@@ -173,6 +176,36 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     check_overwritable(args.out, args.force)
     opts = recorder_options(args, RECORD_FIELDS)
+    from tierlab.progress import format_elapsed, interval, start
+
+    target_text = f"pid {args.pid}" if args.pid is not None else " ".join(command)
+    if len(target_text) > 60:
+        target_text = target_text[:57] + "..."
+    start("record", f"starting {target_text} (into {args.out})")
+    polls = {"first": True, "last": time.monotonic(), "start": time.monotonic()}
+
+    def on_poll(rec: Any) -> None:
+        # Said while the target runs: what is recorded, and every interval how much so far.
+        now = time.monotonic()
+        if polls["first"]:
+            polls["first"] = False
+            p = {**dict(rec.parameters()), "buffer_size": opts.buffer_size}
+            print(
+                f"tierlab record: {backend_text(p)}, period {p['period']}, drain every "
+                f"{format_size(p['buffer_size'])} (ring {format_size(p['ring_bytes'])} per CPU "
+                f"x {len(p['cpus'])}); recording pid {rec.pid}, Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif now - polls["last"] >= interval():
+            polls["last"] = now
+            print(
+                f"tierlab record: {int(rec.stats()['samples']):,} samples so far, "
+                f"{format_elapsed(now - polls['start'])} elapsed",
+                file=sys.stderr,
+                flush=True,
+            )
+
     try:
         res = record(
             args.out,
@@ -180,6 +213,7 @@ def main(args: argparse.Namespace) -> int:
             pid=args.pid,
             options=opts,
             overwrite=args.force,
+            on_poll=on_poll,
         )
     except _native.LiveError as e:
         print_error(str(e))
@@ -197,12 +231,13 @@ def main(args: argparse.Namespace) -> int:
             f"{p.get('backend')} backend recorded every sample",
             file=err,
         )
-    print(
-        f"tierlab record: {backend_text(p)}, period {p['period']}, "
-        f"drain every {format_size(p['buffer_size'])} (ring {format_size(p['ring_bytes'])} "
-        f"per CPU x {len(p['cpus'])})",
-        file=err,
-    )
+    if polls["first"]:  # the target ended before the first poll
+        print(
+            f"tierlab record: {backend_text(p)}, period {p['period']}, "
+            f"drain every {format_size(p['buffer_size'])} (ring {format_size(p['ring_bytes'])} "
+            f"per CPU x {len(p['cpus'])})",
+            file=err,
+        )
     di = a["drain_intervals"]
     mean = f", mean interval {di['mean_ns'] / 1e6:.2f} ms" if di.get("count") else ""
     print(

@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
@@ -53,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--figures", metavar="GLOB", help="only the figures whose id matches (e.g. 'cmcp-p')"
     )
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -102,6 +104,17 @@ def _papers(name: str) -> list[str]:
     return names() if name == "all" else [name]
 
 
+def no_figure(args: argparse.Namespace, papers: list[Any]) -> NoReturn:
+    """``--figures GLOB`` that matches nothing: a usage error naming the closest figures."""
+    from tierlab.cli.suggest import did_you_mean
+
+    ids = [f.id for paper in papers for f in paper.figures]
+    parser: argparse.ArgumentParser = args.parser
+    parser.error(
+        f"--figures {args.figures!r} matches no figure{did_you_mean(args.figures or '', ids)}"
+    )
+
+
 def dry_run(args: argparse.Namespace) -> int:
     import fnmatch
 
@@ -116,15 +129,27 @@ def dry_run(args: argparse.Namespace) -> int:
     ]
     if not any(specs for _, specs in chosen):
         # As the run itself refuses it.
-        args.parser.error(f"--figures {args.figures!r} matches no figure")
+        no_figure(args, papers)
+    from tierlab import costs
+
+    table = costs.load()
+    cost = costs.Estimate()
     total = 0
     bad = 0
     for paper, specs in chosen:
         for spec in specs:
             _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
             note = spec.profile(args.profile).note
+            est = costs.estimate(plan.points, table)
+            cost.add(est)
+            price = (
+                "no measured cost"
+                if est.unpriced
+                else f"~{costs.human_seconds(est.cpu_seconds)} of CPU"
+            )
             print(
-                f"{paper.id}/{spec.id}: {len(plan.points)} points" + (f" ({note})" if note else "")
+                f"{paper.id}/{spec.id}: {len(plan.points)} points, {price}"
+                + (f" ({note})" if note else "")
             )
             from tierlab.reproduce.runner import point_command
 
@@ -160,13 +185,37 @@ def dry_run(args: argparse.Namespace) -> int:
                         print(f"  {point_command(fig, pt, args.seed)}  <- invalid: {e}")
                 total += len(plan.points)
     print(f"{total} points" + (f", {bad} invalid" if bad else ", every scenario valid"))
+    print(f"estimated cost: {cost.text(args.jobs or DEFAULT_JOBS)}")
     return EXIT_USAGE if bad else EXIT_OK
+
+
+def estimate_text(args: argparse.Namespace) -> str:
+    """``315 points, ~12 min of CPU (~6 min with 2 jobs), ...``: what the run will cost."""
+    import fnmatch
+
+    from tierlab import costs
+    from tierlab.reproduce import load
+    from tierlab.reproduce.runner import plan_figure
+
+    total = costs.Estimate()
+    table = costs.load()
+    for name in _papers(args.paper):
+        for spec in load(name).figures:
+            if fnmatch.fnmatchcase(spec.id, args.figures or "*"):
+                _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
+                total.add(costs.estimate(plan.points, table))
+    return f"{total.points} points, {total.text(args.jobs or DEFAULT_JOBS)}"
 
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
     if args.dry_run:
         return dry_run(args)
+    from tierlab.progress import start as say
+
+    out = args.out or Path(f"reproduce-{args.paper}")
+    say("reproduce", f"{args.paper} ({args.profile} profile) into {out}")
+    say("reproduce", estimate_text(args))
     from rich.console import Console
 
     from tierlab import __version__, outdir
@@ -176,7 +225,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.reproduce.runner import run_paper
     from tierlab.sweep.cache import ResultCache
     from tierlab.sweep.engine import SweepProgress
-    from tierlab.sweep.progress import RichSweepProgress
+    from tierlab.sweep.progress import sweep_progress
 
     out = args.out or Path(f"reproduce-{args.paper}")
     # As `run --out` of a sweep: an earlier report of this command (its stored points are
@@ -185,12 +234,12 @@ def main(args: argparse.Namespace) -> int:
     outdir.check_replaceable(out, ("reproduce", "points"), outdir.OutputError)
     args.out = out  # where --executor slurm keeps its files too
     store = ResultCache(out / "points", reuse=not args.fresh)
-    show = not args.no_progress and sys.stderr.isatty()
+    show = not args.no_progress
     err = Console(stderr=True)
 
     def progress(spec: FigureSpec, n: int) -> SweepProgress | None:
         print(f"tierlab reproduce: {spec.id}: {n} points ({args.profile})", file=sys.stderr)
-        return RichSweepProgress(err, lines=False) if show else None
+        return sweep_progress(f"reproduce {spec.id}", err, lines=False) if show else None
 
     start = time.monotonic()
     runs = []
@@ -214,7 +263,7 @@ def main(args: argparse.Namespace) -> int:
                 break
     runs = [r for r in runs if r.figures]
     if not runs:
-        args.parser.error(f"--figures {args.figures!r} matches no figure")
+        no_figure(args, [load(name) for name in _papers(args.paper)])
     wall = time.monotonic() - start
     command = (
         " ".join(["tierlab", "reproduce", *map(shlex.quote, sys.argv[2:])])
@@ -230,7 +279,10 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         interrupted=interrupted,
     )
-    written = report.write(runs, info, out)
+    from tierlab.progress import phase
+
+    with phase(f"writing the report to {out}", "reproduce"):
+        written = report.write(runs, info, out)
     failures = 0
     for pr in runs:
         print(f"{pr.paper.id}: {len(pr.figures)} figures, {report.tally(pr)}", file=sys.stdout)

@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dir", type=Path, help="a `tierlab run --out` directory")
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="NEW",

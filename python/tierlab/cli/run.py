@@ -16,7 +16,7 @@ from tierlab.cli.common import (
     check_overrides,
     stdout_console,
 )
-from tierlab.cli.sweeps import add_sweep_args, run_sweep_command
+from tierlab.cli.sweeps import add_sweep_args, apply_quick, dry_run, run_sweep_command, start_line
 
 if TYPE_CHECKING:
     from tierlab.api import Result
@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="scenario file, built-in name, or masim:PATH")
     add_scenario_args(p)
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -61,7 +62,12 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.sweep import kinds
     from tierlab.sweep.point import scenario_points
 
+    apply_quick(args, "run")
     name, points = scenario_points(args.scenario, args.overrides)
+    kind = kinds.for_sweep(name) if points else None
+    if args.dry_run:
+        return dry_run(args, kind)
+    start_line(args, kind, "run")
     if points:
         if args.out is not None:
             from tierlab import outdir
@@ -69,7 +75,8 @@ def main(args: argparse.Namespace) -> int:
             # A sweep's own earlier output (its stored points are reused), an empty or a new
             # directory: anything else is refused before a point runs.
             outdir.check_replaceable(args.out, ("points",), outdir.OutputError)
-        return run_sweep_command(args, kinds.for_sweep(name))
+        assert kind is not None
+        return run_sweep_command(args, kind)
     if args.points is not None:
         args.parser.error(
             f"--points {args.points!r}: scenario {args.scenario!r} has no sweep points"
@@ -83,18 +90,26 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.reporters.summary import SummaryReporter
 
     err = Console(stderr=True)
-    show_progress = not args.no_progress and sys.stderr.isatty()
+    show_progress = not args.no_progress
     with progress_bar(err) if show_progress else nullcontext() as bar:
         result = run_native(args.scenario, args.overrides, args.seed, bar)
+    written = []
     if args.out is not None:
         from tierlab import provenance
+        from tierlab.progress import phase
 
         result.provenance = provenance.collect(
             args.scenario, result.scenario, "local", list(args.overrides)
         )
-    written = write_all(result, args.out) if args.out is not None else []
+        with phase(f"writing tables and plots to {args.out}", "run", err):
+            written = write_all(result, args.out)
     if args.json:
         sys.stdout.write(stats_json(result))
+        sys.stdout.flush()
+    elif args.raw:
+        # For scripts: every statistic, tab-separated (--json gives them nested).
+        sys.stdout.write("stat\tvalue\n")
+        sys.stdout.writelines(f"{k}\t{v}\n" for k, v in result.stats_flat.items())
         sys.stdout.flush()
     else:
         out = stdout_console()

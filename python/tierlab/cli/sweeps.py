@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -71,7 +69,112 @@ def add_sweep_args(parser: argparse.ArgumentParser, jobs: int = DEFAULT_JOBS) ->
         "OUT/points/ by earlier runs",
     )
     parser.add_argument("--no-progress", action="store_true", help="never show progress")
+    add_cost_args(parser)
+    add_table_args(parser)
     parser.set_defaults(default_jobs=jobs)
+
+
+def add_table_args(parser: argparse.ArgumentParser) -> None:
+    """``--columns`` and ``--raw`` (every command that prints a table of results)."""
+    parser.add_argument(
+        "--columns",
+        metavar="A,B,...",
+        help="the table's columns, by key or header, in this order (default: those that fit "
+        "the terminal's width, COLUMNS)",
+    )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the table tab-separated with raw values and full column keys (for "
+        "scripts; --json gives every figure)",
+    )
+
+
+def add_cost_args(parser: argparse.ArgumentParser) -> None:
+    """``--quick`` and ``--dry-run`` (every command that runs simulations)."""
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a scaled-down run that finishes in about a minute (the paper figure's quick "
+        "profile where tierlab reproduce has one, else a tenth of the simulated time or one "
+        "iteration); says what it changed",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the points that would run and their estimated CPU time and memory (from "
+        "the scenarios' measured costs, tierlab scenarios), run nothing",
+    )
+
+
+def apply_quick(args: argparse.Namespace, command: str, label: str | None = None) -> None:
+    """``--quick``: the quick profile's overrides go before the user's, its points are kept
+    (``args.quick_keep``), and a line on stderr says what changed."""
+    if not getattr(args, "quick", False):
+        return
+    from tierlab import costs
+
+    q = costs.quick(str(args.scenario), command, args.overrides)
+    args.overrides = [*q.set, *args.overrides]
+    if q.points:
+        args.quick_keep = q.keeps
+    print(f"tierlab {label or command}: --quick: {q.note}", file=sys.stderr, flush=True)
+
+
+def start_line(args: argparse.Namespace, kind: SweepKind[Any] | None, command: str) -> None:
+    """The command's first line on stderr: what runs and what it should cost."""
+    from tierlab import costs
+    from tierlab.progress import start
+
+    points = plan_points(args, kind)
+    est = costs.estimate(points)
+    what = f"{len(points)} point{'s' if len(points) != 1 else ''}" if kind else "1 run"
+    jobs = 1 if kind is None else (args.jobs or args.default_jobs)
+    start(command, f"{args.scenario}: {what}, {est.text(jobs)}")
+
+
+def plan_points(args: argparse.Namespace, kind: SweepKind[Any] | None) -> list[Any]:
+    """The points the command will run (one for a scenario without a sweep)."""
+    from tierlab.sweep.point import Point
+
+    if kind is None:
+        return [Point("", str(args.scenario), tuple(args.overrides), args.seed)]
+    from tierlab.sweep.api import plan_kind
+
+    return plan_kind(
+        args.scenario,
+        kind,
+        seed=args.seed,
+        set=args.overrides,
+        only=args.points,
+        keep=getattr(args, "quick_keep", None),
+    ).points
+
+
+def dry_run(args: argparse.Namespace, kind: SweepKind[Any] | None) -> int:
+    """``--dry-run``: every point with its estimated CPU time, then the total."""
+    jobs = 1 if kind is None else (args.jobs or args.default_jobs)
+    return print_estimate(plan_points(args, kind), jobs)
+
+
+def print_estimate(points: list[Any], jobs: int) -> int:
+    """Every point's estimated CPU time, then the total (on stdout)."""
+    from tierlab import costs
+
+    table = costs.load()
+    total = costs.Estimate()
+    out = stdout_console()
+    for pt in points:
+        est = costs.estimate([pt], table)
+        total.add(est)
+        cpu = "no measured cost" if est.unpriced else f"~{costs.human_seconds(est.cpu_seconds)}"
+        out.print(f"  {pt.label or pt.spec}: {cpu}", highlight=False, markup=False)
+    out.print(
+        f"{len(points)} point{'s' if len(points) != 1 else ''}: {total.text(jobs)}",
+        highlight=False,
+        markup=False,
+    )
+    return EXIT_OK
 
 
 #: The ``--executor`` choices of every sweep command.
@@ -180,9 +283,9 @@ def run_sweep_command(
     table (or ``--json``), files into ``--out``; one line per failed point, naming it; exit
     status 130 when interrupted (the points done are kept), non-zero when a point failed."""
     from tierlab.sweep.api import run_kind
-    from tierlab.sweep.progress import RichSweepProgress
+    from tierlab.sweep.progress import sweep_progress
 
-    show = not args.no_progress and sys.stderr.isatty()
+    show = not args.no_progress
     cache_dir = args.out / POINTS_DIR if args.out is not None else None
     with make_executor(args) as executor:
         outcome = run_kind(
@@ -192,9 +295,10 @@ def run_sweep_command(
             set=args.overrides,
             only=args.points,
             executor=executor,
-            progress=RichSweepProgress(Console(stderr=True)) if show else None,
+            progress=sweep_progress(args.command) if show else None,
             cache_dir=cache_dir,
             fresh=args.fresh,
+            keep=getattr(args, "quick_keep", None),
         )
     run, report = outcome.run, outcome.report
     if run.reused:
@@ -205,7 +309,12 @@ def run_sweep_command(
         )
     if args.points and not outcome.plan.points:
         args.parser.error(f"--points {args.points!r} matches no sweep point")
-    written = kind.write(report, args.out) if args.out is not None else []
+    written = []
+    if args.out is not None:
+        from tierlab.progress import phase
+
+        with phase(f"writing tables and plots to {args.out}", args.command):
+            written = kind.write(report, args.out)
     if args.json:
         from tierlab.reporters.page import clean_json
 
@@ -215,8 +324,14 @@ def run_sweep_command(
         )
         sys.stdout.flush()
     else:
+        from tierlab import tables
+
         out = stdout_console()
-        kind.render(report, out, title or str(args.scenario))
+        try:
+            with tables.options(args.columns, args.raw):
+                kind.render(report, out, title or str(args.scenario))
+        except tables.TableError as e:
+            args.parser.error(str(e))
         if written:
             out.print(f"wrote {len(written)} files to {args.out}", highlight=False)
     for error in run.failures:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tierlab.cli.common import add_scenario_args, check_overrides
-from tierlab.cli.sweeps import add_sweep_args, run_sweep_command
+from tierlab.cli.sweeps import add_sweep_args, apply_quick, dry_run, run_sweep_command, start_line
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_scenario_args(p)
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -67,6 +69,14 @@ def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
     techniques = technique_list(args)
     if args.scenario == "pebs-scale":
+        if args.quick:
+            print("tierlab telemetry: --quick: no shorter form: run as it is", file=sys.stderr)
+        if args.dry_run:
+            print(
+                "pebs-scale: the application profiles' engine runs and the BSP model; no "
+                "measured cost (tierlab bench costs measures the built-in scenarios)"
+            )
+            return 0
         return pebs_scale(args, techniques)
     from tierlab import outdir
     from tierlab.telemetry import TelemetryKind
@@ -83,6 +93,10 @@ def main(args: argparse.Namespace) -> int:
         # them); Ray tasks may run on other machines, so theirs come back here to be written.
         samples_dir=args.out if getattr(args, "executor", "local") != "ray" else None,
     )
+    apply_quick(args, "telemetry")
+    if args.dry_run:
+        return dry_run(args, kind)
+    start_line(args, kind, "telemetry")
     return run_sweep_command(args, kind)
 
 

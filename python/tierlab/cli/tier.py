@@ -119,7 +119,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "mappings), and write a recording with the decision log. Ctrl-C stops it within one "
         "batch. See docs/placement.md (Live tiering loop).",
     )
-    p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording to write (required)")
+    p.add_argument(
+        "-o", "--out", type=Path, metavar="REC", required=True, help="recording to write"
+    )
     p.add_argument("--force", action="store_true", help="replace REC if it exists")
     p.add_argument("--pid", type=PID, help="attach to this running process instead of CMD")
     p.add_argument("--fast-node", type=_node, default=0, metavar="N", help="fast node (default 0)")

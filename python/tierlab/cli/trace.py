@@ -17,13 +17,19 @@ from tierlab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_erro
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "trace",
-        help="full access trace of a real program (Valgrind lackey)",
-        description="Run CMD under `valgrind --tool=lackey --trace-mem=yes` and stream every "
-        "load and store into a recording's accesses table (a modify counts as a load and a "
-        "store). time_ns is the number of instructions executed before the access. For "
-        "single-threaded programs: lackey's trace does not say which thread accessed.",
+        usage="%(prog)s [options] -o REC -- CMD [ARGS...]\n"
+        "       %(prog)s --cc SRC [--cflags FLAGS] [options] -o REC -- [ARGS...]\n"
+        "       %(prog)s --print-flags",
+        help="full access trace of a real program (compiler instrumentation, or Valgrind)",
+        description="Record every load and store of a program into a recording, with its "
+        "mapping history. With --cc SRC (or --instrumented), the program is built with "
+        "compiler instrumentation and every access of every thread is traced at tens of "
+        "millions of accesses per second (C, C++, Fortran, OpenMP). Without, an unmodified "
+        "binary CMD runs under `valgrind --tool=lackey --trace-mem=yes` (a modify counts as a "
+        "load and a store; time_ns is the number of instructions executed before the access; "
+        "single-threaded programs only: lackey's trace does not say which thread accessed).",
     )
-    p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording (required)")
+    p.add_argument("-o", "--out", type=Path, metavar="REC", help="recording to write")
     p.add_argument(
         "--force",
         action="store_true",

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tierlab.cli.common import (
     EXIT_INTERRUPTED,
@@ -18,7 +19,18 @@ from tierlab.cli.common import (
     print_error,
     stdout_console,
 )
-from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
+
+if TYPE_CHECKING:
+    from tierlab.costs import Estimate
+from tierlab.cli.sweeps import (
+    DEFAULT_JOBS,
+    EXECUTORS,
+    JOBS,
+    add_cost_args,
+    add_slurm_args,
+    add_table_args,
+    apply_quick,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_scenario_args(p)
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="DIR",
@@ -120,22 +133,60 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_slurm_args(p)
     p.add_argument("--fresh", action="store_true", help="recompute trials stored in OUT/points/")
     p.add_argument("--no-progress", action="store_true", help="never show progress")
+    add_cost_args(p)
+    add_table_args(p)
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, direction="maximize")
+
+
+def trial_estimate(args: argparse.Namespace, params: list[Any]) -> tuple[int, Estimate]:
+    """How many trials the search runs, and their estimated cost."""
+    from tierlab import costs, tune
+    from tierlab.sweep.point import Point
+
+    label, own, user = tune.base_point(args.scenario, args.points, args.overrides, args.seed)
+    n = args.trials
+    if args.method == "grid":
+        n = 1
+        for prm in params:
+            n *= prm.grid_size(args.grid_points)
+    one = costs.estimate([Point(label, str(args.scenario), (*own, *user), args.seed)])
+    total = costs.Estimate(
+        cpu_seconds=one.cpu_seconds * n,
+        peak_rss_bytes=one.peak_rss_bytes,
+        points=n,
+        unpriced=one.unpriced,
+    )
+    return n, total
 
 
 def main(args: argparse.Namespace) -> int:
     check_overrides(args.parser, args.overrides)
-    from rich.console import Console
 
     from tierlab import tune
     from tierlab.cli.sweeps import make_executor
     from tierlab.sweep.cache import ResultCache
-    from tierlab.sweep.progress import RichSweepProgress
+    from tierlab.sweep.progress import sweep_progress
 
     try:
         params = [tune.Param.parse(x) for x in args.params]
     except tune.TuneError as e:
         args.parser.error(str(e))
+    apply_quick(args, "run", "tune")
+    try:
+        n, est = trial_estimate(args, params)
+    except tune.TuneError as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    jobs = args.jobs or args.default_jobs
+    if args.dry_run:
+        stdout_console().print(
+            f"{n} trial{'s' if n != 1 else ''} of {args.scenario}: {est.text(jobs)}",
+            highlight=False,
+        )
+        return EXIT_OK
+    from tierlab.progress import start
+
+    start("tune", f"{args.scenario}: {n} trials, {est.text(jobs)}")
     if args.out is not None:
         from tierlab import outdir
 
@@ -143,7 +194,7 @@ def main(args: argparse.Namespace) -> int:
         # empty or new directory: never a recording or a directory of the user's.
         outdir.check_replaceable(args.out, ("tune", "points"), outdir.OutputError)
     store = ResultCache(args.out / "points", reuse=not args.fresh) if args.out else None
-    show = not args.no_progress and sys.stderr.isatty()
+    show = not args.no_progress
     try:
         with make_executor(args) as executor:
             search = tune.run_search(
@@ -159,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 executor=executor,
                 store=store,
-                progress=RichSweepProgress(Console(stderr=True)) if show else None,
+                progress=sweep_progress("tune") if show else None,
             )
     except tune.TuneError as e:
         print_error(str(e))
@@ -182,35 +233,57 @@ def main(args: argparse.Namespace) -> int:
             for t in doc["trials"]
         ]
         pd.DataFrame(rows).to_csv(args.out / "trials.csv", index=False)
-        tune.page(search).write(args.out / "index.html")
+        from tierlab.progress import phase
+
+        with phase(f"writing the page to {args.out}", "tune"):
+            tune.page(search).write(args.out / "index.html")
         written = ["tune.json", "trials.csv", "index.html"]
     if args.json:
         sys.stdout.write(json.dumps(tune.to_json(search), indent=2) + "\n")
     else:
-        from rich.table import Table
-
-        from tierlab.reporters.page import fmt_number
+        from tierlab import tables
 
         out = stdout_console()
-        t = Table(
-            title=f"tune {args.scenario}{' ' + search.point if search.point else ''}: "
-            f"{search.direction} {search.objective} ({search.method}, {len(search.trials)} trials)",
-            title_justify="left",
-            box=None,
+        title = (
+            f"tune {args.scenario}{' ' + search.point if search.point else ''}: "
+            f"{search.direction} {search.objective} ({search.method}, {len(search.trials)} trials)"
         )
-        t.add_column("rank", justify="right")
-        t.add_column("trial", justify="right")
-        for prm in params:
-            t.add_column(prm.name, justify="right")
-        t.add_column(search.objective, justify="right")
+        rows = []
         for i, tr in enumerate(search.ranked()[:15], start=1):
-            t.add_row(
-                str(i) if tr.value is not None else "-",
-                str(tr.number),
-                *(tune.toml_value(tr.params[prm.name]) for prm in params),
-                fmt_number(tr.value) if tr.value is not None else (tr.error or "not run"),
-            )
-        out.print(t)
+            row: dict[str, Any] = {
+                "rank": i if tr.value is not None else None,
+                "trial": tr.number,
+                **{prm.name: tune.toml_value(tr.params[prm.name]) for prm in params},
+                search.objective: tr.value,
+                "_note": tr.error or "not run",
+            }
+            rows.append(row)
+        cols = [
+            tables.Col("rank", "rank", kind="count", key_column=True),
+            tables.Col("trial", "trial", kind="count", key_column=True),
+            *(
+                tables.Col(prm.name, prm.name.rsplit(".", 1)[-1], prm.name, "text")
+                for prm in params
+            ),
+            tables.Col(search.objective, "objective", search.objective, "number"),
+        ]
+        try:
+            with tables.options(args.columns, args.raw):
+                tables.render(
+                    rows,
+                    cols,
+                    out,
+                    title,
+                    cells={
+                        search.objective: lambda r: (
+                            tables.number(r[search.objective])
+                            if r[search.objective] is not None
+                            else r["_note"]
+                        )
+                    },
+                )
+        except tables.TableError as e:
+            args.parser.error(str(e))
         best = search.best()
         if best is not None:
             out.print(f"best: {search.command(best)}", highlight=False, soft_wrap=True)

@@ -39,10 +39,22 @@ class Overhead:
     overhead: float
     ci95: tuple[float, float]
     parameters: dict[str, Any]
+    #: the highest 1-minute load average seen during the runs, and the cores
+    load_max: float | None = None
+    cores: int = 1
+
+    def noise_notes(self) -> list[str]:
+        """Why the figure may be noise (see :mod:`tierlab.noise`)."""
+        from tierlab import noise
+
+        return noise.notes(self.ci95, self.load_max, self.cores)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci95"] = list(self.ci95)
+        d["ci95_spans_zero"] = self.ci95[0] <= 0 <= self.ci95[1]
+        d["busy"] = bool(self.load_max is not None and self.load_max > self.cores)
+        d["noise"] = self.noise_notes()
         d["baseline_mean_s"] = float(np.mean(self.baseline_s))
         d["recorded_mean_s"] = float(np.mean(self.recorded_s))
         return d
@@ -99,6 +111,9 @@ def measure(
 ) -> Overhead:
     if runs < 2:
         raise OverheadError("--runs must be at least 2 for a confidence interval")
+    from tierlab import noise
+
+    watch = noise.LoadWatch()
     opts = options or RecordOptions()
     base: list[float] = []
     rec: list[float] = []
@@ -130,6 +145,7 @@ def measure(
                     on_run("recorded", i - warmup, res.target_s)
             if out.parent == tmp:
                 shutil.rmtree(out, ignore_errors=True)
+            watch.sample()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     overhead = float(np.mean(rec) / np.mean(base) - 1.0)
@@ -144,4 +160,6 @@ def measure(
         overhead=overhead,
         ci95=bootstrap_ci(base, rec),
         parameters={k: params.get(k) for k in ("backend", "event", "period", "buffer_size")},
+        load_max=watch.max,
+        cores=noise.cores(),
     )

@@ -275,6 +275,44 @@ class Recording:
             )
         return self._cache[table]
 
+    def frame(self, table: str, library: str = "pandas") -> Any:
+        """Table ``table`` (``accesses``, ``samples``, ``mappings``, ...) as a pandas frame,
+        or a polars one with ``library="polars"`` (made from the Arrow table, no copy
+        through pandas)."""
+        if library == "polars":
+            import polars as pl
+
+            return pl.from_arrow(self.table(table))
+        if library != "pandas":
+            raise ValueError(f"library {library!r}: expected 'pandas' or 'polars'")
+        return self._frame(table)
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows of every table the recording has (from the parts' footers)."""
+        return {t: self.table_rows(t) for t in ALL_TABLES if self.parts(t)}
+
+    def __repr__(self) -> str:
+        """One line: where, from what, how many rows of each table."""
+        try:
+            counts = ", ".join(f"{n:,} {t}" for t, n in self.row_counts().items())
+        except RecordingError as e:
+            counts = f"unreadable: {e}"
+        source = self.meta.get("source", "")
+        return f"<Recording {self.path} ({source}): {counts or 'empty'}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        from tierlab.notebook import html_table
+
+        rows: list[tuple[str, str]] = [("path", str(self.path))]
+        rows += [(k, str(self.meta[k])) for k in ("source", "format") if k in self.meta]
+        try:
+            rows += [(f"{t} rows", f"{n:,}") for t, n in self.row_counts().items()]
+        except RecordingError as e:
+            rows.append(("error", str(e)))
+        return f"<p><b>Recording</b> {html.escape(str(self.path))}</p>" + html_table(rows)
+
     def accesses(self) -> pd.DataFrame:
         """All accesses (the columns of ``SCHEMAS["accesses"]``)."""
         return self._frame("accesses")

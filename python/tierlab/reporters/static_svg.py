@@ -167,9 +167,7 @@ class _Axis:
             lo, hi = math.ceil(self.lo - 1e-9), math.floor(self.hi + 1e-9)
             if hi - lo >= 1:
                 step = max(1, math.ceil((hi - lo + 1) / 8))
-                return [
-                    (float(self.pos(10.0**k)), _num(10.0**k)) for k in range(lo, hi + 1, step)
-                ]
+                return [(float(self.pos(10.0**k)), _num(10.0**k)) for k in range(lo, hi + 1, step)]
             # Less than a decade: round values inside it.
             return [
                 (float(self.pos(t)), _num(t))

@@ -30,6 +30,22 @@ class SweepOutcome(Generic[ReportT]):
     run: SweepRun
     report: ReportT
 
+    def frame(self, library: str = "pandas") -> Any:
+        """The report as one table: a pandas frame, or a polars one (``"polars"``)."""
+        from tierlab.notebook import sweep_frame, to_library
+
+        return to_library(sweep_frame(self), library)
+
+    def __repr__(self) -> str:
+        from tierlab.notebook import sweep_repr
+
+        return sweep_repr(self)
+
+    def _repr_html_(self) -> str:
+        from tierlab.notebook import sweep_html
+
+        return sweep_html(self)
+
     def raise_failures(self) -> None:
         """Raise the first point's error if a point failed (the report holds the others)."""
         if self.run.failures:
@@ -71,15 +87,15 @@ def run_kind(
     on_done: OnDone | None = None,
     cache_dir: Path | None = None,
     fresh: bool = False,
+    keep: Callable[[str], bool] | None = None,
 ) -> SweepOutcome[ReportT]:
     """Run the sweep of ``scenario`` as ``kind``: its points (those whose label matches the
-    glob ``only``) with the overrides ``set`` after each point's own, on ``executor``
-    (default: ``jobs`` local processes). With ``cache_dir``, every finished point's result
-    is stored there and reused by later runs of the same point (:mod:`tierlab.sweep.cache`;
-    ``fresh``: recompute every point and overwrite what was stored)."""
-    spec = str(scenario)
-    user = build_overrides(None, set)
-    plan = kind.plan(spec, user, seed, only)
+    glob ``only``, and whose sweep label ``keep`` keeps) with the overrides ``set`` after
+    each point's own, on ``executor`` (default: ``jobs`` local processes). With
+    ``cache_dir``, every finished point's result is stored there and reused by later runs of
+    the same point (:mod:`tierlab.sweep.cache`; ``fresh``: recompute every point and
+    overwrite what was stored)."""
+    plan = plan_kind(scenario, kind, seed=seed, set=set, only=only, keep=keep)
     store = None
     if cache_dir is not None:
         from tierlab.sweep.cache import ResultCache
@@ -89,6 +105,28 @@ def run_kind(
         plan.points, executor or LocalExecutor(jobs), _Callbacks(progress, on_done), store
     )
     return SweepOutcome(kind, plan, run, kind.report(plan, run))
+
+
+def plan_kind(
+    scenario: str | Path,
+    kind: SweepKind[Any],
+    *,
+    seed: int | None = None,
+    set: Iterable[str] | None = None,
+    only: str | None = None,
+    keep: Callable[[str], bool] | None = None,
+) -> SweepPlan:
+    """The points :func:`run_kind` would run (nothing is run)."""
+    import dataclasses
+
+    plan = kind.plan(str(scenario), build_overrides(None, set), seed, only)
+    if keep is not None:
+        plan = dataclasses.replace(
+            plan,
+            points=[p for p in plan.points if keep(p.sweep_label)],
+            labels=[x for x in plan.labels if keep(x)],
+        )
+    return plan
 
 
 def sweep(

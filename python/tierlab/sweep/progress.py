@@ -82,3 +82,73 @@ class RichSweepProgress(SweepProgress):
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class PlainSweepProgress(SweepProgress):
+    """A sweep's progress as plain lines on stderr, for a log file or a pipe: one when the
+    sweep starts, one every :func:`tierlab.progress.interval` seconds or every tenth of the
+    points (whichever comes first), with the points failed so far."""
+
+    def __init__(self, label: str = "sweep") -> None:
+        from tierlab.progress import interval
+
+        self.label = label
+        self.every = interval()
+        self._last = 0.0
+        self._last_share = 0
+        self._start = 0.0
+
+    def _line(self, text: str) -> None:
+        from tierlab.progress import line
+
+        line(f"tierlab {self.label}: {text}")
+
+    def started(self, state: SweepState, executor: Executor) -> None:
+        import time
+
+        self._start = self._last = time.monotonic()
+        self._line(f"{state.total} points, {counts(state)}")
+
+    def _maybe(self, state: SweepState) -> None:
+        import time
+
+        from tierlab.progress import format_elapsed
+
+        now = time.monotonic()
+        share = (10 * (state.done + state.failed)) // max(state.total, 1)
+        if now - self._last < self.every and share <= self._last_share:
+            return
+        self._last, self._last_share = now, share
+        self._line(
+            f"{counts(state)}, {format_elapsed(now - self._start)} elapsed, "
+            f"{format_eta(state.eta_seconds())}"
+        )
+
+    def point_done(self, state: SweepState, point: Point, result: PointResult) -> None:
+        self._maybe(state)
+
+    def point_failed(self, state: SweepState, point: Point, error: PointError) -> None:
+        # Counted here; the command names every failed point once, when the sweep ends.
+        self._maybe(state)
+
+    def finished(self, state: SweepState, interrupted: bool) -> None:
+        import time
+
+        from tierlab.progress import format_elapsed
+
+        if state.total and time.monotonic() - self._start >= self.every:
+            self._line(
+                f"{'interrupted' if interrupted else 'finished'}: {counts(state)} in "
+                f"{format_elapsed(time.monotonic() - self._start)}"
+            )
+
+
+def sweep_progress(
+    label: str = "sweep", console: Console | None = None, lines: bool = True
+) -> SweepProgress:
+    """The progress of a sweep on stderr: a rich bar in a terminal, plain lines otherwise."""
+    from tierlab.progress import is_terminal
+
+    if is_terminal() if console is None else console.is_terminal:
+        return RichSweepProgress(console or Console(stderr=True), lines=lines)
+    return PlainSweepProgress(label)
