@@ -7,6 +7,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -173,12 +174,24 @@ class Watched:
         return Completed(self.proc.returncode, out.decode("utf-8", "replace"), self.stderr())
 
 
+#: A command's start and progress lines on stderr (``tierlab run: demo: 1 run, ...``,
+#: ``tierlab import: starting ...``): the command's name before the colon; an error line is
+#: ``tierlab: error: ...``.
+PROGRESS_LINE = re.compile(r"^tierlab [a-z][a-z-]*( [a-z][a-z-]*)?: ")
+
+
+def without_progress(stderr: str) -> str:
+    """``stderr`` without the start and progress lines a command prints before it fails."""
+    return "\n".join(x for x in stderr.splitlines() if not PROGRESS_LINE.match(x))
+
+
 def assert_user_error(res: Completed, code: int = 2) -> str:
-    """The run failed with a one-line `tierlab: error:` message and no traceback."""
+    """The run failed with a one-line `tierlab: error:` message and no traceback; that
+    message (what stderr holds besides the command's start and progress lines)."""
     assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
     assert "Traceback" not in res.stderr, res.stderr
     assert "tierlab: error:" in res.stderr, res.stderr
-    return res.stderr
+    return without_progress(res.stderr)
 
 
 #: The longest test files first (worker-seconds of one run, largest first): pytest-xdist hands

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import without_progress
+
 
 def tierlab(
     *args: str, cwd: Path | None = None, timeout: float = 120
@@ -28,9 +30,9 @@ def tierlab(
 
 def one_clear_line(p: subprocess.CompletedProcess, *needles: str) -> str:
     assert p.returncode != 0, p.stdout
-    err = p.stderr.strip()
+    err = without_progress(p.stderr).strip()  # (the command's start line comes first)
     assert "Traceback" not in err and "panicked" not in err and "RUST_BACKTRACE" not in err, err
-    assert len(err.splitlines()) == 1, err
+    assert len(err.splitlines()) == 1, p.stderr
     for n in needles:
         assert n in err, err
     return err

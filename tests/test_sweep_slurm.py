@@ -10,6 +10,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,6 +159,15 @@ def test_a_failing_task_is_one_line_naming_the_point(cluster: Cluster, tmp_path:
     )
 
 
+def next_line(stream: Any, word: str) -> str:
+    """The first line of ``stream`` holding ``word`` (the command's start and progress lines
+    come before it); blocks until it comes, empty at the end."""
+    for line in stream:
+        if word in line:
+            return str(line)
+    return ""
+
+
 def test_a_killed_submitter_leaves_its_array_and_the_rerun_waits_for_it(
     cluster: Cluster, local: Path, tmp_path: Path
 ) -> None:
@@ -180,14 +190,14 @@ def test_a_killed_submitter_leaves_its_array_and_the_rerun_waits_for_it(
     try:
         first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cluster.env)
         assert first.stderr is not None
-        line = first.stderr.readline()  # blocks until the array is submitted
+        line = next_line(first.stderr, "submitted")  # blocks until the array is submitted
         m = re.search(r"submitted 8 points as SLURM job array (\d+)", line)
         assert m, line
         first.send_signal(signal.SIGKILL)
         first.wait()
         second = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cluster.env)
         assert second.stderr is not None
-        line = second.stderr.readline()  # the earlier array's tasks are found queued
+        line = next_line(second.stderr, "queued")  # the earlier array's tasks are found
         assert f"8 points are still queued or running in earlier SLURM job arrays ({m[1]})" in (
             line
         ), line

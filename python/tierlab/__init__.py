@@ -102,12 +102,9 @@ if not any(isinstance(f, _CallableFinder) for f in sys.meta_path):
 
 
 def _version() -> str:
-    from importlib import metadata
+    from tierlab._version import version
 
-    try:
-        return metadata.version("tierlab")
-    except metadata.PackageNotFoundError:  # running from a source tree without install
-        return "0.0.0+unknown"
+    return version()
 
 
 def __getattr__(name: str) -> object:

@@ -251,7 +251,7 @@ class Result:
     def frame(self, table: str = "timeseries", library: str = "pandas") -> Any:
         """A table of the run (``timeseries``, ``heatmap``, ``stats``) as a pandas frame, or
         as a polars one with ``library="polars"``."""
-        from tierlab.notebook import to_library
+        from tierlab.display import to_library
 
         tables = {
             "timeseries": lambda: self.timeseries,
@@ -280,7 +280,7 @@ class Result:
     def _repr_html_(self) -> str:
         import html
 
-        from tierlab.notebook import html_table
+        from tierlab.display import html_table
 
         head = f"<p><b>{html.escape(self.name)}</b> (seed {self.seed})</p>"
         return head + html_table(self.summary)

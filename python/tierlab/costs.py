@@ -345,7 +345,7 @@ def measure(
     here when missing."""
     import platform
 
-    from tierlab import __version__
+    from tierlab._version import VERSION as __version__
     from tierlab.sweep.cache import ResultCache
 
     command = command_for(name)

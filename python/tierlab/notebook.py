@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from tierlab.reproduce.runner import PaperRun
     from tierlab.sweep.api import SweepOutcome
     from tierlab.sweep.executor import Executor
@@ -37,72 +35,7 @@ if TYPE_CHECKING:
 # Showing results
 
 
-def html_table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None) -> str:
-    """A small HTML table (cells escaped)."""
-    out = ["<table>"]
-    if header:
-        out.append("<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>")
-    for r in rows:
-        out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
-def rendered_html(render: Any, width: int = 160) -> str:
-    """What ``render(console)`` prints, as HTML (rich's own export: the terminal table)."""
-    import io
-
-    from rich.console import Console
-
-    console = Console(record=True, width=width, file=io.StringIO(), force_terminal=False)
-    render(console)
-    return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
-
-
-def to_library(df: pd.DataFrame, library: str) -> Any:
-    """``df`` as a pandas or a polars frame."""
-    if library == "pandas":
-        return df
-    if library == "polars":
-        import polars as pl
-
-        return pl.from_pandas(df)
-    raise ValueError(f"library {library!r}: expected 'pandas' or 'polars'")
-
-
-def sweep_frame(outcome: SweepOutcome[Any]) -> pd.DataFrame:
-    """A sweep's report as one table (a row per record; telemetry: per point and technique)."""
-    import pandas as pd
-
-    report = outcome.report
-    table = getattr(report, "table", None)
-    if callable(table):
-        df = table()
-        if isinstance(df, pd.DataFrame):
-            return df
-    doc = outcome.kind.to_json(report)
-    if isinstance(doc, list):
-        return pd.DataFrame([d for d in doc if isinstance(d, dict)])
-    return pd.json_normalize(doc)  # type: ignore[arg-type]
-
-
-def sweep_repr(outcome: SweepOutcome[Any]) -> str:
-    run = outcome.run
-    extra = ""
-    if run.failures:
-        extra += f", {len(run.failures)} failed"
-    if run.interrupted:
-        extra += ", interrupted"
-    return (
-        f"<{type(outcome).__name__} {outcome.plan.spec} ({outcome.kind.name}): "
-        f"{len(outcome.plan.points)} points{extra}>"
-    )
-
-
-def sweep_html(outcome: SweepOutcome[Any]) -> str:
-    title = str(outcome.plan.spec)
-    return rendered_html(lambda c: outcome.kind.render(outcome.report, c, title))
-
+from tierlab.display import html_table, to_library
 
 # ---------------------------------------------------------------------------------------
 # The sweep commands as functions
@@ -251,7 +184,7 @@ def reproduce(
 ) -> Reproduction:
     """Run a paper's figures and evaluate its claims (as ``tierlab reproduce``); with
     ``out``, write the report there too (``OUT/index.html``) and keep the points."""
-    from tierlab import __version__
+    from tierlab._version import version
     from tierlab.reproduce import load, names, report
     from tierlab.reproduce.runner import run_paper
     from tierlab.sweep.cache import ResultCache
@@ -289,7 +222,7 @@ def reproduce(
             profile=prof,
             executor=desc,
             wall_seconds=time.monotonic() - start,
-            version=str(__version__),
+            version=version(),
             seed=seed,
             interrupted=any(r.interrupted for r in runs),
         )

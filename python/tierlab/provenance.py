@@ -200,7 +200,7 @@ def software() -> dict[str, Any]:
     """tierlab's version and commit, Python's version, the libraries' versions."""
     from importlib import metadata
 
-    from tierlab import __version__
+    from tierlab._version import VERSION as __version__
 
     libs: dict[str, str | None] = {}
     for name in LIBRARIES:

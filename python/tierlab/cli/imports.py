@@ -160,7 +160,8 @@ def _import_trace(args: argparse.Namespace, out: Path, replacing: bool) -> int:
     import json
     import shutil
 
-    from tierlab import __version__, _native, outdir
+    from tierlab import _native, outdir
+    from tierlab._version import VERSION as __version__
 
     meta = {
         "source": f"tierlab import {args.format} (tierlab {__version__})",

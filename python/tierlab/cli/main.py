@@ -46,7 +46,7 @@ def subcommands() -> tuple[ModuleType, ...]:
 
 
 def build_parser() -> ArgumentParser:
-    from tierlab import __version__
+    from tierlab._version import VERSION as __version__
     from tierlab.cli.common import ArgumentParser
 
     parser = ArgumentParser(

@@ -218,7 +218,8 @@ def main(args: argparse.Namespace) -> int:
     say("reproduce", estimate_text(args))
     from rich.console import Console
 
-    from tierlab import __version__, outdir
+    from tierlab import outdir
+    from tierlab._version import VERSION as __version__
     from tierlab.cli.sweeps import make_executor
     from tierlab.reproduce import load, report
     from tierlab.reproduce.model import FigureSpec

@@ -120,7 +120,8 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
     import shutil
     import tempfile
 
-    from tierlab import __version__, outdir
+    from tierlab import outdir
+    from tierlab._version import VERSION as __version__
     from tierlab.live import cctrace
     from tierlab.recording import check_overwritable
 

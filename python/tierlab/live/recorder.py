@@ -196,7 +196,8 @@ def record(
     """Record ``argv`` (launched) or process ``pid`` (attached) into recording ``out``
     (``None``: record and count, write nothing). Raises ``tierlab._native.LiveError`` when
     recording cannot start."""
-    from tierlab import __version__, _native
+    from tierlab import _native
+    from tierlab._version import VERSION as __version__
 
     opts = options or RecordOptions()
     started = time.monotonic()

@@ -231,7 +231,8 @@ def trace(
 ) -> TraceResult:
     """Trace ``argv`` under lackey into recording ``out``, writing a chunk at least every
     ``flush_interval_s`` seconds (default: the recorder's flush interval, as ``record``)."""
-    from tierlab import __version__, _native
+    from tierlab import _native
+    from tierlab._version import VERSION as __version__
     from tierlab.live.config import RecordOptions
 
     if flush_interval_s is None:

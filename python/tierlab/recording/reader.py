@@ -303,7 +303,7 @@ class Recording:
     def _repr_html_(self) -> str:
         import html
 
-        from tierlab.notebook import html_table
+        from tierlab.display import html_table
 
         rows: list[tuple[str, str]] = [("path", str(self.path))]
         rows += [(k, str(self.meta[k])) for k in ("source", "format") if k in self.meta]

@@ -21,7 +21,7 @@ def stats_json(result: Result) -> str:
 
 def run_info(result: Result) -> dict[str, Any]:
     """Facts about the run that are not stats of the simulated machine."""
-    from tierlab import __version__
+    from tierlab._version import VERSION as __version__
 
     def secs(ns: int | None) -> float | None:
         return None if ns is None else ns / 1e9

@@ -32,17 +32,17 @@ class SweepOutcome(Generic[ReportT]):
 
     def frame(self, library: str = "pandas") -> Any:
         """The report as one table: a pandas frame, or a polars one (``"polars"``)."""
-        from tierlab.notebook import sweep_frame, to_library
+        from tierlab.display import sweep_frame, to_library
 
         return to_library(sweep_frame(self), library)
 
     def __repr__(self) -> str:
-        from tierlab.notebook import sweep_repr
+        from tierlab.display import sweep_repr
 
         return sweep_repr(self)
 
     def _repr_html_(self) -> str:
-        from tierlab.notebook import sweep_html
+        from tierlab.display import sweep_html
 
         return sweep_html(self)
 

@@ -29,7 +29,7 @@ FORMAT = 1
 
 
 def _version() -> str:
-    from tierlab import __version__
+    from tierlab._version import VERSION as __version__
 
     return str(__version__)
 

@@ -635,7 +635,8 @@ def tier(
     ``out``. ``record`` is a :class:`tierlab.live.recorder.RecordOptions`. Returns the result
     and the recorder's parameters. Raises ``tierlab._native.LiveError`` when recording cannot
     start, :class:`TierError` for a missing node or a bad option."""
-    from tierlab import __version__, _native
+    from tierlab import _native
+    from tierlab._version import VERSION as __version__
     from tierlab.live.recorder import RecordOptions, _Sink, machine_info
     from tierlab.recording import RecordingWriter
 

@@ -199,62 +199,21 @@ impl Nomad {
 
     /// Protect the next `scan_size` of address space (slow-tier pages), as NUMA balancing.
     fn scan(&mut self, ctx: &mut TieringCtx) {
-        let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
-        if vmas.is_empty() {
-            return;
+        if super::numa_tiering::hint_scan(
+            ctx,
+            &mut self.cursor,
+            self.p.scan_size.0,
+            self.p.hint_fault_ns,
+            self.p.ns_per_pte,
+        ) {
+            self.scans += 1;
         }
-        let mut left = self.p.scan_size.0;
-        let fault = Ps::from_ns_f64(self.p.hint_fault_ns);
-        let slow = ctx.tiers().slow;
-        let mut protected = 0u64;
-        let mut guard = 0;
-        while left > 0 && guard < 2 * vmas.len() + 2 {
-            guard += 1;
-            let Some(&(s, e)) = vmas.iter().find(|&&(_, e)| e > self.cursor) else {
-                self.cursor = 0;
-                continue;
-            };
-            let start = self.cursor.max(s);
-            let end = e.min(start + left);
-            protected += ctx.machine.hint_protect(start, end, ctx.now, fault, &mut |n| n == Some(slow));
-            ctx.machine.invalidate_range(0, start, end);
-            left -= end - start;
-            self.cursor = end;
-        }
-        // task_numa_work runs in the task's context (application thread 0).
-        ctx.machine.charge(0, Ps::from_ns_f64(protected as f64 * self.p.ns_per_pte));
-        self.scans += 1;
     }
 
     /// The fast node's pages at start, in address order (kswapd's list before any
-    /// promotion), found by 2 MiB chunks: a chunk whose first and last pages are on one
-    /// other node is skipped whole.
+    /// promotion).
     fn build_lru(&mut self, ctx: &mut TieringCtx) {
-        let fast = ctx.tiers().fast;
-        if ctx.machine.nodes()[fast as usize].used_pages == 0 {
-            return;
-        }
-        let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
-        let chunk = tierlab_core::HUGE_SIZE;
-        for (s, e) in vmas {
-            let mut a = s;
-            while a < e {
-                let ce = ((a / chunk + 1) * chunk).min(e);
-                let (first, last) = (ctx.machine.node_of(a), ctx.machine.node_of(ce - PAGE_SIZE));
-                if first == last && first.is_some() && first != Some(fast) {
-                    a = ce;
-                    continue;
-                }
-                let mut v = a;
-                while v < ce {
-                    if ctx.machine.node_of(v) == Some(fast) {
-                        self.lru.push_back(v);
-                    }
-                    v += PAGE_SIZE;
-                }
-                a = ce;
-            }
-        }
+        super::numa_tiering::fast_pages_in_order(ctx, &mut self.lru);
     }
 
     /// Start a transactional copy of `va`: clear its Dirty bit, flush its translations, copy.

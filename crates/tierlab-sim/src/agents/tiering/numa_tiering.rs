@@ -285,75 +285,15 @@ impl NumaTiering {
 
     /// The fast node's pages at start, in address order (kswapd's list before any promotion).
     /// Done once, at start.
-    /// Walks each mapping by 2 MiB chunks, looking into a chunk page by page only when one of
-    /// its pages is on the fast node or the chunk's first page is not present.
     fn build_lru(&mut self, ctx: &mut TieringCtx) {
-        let fast = ctx.tiers().fast;
-        let want = ctx.machine.nodes()[fast as usize].used_pages;
-        if want == 0 {
-            return;
-        }
-        let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
-        let chunk = tierlab_core::HUGE_SIZE;
-        for (s, e) in vmas {
-            let mut a = s;
-            while a < e {
-                let ce = ((a / chunk) + 1) * chunk;
-                let ce = ce.min(e);
-                // A whole chunk on one node (bulk populate, huge pages) is decided by its
-                // first and last page; otherwise it is looked at page by page.
-                let first = ctx.machine.node_of(a);
-                let last = ctx.machine.node_of(ce - PAGE_SIZE);
-                if first == last && first != Some(fast) && first.is_some() {
-                    a = ce;
-                    continue;
-                }
-                let mut v = a;
-                while v < ce {
-                    if ctx.machine.node_of(v) == Some(fast) {
-                        self.lru.push_back(v);
-                    }
-                    v += PAGE_SIZE;
-                }
-                a = ce;
-            }
-        }
+        fast_pages_in_order(ctx, &mut self.lru);
     }
 
     /// Protect the next `scan_size` of address space (slow-tier present pages only).
     fn scan(&mut self, ctx: &mut TieringCtx) {
-        let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
-        if vmas.is_empty() {
-            return;
+        if hint_scan(ctx, &mut self.cursor, self.p.scan_size.0, self.p.hint_fault_ns, self.p.ns_per_pte) {
+            self.scans += 1;
         }
-        let mut left = self.p.scan_size.0;
-        let hint_fault = Ps::from_ns_f64(self.p.hint_fault_ns);
-        let slow = ctx.tiers().slow;
-        let app = 0usize;
-        let mut protected = 0u64;
-        let mut guard = 0;
-        while left > 0 && guard < 2 * vmas.len() + 2 {
-            // The mapping holding the cursor, or the next one (wrapping).
-            let k = vmas.iter().position(|&(_, e)| e > self.cursor);
-            let (s, e) = match k {
-                Some(k) => vmas[k],
-                None => {
-                    self.cursor = 0;
-                    guard += 1;
-                    continue;
-                }
-            };
-            let start = self.cursor.max(s);
-            let end = e.min(start + left);
-            protected += ctx.machine.hint_protect(start, end, ctx.now, hint_fault, &mut |n| n == Some(slow));
-            ctx.machine.invalidate_range(app, start, end);
-            left -= end - start;
-            self.cursor = end;
-            guard += 1;
-        }
-        // task_numa_work runs in the task's context.
-        ctx.machine.charge(app, Ps::from_ns_f64(protected as f64 * self.p.ns_per_pte));
-        self.scans += 1;
     }
 
     /// kswapd (TPP): below the demotion watermark, demote in second-chance order until free
@@ -396,6 +336,79 @@ impl NumaTiering {
         ctx.demote(&victims)?;
         Ok(())
     }
+}
+
+/// Append the fast node's pages to `lru` in address order (kswapd's list before any
+/// promotion). Walks each mapping by 2 MiB chunks, looking into a chunk page by page only
+/// when one of its pages is on the fast node or the chunk's first page is not present.
+/// (NUMA tiering and NOMAD, which builds on it.)
+pub(crate) fn fast_pages_in_order(ctx: &mut TieringCtx, lru: &mut VecDeque<u64>) {
+    let fast = ctx.tiers().fast;
+    if ctx.machine.nodes()[fast as usize].used_pages == 0 {
+        return;
+    }
+    let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
+    let chunk = tierlab_core::HUGE_SIZE;
+    for (s, e) in vmas {
+        let mut a = s;
+        while a < e {
+            let ce = ((a / chunk + 1) * chunk).min(e);
+            // A whole chunk on one node (bulk populate, huge pages) is decided by its first
+            // and last page; otherwise it is looked at page by page.
+            let (first, last) = (ctx.machine.node_of(a), ctx.machine.node_of(ce - PAGE_SIZE));
+            if first == last && first != Some(fast) && first.is_some() {
+                a = ce;
+                continue;
+            }
+            let mut v = a;
+            while v < ce {
+                if ctx.machine.node_of(v) == Some(fast) {
+                    lru.push_back(v);
+                }
+                v += PAGE_SIZE;
+            }
+            a = ce;
+        }
+    }
+}
+
+/// NUMA balancing's scanner (`task_numa_work`): protect the next `scan_size` bytes of
+/// address space from `cursor` on (wrapping over the mappings), arming a hint fault on the
+/// slow tier's present pages, and charge `ns_per_pte` per protected PTE to application
+/// thread 0 (the task's context). False when there is no mapping to scan.
+pub(crate) fn hint_scan(
+    ctx: &mut TieringCtx,
+    cursor: &mut u64,
+    scan_size: u64,
+    hint_fault_ns: f64,
+    ns_per_pte: f64,
+) -> bool {
+    let vmas: Vec<(u64, u64)> = ctx.machine.vmas().values().map(|v| (v.start, v.start + v.len)).collect();
+    if vmas.is_empty() {
+        return false;
+    }
+    let mut left = scan_size;
+    let hint_fault = Ps::from_ns_f64(hint_fault_ns);
+    let slow = ctx.tiers().slow;
+    let app = 0usize;
+    let mut protected = 0u64;
+    let mut guard = 0;
+    while left > 0 && guard < 2 * vmas.len() + 2 {
+        guard += 1;
+        // The mapping holding the cursor, or the next one (wrapping).
+        let Some(&(s, e)) = vmas.iter().find(|&&(_, e)| e > *cursor) else {
+            *cursor = 0;
+            continue;
+        };
+        let start = (*cursor).max(s);
+        let end = e.min(start + left);
+        protected += ctx.machine.hint_protect(start, end, ctx.now, hint_fault, &mut |n| n == Some(slow));
+        ctx.machine.invalidate_range(app, start, end);
+        left -= end - start;
+        *cursor = end;
+    }
+    ctx.machine.charge(app, Ps::from_ns_f64(protected as f64 * ns_per_pte));
+    true
 }
 
 impl TieringPolicy for NumaTiering {
