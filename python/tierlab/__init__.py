@@ -101,7 +101,8 @@ if not any(isinstance(f, _CallableFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _CallableFinder())
 
 
-def _version() -> str:
+def _read_version() -> str:
+    # (Not named `_version`: importing the submodule tierlab._version binds that name.)
     from tierlab._version import version
 
     return version()
@@ -109,7 +110,7 @@ def _version() -> str:
 
 def __getattr__(name: str) -> object:
     if name == "__version__":
-        value: object = _version()
+        value: object = _read_version()
         globals()[name] = value
         return value
     if f"tierlab.{name}" in CALLABLE_MODULES:
