@@ -40,7 +40,6 @@ use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringSh
 use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::hw::pagetable::Level;
-use crate::os::hint::HintFaults;
 use crate::os::Flush;
 use crate::stats::Stats;
 use crate::units::{ByteSize, Duration};
@@ -344,10 +343,7 @@ impl Nomad {
 
 impl TieringPolicy for Nomad {
     fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let h = ctx.machine.hint_faults();
-        if h.is_none() {
-            *h = Some(Box::new(HintFaults::new(Ps::from_ns_f64(self.p.hint_fault_ns))));
-        }
+        super::numa_tiering::enable_hint_faults(ctx, self.p.hint_fault_ns);
         self.build_lru(ctx);
         Ok(())
     }

@@ -372,6 +372,15 @@ pub(crate) fn fast_pages_in_order(ctx: &mut TieringCtx, lru: &mut VecDeque<u64>)
     }
 }
 
+/// Turn the machine's NUMA hint faults on (each costing `hint_fault_ns`), unless another
+/// agent did. (NUMA tiering and NOMAD.)
+pub(crate) fn enable_hint_faults(ctx: &mut TieringCtx, hint_fault_ns: f64) {
+    let h = ctx.machine.hint_faults();
+    if h.is_none() {
+        *h = Some(Box::new(HintFaults::new(Ps::from_ns_f64(hint_fault_ns))));
+    }
+}
+
 /// NUMA balancing's scanner (`task_numa_work`): protect the next `scan_size` bytes of
 /// address space from `cursor` on (wrapping over the mappings), arming a hint fault on the
 /// slow tier's present pages, and charge `ns_per_pte` per protected PTE to application
@@ -413,10 +422,7 @@ pub(crate) fn hint_scan(
 
 impl TieringPolicy for NumaTiering {
     fn start(&mut self, ctx: &mut TieringCtx) -> Result<()> {
-        let h = ctx.machine.hint_faults();
-        if h.is_none() {
-            *h = Some(Box::new(HintFaults::new(Ps::from_ns_f64(self.p.hint_fault_ns))));
-        }
+        enable_hint_faults(ctx, self.p.hint_fault_ns);
         self.build_lru(ctx);
         Ok(())
     }
