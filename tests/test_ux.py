@@ -89,6 +89,20 @@ def test_plain_progress_when_stderr_is_not_a_terminal() -> None:
     assert any(re.match(r"tierlab run: simulating \d+%", x) for x in lines), res.stderr
 
 
+def test_plain_progress_of_a_run_of_unknown_length(monkeypatch, capsys) -> None:
+    # A replay's simulated duration is not known in advance: the engine reports total 0.
+    from tierlab import progress
+
+    monkeypatch.setenv("TIERLAB_PROGRESS_INTERVAL", "0.001")
+    with progress.progress_bar(plain=True) as update:
+        import time
+
+        time.sleep(0.01)
+        update(5_000_000, 0, 1000)
+    err = capsys.readouterr().err
+    assert "tierlab run: simulating 5.0 ms simulated," in err, err
+
+
 def test_phase_prints_plain_lines_when_slow(monkeypatch, capsys) -> None:
     import time
 
