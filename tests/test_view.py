@@ -278,3 +278,61 @@ def test_view_of_an_incomplete_recording_says_so(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "incomplete" in res.stderr, res.stderr
     json.loads(res.stdout)  # --json output stays clean
+
+
+@pytest.mark.parametrize("with_mappings", [True, False])
+def test_view_of_samples_streams_in_batches(tmp_path: Path, with_mappings: bool) -> None:
+    """A sampled recording is read a batch at a time (memory for a batch, whatever the number
+    of samples): any batch size gives the same view, THP page sizes (a fault alone in its
+    2 MiB block maps the block: a count over the whole recording), memory levels and symbols
+    included."""
+    from tierlab.recording import Recording
+    from tierlab.view import analysis
+
+    thp = 2 << 20
+    base = 0x7F00_0000_0000  # 2 MiB aligned
+    rec = tmp_path / "rec"
+    rng = np.random.default_rng(7)
+    with RecordingWriter(rec, source="test") as w:
+        if with_mappings:
+            w.append_mappings(
+                time_ns=[0, 0], event=["map", "map"], start=[base, B], length=[8 * thp, 64 * PAGE],
+                name=["[anon]", "[heap]"],
+            )  # fmt: skip
+        # Block 0: one fault (a whole huge page); block 1: three faults (base pages); block 2:
+        # a fault, then (much later, in another batch) a second one: not alone.
+        faults = [base + 5, base + thp, base + thp + PAGE, base + thp + 2 * PAGE, base + 2 * thp]
+        late = [base + 2 * thp + 3 * PAGE]
+        pebs = (B + rng.integers(0, 64, 200) * PAGE).tolist()
+        addr = faults + pebs + late
+        n = len(addr)
+        s = _samples(range(n), addr, np.arange(n) // 10, event="pebs-model")
+        s["event"] = ["page-faults"] * len(faults) + ["pebs-model"] * len(pebs) + ["page-faults"]
+        s["tid"] = (np.arange(n) % 3 + 1).astype(np.uint32)
+        s["ip"] = (0x40_0000 + (np.arange(n) % 5) * 16).astype(np.uint64)
+        s["data_src"] = np.where(np.arange(n) % 2 == 0, 0x68100142, 0x44100142).astype(np.uint64)
+        w.append_samples(s)
+        w.update_meta(accounting={
+            "thp_size": thp,
+            "page_sizes": [{"start": base, "end": base + 8 * thp, "name": "[anon]",
+                            "kernel_page_size": PAGE, "anon_huge_bytes": 3 * thp, "time_ns": 0}],
+        })  # fmt: skip
+
+    def view(rows: int) -> tuple[dict, list[np.ndarray]]:
+        v = analysis.analyze(Recording.open(rec), batch_rows=rows)
+        return v.to_json(), [m.counts for m in v.mappings]
+
+    whole, counts = view(1 << 20)
+    for rows in (1, 3, 64):
+        j, c = view(rows)
+        assert j == whole, rows
+        assert all(np.array_equal(x, y) for x, y in zip(c, counts, strict=True)), rows
+    t = whole["totals"]
+    assert t["samples"] == 206 and t["threads"] == 3
+    assert t["huge_page_samples"] == 1  # only block 0's fault was alone in its block
+    assert sum(t["memory_levels"].values()) == 206
+    # Block 0 whole (2 MiB) + block 1's three base pages + block 2's two base pages (one
+    # mapping, or the regions derived from the data, clipped to the pages they span).
+    near = [m for m in whole["mappings"] if base <= m["start"] < base + 8 * thp]
+    assert sum(m["bytes_touched"] for m in near) == (thp if with_mappings else PAGE) + 5 * PAGE
+    assert whole["symbols"] and sum(r["samples"] for r in whole["symbols"]) == 206

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,7 +99,6 @@ class Recording:
 
     def _read_part(self, table: str, part: Path, index: int) -> pa.Table:
         import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         schema = arrow_schemas()[table]
@@ -129,34 +128,7 @@ class Recording:
             text = str(e).strip()
             msg = text.splitlines()[0] if text else type(e).__name__
             raise RecordingError(f"{where}: not a readable Parquet file: {msg[:200]}") from None
-        # Column by column: nulls, then integers that do not fit the format's types.
-        for fld in schema:
-            col = t.column(fld.name)
-            if col.null_count:
-                row = first_true(pc.is_null(col))
-                raise RecordingError(
-                    f"{where}: column `{fld.name}`: null at row {row} (nulls are not allowed)"
-                )
-            if pa.types.is_integer(fld.type) and col.type != fld.type and len(col):
-                lo, hi = pc.min_max(col).values()
-                top = 2**fld.type.bit_width - 1
-                if lo.as_py() < 0 or hi.as_py() > top:
-                    bad = pc.less(col, pa.scalar(0, col.type))
-                    if hi.as_py() > top:
-                        bad = pc.or_(bad, pc.greater(col, pa.scalar(top, pa.uint64())))
-                    row = first_true(bad)
-                    raise RecordingError(
-                        f"{where}: column `{fld.name}`: {col[row].as_py()} at row {row} does "
-                        f"not fit {fld.type}"
-                    )
-        try:
-            t = t.cast(schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise RecordingError(f"{where}: values do not fit the format's types: {e}") from None
-        problem = value_problem(table, t)
-        if problem is not None:
-            raise RecordingError(f"{where}: {problem}")
-        return t
+        return _checked(table, t, where)
 
     def _footer(self, table: str, part: Path) -> pq.FileMetaData:
         """A part's footer, checked without decoding its data: a regular file, a readable
@@ -246,6 +218,42 @@ class Recording:
                 msg = text.splitlines()[0] if text else type(e).__name__
                 raise RecordingError(
                     f"{part}: not a readable Parquet file (part {index}): {msg[:200]}"
+                ) from None
+
+    def batches(
+        self, table: str, columns: Sequence[str] | None = None, rows: int = 1 << 20
+    ) -> Iterator[pa.Table]:
+        """``table`` read ``rows`` rows at a time (``columns``, default all), each piece
+        checked and cast as :meth:`table` checks a whole part (errors name the part, the
+        column and the row within the part): memory for one piece, whatever the table's
+        size. The row counts are checked against ``meta.json`` first."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schemas()[table]
+        names = list(schema.names if columns is None else columns)
+        sub = pa.schema([schema.field(c) for c in names])
+        self.table_rows(table)  # every part's footer, and the row count
+        for index, part in enumerate(self.parts(table)):
+            where = str(part)
+            fd, _size = safeio.open_regular(part, RecordingError, "Parquet part")
+            row = 0
+            try:
+                with os.fdopen(fd, "rb") as f:
+                    pf = pq.ParquetFile(f)
+                    if pf.metadata.num_rows == 0:
+                        continue
+                    for batch in pf.iter_batches(batch_size=rows, columns=names):
+                        t = pa.Table.from_batches([batch])
+                        yield _checked(table, t, where, row, sub)
+                        row += batch.num_rows
+            except RecordingError:
+                raise
+            except (pa.ArrowException, OSError, ValueError, IndexError, MemoryError) as e:
+                text = str(e).strip()
+                msg = text.splitlines()[0] if text else type(e).__name__
+                raise RecordingError(
+                    f"{where}: not a readable Parquet file (part {index}): {msg[:200]}"
                 ) from None
 
     def table(self, table: str) -> pa.Table:
@@ -338,6 +346,46 @@ class Recording:
         """The program's synchronisation (``tierlab trace --cc``), an optional table (the
         columns of ``SCHEMAS["sync"]``, in ``seq`` order); empty when the recording has none."""
         return self._frame("sync")
+
+
+def _checked(
+    table: str, t: pa.Table, where: str, row0: int = 0, schema: pa.Schema | None = None
+) -> pa.Table:
+    """``t`` (rows ``row0``... of a part of ``table``) checked column by column (no nulls,
+    integers that fit the format's types, the values the format allows) and cast to the
+    format's schema (``schema``: the columns read, default the table's)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = schema if schema is not None else arrow_schemas()[table]
+    for fld in schema:
+        col = t.column(fld.name)
+        if col.null_count:
+            row = row0 + first_true(pc.is_null(col))
+            raise RecordingError(
+                f"{where}: column `{fld.name}`: null at row {row} (nulls are not allowed)"
+            )
+        if pa.types.is_integer(fld.type) and col.type != fld.type and len(col):
+            lo, hi = pc.min_max(col).values()
+            top = 2**fld.type.bit_width - 1
+            if lo.as_py() < 0 or hi.as_py() > top:
+                bad = pc.less(col, pa.scalar(0, col.type))
+                if hi.as_py() > top:
+                    bad = pc.or_(bad, pc.greater(col, pa.scalar(top, pa.uint64())))
+                row = first_true(bad)
+                raise RecordingError(
+                    f"{where}: column `{fld.name}`: {col[row].as_py()} at row {row0 + row} "
+                    f"does not fit {fld.type}"
+                )
+    try:
+        t = t.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise RecordingError(f"{where}: values do not fit the format's types: {e}") from None
+    whole = len(schema) == len(arrow_schemas()[table])
+    problem = value_problem(table, t if whole else with_all_columns(table, t))
+    if problem is not None:
+        raise RecordingError(f"{where}: {shift_row(problem, row0)}")
+    return t
 
 
 def _hint(path: Path) -> str:

@@ -8,6 +8,7 @@ else DAMON region snapshots (``regions``).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import pandas as pd
 
 from tierlab.recording import Recording, RecordingError
 from tierlab.view import datasrc, history, pagesize
+from tierlab.view.counts import Counts, RowCounts
 from tierlab.view.history import PAGE, Mapping
 from tierlab.view.symbols import SymbolRow
 
@@ -264,11 +266,6 @@ def _analyze_accesses(rec: Recording, opts: ViewOptions) -> View:
     )
 
 
-def _points(rec: Recording) -> tuple[str, pd.DataFrame]:
-    """What to plot: samples if any (else an empty samples frame)."""
-    return "samples", rec.samples()
-
-
 def drain_intervals(drains: pd.DataFrame) -> np.ndarray:
     """Time between consecutive drains of the same CPU's buffer (ns)."""
     if len(drains) < 2:
@@ -293,87 +290,94 @@ def _summary(values: np.ndarray) -> dict[str, Any]:
     }
 
 
-@dataclass
-class _Points:
-    """The columns of the points one mapping view needs."""
+class _MappingAcc:
+    """One mapping's view, built batch by batch (:meth:`add`): the heatmap, the points per
+    touched page (each of its own size), threads, first and last point."""
 
-    addr: np.ndarray
-    time_ns: np.ndarray
-    tid: np.ndarray
-    drain: np.ndarray
-    size: np.ndarray
+    def __init__(
+        self, m: Mapping, x_kind: str, x_range: tuple[int, int], opts: ViewOptions, base: int
+    ) -> None:
+        self.m, self.x_kind, self.base = m, x_kind, base
+        self.group, self.rows = _rows_for(m.pages, opts)
+        lo, hi = x_range
+        self.lo = lo
+        if x_kind == "drain":
+            span = max(1, hi - lo + 1)
+            self.per = max(1, -(-span // opts.max_columns))
+            self.cols = max(1, -(-span // self.per))
+            self.edges = lo + np.arange(self.cols + 1, dtype=np.float64) * self.per
+        else:
+            self.per = 1
+            self.cols = max(1, opts.bins)
+            self.width = max(1, math.ceil((hi - lo + 1) / self.cols))
+            self.edges = lo + np.arange(self.cols + 1, dtype=np.float64) * self.width
+        self.counts = np.zeros((self.rows, self.cols), dtype=np.int64)
+        self.units: dict[int, Counts] = {}  # page size -> points per page number
+        self.tids = Counts()
+        self.n = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.page_size = 0
 
-    def take(self, idx: np.ndarray) -> _Points:
-        return _Points(
-            self.addr[idx], self.time_ns[idx], self.tid[idx], self.drain[idx], self.size[idx]
+    def add(
+        self, addr: np.ndarray, t: np.ndarray, tid: np.ndarray, drain: np.ndarray, size: np.ndarray
+    ) -> None:
+        if addr.size == 0:
+            return
+        lo_page = self.m.start // PAGE * PAGE
+        page = ((addr - np.uint64(lo_page)) // np.uint64(PAGE)).astype(np.int64)
+        if self.x_kind == "drain":
+            col = (drain.astype(np.int64) - self.lo) // self.per
+        else:
+            col = ((t - np.uint64(self.lo)) // np.uint64(self.width)).astype(np.int64)
+        col = np.clip(col, 0, self.cols - 1)
+        row = np.clip(page // self.group, 0, self.rows - 1)
+        np.add.at(self.counts, (row, col), 1)
+        # Points per touched page (its own size: a THP fault is one 2 MiB page), counted per
+        # page size, each a 1-D count (a 2-D unique over (page, size) pairs sorts ~20x slower).
+        for z in np.unique(size).tolist():
+            self.units.setdefault(int(z), Counts()).add(addr[size == z] // np.uint64(z))
+        self.tids.add(tid)
+        self.n += int(addr.size)
+        t0, t1 = int(t.min()), int(t.max())
+        self.first = t0 if self.first is None else min(self.first, t0)
+        self.last = t1 if self.last is None else max(self.last, t1)
+        self.page_size = max(self.page_size, int(size.max()))
+
+    def view(self) -> MappingView:
+        m = self.m
+        per_page = [np.zeros(0, dtype=np.int64)]
+        starts, sizes = [np.zeros(0, dtype=np.uint64)], [np.zeros(0, dtype=np.uint64)]
+        for z, c in sorted(self.units.items()):
+            keys, counts = c.result()
+            per_page.append(counts)
+            starts.append(keys * np.uint64(z))
+            sizes.append(np.full(keys.size, z, dtype=np.uint64))
+        per_unit = np.concatenate(per_page)
+        hist_n, hist_pages = (
+            np.unique(per_unit, return_counts=True) if per_unit.size else (np.empty(0), np.empty(0))
         )
-
-
-def _mapping_view(
-    m: Mapping,
-    pts: _Points,
-    x_kind: str,
-    x_range: tuple[int, int],
-    opts: ViewOptions,
-    base: int = PAGE,
-) -> MappingView:
-    addr = pts.addr
-    t = pts.time_ns
-    lo_page = m.start // PAGE * PAGE
-    page = ((addr - np.uint64(lo_page)) // np.uint64(PAGE)).astype(np.int64)
-    pages = m.pages
-    group = max(1, opts.group)
-    if -(-pages // group) > opts.max_rows:
-        group = -(-pages // opts.max_rows)
-    rows = max(1, -(-pages // group))
-    lo, hi = x_range
-    if x_kind == "drain":
-        span = max(1, hi - lo + 1)
-        per = max(1, -(-span // opts.max_columns))
-        cols = max(1, -(-span // per))
-        col = (pts.drain.astype(np.int64) - lo) // per
-        edges = lo + np.arange(cols + 1, dtype=np.float64) * per
-    else:
-        per = 1
-        cols = max(1, opts.bins)
-        width = max(1, math.ceil((hi - lo + 1) / cols))
-        col = ((t - np.uint64(lo)) // np.uint64(width)).astype(np.int64) if t.size else t
-        edges = lo + np.arange(cols + 1, dtype=np.float64) * width
-    col = np.clip(col, 0, cols - 1)
-    row = np.clip(page // group, 0, rows - 1)
-    counts = np.zeros((rows, cols), dtype=np.int64)
-    np.add.at(counts, (row, col), 1)
-    # Samples per touched page (its own size: a THP fault is one 2 MiB page): counted per
-    # page size, each a 1-D sort (a 2-D unique over (page, size) pairs sorts ~20x slower).
-    per_unit = np.concatenate(
-        [np.zeros(0, dtype=np.int64)]
-        + [
-            np.unique(addr[pts.size == s] // s, return_counts=True)[1]
-            for s in (np.unique(pts.size) if addr.size else [])
-        ]
-    )
-    hist_n, hist_pages = (
-        np.unique(per_unit, return_counts=True) if per_unit.size else (np.empty(0), np.empty(0))
-    )
-    covered, _units, huge = pagesize.touched_bytes(addr, pts.size, m.start, m.end, base)
-    return MappingView(
-        mapping=m,
-        samples=int(addr.size),
-        pages_touched=-(-covered // PAGE),
-        threads=int(np.unique(pts.tid).size),
-        first_ns=int(t.min()) if t.size else None,
-        last_ns=int(t.max()) if t.size else None,
-        block_pages=group,
-        counts=counts,
-        x_kind=x_kind,
-        x_edges=edges,
-        drains_per_column=per,
-        hist_n=np.asarray(hist_n, dtype=np.int64),
-        hist_pages=np.asarray(hist_pages, dtype=np.int64),
-        bytes_touched=covered,
-        huge_pages_touched=huge,
-        page_size=int(pts.size.max()) if pts.size.size else base,
-    )
+        covered, _units, huge = pagesize.covered_bytes(
+            np.concatenate(starts), np.concatenate(sizes), m.start, m.end, self.base
+        )
+        return MappingView(
+            mapping=m,
+            samples=self.n,
+            pages_touched=-(-covered // PAGE),
+            threads=len(self.tids),
+            first_ns=self.first,
+            last_ns=self.last,
+            block_pages=self.group,
+            counts=self.counts,
+            x_kind=self.x_kind,
+            x_edges=self.edges,
+            drains_per_column=self.per,
+            hist_n=np.asarray(hist_n, dtype=np.int64),
+            hist_pages=np.asarray(hist_pages, dtype=np.int64),
+            bytes_touched=covered,
+            huge_pages_touched=huge,
+            page_size=self.page_size or self.base,
+        )
 
 
 def _region_mapping_view(
@@ -514,147 +518,225 @@ def _check_regions(rec: Recording) -> None:
         rec.check_streaming("regions", arrow_schemas()["regions"].names)
 
 
-def analyze(rec: Recording, opts: ViewOptions | None = None) -> View:
+#: Samples read at a time by the passes over a sampled recording (about 40 MB of columns):
+#: the view's memory is one batch's plus what grows with the distinct pages, threads and IPs,
+#: never with the number of samples.
+BATCH_ROWS = 1 << 20
+
+_SAMPLE_COLUMNS = ("time_ns", "tid", "addr", "ip", "data_src", "event", "drain")
+
+
+def _sample_batches(rec: Recording, rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """The ``samples`` table, ``rows`` at a time, as numpy columns (``event`` as
+    ``faults``: whether each sample is a page fault)."""
+    import pyarrow.compute as pc
+
+    for t in rec.batches("samples", _SAMPLE_COLUMNS, rows):
+        out = {n: t.column(n).to_numpy() for n in _SAMPLE_COLUMNS if n != "event"}
+        out["faults"] = pc.equal(t.column("event"), "page-faults").to_numpy(zero_copy_only=False)
+        yield out
+
+
+def analyze(rec: Recording, opts: ViewOptions | None = None, batch_rows: int = BATCH_ROWS) -> View:
     opts = opts or ViewOptions()
     _check_regions(rec)
-    kind, pts = _points(rec)
-    if not len(pts) and table_rows(rec, "accesses"):
+    n_samples = table_rows(rec, "samples")
+    if not n_samples and table_rows(rec, "accesses"):
         return _analyze_accesses(rec, opts)
-    if not len(pts) and len(rec.regions()):
+    if not n_samples and len(rec.regions()):
         return _analyze_regions(rec, opts)
+    return _analyze_samples(rec, opts, batch_rows)
+
+
+def _analyze_samples(rec: Recording, opts: ViewOptions, batch_rows: int) -> View:
+    """Samples (or none at all): streamed in batches, three passes at most (the summary and
+    each mapping's points; the mappings' totals first when they are derived from the data)."""
+    meta = rec.meta
+    base = pagesize.base_page(meta)
     drains = rec.drains()
     all_maps = maps = history.build(rec.mappings())
-    derived = False
-    addr = pts["addr"].to_numpy(dtype=np.uint64)
-    t = pts["time_ns"].to_numpy(dtype=np.uint64)
-    if not maps:
-        maps = history.derive(addr)
-        derived = True
-    maps = [m for m in maps if m.length >= opts.min_mapping]
-    owner = history.assign(maps, t, addr)
-    by_id = {m.id: m for m in maps}
-    event = pts["event"].to_numpy() if "event" in pts else None
-    base = pagesize.base_page(rec.meta)
-    points = _Points(
-        addr,
-        t,
-        pts["tid"].to_numpy(dtype=np.uint32),
-        pts["drain"].to_numpy(dtype=np.uint64),
-        pagesize.point_page_sizes(rec.meta, addr, event),
+    derived = not maps
+    blocks: dict[tuple[int, int], Counts] = {}
+    pages, tids, words = Counts(), Counts(), Counts()
+    per_map = Counts()
+    n = 0
+    t_lo = d_lo = TOP
+    t_hi = d_hi = 0
+    any_ip = False
+    kept = [m for m in maps if m.length >= opts.min_mapping]
+    for b in _sample_batches(rec, batch_rows):
+        addr, t = b["addr"], b["time_ns"]
+        if not addr.size:
+            continue
+        n += int(addr.size)
+        t_lo, t_hi = min(t_lo, int(t.min())), max(t_hi, int(t.max()))
+        d_lo, d_hi = min(d_lo, int(b["drain"].min())), max(d_hi, int(b["drain"].max()))
+        tids.add(b["tid"])
+        words.add(b["data_src"])
+        any_ip = any_ip or bool(b["ip"].any())
+        pagesize.count_blocks(meta, addr, blocks)
+        if derived:
+            pages.add(addr // np.uint64(PAGE))
+        else:
+            owner = history.assign(kept, t, addr)
+            per_map.add(owner[owner >= 0].astype(np.uint64))
+    if derived:
+        maps = history.derive(pages.result()[0] * np.uint64(PAGE))
+        kept = [m for m in maps if m.length >= opts.min_mapping]
+        for b in _sample_batches(rec, batch_rows):
+            owner = history.assign(kept, b["time_ns"], b["addr"])
+            per_map.add(owner[owner >= 0].astype(np.uint64))
+    by_id = {m.id: m for m in kept}
+    ids, counts = per_map.result()
+    ranked = sorted(
+        zip(ids.tolist(), counts.tolist(), strict=True), key=lambda x: (-x[1], by_id[x[0]].start)
     )
-
     x_kind = opts.x
     if x_kind == "auto":
-        x_kind = "drain" if kind == "samples" and len(drains) > 1 else "time"
+        x_kind = "drain" if len(drains) > 1 else "time"
     if x_kind == "drain":
-        d = points.drain.astype(np.int64) if len(pts) else np.zeros(1, dtype=np.int64)
-        all_d = drains["drain"].to_numpy(dtype=np.int64) if len(drains) else d
-        x_range = (int(min(d.min(), all_d.min())), int(max(d.max(), all_d.max())))
+        seen = [d_lo, d_hi] if n else [0]
+        if len(drains):
+            all_d = drains["drain"].to_numpy(dtype=np.int64)
+            seen += [int(all_d.min()), int(all_d.max())]
+        x_range = (min(seen), max(seen))
     else:
-        x_range = (int(t.min()), int(t.max())) if t.size else (0, 0)
+        x_range = (t_lo, t_hi) if n else (0, 0)
+    accs = {
+        mid: _MappingAcc(by_id[mid], x_kind, x_range, opts, base)
+        for mid, _ in ranked[: opts.max_mappings]
+    }
 
-    # Points grouped by mapping once (sorted by owner): linear in points and mappings.
-    assigned = np.flatnonzero(owner >= 0)
-    order = assigned[np.argsort(owner[assigned], kind="stable")]
-    ids, first, counts = np.unique(owner[order], return_index=True, return_counts=True)
-    ranked = sorted(
-        zip(ids.tolist(), first.tolist(), counts.tolist(), strict=True),
-        key=lambda x: (-x[2], by_id[x[0]].start),
-    )
-    views = []
-    for mid, i0, n in ranked[: opts.max_mappings]:
-        sel = order[i0 : i0 + n]
-        views.append(_mapping_view(by_id[mid], points.take(sel), x_kind, x_range, opts, base))
+    # The symbols' pass gathers distinct (IP, its mapping, memory level, data mapping) rows.
+    word_keys, word_counts = words.result()
+    level_names: list[str] | None = None
+    level_lut = np.zeros(0, dtype=np.int64)
+    if word_keys.size and bool(word_keys.any()):
+        names = [datasrc.level(int(v)) for v in word_keys.tolist()]
+        level_names = [k for k in datasrc.ORDER if k in set(names)]
+        pos = {k: i for i, k in enumerate(level_names)}
+        level_lut = np.asarray([pos[x] for x in names], dtype=np.int64)
+    resolver = None
+    sym_rows = RowCounts(4)
+    if opts.symbols and n and any_ip:
+        from tierlab.view import symbols
+
+        acc_meta = meta.get("accounting") or {}
+        resolver = symbols.Resolver(
+            rec.mappings(),
+            acc_meta.get("mapped_files") if isinstance(acc_meta, dict) else None,
+            maps=all_maps,
+        )
+    code_of = {m.id: i + 1 for i, m in enumerate(sorted(kept, key=lambda m: m.id))}
+    data_lut = np.zeros(max(by_id, default=-1) + 2, dtype=np.int64)
+    for mid, c in code_of.items():
+        data_lut[mid + 1] = c
+    huge_samples = 0
+    with_ip = 0
+    if n:
+        for b in _sample_batches(rec, batch_rows):
+            addr, t = b["addr"], b["time_ns"]
+            if not addr.size:
+                continue
+            owner = history.assign(kept, t, addr)
+            size = pagesize.point_page_sizes(meta, addr, None, blocks, faults=b["faults"])
+            huge_samples += int((size > np.uint64(base)).sum())
+            held = np.flatnonzero(np.isin(owner, list(accs)))
+            order = held[np.argsort(owner[held], kind="stable")]
+            got, first, cnt = np.unique(owner[order], return_index=True, return_counts=True)
+            for mid, i0, k in zip(got.tolist(), first.tolist(), cnt.tolist(), strict=True):
+                sel = order[i0 : i0 + k]
+                accs[mid].add(addr[sel], t[sel], b["tid"][sel], b["drain"][sel], size[sel])
+            if resolver is not None:
+                ip = b["ip"]
+                with_ip += int((ip != 0).sum())
+                level = (
+                    level_lut[np.searchsorted(word_keys, b["data_src"])]
+                    if level_names
+                    else np.zeros(ip.size, dtype=np.int64)
+                )
+                sym_rows.add(ip, resolver.owners(t, ip) + 1, level, data_lut[owner + 1])
+    views = [acc.view() for acc in accs.values()]
     shown = sorted(views, key=lambda v: (v.mapping.start, v.mapping.map_time_ns))
 
-    acc = rec.meta.get("accounting") or {}
+    acc = meta.get("accounting") or {}
     intervals = drain_intervals(drains)
+    assigned = int(counts.sum())
+    levels = datasrc.levels(word_keys, word_counts) if n else {}
     totals = {
-        kind: len(pts),
-        "samples": len(rec.samples()),
+        "samples": n,
         "accesses": table_rows(rec, "accesses"),
-        "assigned": int(assigned.size),
-        "unassigned": int(owner.size - assigned.size),
-        "mappings": len(maps),
+        "assigned": assigned,
+        "unassigned": n - assigned,
+        "mappings": len(kept),
         "mappings_with_points": int(ids.size),
         "mappings_shown": len(shown),
-        "small_mappings": sum(1 for m in maps if m.length < SMALL_MAPPING),
+        "small_mappings": sum(1 for m in kept if m.length < SMALL_MAPPING),
         "mapping_events": len(rec.mappings()),
         "mappings_derived": derived,
         "drains": len(drains),
         "drain_interval": _summary(intervals),
-        "threads": int(pts["tid"].nunique()) if len(pts) else 0,
-        "duration_ns": int(t.max() - t.min()) if t.size else 0,
+        "threads": len(tids),
+        "duration_ns": t_hi - t_lo if n else 0,
         "lost": _count(acc, "lost"),
         "lost_records": _count(acc, "lost_records"),
         "lost_samples": _count(acc, "lost_samples"),
         "throttled": _count(acc, "throttled"),
-        "complete": bool(rec.meta.get("complete", False)),
-        "huge_page_samples": int((points.size > np.uint64(base)).sum()),
+        "complete": bool(meta.get("complete", False)),
+        "huge_page_samples": huge_samples,
         # Samples per memory level from their data_src (`perf mem report`'s view), if any.
-        "memory_levels": (
-            datasrc.levels(pts["data_src"].to_numpy(dtype=np.uint64)) if "data_src" in pts else {}
-        ),
+        "memory_levels": levels,
     }
     view = View(
         path=str(rec.path),
-        source=str(rec.meta.get("source", "")),
-        points=kind,
+        source=str(meta.get("source", "")),
+        points="samples",
         mappings=shown,
         totals=totals,
         drain_intervals_ns=intervals,
         time_unit=_time_unit(rec),
     )
-    if opts.symbols and "ip" in pts and len(pts):
-        _symbols(view, rec, pts, all_maps, maps, owner, opts)
+    if resolver is not None:
+        _symbols(view, resolver, sym_rows, level_names, kept, n, with_ip, opts)
     return view
 
 
 def _symbols(
     view: View,
-    rec: Recording,
-    pts: pd.DataFrame,
-    all_maps: list[Mapping],
+    resolver: Any,
+    rows: RowCounts,
+    level_names: list[str] | None,
     maps: list[Mapping],
-    owner: np.ndarray,
+    n: int,
+    with_ip: int,
     opts: ViewOptions,
 ) -> None:
-    """Resolve the samples' IPs to symbols (``symbols.py``) and fill ``view.symbols``."""
+    """Resolve the samples' distinct IPs to symbols (``symbols.py``) and fill
+    ``view.symbols`` (``rows``: distinct (IP, IP's mapping + 1, level, data code) rows and
+    their samples)."""
     from tierlab.view import symbols
 
-    ip = pts["ip"].to_numpy(dtype=np.uint64)
-    if not ip.any():
-        return
-    acc = rec.meta.get("accounting") or {}
-    resolver = symbols.Resolver(
-        rec.mappings(), acc.get("mapped_files") if isinstance(acc, dict) else None, maps=all_maps
-    )
-    res = resolver.resolve(pts["time_ns"].to_numpy(dtype=np.uint64), ip)
-    level_code = level_names = None
-    if "data_src" in pts:
-        ds = pts["data_src"].to_numpy(dtype=np.uint64)
-        if ds.any():
-            uniq, inv = np.unique(ds, return_inverse=True)
-            names = [datasrc.level(int(v)) for v in uniq.tolist()]
-            level_names = [k for k in datasrc.ORDER if k in set(names)]
-            pos = {k: i for i, k in enumerate(level_names)}
-            level_code = np.asarray([pos[n] for n in names], dtype=np.int64)[inv.reshape(-1)]
-    by_id = {m.id: m for m in maps}
+    r, w = rows.result()
+    ip = r[0]
+    owner = r[1].astype(np.int64) - 1
+    res = resolver.resolve_owned(ip, owner, w)
     data_names = ["(no mapping)"] + [
         f"#{m.id} {m.name or '(unnamed)'}" for m in sorted(maps, key=lambda m: m.id)
     ]
-    code_of = {m.id: i + 1 for i, m in enumerate(sorted(maps, key=lambda m: m.id))}
-    lut = np.zeros(max(by_id, default=-1) + 2, dtype=np.int64)
-    for mid, c in code_of.items():
-        lut[mid + 1] = c
-    data_code = lut[owner + 1]
     view.symbols = symbols.table(
-        res, level_code, level_names, data_code, data_names, top=opts.top_symbols
+        res,
+        r[2].astype(np.int64) if level_names else None,
+        level_names,
+        r[3].astype(np.int64),
+        data_names,
+        top=opts.top_symbols,
+        weights=w,
     )
     view.symbol_notes = res.notes
-    named = np.asarray([symbols.is_symbol(n) for n in res.names], dtype=bool)
+    named = np.asarray([symbols.is_symbol(x) for x in res.names], dtype=bool)
+    in_symbols = named[res.symbol]
     view.totals["symbols"] = {
-        "samples_with_ip": int((ip != 0).sum()),
-        "samples_in_symbols": int(named[res.symbol].sum()),
-        "distinct_symbols": int(np.unique(res.symbol[named[res.symbol]]).size),
+        "samples_with_ip": with_ip,
+        "samples_in_symbols": int(w[in_symbols].sum()),
+        "distinct_symbols": int(np.unique(res.symbol[in_symbols]).size),
     }

@@ -95,12 +95,16 @@ def hit(data_src: int) -> bool | None:
     return None
 
 
-def levels(values: Iterable[int]) -> dict[str, int]:
+def levels(values: Iterable[int], counts: Iterable[int] | None = None) -> dict[str, int]:
     """Samples per memory level, nearest level first; empty if no sample has a data source.
-    Each distinct data-source word is decoded once (a run has few of them)."""
+    Each distinct data-source word is decoded once (a run has few of them). With ``counts``,
+    ``values`` are distinct words and ``counts`` their samples."""
     import numpy as np
 
-    words, counts = np.unique(np.asarray(values, dtype=np.uint64), return_counts=True)
+    if counts is None:
+        words, counts = np.unique(np.asarray(values, dtype=np.uint64), return_counts=True)
+    else:
+        words, counts = np.asarray(values, dtype=np.uint64), np.asarray(counts, dtype=np.int64)
     c: Counter[str] = Counter()
     for w, n in zip(words.tolist(), counts.tolist(), strict=True):
         c[level(w)] += n

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from tierlab.view.counts import Counts
+
 BASE_PAGE = 4096
 THP_SIZE = 2 << 20
 
@@ -55,21 +57,54 @@ def base_page(meta: dict[str, Any]) -> int:
     return p if isinstance(p, int) and p > 0 and not p & (p - 1) else BASE_PAGE
 
 
+def huge_block_ranges(meta: dict[str, Any]) -> list[tuple[int, int]]:
+    """The ranges (``[start, end)``) whose page-fault points need their huge-page block's
+    count of points over the whole recording (THP mappings, see the module docstring)."""
+    base = base_page(meta)
+    obs, thp = observations(meta)
+    return [(s, e) for s, e, kps, huge in obs if kps <= base and huge > 0 and thp > base]
+
+
+def count_blocks(
+    meta: dict[str, Any], addr: np.ndarray, acc: dict[tuple[int, int], Counts]
+) -> None:
+    """Add the points ``addr`` of one batch to ``acc``: per range of
+    :func:`huge_block_ranges`, the points per huge-page block. A streaming reader passes the
+    totals to :func:`point_page_sizes` so that each batch's sizes are those of the whole."""
+    ranges = huge_block_ranges(meta)
+    if not ranges or addr.size == 0:
+        return
+    _obs, thp = observations(meta)
+    sa = np.sort(addr.astype(np.uint64))
+    for start, end in ranges:
+        a, b = np.searchsorted(sa, [np.uint64(start), np.uint64(end)], side="left")
+        if b > a:
+            acc.setdefault((start, end), Counts()).add(sa[a:b] // np.uint64(thp))
+
+
 def point_page_sizes(
-    meta: dict[str, Any], addr: np.ndarray, event: np.ndarray | None
+    meta: dict[str, Any],
+    addr: np.ndarray,
+    event: np.ndarray | None,
+    blocks: dict[tuple[int, int], Counts] | None = None,
+    faults: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The page size (bytes) behind each point (see the module docstring)."""
+    """The page size (bytes) behind each point (see the module docstring). ``blocks``: the
+    points per huge-page block over the whole recording (:func:`count_blocks`), when
+    ``addr`` is one batch of it; by default those of ``addr``. ``faults``: which points are
+    page faults, when known without the event names."""
     base = base_page(meta)
     sizes = np.full(addr.size, base, dtype=np.uint64)
     obs, thp = observations(meta)
     if not obs or addr.size == 0:
         return sizes
     addr = addr.astype(np.uint64)
-    faults = (
-        np.asarray(event == "page-faults", dtype=bool)
-        if event is not None
-        else np.zeros(addr.size, dtype=bool)
-    )
+    if faults is None:
+        faults = (
+            np.asarray(event == "page-faults", dtype=bool)
+            if event is not None
+            else np.zeros(addr.size, dtype=bool)
+        )
     order = np.argsort(addr, kind="stable")
     sa = addr[order]
     for start, end, kps, huge in obs:
@@ -88,9 +123,20 @@ def point_page_sizes(
         inside = (blk >= np.uint64(lo_blk)) & (blk < np.uint64(hi_blk))
         f = faults[idx]
         if f.any():
-            uniq, inv, counts = np.unique(blk, return_inverse=True, return_counts=True)
-            del uniq
-            alone = (counts[inv] == 1) & inside & f
+            total = None if blocks is None else blocks.get((start, end))
+            per_point: np.ndarray
+            if total is None:
+                _u, inv, counts = np.unique(blk, return_inverse=True, return_counts=True)
+                per_point = counts[inv.reshape(-1)]
+            else:  # one batch of a recording: the whole recording's points per block
+                keys, totals = total.result()
+                at = np.minimum(np.searchsorted(keys, blk), max(0, keys.size - 1))
+                per_point = (
+                    np.where(keys[at] == blk, totals[at], 0)
+                    if keys.size
+                    else np.zeros(blk.size, dtype=np.int64)
+                )
+            alone = (per_point == 1) & inside & f
             sizes[idx[alone]] = thp
         whole_blocks = max(0, hi_blk - lo_blk) * thp
         if whole_blocks and huge * 2 >= whole_blocks:
@@ -109,12 +155,23 @@ def touched_bytes(
     a = addr.astype(np.uint64)
     z = sizes.astype(np.uint64)
     units = np.unique(np.stack([a // z * z, z]), axis=1)  # distinct (page start, size)
-    n_units, n_huge = int(units.shape[1]), int((units[1] > np.uint64(base)).sum())
+    return covered_bytes(units[0], units[1], lo, hi, base)
+
+
+def covered_bytes(
+    starts: np.ndarray, sizes: np.ndarray, lo: int, hi: int, base: int = BASE_PAGE
+) -> tuple[int, int, int]:
+    """:func:`touched_bytes` of distinct pages (``starts``, each of its ``sizes``)."""
+    starts = np.asarray(starts, dtype=np.uint64)
+    sizes = np.asarray(sizes, dtype=np.uint64)
+    n_units, n_huge = int(starts.size), int((sizes > np.uint64(base)).sum())
+    if n_units == 0:
+        return 0, 0, 0
     if hi <= lo:
         return 0, n_units, n_huge
     # Inclusive last bytes: a range or a page may end at 2^64 (the top page), one past uint64.
-    starts = np.maximum(units[0], np.uint64(lo))
-    lasts = np.minimum(units[0] + (units[1] - np.uint64(1)), np.uint64(hi - 1))
+    lasts = np.minimum(starts + (sizes - np.uint64(1)), np.uint64(hi - 1))
+    starts = np.maximum(starts, np.uint64(lo))
     inside = lasts >= starts
     starts, lasts = starts[inside], lasts[inside]
     order = np.argsort(starts, kind="stable")

@@ -121,15 +121,22 @@ class ElfFile:
         ok[ok] &= v[ok] < self.ends[i[ok]]
         return np.where(ok, i, -1)
 
-    def bias(self, start: int, length: int | None = None, ips: np.ndarray | None = None) -> int:
+    def bias(
+        self,
+        start: int,
+        length: int | None = None,
+        ips: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> int:
         """Load bias of this file mapped at ``[start, start + length)``.
 
         The recording has no file offsets: its row of a file normally starts at file offset 0
         (all segments, merged). A row may cover only some segments (a ``perf script`` import
         without data mappings keeps only the executable one): the candidates are the
         segments whose page-aligned span up to a later segment's end equals ``length``, and
-        among several the one that puts most of ``ips`` (the samples' IPs in the row) in an
-        executable segment wins; the first segment when nothing decides."""
+        among several the one that puts most of ``ips`` (the samples' IPs in the row, each
+        counted ``weights`` times) in an executable segment wins; the first segment when
+        nothing decides."""
         if self.type != ET_DYN or not self.segments:
             return 0
         segs = sorted(self.segments, key=lambda s: s.offset)
@@ -153,8 +160,9 @@ class ElfFile:
             if ips is None or len(cands) == 1:
                 return bias
             v = ips.astype(np.uint64) - np.uint64(bias % (1 << 64))
+            w = np.ones(v.size, dtype=np.int64) if weights is None else weights
             n = sum(
-                int(((v >= np.uint64(x.vaddr)) & (v < np.uint64(x.vaddr + x.memsz))).sum())
+                int(w[(v >= np.uint64(x.vaddr)) & (v < np.uint64(x.vaddr + x.memsz))].sum())
                 for x in segs
                 if x.flags & PF_X
             )
@@ -470,9 +478,25 @@ class Resolver:
         self._elf[path] = elf
         return elf
 
-    def resolve(self, time_ns: np.ndarray, ip: np.ndarray) -> Resolved:
+    def owners(self, time_ns: np.ndarray, ip: np.ndarray) -> np.ndarray:
+        """Per sample, the id of the mapping its user-space IP lies in at its time (or -1)."""
         ip = np.asarray(ip, dtype=np.uint64)
         t = np.asarray(time_ns, dtype=np.uint64)
+        owner = np.full(ip.size, -1, dtype=np.int64)
+        user = np.flatnonzero((ip < np.uint64(KERNEL_START)) & (ip != 0))
+        if user.size and self.maps:
+            owner[user] = history.assign(self.maps, t[user], ip[user])
+        return owner
+
+    def resolve(self, time_ns: np.ndarray, ip: np.ndarray) -> Resolved:
+        return self.resolve_owned(ip, self.owners(time_ns, ip))
+
+    def resolve_owned(
+        self, ip: np.ndarray, owner: np.ndarray, weights: np.ndarray | None = None
+    ) -> Resolved:
+        """:meth:`resolve` of IPs whose mappings are known (:meth:`owners`); ``weights``:
+        samples per row, when the rows are distinct (IP, mapping) pairs of many samples."""
+        ip = np.asarray(ip, dtype=np.uint64)
         names: list[str] = [UNKNOWN, KERNEL]
         objects: list[str] = [UNKNOWN, KERNEL]
         name_ix = {UNKNOWN: 0, KERNEL: 1}
@@ -490,10 +514,6 @@ class Resolver:
         kernel = ip >= np.uint64(KERNEL_START)
         sym[kernel] = 1
         obj[kernel] = 1
-        user = np.flatnonzero(~kernel & (ip != 0))
-        owner = np.full(ip.size, -1, dtype=np.int64)
-        if user.size and self.maps:
-            owner[user] = history.assign(self.maps, t[user], ip[user])
         by_id = {m.id: m for m in self.maps}
         held = np.flatnonzero(owner >= 0)
         order = held[np.argsort(owner[held], kind="stable")]
@@ -509,7 +529,7 @@ class Resolver:
             elf = self.elf(name)
             if elf is None:
                 continue
-            bias = elf.bias(m.start, m.length, ip[sel])
+            bias = elf.bias(m.start, m.length, ip[sel], None if weights is None else weights[sel])
             vaddr = ip[sel] - np.uint64(bias % (1 << 64))
             found = elf.lookup(vaddr)
             local = (
@@ -565,17 +585,21 @@ def table(
     data_names: list[str] | None = None,
     top: int = 20,
     top_data: int = 4,
+    weights: np.ndarray | None = None,
 ) -> list[SymbolRow]:
     """The ``top`` (symbol, object) pairs by samples, with their memory levels
     (``level_code``: per sample, an index into ``level_names``) and the data mappings they
-    touched (``data_code``: per sample, an index into ``data_names``)."""
-    n = res.symbol.size
-    if n == 0:
+    touched (``data_code``: per sample, an index into ``data_names``). ``weights``: samples
+    per row, when a row stands for many samples."""
+    if res.symbol.size == 0:
         return []
+    w = np.ones(res.symbol.size, dtype=np.int64) if weights is None else weights
+    n = int(w.sum())
     width = len(res.objects) + 1
     key = res.symbol * width + res.obj
-    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    uniq, inverse = np.unique(key, return_inverse=True)
     inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, weights=w, minlength=uniq.size).astype(np.int64)
     ranked = sorted(range(uniq.size), key=lambda i: (-int(counts[i]), int(uniq[i])))[:top]
     order = np.argsort(inverse, kind="stable")
     starts = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
@@ -585,11 +609,11 @@ def table(
         s, o = divmod(int(uniq[i]), width)
         lv: dict[str, int] = {}
         if level_code is not None and level_names is not None:
-            c = np.bincount(level_code[idx], minlength=len(level_names))
+            c = np.bincount(level_code[idx], weights=w[idx], minlength=len(level_names))
             lv = {level_names[k]: int(c[k]) for k in range(len(level_names)) if c[k]}
         data: list[tuple[str, int]] = []
         if data_code is not None and data_names is not None:
-            c = np.bincount(data_code[idx], minlength=len(data_names))
+            c = np.bincount(data_code[idx], weights=w[idx], minlength=len(data_names))
             best = sorted(np.flatnonzero(c).tolist(), key=lambda k: (-int(c[k]), k))
             data = [(data_names[k], int(c[k])) for k in best[:top_data]]
         rows.append(
