@@ -6,8 +6,69 @@
 //! address (8 bytes) and event code (1 byte), and what a drain's samples share (time, thread,
 //! CPU, drain index) once per drain. Rows are made on demand, a range at a time
 //! ([`SampleSet::columns`]), so a writer streams them to a recording chunk by chunk.
+//!
+//! A set made with [`SampleSet::spilling`] keeps at most that many samples in memory: the
+//! older ones go to an unlinked temporary file (9 bytes each), so a run's memory does not
+//! grow with its samples (runs of samples stay in memory: one per drain).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Sample;
+
+/// Bytes per spilled sample: the address (little-endian) and the event code.
+const SPILL_RECORD: usize = 9;
+
+/// Spilled samples: an unlinked temporary file (nothing is left behind however the process
+/// ends), samples `0..rows` of the set.
+#[derive(Debug)]
+struct Spill {
+    file: File,
+    rows: usize,
+}
+
+impl Spill {
+    fn create() -> io::Result<Spill> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name =
+            format!(".tierlab-samples-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = std::env::temp_dir().join(name);
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        std::fs::remove_file(&path)?;
+        Ok(Spill { file, rows: 0 })
+    }
+
+    fn append(&mut self, addr: &[u64], event: &[u8]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(addr.len() * SPILL_RECORD);
+        for (a, &e) in addr.iter().zip(event) {
+            buf.extend_from_slice(&a.to_le_bytes());
+            buf.push(e);
+        }
+        self.file.write_all_at(&buf, (self.rows * SPILL_RECORD) as u64)?;
+        self.rows += addr.len();
+        Ok(())
+    }
+
+    /// Samples `start..end` (within the spilled ones) appended to `addr` and `event`.
+    fn read(&self, start: usize, end: usize, addr: &mut Vec<u64>, event: &mut Vec<u8>) -> io::Result<()> {
+        const PIECE: usize = 1 << 16;
+        let mut buf = vec![0u8; PIECE.min(end.saturating_sub(start)) * SPILL_RECORD];
+        let mut i = start;
+        while i < end {
+            let j = (i + PIECE).min(end);
+            let b = &mut buf[..(j - i) * SPILL_RECORD];
+            self.file.read_exact_at(b, (i * SPILL_RECORD) as u64)?;
+            for r in b.chunks_exact(SPILL_RECORD) {
+                addr.push(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")));
+                event.push(r[8]);
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}
 
 /// What a run of consecutive samples shares (the samples of one drain, for PEBS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,15 +83,48 @@ struct Run {
 
 /// Samples in the compact form described in the module docs. Fields a model does not know
 /// (`ip`, `weight`, `data_src`) are kept only when some sample has them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct SampleSet {
     runs: Vec<Run>,
+    /// The samples after the spilled ones (all of them when nothing was spilled).
     addr: Vec<u64>,
     event: Vec<u8>,
     events: Vec<String>,
-    /// `(ip, weight, data_src)` of every sample, when one is not zero.
+    /// `(ip, weight, data_src)` of every sample, when one is not zero (such a set is never
+    /// spilled).
     extra: Option<Vec<[u64; 3]>>,
+    spill: Option<Spill>,
+    /// Samples kept in memory before they are spilled (0: never spilled).
+    spill_rows: usize,
 }
+
+impl Clone for SampleSet {
+    /// A copy held in memory (spilled samples read back).
+    fn clone(&self) -> Self {
+        let c = self.columns(0, self.len());
+        SampleSet {
+            runs: self.runs.clone(),
+            addr: c.addr,
+            event: c.event,
+            events: self.events.clone(),
+            extra: self.extra.clone(),
+            spill: None,
+            spill_rows: 0,
+        }
+    }
+}
+
+impl PartialEq for SampleSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self.runs == other.runs
+            && self.events == other.events
+            && self.extra == other.extra
+            && self.columns(0, self.len()) == other.columns(0, other.len())
+    }
+}
+
+impl Eq for SampleSet {}
 
 /// Rows `start..end` of a [`SampleSet`], column by column (the recording format's `samples`
 /// table, `event` as an index into [`SampleSet::events`]).
@@ -62,14 +156,76 @@ impl SampleSet {
         Self::default()
     }
 
+    /// An empty set whose event codes name `events` (for [`SampleSet::push_code`]).
+    pub fn with_events(events: Vec<String>) -> Self {
+        assert!(events.len() <= 256, "a sample set has at most 256 event names");
+        SampleSet { events, ..Self::default() }
+    }
+
+    /// This set, spilling its samples to a temporary file once `rows` of them are in memory
+    /// (see the module docs). A set whose file cannot be made or written keeps its samples in
+    /// memory (and says so once on stderr).
+    pub fn spilling(mut self, rows: usize) -> Self {
+        self.spill_rows = rows;
+        self
+    }
+
     /// Number of samples.
     pub fn len(&self) -> usize {
-        self.addr.len()
+        self.spilled() + self.addr.len()
     }
 
     /// Whether there is no sample.
     pub fn is_empty(&self) -> bool {
-        self.addr.is_empty()
+        self.len() == 0
+    }
+
+    /// Samples written to the temporary file.
+    pub fn spilled(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.rows)
+    }
+
+    fn maybe_spill(&mut self) {
+        if self.spill_rows == 0 || self.addr.len() < self.spill_rows || self.extra.is_some() {
+            return;
+        }
+        let res = match self.spill.as_mut() {
+            Some(s) => s.append(&self.addr, &self.event),
+            None => Spill::create().and_then(|mut s| {
+                s.append(&self.addr, &self.event)?;
+                self.spill = Some(s);
+                Ok(())
+            }),
+        };
+        match res {
+            Ok(()) => {
+                self.addr.clear();
+                self.event.clear();
+            }
+            Err(e) => {
+                eprintln!(
+                    "tierlab: cannot spill samples to {} ({e}): keeping them in memory",
+                    std::env::temp_dir().display()
+                );
+                self.spill_rows = 0;
+            }
+        }
+    }
+
+    /// Addresses and event codes of samples `start..end` (in range).
+    fn addr_event(&self, start: usize, end: usize) -> io::Result<(Vec<u64>, Vec<u8>)> {
+        let cut = self.spilled();
+        let mut addr = Vec::with_capacity(end - start);
+        let mut event = Vec::with_capacity(end - start);
+        if let Some(s) = &self.spill {
+            if start < cut {
+                s.read(start, end.min(cut), &mut addr, &mut event)?;
+            }
+        }
+        let (a, b) = (start.max(cut) - cut, end.max(cut) - cut);
+        addr.extend_from_slice(&self.addr[a..b]);
+        event.extend_from_slice(&self.event[a..b]);
+        Ok((addr, event))
     }
 
     /// The event names, by code.
@@ -97,21 +253,29 @@ impl SampleSet {
     /// Start a run of samples sharing `time_ns`, `tid`, `cpu` and `drain` (the next
     /// [`SampleSet::push`]es belong to it).
     pub fn start_run(&mut self, time_ns: u64, tid: u32, cpu: u32, drain: u64) {
-        if self.runs.last().is_some_and(|r| r.first == self.addr.len()) {
+        let first = self.len();
+        if self.runs.last().is_some_and(|r| r.first == first) {
             self.runs.pop(); // an empty run: replaced
         }
-        self.runs.push(Run { time_ns, tid, cpu, drain, first: self.addr.len() });
+        self.runs.push(Run { time_ns, tid, cpu, drain, first });
     }
 
     /// Add a sample of event `event` at `addr` to the current run.
     pub fn push(&mut self, addr: u64, event: &str) {
-        assert!(!self.runs.is_empty(), "SampleSet::push before start_run");
         let code = self.event_code(event);
+        self.push_code(addr, code);
+    }
+
+    /// Add a sample at `addr` whose event is `events()[code]` to the current run.
+    pub fn push_code(&mut self, addr: u64, code: u8) {
+        assert!(!self.runs.is_empty(), "SampleSet::push before start_run");
+        assert!((code as usize) < self.events.len(), "event code {code} names no event");
         self.addr.push(addr);
         self.event.push(code);
         if let Some(extra) = self.extra.as_mut() {
             extra.push([0; 3]);
         }
+        self.maybe_spill();
     }
 
     /// Add one row (a run of its own unless it shares the current run's time, thread, CPU
@@ -126,7 +290,7 @@ impl SampleSet {
         }
         self.push(s.addr, &s.event);
         if s.ip != 0 || s.weight != 0 || s.data_src != 0 {
-            let n = self.addr.len();
+            let n = self.len();
             let extra = self.extra.get_or_insert_with(|| vec![[0; 3]; n]);
             extra[n - 1] = [s.ip, s.weight, s.data_src];
         }
@@ -163,20 +327,23 @@ impl SampleSet {
         set
     }
 
-    /// Rows `start..end` (clamped to the set) as columns.
+    /// Rows `start..end` (clamped to the set) as columns. Panics only if spilled samples
+    /// cannot be read back from their temporary file ([`SampleSet::try_column`] returns the
+    /// error).
     pub fn columns(&self, start: usize, end: usize) -> SampleColumns {
         let end = end.min(self.len());
         let start = start.min(end);
         let n = end - start;
+        let (addr, event) = self.addr_event(start, end).expect("reading spilled samples back");
         let mut c = SampleColumns {
             time_ns: Vec::with_capacity(n),
             tid: Vec::with_capacity(n),
             cpu: Vec::with_capacity(n),
-            addr: self.addr[start..end].to_vec(),
+            addr,
             ip: Vec::with_capacity(n),
             weight: Vec::with_capacity(n),
             data_src: Vec::with_capacity(n),
-            event: self.event[start..end].to_vec(),
+            event,
             drain: Vec::with_capacity(n),
         };
         if n == 0 {
@@ -216,8 +383,13 @@ impl SampleSet {
     /// One column of rows `start..end` (clamped): `time_ns`, `tid`, `cpu`, `addr`, `ip`,
     /// `weight`, `data_src`, `drain` as u64 values, `event` as codes; `None` for another name.
     /// Only that column is made (a writer streaming the set holds one column of one chunk
-    /// beside what it writes).
+    /// beside what it writes). Panics only where [`SampleSet::columns`] does.
     pub fn column(&self, name: &str, start: usize, end: usize) -> Option<Vec<u64>> {
+        self.try_column(name, start, end).expect("reading spilled samples back")
+    }
+
+    /// [`SampleSet::column`], with the error of reading spilled samples back.
+    pub fn try_column(&self, name: &str, start: usize, end: usize) -> io::Result<Option<Vec<u64>>> {
         let end = end.min(self.len());
         let start = start.min(end);
         let n = end - start;
@@ -240,18 +412,18 @@ impl SampleSet {
             Some(e) => e[start..end].iter().map(|x| x[j]).collect(),
             None => vec![0; n],
         };
-        Some(match name {
+        Ok(Some(match name {
             "time_ns" => per_run(&|r| r.time_ns),
             "tid" => per_run(&|r| u64::from(r.tid)),
             "cpu" => per_run(&|r| u64::from(r.cpu)),
             "drain" => per_run(&|r| r.drain),
-            "addr" => self.addr[start..end].to_vec(),
-            "event" => self.event[start..end].iter().map(|&c| u64::from(c)).collect(),
+            "addr" => self.addr_event(start, end)?.0,
+            "event" => self.addr_event(start, end)?.1.into_iter().map(u64::from).collect(),
             "ip" => extra(0),
             "weight" => extra(1),
             "data_src" => extra(2),
-            _ => return None,
-        })
+            _ => return Ok(None),
+        }))
     }
 
     /// Every sample as a row (for small sets and tests).
@@ -355,6 +527,31 @@ mod tests {
         assert_eq!(set.len(), 1_000_000);
         let per = set.heap_bytes() as f64 / set.len() as f64;
         assert!(per < 12.0, "{per} bytes per sample");
+    }
+
+    #[test]
+    fn a_spilling_set_keeps_a_bounded_number_in_memory_and_reads_the_same() {
+        let events = vec!["loads".to_string(), "stores".to_string()];
+        let mut spilled = SampleSet::with_events(events.clone()).spilling(7);
+        let mut whole = SampleSet::with_events(events);
+        for d in 0..13u64 {
+            for set in [&mut spilled, &mut whole] {
+                set.start_run(d * 10, d as u32 % 3, 0, d);
+                for i in 0..(d % 5) {
+                    set.push_code((d << 20) + (i << 12), (i % 2) as u8);
+                }
+            }
+        }
+        assert_eq!(spilled.len(), whole.len());
+        assert!(spilled.spilled() > 0 && spilled.addr.len() < 7, "{}", spilled.addr.len());
+        for start in 0..=whole.len() {
+            for end in start..=whole.len() + 1 {
+                assert_eq!(spilled.columns(start, end), whole.columns(start, end), "{start}..{end}");
+                assert_eq!(spilled.column("event", start, end), whole.column("event", start, end));
+            }
+        }
+        assert_eq!(spilled.drains(), whole.drains());
+        assert!(spilled == whole && spilled.clone() == whole);
     }
 
     #[test]

@@ -68,7 +68,10 @@ impl PySampleSet {
         let end = end.unwrap_or(usize::MAX);
         let d = PyDict::new_bound(py);
         for name in &names {
-            let Some(col) = py.allow_threads(|| self.set.column(name, start, end)) else {
+            let col = py.allow_threads(|| self.set.try_column(name, start, end)).map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!("reading the run's spilled samples back: {e}"))
+            })?;
+            let Some(col) = col else {
                 return Err(pyo3::exceptions::PyKeyError::new_err(name.clone()));
             };
             let bytes = match name.as_str() {

@@ -423,19 +423,52 @@ impl TelemetryParams for PebsParams {
     }
 }
 
-/// One sample (see [`Pebs::samples`] for the recording schema's rows).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SampleRow {
-    /// Drain time (all records of a drain share it).
-    pub time: Ps,
-    /// Core that took the sample (= simulated thread).
-    pub core: u32,
-    /// Access kind code (0 load, 1 store).
-    pub kind: u8,
-    /// Data address.
-    pub addr: u64,
-    /// Drain index.
-    pub drain: u64,
+/// Samples kept in memory before the older ones go to a temporary file (9 bytes each: about
+/// 9 MB), so a run's memory does not grow with its samples.
+pub const SPILL_ROWS: usize = 1 << 20;
+
+/// The distinct pages of the samples, kept as a sorted list merged batch by batch (memory
+/// for the distinct pages, not for the samples).
+#[derive(Default)]
+struct DistinctPages {
+    sorted: Vec<u64>,
+    pending: Vec<u64>,
+}
+
+impl DistinctPages {
+    fn insert(&mut self, page: u64) {
+        self.pending.push(page);
+        if self.pending.len() >= (1 << 20).max(self.sorted.len()) {
+            self.merge();
+        }
+    }
+
+    fn merge(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.pending.sort_unstable();
+        self.pending.dedup();
+        let mut out = Vec::with_capacity(self.sorted.len() + self.pending.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.sorted.len() && j < self.pending.len() {
+            let (a, b) = (self.sorted[i], self.pending[j]);
+            out.push(a.min(b));
+            i += usize::from(a <= b);
+            j += usize::from(b <= a);
+        }
+        out.extend_from_slice(&self.sorted[i..]);
+        out.extend_from_slice(&self.pending[j..]);
+        self.sorted = out;
+        self.pending.clear();
+    }
+
+    fn len(&self) -> usize {
+        let mut p = self.pending.clone();
+        p.sort_unstable();
+        p.dedup();
+        self.sorted.len() + p.iter().filter(|x| self.sorted.binary_search(x).is_err()).count()
+    }
 }
 
 /// The observer of the PEBS hardware (every driver's).
@@ -445,13 +478,13 @@ pub struct Pebs {
     next: Ps,
     next_tick: Ps,
     next_poll: Ps,
-    /// The log of every consumed drain: (time, core, drain index, first sample in `addrs`).
-    log: Vec<(Ps, u32, u64, usize)>,
-    /// Every consumed sample's address, bit 63 = store (8 bytes per sample).
-    addrs: Vec<u64>,
-    /// Samples and distinct pages once the samples were handed over
-    /// ([`Observer::take_sample_set`] moves `addrs` out, before the stats are reported).
-    taken: Option<(usize, usize)>,
+    /// Every consumed sample, a run per drain (spilled to disk past [`SPILL_ROWS`]).
+    set: tierlab_core::SampleSet,
+    /// Distinct 4 KiB pages sampled.
+    pages: DistinctPages,
+    /// Samples once the samples were handed over ([`Observer::take_sample_set`] moves the set
+    /// out, before the stats are reported).
+    taken: Option<usize>,
     /// (drain time, page) of consumed samples not yet counted in a closed window.
     pending: Vec<(Ps, u64)>,
     /// Times of consumed drains not yet counted in a closed window.
@@ -494,8 +527,11 @@ impl Pebs {
             next_tick: Ps::NEVER,
             next_poll: Ps::NEVER,
             label,
-            log: Vec::new(),
-            addrs: Vec::new(),
+            set: tierlab_core::SampleSet::with_events(
+                (0..2).map(|k| spec.event.record_name(k).to_string()).collect(),
+            )
+            .spilling(SPILL_ROWS),
+            pages: DistinctPages::default(),
             taken: None,
             pending: Vec::new(),
             pending_drains: Vec::new(),
@@ -528,40 +564,14 @@ impl Pebs {
 
     /// Samples consumed so far.
     pub fn sample_count(&self) -> usize {
-        self.taken.map_or(self.addrs.len(), |t| t.0)
-    }
-
-    /// Every sample consumed so far, in drain order.
-    pub fn sample_rows(&self) -> impl Iterator<Item = SampleRow> + '_ {
-        self.log.iter().enumerate().flat_map(move |(i, &(time, core, drain, first))| {
-            let end = self.log.get(i + 1).map_or(self.addrs.len(), |d| d.3);
-            self.addrs[first..end].iter().map(move |&a| SampleRow {
-                time,
-                core,
-                kind: (a >> 63) as u8,
-                addr: a & !(1 << 63),
-                drain,
-            })
-        })
+        self.taken.unwrap_or(self.set.len())
     }
 
     /// Every sample consumed so far as rows of the recording format's `samples` table
     /// (`time_ns, tid, cpu, addr, ip, weight, data_src, event, drain`; tid = cpu = core,
-    /// ip = weight = data_src = 0: the model records only the data address).
+    /// ip = weight = data_src = 0: the model records only the data address), in drain order.
     pub fn samples(&self) -> Vec<tierlab_core::Sample> {
-        self.sample_rows()
-            .map(|r| tierlab_core::Sample {
-                time_ns: r.time.whole_ns(),
-                tid: r.core,
-                cpu: r.core,
-                addr: r.addr,
-                ip: 0,
-                weight: 0,
-                data_src: 0,
-                event: self.p.event.record_name(r.kind).to_string(),
-                drain: r.drain,
-            })
-            .collect()
+        self.set.rows()
     }
 
     /// The reset value in use.
@@ -571,13 +581,7 @@ impl Pebs {
 
     /// Distinct 4 KiB pages sampled over the run.
     pub fn pages_seen(&self) -> usize {
-        if let Some((_, pages)) = self.taken {
-            return pages;
-        }
-        let mut pages: Vec<u64> = self.addrs.iter().map(|a| tierlab_core::vpn(a & !(1 << 63))).collect();
-        pages.sort_unstable();
-        pages.dedup();
-        pages.len()
+        self.pages.len()
     }
 
     fn take_drain(&mut self, d: &crate::hw::pebs::Drain) {
@@ -587,9 +591,10 @@ impl Pebs {
         self.seen_upto = d.index + 1;
         self.drains += 1;
         self.pending_drains.push(d.time);
-        self.log.push((d.time, d.core, d.index, self.addrs.len()));
+        self.set.start_run(d.time.whole_ns(), d.core, d.core, d.index);
         for &(addr, kind) in &d.records {
-            self.addrs.push(addr | ((kind as u64 & 1) << 63));
+            self.set.push_code(addr, kind & 1);
+            self.pages.insert(tierlab_core::vpn(addr));
             self.pending.push((d.time, tierlab_core::vpn(addr)));
         }
     }
@@ -793,20 +798,10 @@ impl Observer for Pebs {
     }
 
     fn take_sample_set(&mut self) -> tierlab_core::SampleSet {
-        // The addresses move into the set (one byte of event code added per sample): never a
-        // row per sample, never a second copy of the addresses.
-        self.taken = Some((self.addrs.len(), self.pages_seen()));
-        let mut addr = std::mem::take(&mut self.addrs);
-        let event: Vec<u8> = addr.iter().map(|&a| (a >> 63) as u8).collect();
-        for a in &mut addr {
-            *a &= !(1 << 63);
-        }
-        let ev = self.p.event;
-        let events = vec![ev.record_name(0).to_string(), ev.record_name(1).to_string()];
-        let runs = std::mem::take(&mut self.log)
-            .into_iter()
-            .map(|(time, core, drain, first)| (time.whole_ns(), core, core, drain, first));
-        tierlab_core::SampleSet::from_parts(runs, addr, event, events)
+        // The set moves out as it is (spilled samples stay in their file): never a row per
+        // sample, never a second copy of the addresses.
+        self.taken = Some(self.set.len());
+        std::mem::take(&mut self.set)
     }
 
     fn hot_set(&mut self, start: Ps, end: Ps, machine: &MachineView) -> HotReport {
