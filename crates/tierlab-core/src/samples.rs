@@ -278,6 +278,25 @@ impl SampleSet {
         self.maybe_spill();
     }
 
+    /// Add a sample of event code `code` at `addr`, in the current run if it shares its time,
+    /// thread, CPU and drain, else in a new one.
+    pub fn push_at(&mut self, time_ns: u64, tid: u32, cpu: u32, drain: u64, addr: u64, code: u8) {
+        let same = self
+            .runs
+            .last()
+            .is_some_and(|r| (r.time_ns, r.tid, r.cpu, r.drain) == (time_ns, tid, cpu, drain));
+        if !same {
+            self.start_run(time_ns, tid, cpu, drain);
+        }
+        self.push_code(addr, code);
+    }
+
+    /// The drain index of the last sample, if any.
+    pub fn last_drain(&self) -> Option<u64> {
+        let n = self.len();
+        self.runs.iter().rev().find(|r| r.first < n).map(|r| r.drain)
+    }
+
     /// Add one row (a run of its own unless it shares the current run's time, thread, CPU
     /// and drain).
     pub fn push_row(&mut self, s: &Sample) {

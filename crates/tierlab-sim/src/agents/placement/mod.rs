@@ -135,9 +135,10 @@ pub trait PlacementPolicy: Send {
     fn take_plan(&mut self) -> Option<Plan> {
         None
     }
-    /// The samples a profiling policy took, as rows of the recording format, taken once.
-    fn take_samples(&mut self) -> Vec<tierlab_core::Sample> {
-        Vec::new()
+    /// The samples a profiling policy took (the recording format's rows, compactly), taken
+    /// once.
+    fn take_samples(&mut self) -> tierlab_core::SampleSet {
+        tierlab_core::SampleSet::new()
     }
 }
 
@@ -234,7 +235,7 @@ impl Agent for PlacementAgent {
     }
     fn output(&mut self) -> AgentOutput {
         AgentOutput {
-            samples: tierlab_core::SampleSet::from_rows(self.policy.take_samples()),
+            samples: self.policy.take_samples(),
             plan: self.policy.take_plan(),
             damo_record: None,
             decisions: Vec::new(),

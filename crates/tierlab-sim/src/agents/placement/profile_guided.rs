@@ -84,6 +84,14 @@ impl SampleSource {
             SampleSource::TlbMisses => "tlb-misses",
         }
     }
+
+    /// The event name its samples carry in a recording.
+    fn event(self) -> &'static str {
+        match self {
+            SampleSource::LongLatencyLoads => "l2-miss-loads",
+            SampleSource::TlbMisses => "tlb-misses",
+        }
+    }
 }
 
 /// Parameters of `profile-guided`.
@@ -218,7 +226,8 @@ impl PlacementParams for ProfileGuidedParams {
             migration_ns: 0.0,
             plan: None,
             profile_run: None,
-            log: Vec::new(),
+            log: tierlab_core::SampleSet::with_events(vec![self.source.event().to_string()])
+                .spilling(crate::agents::telemetry::pebs::SPILL_ROWS),
         };
         if self.mode == Mode::NextRun {
             // The profiling stage ran first: its plan and measurements.
@@ -277,23 +286,10 @@ pub struct ProfileGuided {
     plan: Option<Plan>,
     profile_run: Option<ProfileRun>,
     /// Every sample taken, as rows of the recording format's `samples` table.
-    log: Vec<tierlab_core::Sample>,
-}
-
-/// One sample as a row of the recording format (the core is the CPU and the thread; the
-/// format's times are whole ns).
-fn sample_row(time: Ps, core: u32, addr: u64, event: &str, drain: u64) -> tierlab_core::Sample {
-    tierlab_core::Sample {
-        time_ns: time.whole_ns(),
-        tid: core,
-        cpu: core,
-        addr,
-        ip: 0,
-        weight: 0,
-        data_src: 0,
-        event: event.to_string(),
-        drain,
-    }
+    /// The samples taken, as the recording format's rows (the core is the CPU and the
+    /// thread; times are whole ns), spilled to disk past
+    /// [`crate::agents::telemetry::pebs::SPILL_ROWS`].
+    log: tierlab_core::SampleSet,
 }
 
 impl ProfileGuided {
@@ -328,21 +324,19 @@ impl ProfileGuided {
     /// Consume the samples handed over so far.
     fn collect(&mut self, now: Ps, m: &mut MachineView) {
         let mut recs: Vec<(u32, u64)> = Vec::new();
-        let event = match self.p.source {
-            SampleSource::LongLatencyLoads => "l2-miss-loads",
-            SampleSource::TlbMisses => "tlb-misses",
-        };
         if let Some(hw) = m.pebs_mut() {
             for d in std::mem::take(&mut hw.drained) {
                 recs.extend(d.records.iter().map(|&(a, _)| (d.core, a)));
-                self.log.extend(
-                    d.records.iter().map(|&(addr, _)| sample_row(d.time, d.core, addr, event, d.index)),
-                );
+                for &(addr, _) in &d.records {
+                    self.log.push_at(d.time.whole_ns(), d.core, d.core, d.index, addr, 0);
+                }
             }
         }
         if let Some(s) = m.tlb_sampler_mut() {
-            let drain = self.log.last().map_or(0, |r| r.drain + 1);
-            self.log.extend(s.drained.iter().map(|&(core, addr)| sample_row(now, core, addr, event, drain)));
+            let drain = self.log.last_drain().map_or(0, |d| d + 1);
+            for &(core, addr) in &s.drained {
+                self.log.push_at(now.whole_ns(), core, core, drain, addr, 0);
+            }
             recs.append(&mut s.drained);
         }
         let nodes = m.nodes().len();
@@ -527,7 +521,7 @@ impl PlacementPolicy for ProfileGuided {
         self.plan.take()
     }
 
-    fn take_samples(&mut self) -> Vec<tierlab_core::Sample> {
+    fn take_samples(&mut self) -> tierlab_core::SampleSet {
         std::mem::take(&mut self.log)
     }
 }
