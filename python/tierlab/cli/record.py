@@ -263,7 +263,12 @@ def main(args: argparse.Namespace) -> int:
 
         try:
             if (alloc_dir / "allocs.bin").is_file():
-                got = allocs.import_allocs(alloc_dir, args.out, trace_dir=None, origin_ns=origin)
+                got = allocs.import_allocs(
+                    alloc_dir,
+                    args.out,
+                    trace_dir=None,
+                    origin_ns=int(res.parameters.get("monotonic_origin_ns", origin)),
+                )
                 print(
                     f"tierlab record: {got['allocation_events']} allocation events at "
                     f"{got['allocation_sites']} call stacks",

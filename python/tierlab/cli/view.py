@@ -279,9 +279,9 @@ def _print_sites(rep: Any) -> None:
     """The per-site table: where the touched memory was allocated."""
     share = 100 * rep.in_allocations / rep.accesses if rep.accesses else 0.0
     print(
-        f"allocation sites: {rep.in_allocations} of {rep.accesses} accesses ({share:.1f}%) in "
-        f"allocations, {len(rep.rows)} site(s); hot pages: the {rep.hot_pages} hottest taking "
-        f"{100 * rep.hot_fraction:.0f}% of all accesses"
+        f"allocation sites: {rep.in_allocations} of {rep.accesses} {rep.points} ({share:.1f}%) "
+        f"in allocations, {len(rep.rows)} site(s); hot pages: the {rep.hot_pages} hottest "
+        f"taking {100 * rep.hot_fraction:.0f}% of all {rep.points}"
     )
     width = min(60, max([len(r.location) for r in rep.rows] + [4]))
     print(

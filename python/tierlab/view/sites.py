@@ -17,6 +17,12 @@ end addresses cut the address space into elementary intervals; each allocation i
 every interval it covers, sorted by (interval, start time); an access's (interval, rank of its
 time among the start times) is one integer key, and one ``searchsorted`` finds its candidate.
 Accesses are streamed by row group.
+
+A sampled recording (``tierlab record --alloc-sites``: no accesses table) is attributed the
+same way from its samples, except that a sample after its block's release still counts for
+the block: the samples' clock is the kernel's and the allocator's is the program's, and on a
+VM they were measured 15-25 ms apart (page-fault samples later), so an end check would drop
+them. Addresses reused by a later block then go to the later block only from its start.
 """
 
 from __future__ import annotations
@@ -136,8 +142,10 @@ class Attributor:
         self.rows = rows[order]
         self.ks = ks[order]
 
-    def find(self, addr: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Row of the allocation of each access, -1 for none."""
+    def find(self, addr: np.ndarray, t: np.ndarray, check_end: bool = True) -> np.ndarray:
+        """Row of the allocation of each access, -1 for none. Without ``check_end`` an access
+        after its block's release still counts for the block (for samples, whose clock may
+        run late against the allocator's: see :func:`analyze`)."""
         out = np.full(addr.size, -1, dtype=np.int64)
         if self.key.size == 0:
             return out
@@ -150,7 +158,9 @@ class Attributor:
         jj = np.where(ok, j, 0)
         ok &= self.ks[jj] == k
         r = self.rows[jj]
-        ok &= (t >= self.al.t_start[r]) & (t <= self.al.t_end[r])
+        ok &= t >= self.al.t_start[r]
+        if check_end:
+            ok &= t <= self.al.t_end[r]
         out[ok] = r[ok]
         return out
 
@@ -184,10 +194,14 @@ class SiteReport:
     hot_pages: int
     touched_granularity: int
     depth: int
+    #: ``accesses`` (a trace) or ``samples`` (a sampled recording: the counts are samples,
+    #: loads are every sample, bytes touched are the bytes the samples saw).
+    points: str = "accesses"
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "points": self.points,
             "accesses": self.accesses,
             "in_allocations": self.in_allocations,
             "phases": self.phases,
@@ -205,7 +219,7 @@ def _time_range(rec: Recording) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
     lo, hi = None, None
-    for part in rec.parts("accesses"):
+    for part in rec.parts(points_table(rec)):
         md = pq.ParquetFile(part).metadata
         col = md.schema.to_arrow_schema().get_field_index("time_ns")
         for g in range(md.num_row_groups):
@@ -227,10 +241,16 @@ def _time_range_scan(rec: Recording) -> tuple[int, int]:
     return (lo or 0, hi or 0)
 
 
-def _batches(rec: Recording, columns: list[str]) -> Any:
+def points_table(rec: Recording) -> str:
+    """``accesses`` when the recording has them (a trace), else ``samples`` (a sampled
+    recording: each sample stands for the accesses it samples)."""
+    return "accesses" if rec.meta.get("tables", {}).get("accesses") else "samples"
+
+
+def _batches(rec: Recording, columns: list[str], table: str | None = None) -> Any:
     import pyarrow.parquet as pq
 
-    for part in rec.parts("accesses"):
+    for part in rec.parts(table or points_table(rec)):
         f = pq.ParquetFile(part)
         names = set(f.schema_arrow.names)
         cols = [c for c in columns if c in names]
@@ -297,14 +317,14 @@ def analyze(
         pk, pc = np.unique(pages, return_counts=True)
         page_keys.append(pk)
         page_counts.append(pc)
-        row = att.find(addr, t)
+        row = att.find(addr, t, check_end=points_table(rec) == "accesses")
         m = row >= 0
         if not m.any():
             continue
         r = row[m]
         n_in += int(m.sum())
         g = alloc_group[r]
-        kind = b["kind"][m]
+        kind = b["kind"][m] if "kind" in b else np.zeros(r.size, dtype=np.uint8)
         loads += np.bincount(g[kind == 0], minlength=ngroups)
         stores += np.bincount(g[kind != 0], minlength=ngroups)
         if phases:
@@ -409,6 +429,7 @@ def analyze(
         hot_pages=hot_pages_n,
         touched_granularity=gran,
         depth=depth,
+        points=points_table(rec),
         notes=notes,
     )
 
