@@ -368,6 +368,7 @@ def _plan_sites(args: argparse.Namespace) -> int:
 
 def main_run(args: argparse.Namespace) -> int:
     from tierlab.place import PlaceError, sites
+    from tierlab.place.numa import errno_name
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -389,10 +390,12 @@ def main_run(args: argparse.Namespace) -> int:
             file=out,
         )
     for site, n in sorted(rep.resolved.items()):
-        mb = rep.mbind.get(site, {"calls": 0, "bytes": 0, "failed": 0})
+        mb = rep.mbind.get(site, {"calls": 0, "bytes": 0, "failed": 0, "errnos": []})
+        why = ", ".join(sorted({errno_name(e) for e in mb.get("errnos", [])}))
         print(
             f"place run: site {site}: {n} call instruction(s) in the program; "
-            f"{mb['calls']} mbind call(s), {_size_text(mb['bytes'])}, {mb['failed']} failed",
+            f"{mb['calls']} mbind call(s), {_size_text(mb['bytes'])}, {mb['failed']} failed"
+            + (f" ({why})" if why else ""),
             file=out,
         )
     for note in rep.notes:

@@ -149,6 +149,14 @@ class Attributor:
         out = np.full(addr.size, -1, dtype=np.int64)
         if self.key.size == 0:
             return out
+        # Only addresses inside the allocations' span can be in one (the stack, globals and
+        # libraries usually are not: they cost one comparison).
+        inside = (addr >= self.bounds[0]) & (addr < self.bounds[-1])
+        if not inside.all():
+            sel = np.flatnonzero(inside)
+            if sel.size:
+                out[sel] = self.find(addr[sel], t[sel], check_end)
+            return out
         k = np.searchsorted(self.bounds, addr, side="right").astype(np.int64) - 1
         ok = (k >= 0) & (k < self.bounds.size - 1)
         rank = np.searchsorted(self.times, t, side="right").astype(np.uint64)
@@ -310,8 +318,8 @@ def analyze(
     n_acc = 0
     n_in = 0
     for b in _batches(rec, ["time_ns", "addr", "kind", "size"]):
-        addr = b["addr"].astype(np.uint64)
-        t = b["time_ns"].astype(np.uint64)
+        addr = b["addr"].astype(np.uint64, copy=False)
+        t = b["time_ns"].astype(np.uint64, copy=False)
         n_acc += addr.size
         pages = addr >> np.uint64(PAGE_SHIFT)
         pk, pc = np.unique(pages, return_counts=True)
@@ -343,20 +351,11 @@ def analyze(
         size = np.maximum(size, np.uint64(1))
         end = np.minimum(off + size, al.size[r])
         if gran == 1:
-            for s in np.unique(size):
-                sel = size == s
-                f0 = base[r[sel]].astype(np.uint64) + off[sel]
-                lim = base[r[sel]].astype(np.uint64) + end[sel]
-                for j in range(int(s)):
-                    x = f0 + np.uint64(j)
-                    touched[x[x < lim]] = True
+            _mark_bytes(touched, base[r].astype(np.uint64) + off, end - off)
         else:
             w0 = off // np.uint64(gran)
             w1 = (end + np.uint64(gran - 1)) // np.uint64(gran)
-            for s in np.unique(w1 - w0):
-                sel = (w1 - w0) == s
-                for j in range(int(s)):
-                    touched[base[r[sel]].astype(np.uint64) + w0[sel] + np.uint64(j)] = True
+            _mark_bytes(touched, base[r].astype(np.uint64) + w0, w1 - w0)
     # Touched bytes per allocation, then per group.
     csum = np.concatenate([[0], np.cumsum(touched, dtype=np.int64)])
     per_alloc = (csum[base[1:].astype(np.int64)] - csum[base[:-1].astype(np.int64)]) * gran
@@ -432,6 +431,31 @@ def analyze(
         points=points_table(rec),
         notes=notes,
     )
+
+
+#: Whole aligned words marked at once: (bytes, the word's dtype, the word with every byte 1).
+_WORDS = ((8, np.uint64, 0x0101010101010101), (4, np.uint32, 0x01010101), (2, np.uint16, 0x0101))
+
+
+def _mark_bytes(touched: np.ndarray, start: np.ndarray, length: np.ndarray) -> None:
+    """Set ``touched[start[i] : start[i] + length[i]]`` (lengths of at most a few words):
+    an aligned access of 2, 4 or 8 bytes in one store through a wider view."""
+    done = np.zeros(start.size, dtype=bool)
+    n = touched.size
+    for width, dtype, ones in _WORDS:
+        sel = (length == np.uint64(width)) & (start % np.uint64(width) == 0)
+        sel &= start + np.uint64(width) <= np.uint64(n - n % width)
+        if sel.any():
+            view = touched[: n - n % width].view(dtype)
+            view[(start[sel] // np.uint64(width)).astype(np.int64)] = ones
+            done |= sel
+    rest = ~done
+    if rest.any():
+        st, ln = start[rest], length[rest]
+        for k in np.unique(ln):
+            f = st[ln == k]
+            for j in range(int(k)):
+                touched[(f + np.uint64(j)).astype(np.int64)] = True
 
 
 def _peaks(al: Allocations, alloc_group: np.ndarray, ngroups: int) -> np.ndarray:

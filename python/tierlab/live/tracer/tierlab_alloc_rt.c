@@ -229,7 +229,7 @@ static void flush_recs(void) {
 }
 
 static void record(int kind, uint64_t addr, uint64_t size, uint64_t old, const uint64_t *frames, int nframes) {
-    if (!rec_on || in_hook || (int)syscall(SYS_getpid) != my_pid) return;
+    if (!rec_on || in_hook) return;
     in_hook++;
     if (tls_tid == 0) tls_tid = (int)syscall(SYS_gettid);
     struct arec r = {0};
@@ -485,6 +485,13 @@ static void at_exit(void) {
     if (log_fd >= 0) plog("exit pid=%d\n", (int)getpid());
 }
 
+/* A forked child records nothing (its events are not the recorded process's): cleared in the
+ * child by pthread_atfork, so no getpid() per event. */
+static void child_after_fork(void) {
+    rec_on = 0;
+    out_fd = -1;
+}
+
 static void init(void) {
     static int done;
     if (done || !r_malloc) return;
@@ -513,6 +520,7 @@ static void init(void) {
     }
     const char *cfg = getenv("TIERLAB_PLACE_SITES");
     if (cfg && *cfg) place_init(cfg);
+    if (rec_on) pthread_atfork(NULL, NULL, child_after_fork);
     if (rec_on || log_fd >= 0) atexit(at_exit);
     in_hook--;
 }
