@@ -142,9 +142,13 @@ def test_site_plan_run_and_simulate(three: Path, tmp_path: Path) -> None:
 
 def heap_and_globals(rec: Path) -> tuple[int, int, int, int]:
     """Loads and stores to the heap (the allocations) and to the program's globals."""
-    _sites, doc = sites_of(rec)
-    heap_loads = sum(r["loads"] for r in doc["sites"]["sites"])
-    heap_stores = sum(r["stores"] for r in doc["sites"]["sites"])
+    from tierlab.recording import Recording
+    from tierlab.view import sites as site_view
+
+    rep = site_view.analyze(Recording.open(rec))
+    assert rep is not None
+    heap_loads = sum(r.loads for r in rep.rows)
+    heap_stores = sum(r.stores for r in rep.rows)
     acc = pd.read_parquet(rec / "accesses", columns=["addr", "kind"])
     maps = pd.read_parquet(rec / "mappings")
     exe = maps[maps["name"].str.startswith("gups ") & (maps["event"] == "map")]
