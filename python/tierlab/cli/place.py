@@ -183,6 +183,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pm.add_argument("--plan", type=Path, required=True, metavar="PLAN", help="a --by site plan")
     pm.add_argument("recording", type=Path, metavar="REC", help="recording directory")
+    pm.add_argument(
+        "--tiering",
+        action="store_true",
+        help="also replay REC through the simulator's tiering policies (the tiering-replay "
+        "scenario, a fast node of the plan's capacity) and print their fast-tier shares",
+    )
     pm.add_argument("--json", action="store_true", help="print the result as JSON")
     pm.set_defaults(func=main_simulate, parser=pm)
 
@@ -410,7 +416,7 @@ def main_simulate(args: argparse.Namespace) -> int:
 
     try:
         plan = sites.load_plan(args.plan)
-        res = sites.simulate(plan, args.recording)
+        res = sites.simulate(plan, args.recording, tiering=args.tiering)
     except (PlaceError, RecordingError) as e:
         return _fail(str(e))
     if args.json:
@@ -422,6 +428,11 @@ def main_simulate(args: argparse.Namespace) -> int:
         f"{100 * sp['predicted_fast_share']:.2f}%); hottest {pg['pages']} pages "
         f"{100 * pg['fast_share']:.2f}% fast"
     )
+    for t in res.get("tiering") or []:
+        print(
+            f"  tiering {t['policy']:<22} {100 * float(t['fast_share'] or 0):6.2f}% fast, "
+            f"{t['migrations']} migrations"
+        )
     return EXIT_OK
 
 

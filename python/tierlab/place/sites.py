@@ -171,9 +171,44 @@ def load_plan(path: Path) -> dict[str, Any]:
     return doc
 
 
-def simulate(plan: dict[str, Any], rec_path: Path) -> dict[str, Any]:
+def tiering_shares(rec_path: Path, fast_capacity: int) -> list[dict[str, Any]]:
+    """The simulator's tiering policies on the same recording: the built-in
+    ``tiering-replay`` scenario with the recording as its workload (one pass) and a fast node
+    of ``fast_capacity`` bytes; per policy its fast-tier share of the replayed accesses and
+    its migrations."""
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="tierlab-site-sim-") as tmp:
+        cmd = [
+            sys.executable, "-m", "tierlab", "run", "tiering-replay", "--no-progress",
+            "--set", f"workload.path={json.dumps(str(Path(rec_path).resolve()))}",
+            "--set", "workload.repeat=1",
+            "--set", f"machine.nodes[0].capacity={fast_capacity}",
+            "-o", str(Path(tmp) / "run"), "--json",
+        ]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
+            raise PlaceError("the tiering replay failed:\n" + "\n".join(tail))
+        try:
+            rows = json.loads(res.stdout)
+        except json.JSONDecodeError as e:
+            raise PlaceError(f"the tiering replay printed no JSON table ({e.msg})") from e
+    return [
+        {
+            "policy": r.get("policy"),
+            "fast_share": r.get("run_fast_share"),
+            "migrations": r.get("migrations"),
+            "optimum_fast_share": r.get("optimum_fast_share"),
+        }
+        for r in rows
+    ]
+
+
+def simulate(plan: dict[str, Any], rec_path: Path, *, tiering: bool = False) -> dict[str, Any]:
     """The plan applied to the recording's accesses, beside static page placement of the same
-    capacity (the hottest pages, ties by lower address)."""
+    capacity (the hottest pages, ties by lower address) and, with ``tiering``, the
+    simulator's tiering policies replaying the same recording (:func:`tiering_shares`)."""
     from tierlab.recording import Recording
     from tierlab.view import sites as sv
 
@@ -216,6 +251,9 @@ def simulate(plan: dict[str, Any], rec_path: Path) -> dict[str, Any]:
             "fast_accesses": page_fast,
             "fast_share": page_fast / n if n else 0.0,
         },
+        "tiering": tiering_shares(rec_path, int(plan["policy"]["fast_capacity"]))
+        if tiering
+        else None,
     }
 
 
