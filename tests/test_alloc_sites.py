@@ -140,6 +140,44 @@ def test_site_plan_run_and_simulate(three: Path, tmp_path: Path) -> None:
     assert 0 < sim["page_placement"]["fast_share"] <= 1
 
 
+def test_preloaded_interposer_on_an_unmodified_program(tmp_path: Path) -> None:
+    """The LD_PRELOAD build (`record --alloc-sites`, `place run`) on a natively built program:
+    the same three sites, new[] at the program's line, symbolised from the binary."""
+    import os
+
+    from tierlab.live import allocs, cctrace
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++")
+    src = "three_sites.cpp"
+    exe = tmp_path / "three_sites"
+    subprocess.run(
+        ["g++", "-O1", "-g", str(PROGRAMS / src), "-o", str(exe)], check=True, capture_output=True
+    )
+    out = tmp_path / "raw"
+    out.mkdir()
+    env = {**os.environ, "LD_PRELOAD": str(cctrace.preload_object()), "TIERLAB_ALLOC_DIR": str(out)}
+    subprocess.run([str(exe)], env=env, check=True, capture_output=True)
+    raw = allocs.read_raw(out / "allocs.bin")
+    cols, sites = allocs.tables(
+        raw, allocs.event_times(raw, None, None), allocs.read_maps(out / "allocmaps.txt")
+    )
+    where_of = {
+        int(s): where(loc.split("\n")[0])
+        for s, loc in zip(sites["site"], sites["locations"], strict=True)
+    }
+    got = {
+        (where_of[int(site)], allocs.KINDS[int(kind)], int(size))
+        for site, kind, size in zip(cols["site"], cols["kind"], cols["size"], strict=True)
+        if where_of[int(site)].startswith(src) and int(kind) not in allocs.FREE_KINDS
+    }
+    assert got == {
+        (f"{src}:{line_of(src, 'malloc(n * sizeof(long))')}", "malloc", 32768),
+        (f"{src}:{line_of(src, 'calloc(1000')}", "calloc", 4000),
+        (f"{src}:{line_of(src, 'new double[512]')}", "new[]", 4096),
+    }
+
+
 def heap_and_globals(rec: Path) -> tuple[int, int, int, int]:
     """Loads and stores to the heap (the allocations) and to the program's globals."""
     from tierlab.recording import Recording
