@@ -168,6 +168,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.view import sites as site_view
 
     site_report = site_view.analyze(rec, depth=args.site_depth, phases=args.phases)
+    view.sites = site_report
     if out is not None:
         from tierlab.view.render import write
 
