@@ -14,8 +14,12 @@ a recording (streaming, in Rust); the synchronisation becomes the ``sync`` table
 replay obeys (``docs/formats.md``).
 
 What is traced: every load and store the compiler emits for the instrumented sources,
-atomics included (a read-modify-write is a load and a store). Not traced: code that was not
-compiled with the flags (libc's memcpy, libgomp, other libraries).
+atomics included (a read-modify-write is a load and a store, with gcc and with clang: clang
+gets ``-tsan-instrument-read-before-write``), libc's memory and string functions as the
+ranges they read and write (``tracer/tierlab_libc_rt.c``, linked in), and the program's
+allocations with their call stacks (``tracer/tierlab_alloc_rt.c``: the recording's
+``allocations`` and ``alloc_sites`` tables). Not traced: the rest of the code that was not
+compiled with the flags (libc's internals, libgomp, other libraries), the kernel.
 """
 
 from __future__ import annotations
