@@ -70,10 +70,13 @@ def _node_list(text: str) -> list[int]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "place",
-        help="plan, apply and show page placement of a live process (move_pages)",
+        help="plan, apply and show page placement of a live process (move_pages); plan, "
+        "simulate and run allocation-site placement (mbind)",
         description="Live placement on Linux: turn a recording into a page-to-node plan, "
         "apply it to a running process with move_pages(2), and show where a process's pages "
-        "are. See docs/placement.md (Live placement).",
+        "are; or plan allocation sites for the fast node (plan --by site), check the plan on "
+        "the recording (simulate) and run the program with it (run). See docs/placement.md "
+        "(Live placement, Site-based placement).",
     )
     sp = p.add_subparsers(dest="place_command", metavar="ACTION", required=True)
 
