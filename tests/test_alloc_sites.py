@@ -21,6 +21,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,12 +68,23 @@ def where(location: str) -> str:
 
 
 def sites_of(rec: Path) -> tuple[dict[str, dict], dict]:
+    """The per-site rows of ``tierlab view --json``, by ``file:line``, and the whole output."""
     res = tierlab("view", str(rec), "--json")
     doc = json.loads(res.stdout)
     return {where(r["location"]): r for r in doc["sites"]["sites"]}, doc
 
 
-def test_three_sites_exact(three: Path) -> None:
+def site_rows(rec: Path) -> dict[str, Any]:
+    """The same rows, from the site analysis alone (in process, no view of the mappings)."""
+    from tierlab.recording import Recording
+    from tierlab.view import sites as site_view
+
+    rep = site_view.analyze(Recording.open(rec))
+    assert rep is not None
+    return {where(r.location): r for r in rep.rows}
+
+
+def test_three_sites_exact(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sites, doc = sites_of(three)
     src = "three_sites.cpp"
     want = {
@@ -94,7 +106,14 @@ def test_three_sites_exact(three: Path) -> None:
     cov = doc["coverage"]
     assert "g++" in (cov["compiler"] or "").lower() or "gcc" in (cov["compiler"] or "").lower()
     assert cov["not_covered"]
-    text = tierlab("view", str(three), "-o", str(three.with_suffix(".view"))).stdout
+    from tierlab.cli.view import _print_coverage, _print_sites
+    from tierlab.recording import Recording
+    from tierlab.view import sites as site_view
+
+    rec = Recording.open(three)
+    _print_sites(site_view.analyze(rec))
+    _print_coverage(rec.meta)
+    text = capsys.readouterr().out
     assert "allocation sites:" in text and "not recorded:" in text
 
 
@@ -180,13 +199,9 @@ def test_preloaded_interposer_on_an_unmodified_program(tmp_path: Path) -> None:
 
 def heap_and_globals(rec: Path) -> tuple[int, int, int, int]:
     """Loads and stores to the heap (the allocations) and to the program's globals."""
-    from tierlab.recording import Recording
-    from tierlab.view import sites as site_view
-
-    rep = site_view.analyze(Recording.open(rec))
-    assert rep is not None
-    heap_loads = sum(r.loads for r in rep.rows)
-    heap_stores = sum(r.stores for r in rep.rows)
+    rows = site_rows(rec).values()
+    heap_loads = sum(r.loads for r in rows)
+    heap_stores = sum(r.stores for r in rows)
     acc = pd.read_parquet(rec / "accesses", columns=["addr", "kind"])
     maps = pd.read_parquet(rec / "mappings")
     exe = maps[maps["name"].str.startswith("gups ") & (maps["event"] == "map")]
@@ -233,3 +248,12 @@ def test_memcpy_memset_and_copy_loop(tmp_path: Path) -> None:
     assert (bytes_in(src, 1), bytes_in(src, 0)) == (n, n)  # memset, then memcpy's read
     assert (bytes_in(dst, 1), bytes_in(dst, 0)) == (n, 1)  # memcpy's write, printf's dst[n-1]
     assert (bytes_in(buf, 0), bytes_in(dst2, 1)) == (n, n)  # the copy loop
+
+
+def test_fortran_allocate_is_a_site(tmp_path: Path) -> None:
+    if shutil.which("gfortran") is None:
+        pytest.skip("no gfortran (Debian: apt-get install gfortran)")
+    src = "allocate.f90"
+    row = site_rows(trace(tmp_path, src, "-O1"))[f"{src}:{line_of(src, 'allocate(a(1000))')}"]
+    assert (row.bytes_allocated, row.bytes_touched) == (8000, 8000)
+    assert (row.loads, row.stores) == (1000, 1000)
