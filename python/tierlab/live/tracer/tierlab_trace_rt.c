@@ -477,8 +477,9 @@ static void sync_flush(void) {
 
 /* -- for the allocation interposer (tierlab_alloc_rt.c) and the libc functions
  * (tierlab_libc_rt.c) linked beside this runtime ------------------------------------------ */
-/* Whether this process traces (its accesses are being written). */
-int tierlab_trace_active(void) { return enabled && getpid() == main_pid; }
+/* Whether the program is traced (no system call: in a forked child, rec() itself sends the
+ * accesses to the discard buffer at its next slow path, and nothing of it is written). */
+int tierlab_trace_active(void) { return enabled; }
 /* The calling thread's accesses so far (its position in its access stream). */
 uint64_t tierlab_trace_index(void) { return acc_index(); }
 /* ns since the trace started (the clock of the .time checkpoints). */
