@@ -42,7 +42,7 @@ def _rows(table: str, n: int = 3) -> dict[str, list]:
 def test_python_schemas_are_the_native_schema() -> None:
     assert [t["name"] for t in SPEC["tables"]] == list(rmod.ALL_TABLES)
     assert rmod.TABLES == ("accesses", "samples", "mappings", "drains")
-    assert rmod.OPTIONAL_TABLES == ("regions", "sync")
+    assert rmod.OPTIONAL_TABLES == ("regions", "sync", "allocations", "alloc_sites")
     for table in rmod.ALL_TABLES:
         want = _native_columns(table)
         got = [(f.name, str(f.type)) for f in rmod.SCHEMAS[table]]

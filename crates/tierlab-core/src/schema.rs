@@ -206,8 +206,42 @@ pub const SYNC: Table = Table {
     ],
 };
 
+/// `allocations` (optional): the program's allocation events, written by `tierlab trace --cc`
+/// and by the allocation interposer (`tierlab record --alloc-sites`); `tierlab view` gives
+/// every access to the allocation live at its address and time.
+pub const ALLOCATIONS: Table = Table {
+    name: "allocations",
+    optional: true,
+    meaning: "one row per allocation event (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign, C++ new/delete, mmap, munmap, mremap)",
+    columns: &[
+        col("time_ns", UInt64, "time of the event, ns from the start of the recording"),
+        col("tid", UInt32, "thread that called the allocator"),
+        col("seq", UInt64, "order of the event among all threads' events (0, 1, 2, ...)"),
+        col("index", UInt64, "the thread's accesses before the event (its position in the thread's access stream); 2^64-1 when the recording has no access stream"),
+        col("kind", UInt8, "event kind code (see the `kind` code table of `allocations`)"),
+        col("addr", UInt64, "the block: returned address (allocations), freed address (free, delete, munmap), new address (realloc, mremap)"),
+        col("size", UInt64, "bytes requested (calloc: count x size; free and delete: 0; munmap: the length)"),
+        col("old_addr", UInt64, "realloc and mremap: the block it replaces (0: none); else 0"),
+        col("site", UInt32, "the call site (row `site` of `alloc_sites`)"),
+    ],
+};
+
+/// `alloc_sites` (optional): the call stacks of `allocations.site`, symbolised when the
+/// recording was made.
+pub const ALLOC_SITES: Table = Table {
+    name: "alloc_sites",
+    optional: true,
+    meaning: "one row per distinct allocation call stack (innermost frame first)",
+    columns: &[
+        col("site", UInt32, "the site number (referenced by allocations.site)"),
+        col("frames", Utf8, "return addresses, innermost first, as `0xADDR` separated by spaces"),
+        col("objects", Utf8, "per frame, the file it lies in and its offset in that file (`PATH+0xOFF`), separated by newlines; `?` when unknown"),
+        col("locations", Utf8, "per frame, `function file:line` of the call (DWARF line info of the call instruction; `function+0xOFF` without it; `?` unknown), separated by newlines"),
+    ],
+};
+
 /// Every table, the ones every recording has first, in the order writers create them.
-pub const TABLES: &[Table] = &[ACCESSES, SAMPLES, MAPPINGS, DRAINS, REGIONS, SYNC];
+pub const TABLES: &[Table] = &[ACCESSES, SAMPLES, MAPPINGS, DRAINS, REGIONS, SYNC, ALLOCATIONS, ALLOC_SITES];
 
 /// The table called `name`.
 pub fn table(name: &str) -> Option<&'static Table> {
@@ -293,8 +327,30 @@ pub const SYNC_KINDS: CodeTable = CodeTable {
     },
 };
 
+/// `allocations.kind`: what the program called.
+pub const ALLOCATION_KINDS: CodeTable = CodeTable {
+    table: "allocations",
+    column: "kind",
+    codes: &[
+        Code { value: CodeValue::Int(0), name: "malloc", meaning: "malloc: a new block" },
+        Code { value: CodeValue::Int(1), name: "calloc", meaning: "calloc: a new zeroed block" },
+        Code { value: CodeValue::Int(2), name: "realloc", meaning: "realloc (and reallocarray): old_addr freed, addr allocated (the same address when it grew in place)" },
+        Code { value: CodeValue::Int(3), name: "free", meaning: "free: the block at addr ends" },
+        Code { value: CodeValue::Int(4), name: "posix_memalign", meaning: "posix_memalign: a new aligned block" },
+        Code { value: CodeValue::Int(5), name: "aligned_alloc", meaning: "aligned_alloc: a new aligned block" },
+        Code { value: CodeValue::Int(6), name: "memalign", meaning: "memalign, valloc, pvalloc: a new aligned block" },
+        Code { value: CodeValue::Int(7), name: "new", meaning: "C++ operator new (any variant): a new block" },
+        Code { value: CodeValue::Int(8), name: "new[]", meaning: "C++ operator new[] (any variant): a new block" },
+        Code { value: CodeValue::Int(9), name: "delete", meaning: "C++ operator delete: the block at addr ends" },
+        Code { value: CodeValue::Int(10), name: "delete[]", meaning: "C++ operator delete[]: the block at addr ends" },
+        Code { value: CodeValue::Int(11), name: "mmap", meaning: "the program's mmap: a new mapping" },
+        Code { value: CodeValue::Int(12), name: "munmap", meaning: "the program's munmap: [addr, addr+size) ends" },
+        Code { value: CodeValue::Int(13), name: "mremap", meaning: "the program's mremap: old_addr ends, addr begins" },
+    ],
+};
+
 /// Every coded column.
-pub const CODES: &[CodeTable] = &[ACCESS_KINDS, MAPPING_EVENT_KINDS, SYNC_KINDS];
+pub const CODES: &[CodeTable] = &[ACCESS_KINDS, MAPPING_EVENT_KINDS, SYNC_KINDS, ALLOCATION_KINDS];
 
 /// JSON type of a `meta.json` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

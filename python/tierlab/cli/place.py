@@ -70,10 +70,13 @@ def _node_list(text: str) -> list[int]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "place",
-        help="plan, apply and show page placement of a live process (move_pages)",
+        help="plan, apply and show page placement of a live process (move_pages); plan, "
+        "simulate and run allocation-site placement (mbind)",
         description="Live placement on Linux: turn a recording into a page-to-node plan, "
         "apply it to a running process with move_pages(2), and show where a process's pages "
-        "are. See docs/placement.md (Live placement).",
+        "are; or plan allocation sites for the fast node (plan --by site), check the plan on "
+        "the recording (simulate) and run the program with it (run). See docs/placement.md "
+        "(Live placement, Site-based placement).",
     )
     sp = p.add_subparsers(dest="place_command", metavar="ACTION", required=True)
 
@@ -101,9 +104,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pp.add_argument(
         "--by",
-        choices=("samples", "weight"),
+        choices=("samples", "weight", "site"),
         default="samples",
-        help="evidence: number of samples, or their latency weight (PEBS/IBS cycles)",
+        help="evidence: number of samples, or their latency weight (PEBS/IBS cycles); site: "
+        "plan allocation sites, not pages (a recording with allocations; --fast-capacity, "
+        "--fast-node (default 0), --slow-node), for `tierlab place run`",
     )
     pp.add_argument(
         "--nodes",
@@ -151,6 +156,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pp.add_argument("--json", action="store_true", help="print the plan's summary as JSON")
     pp.set_defaults(func=main_plan, parser=pp)
+
+    pr = sp.add_parser(
+        "run",
+        help="run a program with a --by site plan: the chosen sites' allocations bound to the "
+        "fast node (mbind), the rest to the slow node",
+        description="Find the plan's fast sites in CMD's executable by source line, run CMD "
+        "with tierlab's allocation interposer (LD_PRELOAD, or the one a `tierlab trace --cc` "
+        "build links), which mbind()s every allocation of those sites to the fast node and "
+        "set_mempolicy()s the rest of the process to the slow node, and report every call from "
+        "the interposer's log.",
+    )
+    pr.add_argument("--plan", type=Path, required=True, metavar="PLAN", help="a --by site plan")
+    pr.add_argument("--log", type=Path, metavar="FILE", help="keep the interposer's log here")
+    pr.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON on stdout (the program's own stdout goes to stderr)",
+    )
+    pr.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    pr.set_defaults(func=main_run, parser=pr)
+
+    pm = sp.add_parser(
+        "simulate",
+        help="apply a --by site plan to a recording's accesses; compare with page placement",
+        description="Replay REC's accesses against the plan (an access is fast when its "
+        "allocation is a chosen site's) and against the hottest pages that fit the same "
+        "capacity; print both fast-tier shares and the plan's prediction.",
+    )
+    pm.add_argument("--plan", type=Path, required=True, metavar="PLAN", help="a --by site plan")
+    pm.add_argument("recording", type=Path, metavar="REC", help="recording directory")
+    pm.add_argument(
+        "--tiering",
+        action="store_true",
+        help="also replay REC through the simulator's tiering policies (the tiering-replay "
+        "scenario, a fast node of the plan's capacity) and print their fast-tier shares",
+    )
+    pm.add_argument("--json", action="store_true", help="print the result as JSON")
+    pm.set_defaults(func=main_simulate, parser=pm)
 
     pa = sp.add_parser(
         "apply",
@@ -244,6 +287,9 @@ def _is_plan_file(path: Path) -> bool:
 
 def main_plan(args: argparse.Namespace) -> int:
     from tierlab.place import PlaceError
+
+    if args.by == "site":
+        return _plan_sites(args)
     from tierlab.place.plan import PlanOptions, describe, make_plan, parse_cpu_nodes, save
     from tierlab.recording import Recording
 
@@ -289,6 +335,107 @@ def main_plan(args: argparse.Namespace) -> int:
         who = f"pid {pid}" if pid is not None else "no pid (a trace, not a live process)"
         print(f"recorded process: {who}" + (f" `{cmd}`" if cmd else ""))
     print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def _plan_sites(args: argparse.Namespace) -> int:
+    from tierlab.place import PlaceError, sites
+
+    if args.fast_capacity is None:
+        return _fail("--by site needs --fast-capacity SIZE (bytes of the fast node)")
+    if os.path.lexists(args.out) and not args.force:
+        return _fail(f"{args.out}: already exists (use --force to replace it)")
+    try:
+        plan = sites.make_plan(
+            args.recording,
+            fast_capacity=args.fast_capacity,
+            fast_node=args.fast_node if args.fast_node is not None else 0,
+            slow_node=args.slow_node,
+        )
+    except PlaceError as e:
+        return _fail(str(e))
+    args.out.write_text(json.dumps(plan, indent=1) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(plan, indent=2) + "\n")
+        return EXIT_OK
+    p = plan["prediction"]
+    print(
+        f"site plan: {sum(s['fast'] for s in plan['sites'])} of {len(plan['sites'])} site(s) "
+        f"on node {plan['fast_node']} ({_size_text(p['fast_footprint'])} at most live of "
+        f"{_size_text(args.fast_capacity)}); predicted fast-tier share "
+        f"{100 * p['fast_share']:.2f}% of all accesses "
+        f"({100 * p['fast_share_of_allocations']:.2f}% of those in allocations)"
+    )
+    for s in plan["sites"]:
+        print(
+            f"  {'fast' if s['fast'] else 'slow':<4} {s['location']:<50} {s['accesses']:>10} "
+            f"accesses {_size_text(s['footprint']):>9} {s['accesses_per_byte']:>8.3f}/B"
+        )
+    print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def main_run(args: argparse.Namespace) -> int:
+    from tierlab.place import PlaceError, sites
+    from tierlab.place.numa import errno_name
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        plan = sites.load_plan(args.plan)
+        rep = sites.run(plan, command, args.log, stdout_to_stderr=args.json)
+    except PlaceError as e:
+        return _fail(str(e))
+    if args.json:
+        sys.stdout.write(json.dumps(rep.to_json(), indent=2) + "\n")
+        return rep.exit_code if rep.exit_code is not None else 1
+    out = sys.stderr
+    if rep.set_mempolicy is not None:
+        smp = rep.set_mempolicy
+        print(
+            f"place run: set_mempolicy(MPOL_BIND, node {smp['node']}): "
+            + ("ok" if smp["rc"] == 0 else f"failed (errno {smp['errno']})"),
+            file=out,
+        )
+    for site, n in sorted(rep.resolved.items()):
+        mb = rep.mbind.get(site, {"calls": 0, "bytes": 0, "failed": 0, "errnos": []})
+        why = ", ".join(sorted({errno_name(e) for e in mb.get("errnos", [])}))
+        print(
+            f"place run: site {site}: {n} call instruction(s) in the program; "
+            f"{mb['calls']} mbind call(s), {_size_text(mb['bytes'])}, {mb['failed']} failed"
+            + (f" ({why})" if why else ""),
+            file=out,
+        )
+    for note in rep.notes:
+        print(f"place run: {note}", file=out)
+    print(f"place run: interposer log {rep.log}; exit status {rep.exit_code}", file=out)
+    return rep.exit_code if rep.exit_code is not None else 1
+
+
+def main_simulate(args: argparse.Namespace) -> int:
+    from tierlab.place import PlaceError, sites
+    from tierlab.recording import RecordingError
+
+    try:
+        plan = sites.load_plan(args.plan)
+        res = sites.simulate(plan, args.recording, tiering=args.tiering)
+    except (PlaceError, RecordingError) as e:
+        return _fail(str(e))
+    if args.json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+        return EXIT_OK
+    sp, pg = res["site_plan"], res["page_placement"]
+    print(
+        f"{res['accesses']} accesses: site plan {100 * sp['fast_share']:.2f}% fast (predicted "
+        f"{100 * sp['predicted_fast_share']:.2f}%); hottest {pg['pages']} pages "
+        f"{100 * pg['fast_share']:.2f}% fast"
+    )
+    for t in res.get("tiering") or []:
+        print(
+            f"  tiering {t['policy']:<22} {100 * float(t['fast_share'] or 0):6.2f}% fast, "
+            f"{t['migrations']} migrations"
+        )
     return EXIT_OK
 
 

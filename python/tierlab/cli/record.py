@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -132,6 +133,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--list-backends", action="store_true", help="say which backends this machine supports"
     )
     p.add_argument("--json", action="store_true", help="print the accounting as JSON on stdout")
+    p.add_argument(
+        "--alloc-sites",
+        action="store_true",
+        help="also record CMD's allocations (malloc & co., C++ new/delete, mmap) with their "
+        "call stacks, through tierlab's LD_PRELOAD interposer: the recording's allocations "
+        "table, for `tierlab view`'s per-site table and `tierlab place plan --by site`",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
 
@@ -206,6 +214,30 @@ def main(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    alloc_dir = None
+    saved_env: dict[str, str | None] = {}
+    if args.alloc_sites:
+        if args.pid is not None:
+            args.parser.error("--alloc-sites needs a launched program (-- CMD), not --pid")
+        import tempfile
+
+        from tierlab.live import cctrace
+
+        try:
+            preload = str(cctrace.preload_object())
+        except cctrace.CcTraceError as e:
+            print_error(str(e))
+            return EXIT_USAGE
+        alloc_dir = Path(tempfile.mkdtemp(prefix="tierlab-allocs-"))
+        extra = {
+            "TIERLAB_ALLOC_DIR": str(alloc_dir),
+            "LD_PRELOAD": preload
+            + (" " + os.environ["LD_PRELOAD"] if os.environ.get("LD_PRELOAD") else ""),
+        }
+        for k, v in extra.items():  # the launched program inherits the environment
+            saved_env[k] = os.environ.get(k)
+            os.environ[k] = v
+    origin = time.monotonic_ns()
     try:
         res = record(
             args.out,
@@ -218,6 +250,35 @@ def main(args: argparse.Namespace) -> int:
     except _native.LiveError as e:
         print_error(str(e))
         return EXIT_USAGE
+    finally:
+        for k, old in saved_env.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+    if alloc_dir is not None:
+        import shutil
+
+        from tierlab.live import allocs
+
+        try:
+            if (alloc_dir / "allocs.bin").is_file():
+                got = allocs.import_allocs(
+                    alloc_dir,
+                    args.out,
+                    trace_dir=None,
+                    origin_ns=int(res.parameters.get("monotonic_origin_ns", origin)),
+                )
+                print(
+                    f"tierlab record: {got['allocation_events']} allocation events at "
+                    f"{got['allocation_sites']} call stacks",
+                    file=sys.stderr,
+                )
+        except allocs.AllocError as e:
+            print_error(str(e))
+            return EXIT_USAGE
+        finally:
+            shutil.rmtree(alloc_dir, ignore_errors=True)
     a = res.accounting
     p = res.parameters
     if args.json:

@@ -8,6 +8,7 @@ table."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -79,8 +80,9 @@ def main(args: argparse.Namespace) -> int:
     if args.print_flags:
         from tierlab.live import cctrace
 
-        print(" ".join(cctrace.INSTRUMENT_FLAGS))
-        print(cctrace.runtime_object())
+        cc = args.compiler or os.environ.get("CC", "gcc")
+        print(" ".join(cctrace.instrument_flags(cc)))
+        print(" ".join(str(o) for o in cctrace.runtime_objects()))
         return EXIT_OK
     if args.out is None:
         args.parser.error("the following arguments are required: -o/--out")
@@ -165,7 +167,14 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
                 "target": {"argv": argv if not args.cc else [Path(args.cc[0]).stem, *command]},
                 "sources": [Path(s).name for s in args.cc],
                 "compiler": built[-1].split()[0] if built else None,
+                "compiler_version": cctrace.compiler_version(built[-1].split()[0])
+                if built
+                else None,
                 "cflags": cflags,
+                "instrument_flags": cctrace.instrument_flags(built[-1].split()[0])
+                if built
+                else None,
+                "coverage": cctrace.coverage(),
                 "time": "ns of CLOCK_MONOTONIC since the program started (checkpoints every "
                 "4096 accesses of a thread, interpolated in between)",
             },

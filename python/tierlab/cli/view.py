@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tierlab.cli.common import EXIT_OK, int_in
 from tierlab.live.units import human_size as _size_text
@@ -114,6 +114,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="list the N symbols with most samples (default 20)",
     )
+    p.add_argument(
+        "--site-depth",
+        type=int_in(1, 8, "a number of frames"),
+        default=1,
+        metavar="N",
+        help="allocation sites: group call stacks by their N innermost frames (default 1: the "
+        "line that called the allocator)",
+    )
+    p.add_argument(
+        "--phases",
+        type=int_in(1, 1000, "a number of phases"),
+        default=4,
+        metavar="N",
+        help="allocation sites: accesses per site in N equal spans of the recording's time "
+        "(default 4)",
+    )
     p.set_defaults(func=main, parser=p)
 
 
@@ -149,10 +165,17 @@ def main(args: argparse.Namespace) -> int:
         top_symbols=args.top_symbols,
     )
     view = analyze(rec, opts)
+    from tierlab.view import sites as site_view
+
+    site_report = site_view.analyze(rec, depth=args.site_depth, phases=args.phases)
+    view.sites = site_report
     if out is not None:
         from tierlab.view.render import write
 
         written = write(view, out, images=args.images)
+        if site_report is not None:
+            (out / "sites.json").write_text(json.dumps(site_report.to_json(), indent=2) + "\n")
+            written.append(out / "sites.json")
     from tierlab.tier import log as tier_log
 
     tier = tier_log.summary(rec.path, rec.meta)
@@ -173,6 +196,11 @@ def main(args: argparse.Namespace) -> int:
         data = view.to_json()
         if tier is not None:
             data["tier"] = tier
+        if site_report is not None:
+            data["sites"] = site_report.to_json()
+        coverage = _coverage(rec.meta)
+        if coverage is not None:
+            data["coverage"] = coverage
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return EXIT_OK
     t = view.totals
@@ -204,6 +232,9 @@ def main(args: argparse.Namespace) -> int:
         )
     if view.symbols is not None:
         _print_symbols(view)
+    if site_report is not None:
+        _print_sites(site_report)
+    _print_coverage(rec.meta)
     if tier is not None:
         print(tier_log.describe(tier))
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
@@ -217,6 +248,59 @@ def default_out(recording: Path) -> Path:
     if recording.name in ("", ".", ".."):
         recording = Path(os.path.abspath(recording))
     return recording.with_name(recording.name + ".view")
+
+
+def _coverage(meta: dict[str, Any]) -> dict[str, Any] | None:
+    cov = (meta.get("parameters") or {}).get("coverage")
+    if not isinstance(cov, dict):
+        return None
+    params = meta.get("parameters") or {}
+    return {
+        "compiler": params.get("compiler_version") or params.get("compiler"),
+        "instrument_flags": params.get("instrument_flags"),
+        "cflags": params.get("cflags"),
+        **cov,
+    }
+
+
+def _print_coverage(meta: dict[str, Any]) -> None:
+    """What the recording covers and what not (a trace's ``parameters.coverage``)."""
+    cov = _coverage(meta)
+    if cov is None:
+        return
+    flags = " ".join([*(cov.get("cflags") or []), *(cov.get("instrument_flags") or [])])
+    print(f"coverage: built with {cov.get('compiler') or '?'} ({flags})")
+    for c in cov.get("covered", []):
+        print(f"  recorded: {c}")
+    for c in cov.get("not_covered", []):
+        print(f"  not recorded: {c}")
+
+
+def _print_sites(rep: Any) -> None:
+    """The per-site table: where the touched memory was allocated."""
+    share = 100 * rep.in_allocations / rep.accesses if rep.accesses else 0.0
+    print(
+        f"allocation sites: {rep.in_allocations} of {rep.accesses} {rep.points} ({share:.1f}%) "
+        f"in allocations, {len(rep.rows)} site(s); hot pages: the {rep.hot_pages} hottest "
+        f"taking {100 * rep.hot_fraction:.0f}% of all {rep.points}"
+    )
+    width = min(60, max([len(r.location) for r in rep.rows] + [4]))
+    print(
+        f"  {'site':<{width}} {'allocs':>6} {'allocated':>10} {'peak':>10} {'touched':>10} "
+        f"{'accesses':>10} {'acc/B':>8} {'hot':>6}  phases"
+    )
+    for r in rep.rows:
+        loc = r.location if len(r.location) <= width else "..." + r.location[-(width - 3) :]
+        ph = " ".join(f"{100 * p / r.accesses:.0f}" if r.accesses else "-" for p in r.phases)
+        print(
+            f"  {loc:<{width}} {r.allocations:>6} {_size_text(r.bytes_allocated):>10} "
+            f"{_size_text(r.peak_bytes):>10} {_size_text(r.bytes_touched):>10} {r.accesses:>10} "
+            f"{r.accesses_per_byte:>8.2f} {100 * r.hot_share:>5.1f}%  {ph}"
+        )
+        for caller in r.stack[1:]:
+            print(f"  {'':<{width}}   < {caller}")
+    for note in rep.notes:
+        print(f"sites: {note}")
 
 
 def _print_symbols(view: View) -> None:

@@ -14,8 +14,12 @@ a recording (streaming, in Rust); the synchronisation becomes the ``sync`` table
 replay obeys (``docs/formats.md``).
 
 What is traced: every load and store the compiler emits for the instrumented sources,
-atomics included (a read-modify-write is a load and a store). Not traced: code that was not
-compiled with the flags (libc's memcpy, libgomp, other libraries).
+atomics included (a read-modify-write is a load and a store, with gcc and with clang: clang
+gets ``-tsan-instrument-read-before-write``), libc's memory and string functions as the
+ranges they read and write (``tracer/tierlab_libc_rt.c``, linked in), and the program's
+allocations with their call stacks (``tracer/tierlab_alloc_rt.c``: the recording's
+``allocations`` and ``alloc_sites`` tables). Not traced: the rest of the code that was not
+compiled with the flags (libc's internals, libgomp, other libraries), the kernel.
 """
 
 from __future__ import annotations
@@ -35,8 +39,33 @@ from pathlib import Path
 from typing import Any
 
 RUNTIME_SOURCE = Path(__file__).parent / "tracer" / "tierlab_trace_rt.c"
+#: The allocation interposer (linked beside the runtime: allocation sites) and libc's memory
+#: functions (memcpy, memset, str*: the ranges they read and write).
+ALLOC_SOURCE = Path(__file__).parent / "tracer" / "tierlab_alloc_rt.c"
+LIBC_SOURCE = Path(__file__).parent / "tracer" / "tierlab_libc_rt.c"
 #: Compile flags that make a compiler call the runtime at every load and store.
 INSTRUMENT_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
+#: The same for clang: its ThreadSanitizer pass takes options through -mllvm (it ignores
+#: gcc's --param spelling) and by default drops the load of a read-modify-write (a load
+#: followed by a store to the same address); read-before-write=1 keeps it.
+CLANG_INSTRUMENT_FLAGS = [
+    "-fsanitize=thread",
+    "-mllvm",
+    "-tsan-instrument-func-entry-exit=0",
+    "-mllvm",
+    "-tsan-instrument-read-before-write=1",
+]
+#: Added for allocation sites: DWARF line info (file:line of a call site), frame pointers
+#: (the interposer's call stacks) and no _FORTIFY_SOURCE (its __memcpy_chk & co. would
+#: bypass the interposed memory functions). None of them changes the accesses.
+SITE_FLAGS = ["-g", "-fno-omit-frame-pointer", "-U_FORTIFY_SOURCE"]
+#: What a --cc trace does not see, stated in its metadata and by `tierlab view`.
+NOT_COVERED = [
+    "libc's and other uninstrumented libraries' own loads and stores (except the memory "
+    "functions listed as covered)",
+    "the kernel's accesses (system calls, page-table walks)",
+    "the runtime's and the allocator's bookkeeping",
+]
 _FORTRAN = {".f", ".f90", ".f95", ".f03", ".f08", ".for", ".F", ".F90", ".F95", ".F03", ".F08"}
 _CXX = {".cc", ".cpp", ".cxx", ".C", ".c++"}
 #: Addresses at or above this are the kernel's (``[vsyscall]``): not part of a program's
@@ -75,17 +104,107 @@ def cache_dir() -> Path:
 
 def runtime_object(cc: str = "gcc") -> Path:
     """The runtime compiled with ``cc`` (cached by the source's hash)."""
-    src = RUNTIME_SOURCE.read_bytes()
-    digest = hashlib.sha256(src + cc.encode()).hexdigest()[:16]
-    obj = cache_dir() / f"tierlab_trace_rt-{digest}.o"
+    return _object(RUNTIME_SOURCE, cc, [])
+
+
+#: Flags of the interposers: frame pointers (the unwinder walks them), and no loop turned
+#: into a call of the memory functions they define.
+_INTERPOSER_FLAGS = [
+    "-fno-omit-frame-pointer",
+    "-fno-tree-loop-distribute-patterns",
+    "-fno-builtin",
+]
+
+
+def _object(source: Path, cc: str, flags: list[str]) -> Path:
+    src = source.read_bytes()
+    digest = hashlib.sha256(src + cc.encode() + " ".join(flags).encode()).hexdigest()[:16]
+    obj = cache_dir() / f"{source.stem}-{digest}.o"
     if not obj.is_file():
         obj.parent.mkdir(parents=True, exist_ok=True)
         tmp = obj.with_name(f".{obj.name}.{os.getpid()}.tmp")
         _run(
-            [cc, "-O2", "-fPIC", "-c", str(RUNTIME_SOURCE), "-o", str(tmp)], "compiling the runtime"
+            [cc, "-O2", "-fPIC", *flags, "-c", str(source), "-o", str(tmp)],
+            f"compiling {source.name}",
         )
         os.replace(tmp, obj)
     return obj
+
+
+def runtime_objects(cc: str = "gcc") -> list[Path]:
+    """Every object a traced program links: the runtime, the allocation interposer and the
+    memory functions."""
+    return [
+        runtime_object(cc),
+        _object(ALLOC_SOURCE, cc, [*_INTERPOSER_FLAGS, "-DTIERLAB_ALLOC_LINKED"]),
+        _object(LIBC_SOURCE, cc, _INTERPOSER_FLAGS),
+    ]
+
+
+def preload_object(cc: str = "gcc") -> Path:
+    """The allocation interposer as a shared object for LD_PRELOAD (cached)."""
+    src = ALLOC_SOURCE.read_bytes()
+    digest = hashlib.sha256(src + cc.encode()).hexdigest()[:16]
+    so = cache_dir() / f"tierlab_alloc-{digest}.so"
+    if not so.is_file():
+        so.parent.mkdir(parents=True, exist_ok=True)
+        tmp = so.with_name(f".{so.name}.{os.getpid()}.tmp")
+        _run(
+            [
+                cc,
+                "-O2",
+                "-fPIC",
+                "-shared",
+                *_INTERPOSER_FLAGS,
+                str(ALLOC_SOURCE),
+                "-o",
+                str(tmp),
+                "-ldl",
+                "-lpthread",
+            ],
+            "building the allocation interposer",
+        )
+        os.replace(tmp, so)
+    return so
+
+
+def is_clang(cc: str) -> bool:
+    """Whether ``cc`` is clang (by its --version), whatever it is called."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "clang" in out.lower()
+
+
+def compiler_version(cc: str) -> str | None:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def coverage() -> dict[str, list[str]]:
+    """What a --cc trace records and what it does not (the recording's
+    ``parameters.coverage``; ``tierlab view`` prints it)."""
+    return {
+        "covered": [
+            "every load and store of the instrumented sources, a read-modify-write (x ^= y, "
+            "x++, atomics) as a load and a store, with gcc and with clang",
+            "libc's memcpy, mempcpy, memmove, memset, memcmp, bcmp, memchr, strlen, strnlen, "
+            "strcpy, stpcpy, strncpy, strcat, strncat, strcmp, strncmp, strchr, strrchr: the "
+            "bytes they read and write (also when the compiler turns a loop into one of them)",
+            "allocations: malloc, calloc, realloc, reallocarray, free, posix_memalign, "
+            "aligned_alloc, memalign, valloc, pvalloc, C++ new/delete, mmap, munmap, mremap",
+        ],
+        "not_covered": list(NOT_COVERED),
+    }
+
+
+def instrument_flags(cc: str) -> list[str]:
+    """The instrumentation flags for ``cc`` (clang's or gcc's spelling) and the site flags."""
+    return [*(CLANG_INSTRUMENT_FLAGS if is_clang(cc) else INSTRUMENT_FLAGS), *SITE_FLAGS]
 
 
 def build(
@@ -105,18 +224,19 @@ def build(
     cc = compiler or compiler_for(sources)
     if shutil.which(cc) is None:
         raise CcTraceError(f"{cc}: compiler not found (Debian: apt-get install gcc g++ gfortran)")
-    rt = runtime_object("gcc" if shutil.which("gcc") else cc)
+    rts = runtime_objects("gcc" if shutil.which("gcc") else cc)
+    inst = instrument_flags(cc)
     flags, libs = _split_libs(cflags)
     commands = []
     with tempfile.TemporaryDirectory(prefix="tierlab-cc-") as tmp:
         objs = []
         for i, s in enumerate(sources):
             obj = Path(tmp) / f"{i}-{Path(s).stem}.o"
-            cmd = [cc, *flags, *INSTRUMENT_FLAGS, "-c", str(s), "-o", str(obj)]
+            cmd = [cc, *flags, *inst, "-c", str(s), "-o", str(obj)]
             _run(cmd, f"compiling {s}")
             commands.append(shlex.join(cmd))
             objs.append(str(obj))
-        cmd = [cc, *flags, *objs, str(rt), "-o", str(exe), *libs, "-lpthread", "-ldl"]
+        cmd = [cc, *flags, *objs, *map(str, rts), "-o", str(exe), *libs, "-lpthread", "-ldl"]
         _run(cmd, "linking")
         commands.append(shlex.join(cmd))
     return commands
@@ -297,7 +417,7 @@ def import_dir(
         ]
     meta = {"source": source, "parameters": parameters or {}, "accounting": accounting or {}}
     sync = trace_dir / "sync.bin"
-    return dict(
+    counts = dict(
         _native.import_trace(
             "raw",
             [str(f) for f in files],
@@ -308,6 +428,14 @@ def import_dir(
             sync=str(sync) if sync.is_file() else None,
         )
     )
+    if (trace_dir / "allocs.bin").is_file():
+        from tierlab.live import allocs
+
+        try:
+            counts.update(allocs.import_allocs(trace_dir, out, trace_dir=trace_dir, rename=rename))
+        except allocs.AllocError as e:
+            raise CcTraceError(str(e)) from e
+    return counts
 
 
 @dataclass

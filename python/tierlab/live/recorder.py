@@ -220,6 +220,9 @@ def record(
     else:
         rec = _native.LiveRecorder.attach(int(pid), **opts.native_kwargs())  # type: ignore[arg-type]
     params = dict(rec.parameters())
+    # CLOCK_MONOTONIC at the recording's time 0 (the interposer of --alloc-sites dates its
+    # events on that clock).
+    params["monotonic_origin_ns"] = time.monotonic_ns() - int(rec.now_ns)
     params.update(
         {
             "buffer_size": opts.buffer_size,

@@ -347,6 +347,15 @@ class Recording:
         columns of ``SCHEMAS["sync"]``, in ``seq`` order); empty when the recording has none."""
         return self._frame("sync")
 
+    def allocations(self) -> pd.DataFrame:
+        """The program's allocation events (``tierlab trace --cc``, ``tierlab record
+        --alloc-sites``), an optional table; empty when the recording has none."""
+        return self._frame("allocations")
+
+    def alloc_sites(self) -> pd.DataFrame:
+        """The call stacks of ``allocations.site``, an optional table; empty without."""
+        return self._frame("alloc_sites")
+
 
 def _checked(
     table: str, t: pa.Table, where: str, row0: int = 0, schema: pa.Schema | None = None

@@ -352,6 +352,16 @@ class RecordingWriter:
         (``tierlab trace --cc`` writes them; replay obeys them, docs/formats.md)."""
         self._append("sync", data, columns)
 
+    def append_allocations(self, data: Any = None, **columns: Any) -> None:
+        """Append allocation events (optional table): the columns of
+        ``SCHEMAS["allocations"]`` (docs/formats.md)."""
+        self._append("allocations", data, columns)
+
+    def append_alloc_sites(self, data: Any = None, **columns: Any) -> None:
+        """Append allocation call stacks (optional table): the columns of
+        ``SCHEMAS["alloc_sites"]``."""
+        self._append("alloc_sites", data, columns)
+
     def update_meta(self, **fields: Any) -> None:
         """Set top-level fields of ``meta.json`` (``parameters``, ``machine``, or fields of the
         writer's own such as ``accounting``); written at the next :meth:`flush` or

@@ -130,6 +130,9 @@ class View:
     symbols: list[SymbolRow] | None = None
     #: Problems met resolving symbols (a file not found, changed, not ELF), one per file.
     symbol_notes: list[str] = field(default_factory=list)
+    #: Per allocation site (``tierlab.view.sites.SiteReport``), for recordings with an
+    #: ``allocations`` table; None without. Set by the caller (the CLI) after the analysis.
+    sites: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out = {

@@ -563,6 +563,8 @@ def page_of(view: View) -> pg.Page:
         overview.add(pg.Figure(drain_spec(view), height=340))
     if view.symbols is not None:
         _symbols_section(page, view)
+    if view.sites is not None:
+        _sites_section(page, view)
     for v in view.mappings:
         m = v.mapping
         sec = page.section(f"#{m.id} {m.name or '(unnamed)'}", id=f"mapping-{m.id}")
@@ -584,6 +586,57 @@ def page_of(view: View) -> pg.Page:
     if not view.mappings:
         overview.add(pg.Paragraph(f"No {points} fall in a mapping."))
     return page
+
+
+def _sites_section(page: pg.Page, view: View) -> None:
+    """Per allocation site: what was allocated there, touched and accessed (``sites.py``)."""
+    rep = view.sites
+    sec = page.section("Allocation sites", id="sites")
+    share = rep.in_allocations / rep.accesses if rep.accesses else 0.0
+    sec.add(
+        pg.Paragraph(
+            f"Every {'access' if rep.points == 'accesses' else 'sample'} given to the "
+            "allocation live at its address and time: "
+            f"{rep.in_allocations:,} of {rep.accesses:,} ({100 * share:.1f}%) fall in "
+            f"allocations of {len(rep.rows)} call site(s) (grouped by {rep.depth} frame(s)). "
+            f"Hot share: the site's part of the accesses to the {rep.hot_pages} hottest pages, "
+            f"which take {100 * rep.hot_fraction:.0f}% of all; phases: accesses in "
+            f"{rep.phases} equal spans of the recording's time (sites.json has every figure)."
+        )
+    )
+    sec.add(
+        pg.Table(
+            [
+                pg.Column("site", format="text"),
+                pg.Column("allocations", format="int"),
+                pg.Column("allocated", format="bytes"),
+                pg.Column("most live", format="bytes"),
+                pg.Column("touched", format="bytes"),
+                pg.Column("loads", format="int"),
+                pg.Column("stores", format="int"),
+                pg.Column("per byte", format="number", digits=3),
+                pg.Column("hot share", format="pct", digits=3),
+                pg.Column("phases", format="text"),
+            ],
+            [
+                [
+                    " < ".join(r.stack) or r.location,
+                    r.allocations,
+                    r.bytes_allocated,
+                    r.peak_bytes,
+                    r.bytes_touched,
+                    r.loads,
+                    r.stores,
+                    r.accesses_per_byte,
+                    r.hot_share,
+                    " ".join(f"{p:,}" for p in r.phases),
+                ]
+                for r in rep.rows
+            ],
+        )
+    )
+    for note in rep.notes:
+        sec.add(pg.Paragraph(note))
 
 
 def _symbols_section(page: pg.Page, view: View) -> None:

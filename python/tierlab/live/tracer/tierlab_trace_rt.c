@@ -63,6 +63,11 @@ static char dir[3000];
 static int enabled, main_pid, maps_fd = -1, sync_fd = -1;
 static uint64_t t0, last_snap;
 static char snapbuf[1 << 20];
+/* The allocation interposer (tierlab_alloc_rt.c), when linked: told of the mmap calls, and
+ * asked not to record the runtime's own allocations. */
+void tierlab_alloc_quiet(int delta) __attribute__((weak));
+void tierlab_alloc_map_event(int kind, void *fp, void *ret, uint64_t addr, uint64_t len, uint64_t old)
+    __attribute__((weak));
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -368,6 +373,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
                  (unsigned long long)len, fd >= 0 ? "[file]" : "[anon]");
         real_mutex_unlock(&lock);
     }
+    if (p != MAP_FAILED && fd < 0 && tierlab_alloc_map_event)
+        tierlab_alloc_map_event(11, __builtin_frame_address(0), __builtin_return_address(0), (uint64_t)(uintptr_t)p, len, 0);
     return p;
 }
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
@@ -380,6 +387,8 @@ int munmap(void *addr, size_t len) {
                  (unsigned long long)len);
         real_mutex_unlock(&lock);
     }
+    if (r == 0 && tierlab_alloc_map_event)
+        tierlab_alloc_map_event(12, __builtin_frame_address(0), __builtin_return_address(0), (uint64_t)(uintptr_t)addr, len, 0);
     return r;
 }
 
@@ -398,6 +407,9 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
                  (unsigned long long)new_len);
         real_mutex_unlock(&lock);
     }
+    if (p != MAP_FAILED && tierlab_alloc_map_event)
+        tierlab_alloc_map_event(13, __builtin_frame_address(0), __builtin_return_address(0), (uint64_t)(uintptr_t)p, new_len,
+                                (uint64_t)(uintptr_t)old);
     return p;
 }
 
@@ -463,10 +475,23 @@ static void sync_flush(void) {
     spin_unlock(&sync_spin);
 }
 
+/* -- for the allocation interposer (tierlab_alloc_rt.c) and the libc functions
+ * (tierlab_libc_rt.c) linked beside this runtime ------------------------------------------ */
+/* Whether the program is traced (no system call: in a forked child, rec() itself sends the
+ * accesses to the discard buffer at its next slow path, and nothing of it is written). */
+int tierlab_trace_active(void) { return enabled; }
+/* The calling thread's accesses so far (its position in its access stream). */
+uint64_t tierlab_trace_index(void) { return acc_index(); }
+/* ns since the trace started (the clock of the .time checkpoints). */
+uint64_t tierlab_trace_ns(void) { return rel_ns(); }
+
 /* The next definition of a symbol (libc's, libgomp's), looked up once. */
 static void *next_sym(const char *name, const char *version) {
+    /* dlsym's own allocations (its error strings) are not the program's. */
+    if (tierlab_alloc_quiet) tierlab_alloc_quiet(1);
     void *p = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
     if (!p) p = dlsym(RTLD_NEXT, name);
+    if (tierlab_alloc_quiet) tierlab_alloc_quiet(-1);
     if (!p) {
         static const char msg[] = "tierlab trace runtime: a symbol it interposes was not found\n";
         write_all(2, msg, sizeof msg - 1);

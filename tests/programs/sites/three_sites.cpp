@@ -1,0 +1,26 @@
+// Three allocation sites of known sizes and access counts (tests/test_alloc_sites.py):
+//   line 12 malloc  32768 bytes: 4096 stores + 3 x 4096 loads, every byte touched
+//   line 13 calloc   4000 bytes: 500 stores + 1 load, 2000 bytes touched
+//   line 14 new[]    4096 bytes: 512 stores + 1 load, every byte touched
+// Built with -O1 (no vectorisation: one access per element).
+#include <cstdio>
+#include <cstdlib>
+
+int main(int argc, char **argv) {
+    (void)argv;
+    int n = 4096;
+    long *a = (long *)malloc(n * sizeof(long));
+    int *b = (int *)calloc(1000, sizeof(int));
+    double *c = new double[512];
+    for (int i = 0; i < n; i++) a[i] = i;
+    long sum = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < n; i++) sum += a[i];
+    for (int i = 0; i < 500; i++) b[i] = i;
+    for (int i = 0; i < 512; i++) c[i] = 1.0;
+    printf("%ld %d %.1f\n", sum, b[argc], c[argc]);
+    free(a);
+    free(b);
+    delete[] c;
+    return 0;
+}
