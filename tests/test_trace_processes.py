@@ -128,3 +128,25 @@ def test_a_program_with_the_marks_links_without_the_runtime(tmp_path: Path) -> N
         ["gcc", "-O1", f"-I{cctrace.RUNTIME_SOURCE.parent}", str(SRC), "-o", str(plain)], check=True
     )
     assert subprocess.run([str(plain), "a", "b"]).returncode == 0
+
+
+def test_bench_tracer_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table of `tierlab bench tracer` from a result (the bench itself is not a test)."""
+    row = {
+        "what": "x",
+        "args": ["10", "2"],
+        "native": {"wall": 0.5, "cpu": 0.0},
+        "instrumented": {"wall": 2.0, "cpu": 1.0, "accesses": 1000},
+        "command": {"wall": 4.0, "cpu": 3.0, "accesses": 1000, "bytes": 50,
+                    "bytes_per_access": 0.05, "accesses_per_second": 250.0},
+        "lackey": {"args": ["1", "2"], "native_wall": 0.01, "native_cpu": 0.0, "wall": 3.0,
+                   "cpu": 2.9, "accesses": 990},
+        "slowdown": {"instrumented_wall": 4.0, "command_wall": 8.0, "instrumented_cpu": None,
+                     "command_cpu": None, "lackey_wall": 300.0, "lackey_cpu": None},
+    }  # fmt: skip
+    monkeypatch.setattr(
+        cctrace, "bench_tracer", lambda *a, **k: {"threads": 4, "programs": {"triad": row}}
+    )
+    out = cli("bench", "tracer", "--programs", "triad", "--lackey-scale", "0.01")
+    assert out.returncode == 0, out.stderr
+    assert "triad" in out.stdout and "8.0x (n/a)" in out.stdout and "300x" in out.stdout

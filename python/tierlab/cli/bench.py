@@ -330,17 +330,21 @@ def tracer(args: argparse.Namespace) -> int:
             "B/access", "lackey (size)")  # fmt: skip
     for c in cols:
         table.add_column(c, justify="left" if c == "program" else "right")
+
+    def cpu(x: float | None) -> str:
+        return f"{x:.1f}x" if x is not None else "n/a"
+
     for name, r in res["programs"].items():
         sd = r["slowdown"]
         lk = r.get("lackey")
         table.add_row(
             f"{name} ({r['command']['accesses'] / 1e6:.0f} M acc)",
             f"{r['native']['wall']:.2f}",
-            f"{sd['instrumented_wall']:.1f}x ({sd['instrumented_cpu']:.1f}x)",
-            f"{sd['command_wall']:.1f}x ({sd['command_cpu']:.1f}x)",
+            f"{sd['instrumented_wall']:.1f}x ({cpu(sd['instrumented_cpu'])})",
+            f"{sd['command_wall']:.1f}x ({cpu(sd['command_cpu'])})",
             f"{r['command']['accesses_per_second'] / 1e6:.1f}",
             f"{r['command']['bytes_per_access']:.3f}",
-            f"{sd['lackey_wall']:.0f}x ({sd['lackey_cpu']:.0f}x; {lk['accesses'] / 1e6:.1f} M acc)"
+            f"{sd['lackey_wall']:.0f}x ({cpu(sd['lackey_cpu'])}; {lk['accesses'] / 1e6:.1f} M acc)"
             if lk
             else "-",
         )
