@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from rich.table import Table
 
@@ -85,29 +86,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pol.set_defaults(func=policies, parser=pol)
     tr = what.add_parser(
         "tracer",
-        help="tierlab trace --cc vs Valgrind lackey on one program",
-        description="Build an OpenMP triad (a = b + 3c over N doubles, ITER times) natively "
-        "and instrumented, run it natively, under tierlab's tracer and under Valgrind lackey "
-        "with the same arguments and thread count: wall time, accesses traced and accesses "
-        "per second of each, and the speed ratio.",
+        help="tierlab trace --cc against the native run and Valgrind lackey",
+        description="Build three programs (a STREAM triad, a random-access GUPS kernel, a 2-D "
+        "OpenMP stencil) natively and instrumented; run each natively, instrumented alone "
+        "(raw files in memory), as the whole `tierlab trace --cc` command (build, run, "
+        "recording), and natively and under Valgrind lackey at a smaller size: wall and CPU "
+        "time, slowdowns against native, accesses per second, bytes per access on disk.",
     )
     tr.add_argument(
-        "--n",
-        type=int_in(1, 100_000_000, "an array length"),
-        default=200_000,
-        help="array length (default 200,000; three arrays of N doubles, so at most 1e8)",
+        "--programs",
+        default="triad,gups,stencil",
+        metavar="LIST",
+        help="comma-separated programs (default triad,gups,stencil)",
     )
     tr.add_argument(
-        "--iterations",
-        type=int_in(1, 1_000_000, "a number of triad sweeps"),
-        default=5,
-        help="triad sweeps (default 5)",
+        "--scale",
+        type=float_in(1e-4, 100.0, "a scale"),
+        default=1.0,
+        help="size factor of every program (default 1: 120-290 M accesses each, about "
+        "9 bytes an access of raw files while a program runs)",
+    )
+    tr.add_argument(
+        "--lackey-scale",
+        type=float_in(0.0, 1.0, "a scale"),
+        default=0.01,
+        help="size of lackey's runs against --scale (default 0.01: lackey is about 100x "
+        "slower than the tracer); 0: no lackey",
     )
     tr.add_argument(
         "--threads",
         type=int_in(1, 1024, "a number of OpenMP threads"),
-        default=2,
-        help="OpenMP threads (default 2)",
+        default=4,
+        help="OpenMP threads (default 4)",
     )
     tr.add_argument("--json", action="store_true", help="print a JSON object")
     tr.set_defaults(func=tracer, parser=tr)
@@ -258,23 +268,51 @@ def policies(args: argparse.Namespace) -> int:
     return 0
 
 
+def float_in(lo: float, hi: float, what: str) -> Any:
+    """An argparse type: a finite number from ``lo`` to ``hi``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not lo <= v <= hi:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text}: expected {what} from {lo:g} to {hi:g}")
+        return v
+
+    parse.__name__ = what
+    return parse
+
+
 def tracer(args: argparse.Namespace) -> int:
-    from tierlab.live.cctrace import CcTraceError, bench_tracer
+    from tierlab.live.cctrace import BENCH_PROGRAMS, CcTraceError, bench_tracer
+
+    programs = [p.strip() for p in args.programs.split(",") if p.strip()]
+    for p in programs:
+        if p not in BENCH_PROGRAMS:
+            args.parser.error(f"--programs: {p!r} is not one of {', '.join(BENCH_PROGRAMS)}")
+    if not programs:
+        args.parser.error("--programs: give at least one program")
+
+    def say(msg: str) -> None:
+        print(f"tierlab bench tracer: {msg}", file=sys.stderr, flush=True)
 
     try:
-        res = bench_tracer(args.n, args.iterations, args.threads)
+        res = bench_tracer(
+            programs, args.threads, args.scale, args.lackey_scale or None, progress=say
+        )
     except CcTraceError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as e:
-        # The triad (native, traced or under lackey) died: one line, not a traceback.
+        # A program (native, traced or under lackey) died: one line, not a traceback.
         cmd = e.cmd if isinstance(e.cmd, list | tuple) else [str(e.cmd)]
         stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
         last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
         detail = f": {last[0].strip()}" if last else ""
         print(
             f"tierlab: error: bench tracer: {Path(str(cmd[0])).name} "
-            f"{exit_status_text(e.returncode)} (--n {args.n}, --iterations {args.iterations}, "
+            f"{exit_status_text(e.returncode)} (--scale {args.scale:g}, "
             f"--threads {args.threads}){detail}",
             file=sys.stderr,
         )
@@ -283,25 +321,34 @@ def tracer(args: argparse.Namespace) -> int:
         print(json.dumps(res, indent=2))
         return 0
     table = Table(
-        title=f"omp triad n={args.n:,} x {args.iterations}, {args.threads} threads",
+        title=f"tierlab trace --cc against native, {args.threads} OpenMP threads "
+        "(slowdown: wall time / native wall time; CPU in brackets)",
         title_justify="left",
         box=None,
     )
-    for c in ("run", "wall (s)", "accesses", "M accesses/s"):
-        table.add_column(c, justify="left" if c == "run" else "right")
-    for k in ("native", "tierlab", "lackey"):
-        r = res[k]
+    cols = ("program", "native s", "instrumented", "whole command", "M acc/s written",
+            "B/access", "lackey (size)")  # fmt: skip
+    for c in cols:
+        table.add_column(c, justify="left" if c == "program" else "right")
+
+    def cpu(x: float | None) -> str:
+        return f"{x:.1f}x" if x is not None else "n/a"
+
+    for name, r in res["programs"].items():
+        sd = r["slowdown"]
+        lk = r.get("lackey")
         table.add_row(
-            k,
-            f"{r['wall_seconds']:.3f}",
-            f"{r.get('accesses', 0):,}",
-            f"{r.get('accesses', 0) / r['wall_seconds'] / 1e6:.2f}" if r.get("accesses") else "-",
+            f"{name} ({r['command']['accesses'] / 1e6:.0f} M acc)",
+            f"{r['native']['wall']:.2f}",
+            f"{sd['instrumented_wall']:.1f}x ({cpu(sd['instrumented_cpu'])})",
+            f"{sd['command_wall']:.1f}x ({cpu(sd['command_cpu'])})",
+            f"{r['command']['accesses_per_second'] / 1e6:.1f}",
+            f"{r['command']['bytes_per_access']:.3f}",
+            f"{sd['lackey_wall']:.0f}x ({cpu(sd['lackey_cpu'])}; {lk['accesses'] / 1e6:.1f} M acc)"
+            if lk
+            else "-",
         )
     stdout_console().print(table)
-    print(
-        f"tierlab's tracer is {res['speedup_wall']:.1f}x faster than lackey on the same program "
-        f"(wall time; {res['speedup_rate']:.1f}x in accesses per second)"
-    )
     return 0
 
 

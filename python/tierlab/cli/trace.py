@@ -66,6 +66,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--keep-raw", type=Path, metavar="DIR", help="keep the runtime's raw files in DIR"
     )
+    p.add_argument(
+        "--window",
+        metavar="START:LENGTH[:EVERY]",
+        help="with --cc/--instrumented: record only windows of each thread's accesses "
+        "(plain counts, k/M/G: 1M:500k:10M) or of time since the start (with a unit, "
+        "ns/us/ms/s: 2s:100ms:1s); window k covers [START + k EVERY, START + k EVERY + "
+        "LENGTH). Instructions cannot be counted (the instrumentation sees accesses only)",
+    )
+    p.add_argument(
+        "--roi",
+        action="store_true",
+        help="with --cc/--instrumented: record only between the program's "
+        "tierlab_trace_start() and tierlab_trace_stop() calls (tierlab_trace.h; "
+        "TIERLAB_TRACE_ROI=1)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
 
@@ -83,6 +98,7 @@ def main(args: argparse.Namespace) -> int:
         cc = args.compiler or os.environ.get("CC", "gcc")
         print(" ".join(cctrace.instrument_flags(cc)))
         print(" ".join(str(o) for o in cctrace.runtime_objects()))
+        print(f"-I{cctrace.RUNTIME_SOURCE.parent}")
         return EXIT_OK
     if args.out is None:
         args.parser.error("the following arguments are required: -o/--out")
@@ -136,7 +152,18 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         args.parser.error("nothing to trace: give -- CMD [ARGS...]")
     target = outdir.staging_dir(out) if replacing else out
     cflags = shlex.split(args.cflags)
+    env: dict[str, str] = {}
+    if args.window is not None:
+        try:
+            cctrace.parse_window(args.window)
+        except ValueError as e:
+            args.parser.error(f"--window {args.window}: {e}")
+        env["TIERLAB_TRACE_WINDOW"] = args.window
+    if args.roi:
+        env["TIERLAB_TRACE_ROI"] = "1"
     work = Path(tempfile.mkdtemp(prefix="tierlab-trace-"))
+    # The raw files: in memory where it has room (docs/live.md).
+    raw_work = Path(tempfile.mkdtemp(prefix="tierlab-raw-", dir=cctrace.raw_tmp_dir()))
     try:
         built: list[str] = []
         if args.cc:
@@ -145,10 +172,10 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
             argv = [str(exe), *command]
         else:
             argv = command
-        raw = args.keep_raw or work / "raw"
+        raw = args.keep_raw or raw_work / "raw"
         raw.mkdir(parents=True, exist_ok=True)
-        res = cctrace.run_traced(argv, raw)
-        counts = cctrace.import_dir(
+        res = cctrace.run_traced(argv, raw, env)
+        counts = cctrace.import_processes(
             raw,
             target,
             # The program built in a temporary directory is named by its sources.
@@ -175,6 +202,8 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
                 if built
                 else None,
                 "coverage": cctrace.coverage(),
+                "window": args.window,
+                "roi": args.roi,
                 "time": "ns of CLOCK_MONOTONIC since the program started (checkpoints every "
                 "4096 accesses of a thread, interpolated in between)",
             },
@@ -191,6 +220,7 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         return EXIT_USAGE
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(raw_work, ignore_errors=True)
         if replacing and target.exists():
             shutil.rmtree(target, ignore_errors=True)
     rate = counts["accesses"] / res.wall_seconds if res.wall_seconds > 0 else 0.0
@@ -198,7 +228,13 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         f"tierlab trace: {counts['accesses']} accesses ({counts['loads']} loads, "
         f"{counts['stores']} stores) of {counts['threads']} thread(s) and "
         f"{counts.get('sync_events', 0)} synchronisation events in {res.wall_seconds:.2f} s "
-        f"({rate / 1e6:.1f} M accesses/s); target exit status {res.exit_code}; wrote {out}",
+        f"({rate / 1e6:.1f} M accesses/s); target exit status {res.exit_code}; wrote {out}"
+        + (
+            f" ({counts['processes']} processes, {counts['all_accesses']} accesses in all; the "
+            f"others in {out}/{cctrace.PROCESS_DIR}/)"
+            if counts.get("processes", 1) > 1
+            else ""
+        ),
         file=sys.stderr,
     )
     return EXIT_INTERRUPTED if res.interrupted else EXIT_OK

@@ -130,12 +130,64 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="allocation sites: accesses per site in N equal spans of the recording's time "
         "(default 4)",
     )
+    p.add_argument(
+        "--process",
+        type=int_in(1, 2**31 - 1, "a process id"),
+        metavar="PID",
+        help="a recording of several processes (tierlab trace --cc of a program that forks or "
+        "execs): view process PID's own recording (default: the first process, with the "
+        "table of all of them)",
+    )
     p.set_defaults(func=main, parser=p)
+
+
+def _process_recording(args: argparse.Namespace) -> Path:
+    """The recording of ``--process PID`` (``meta.json``'s ``processes``); exits with a usage
+    error naming the processes there are."""
+    from tierlab.recording import Recording
+
+    parser: argparse.ArgumentParser = args.parser
+    top = Recording.open(args.recording)
+    procs = top.meta.get("processes") or []
+    for p in procs:
+        if isinstance(p, dict) and p.get("pid") == args.process:
+            if p.get("path") is None:
+                parser.error(f"--process {args.process}: it recorded no access")
+            return Path(args.recording) / str(p["path"])
+    known = ", ".join(str(p.get("pid")) for p in procs if isinstance(p, dict)) or "none listed"
+    parser.error(
+        f"--process {args.process}: not a process of {args.recording} (processes: {known})"
+    )
+
+
+def processes_text(meta: dict) -> list[str]:
+    """The table of a multi-process recording's processes (``meta.json``'s ``processes``)."""
+    procs = [p for p in meta.get("processes") or [] if isinstance(p, dict)]
+    if len(procs) < 2:
+        return []
+    total = sum(int(p.get("accesses") or 0) for p in procs) or 1
+    lines = [f"processes: {len(procs)}, {total} accesses in all"]
+    for p in procs:
+        acc = int(p.get("accesses") or 0)
+        where = "this recording" if p.get("path") == "." else (p.get("path") or "no accesses")
+        lines.append(
+            f"  pid {p.get('pid')} (parent {p.get('parent')}, {p.get('how')} at "
+            f"{int(p.get('start_ns') or 0) / 1e9:.3f} s) {Path(str(p.get('exe') or '')).name}: "
+            f"{acc} accesses ({100 * acc / total:.1f}%), {p.get('threads')} thread(s); {where}"
+        )
+    return lines
 
 
 def main(args: argparse.Namespace) -> int:
     from tierlab.recording import Recording
 
+    if args.process is not None:
+        sub = _process_recording(args)
+        if args.out is None and not args.json:
+            args.out = default_out(args.recording).with_name(
+                f"{args.recording.name}.{sub.name}.view"
+            )
+        args.recording = sub
     rec = Recording.open(args.recording)  # a missing or malformed recording fails here, light
     if not rec.meta.get("complete", False):
         # Said first (on stderr, so --json stays clean): what follows is what was written.
@@ -192,8 +244,13 @@ def main(args: argparse.Namespace) -> int:
                 src = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
                 png.unlink()
             _link_in_index(out / "index.html", src, tier_log.describe(tier))
+    procs = processes_text(rec.meta)
+    if out is not None and procs:
+        _section_in_index(out / "index.html", "processes", "Processes", "\n".join(procs))
     if args.json:
         data = view.to_json()
+        if procs:
+            data["processes"] = rec.meta.get("processes")
         if tier is not None:
             data["tier"] = tier
         if site_report is not None:
@@ -237,6 +294,10 @@ def main(args: argparse.Namespace) -> int:
     _print_coverage(rec.meta)
     if tier is not None:
         print(tier_log.describe(tier))
+    for line in procs:
+        print(line)
+    if procs:
+        print("  (tierlab view REC --process PID: one process's own view)")
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
 
@@ -348,6 +409,22 @@ def _link_in_index(index: Path, png: str, text: str) -> None:
         f'<pre>{html.escape(text)}</pre><img src="{html.escape(png)}" '
         f'alt="promotions and demotions over time" style="max-width:100%"></section>'
     )
+    if "</body>" in page:
+        page = page.replace("</body>", section + "</body>", 1)
+    else:
+        page += section
+    index.write_text(page)
+
+
+def _section_in_index(index: Path, ident: str, title: str, text: str) -> None:
+    """A section of preformatted text at the end of the view's HTML page."""
+    import html
+
+    try:
+        page = index.read_text()
+    except OSError:
+        return
+    section = f'<section id="{ident}"><h2>{title}</h2><pre>{html.escape(text)}</pre></section>'
     if "</body>" in page:
         page = page.replace("</body>", section + "</body>", 1)
     else:

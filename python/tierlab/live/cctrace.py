@@ -27,7 +27,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -384,8 +386,11 @@ def mapping_events(log: Path) -> list[tuple[int, str, int, int, str]]:
 
 
 def raw_files(trace_dir: Path) -> list[Path]:
+    """The threads' trace files with at least one access (a thread whose accesses all fell
+    outside the windows leaves an empty one)."""
     return sorted(
-        trace_dir.glob("t*.bin"), key=lambda p: int(p.stem[1:]) if p.stem[1:].isdigit() else 0
+        (f for f in trace_dir.glob("t*.bin") if f.stat().st_size > 0),
+        key=lambda p: int(p.stem[1:]) if p.stem[1:].isdigit() else 0,
     )
 
 
@@ -405,6 +410,11 @@ def import_dir(
 
     files = raw_files(trace_dir)
     if not files:
+        if any(trace_dir.glob("t*.bin")):
+            raise CcTraceError(
+                f"{trace_dir}: the program made no access inside the recorded windows "
+                "(--window, --roi): nothing to record"
+            )
         raise CcTraceError(
             f"{trace_dir}: no t<TID>.bin files (was the program built with the runtime?)"
         )
@@ -446,9 +456,13 @@ class RunResult:
     messages: list[str] = field(default_factory=list)
 
 
-def run_traced(argv: Sequence[str], trace_dir: Path) -> RunResult:
+def run_traced(
+    argv: Sequence[str], trace_dir: Path, extra_env: dict[str, str] | None = None
+) -> RunResult:
     """Run an instrumented program with its files going to ``trace_dir``."""
-    env = {**os.environ, "TIERLAB_TRACE_DIR": str(trace_dir)}
+    env = {**os.environ, **(extra_env or {}), "TIERLAB_TRACE_DIR": str(trace_dir)}
+    for k in ("TIERLAB_TRACE_ROOT", "TIERLAB_TRACE_T0"):  # this run's first process sets them
+        env.pop(k, None)
     t = time.perf_counter()
     try:
         proc = subprocess.Popen(list(argv), env=env)
@@ -466,53 +480,324 @@ def run_traced(argv: Sequence[str], trace_dir: Path) -> RunResult:
     return RunResult(code, time.perf_counter() - t, interrupted)
 
 
-def bench_tracer(n: int, iterations: int, threads: int) -> dict[str, Any]:
-    """The triad natively, under the tracer and under lackey (same binary source, same
-    arguments, same OMP_NUM_THREADS): wall time and accesses of each."""
+#: The programs of ``tierlab bench tracer``: source in ``tracer/``, arguments at scale 1 (sizes
+#: that keep the raw files, 9 bytes an access, near 1-2 GB) and how an argument scales.
+BENCH_PROGRAMS: dict[str, dict[str, Any]] = {
+    "triad": {
+        "source": "bench_triad.c",
+        "what": "STREAM triad a = b + 3c, 4 Mi doubles per array, 20 sweeps",
+        "args": lambda s: [str(max(1024, round(4_194_304 * s))), "20"],
+    },
+    "gups": {
+        "source": "bench_gups.c",
+        "what": "random-access updates Table[r] ^= r, 2^25 u64 (256 MiB), 30 M updates",
+        # The table shrinks with the size too (lackey's small runs): 2^25 words at scale 1.
+        "args": lambda s: [
+            str(max(12, min(25, 25 + round(math.log2(s))))),
+            str(max(1000, round(30_000_000 * s))),
+        ],
+    },
+    "stencil": {
+        "source": "bench_stencil.c",
+        "what": "2-D 5-point Jacobi, 2048 x 2048 doubles, 10 sweeps",
+        "args": lambda s: [str(max(64, round(2048 * s**0.5))), "10"],
+    },
+}
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the process and its children) of a run."""
+    before = os.times()
+    t = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - t
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return wall, cpu
+
+
+def _lackey_accesses(log: Path) -> int:
+    counts = {"L": 0, "S": 0, "M": 0}
+    with open(log, "rb") as f:
+        for line in f:
+            if len(line) > 2 and line[0:1] == b" " and line[2:3] == b" ":
+                k = chr(line[1])
+                if k in counts:
+                    counts[k] += 1
+    return counts["L"] + counts["S"] + 2 * counts["M"]
+
+
+def _dir_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
+def bench_tracer(
+    programs: Sequence[str] = tuple(BENCH_PROGRAMS),
+    threads: int = 4,
+    scale: float = 1.0,
+    lackey_scale: float | None = 0.01,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Each program natively, instrumented (the program alone, raw files in memory), and the
+    whole ``tierlab trace --cc`` command (build, run, recording), and natively and under
+    Valgrind lackey at ``lackey_scale`` of the size (None: no lackey). Wall and CPU seconds,
+    accesses, bytes per access of the recording, slowdowns against native."""
+    import sys
+
     from tierlab.live.trace import find_valgrind
 
-    src = Path(__file__).parent / "tracer" / "bench_triad.c"
-    argv_tail = [str(n), str(iterations)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    out: dict[str, Any] = {"n": n, "iterations": iterations, "threads": threads}
+    vg = find_valgrind() if lackey_scale else None
+    out: dict[str, Any] = {"threads": threads, "scale": scale, "lackey_scale": lackey_scale}
+    rows: dict[str, Any] = {}
+    say = progress or (lambda msg: None)
     with tempfile.TemporaryDirectory(prefix="tierlab-bench-") as tmp:
         d = Path(tmp)
-        native = d / "triad"
-        _run(["gcc", "-O2", "-fopenmp", str(src), "-o", str(native)], "building the triad")
-        traced = d / "triad-traced"
-        build([src], traced, ["-O2", "-fopenmp"])
-
-        def timed(argv: list[str], extra_env: dict[str, str]) -> float:
-            t = time.perf_counter()
-            subprocess.run(argv, env={**env, **extra_env}, check=True, capture_output=True)
-            return time.perf_counter() - t
-
-        out["native"] = {"wall_seconds": timed([str(native), *argv_tail], {})}
-        raw = d / "raw"
-        raw.mkdir()
-        wall = timed([str(traced), *argv_tail], {"TIERLAB_TRACE_DIR": str(raw)})
-        accesses = sum(f.stat().st_size // 8 for f in raw_files(raw))
-        out["tierlab"] = {"wall_seconds": wall, "accesses": accesses}
-        vg = find_valgrind()
-        log = d / "lackey.log"
-        wall = timed(
-            [vg, "--tool=lackey", "--trace-mem=yes", f"--log-file={log}", str(native), *argv_tail],
-            {},
-        )
-        counts = {"L": 0, "S": 0, "M": 0}
-        with open(log, "rb") as f:
-            for line in f:
-                if len(line) > 2 and line[0:1] == b" " and line[2:3] == b" ":
-                    k = chr(line[1])
-                    if k in counts:
-                        counts[k] += 1
-        out["lackey"] = {
-            "wall_seconds": wall,
-            "accesses": counts["L"] + counts["S"] + 2 * counts["M"],
-        }
-    t, lk = out["tierlab"], out["lackey"]
-    out["speedup_wall"] = lk["wall_seconds"] / t["wall_seconds"]
-    out["speedup_rate"] = (t["accesses"] / t["wall_seconds"]) / (
-        lk["accesses"] / lk["wall_seconds"]
-    )
+        for name in programs:
+            spec = BENCH_PROGRAMS[name]
+            src = Path(__file__).parent / "tracer" / spec["source"]
+            args = spec["args"](scale)
+            native = d / f"{name}-native"
+            _run(["gcc", "-O2", "-fopenmp", str(src), "-o", str(native)], f"building {name}")
+            traced = d / f"{name}-traced"
+            build([src], traced, ["-O2", "-fopenmp"])
+            row: dict[str, Any] = {"what": spec["what"], "args": args}
+            say(f"{name}: native")
+            row["native"] = dict(
+                zip(("wall", "cpu"), _timed([str(native), *args], env), strict=True)
+            )
+            say(f"{name}: instrumented")
+            raw = Path(tempfile.mkdtemp(prefix="tierlab-bench-raw-", dir=raw_tmp_dir()))
+            try:
+                wall, cpu = _timed([str(traced), *args], {**env, "TIERLAB_TRACE_DIR": str(raw)})
+                accesses = sum(f.stat().st_size // 8 for f in raw_files(raw))
+                row["instrumented"] = {"wall": wall, "cpu": cpu, "accesses": accesses}
+            finally:
+                shutil.rmtree(raw, ignore_errors=True)
+            say(f"{name}: tierlab trace --cc")
+            rec = d / f"{name}.rec"
+            cmd = [
+                sys.executable, "-m", "tierlab", "trace", "--cc", str(src),
+                "--cflags", "-O2 -fopenmp", "-o", str(rec), "--", *args,
+            ]  # fmt: skip
+            wall, cpu = _timed(cmd, env)
+            size = _dir_bytes(rec)
+            meta = json.loads((rec / "meta.json").read_text())
+            rec_acc = int(meta["tables"]["accesses"])
+            row["command"] = {
+                "wall": wall,
+                "cpu": cpu,
+                "accesses": rec_acc,
+                "bytes": size,
+                "bytes_per_access": size / max(1, rec_acc),
+                "accesses_per_second": rec_acc / wall,
+            }
+            shutil.rmtree(rec, ignore_errors=True)
+            if vg and lackey_scale:
+                small = spec["args"](scale * lackey_scale)
+                say(f"{name}: native and lackey at {lackey_scale:g} of the size")
+                nat = _timed([str(native), *small], env)
+                log = d / f"{name}-lackey.log"
+                lk = _timed(
+                    [vg, "--tool=lackey", "--trace-mem=yes", f"--log-file={log}", str(native),
+                     *small],
+                    env,
+                )  # fmt: skip
+                row["lackey"] = {
+                    "args": small,
+                    "native_wall": nat[0],
+                    "native_cpu": nat[1],
+                    "wall": lk[0],
+                    "cpu": lk[1],
+                    "accesses": _lackey_accesses(log),
+                }
+                log.unlink()
+            nw, nc = row["native"]["wall"], row["native"]["cpu"]
+            row["slowdown"] = {
+                "instrumented_wall": row["instrumented"]["wall"] / nw,
+                "command_wall": row["command"]["wall"] / nw,
+                "instrumented_cpu": row["instrumented"]["cpu"] / nc if nc >= 0.05 else None,
+                "command_cpu": row["command"]["cpu"] / nc if nc >= 0.05 else None,
+            }
+            if "lackey" in row:
+                lk = row["lackey"]
+                row["slowdown"]["lackey_wall"] = lk["wall"] / lk["native_wall"]
+                # CPU seconds come in clock ticks (10 ms): a shorter native run has no ratio.
+                row["slowdown"]["lackey_cpu"] = (
+                    lk["cpu"] / lk["native_cpu"] if lk["native_cpu"] >= 0.05 else None
+                )
+            rows[name] = row
+    out["programs"] = rows
     return out
+
+
+# -- processes ----------------------------------------------------------------------------------
+#: Where a child process's recording goes inside its first process's recording.
+PROCESS_DIR = "processes"
+
+
+@dataclass
+class TracedProcess:
+    """One line of the runtime's ``processes.log``."""
+
+    pid: int
+    parent: int
+    start_ns: int
+    how: str  # start (the first traced process), fork, exec
+    dir: str  # its raw files: "." or p<PID>[-N]
+    exe: str
+
+
+def traced_processes(trace_dir: Path) -> list[TracedProcess]:
+    """The processes of a raw trace directory (``processes.log``; a directory without it, from
+    an older runtime, holds one process). Errors name the file and line."""
+    log = trace_dir / "processes.log"
+    if not log.is_file():
+        return [TracedProcess(0, 0, 0, "start", ".", "")]
+    out = []
+    with open(log, errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            w = line.rstrip("\n").split(" ", 6)
+            if not w or not w[0]:
+                continue
+            try:
+                if w[0] != "process" or len(w) < 6:
+                    raise ValueError
+                out.append(
+                    TracedProcess(
+                        int(w[1]), int(w[2]), int(w[3]), w[4], w[5], w[6] if len(w) > 6 else ""
+                    )
+                )
+            except ValueError:
+                raise CcTraceError(
+                    f"{log}:{i}: not a process line (process PID PARENT NS HOW DIR EXE)"
+                ) from None
+            if w[5] != "." and (not w[5].startswith("p") or "/" in w[5] or ".." in w[5]):
+                raise CcTraceError(f"{log}:{i}: directory {w[5]!r} is not p<PID>[-N]")
+    return out
+
+
+def import_processes(
+    trace_dir: Path, out: Path, *, rename: dict[str, str] | None = None, **kw: Any
+) -> dict[str, Any]:
+    """:func:`import_dir` for every traced process of ``trace_dir``: the first process's into
+    ``out``, each other one with accesses into ``out/processes/p<PID>[-N]`` (a whole
+    recording of its own: its address space is its own), and ``meta.json``'s ``processes``
+    lists them all (docs/formats.md). The counts are the first process's, with
+    ``processes`` (how many) and ``all_accesses`` (of every process)."""
+    procs = traced_processes(trace_dir)
+    root = next((p for p in procs if p.dir == "."), None)
+    counts = import_dir(trace_dir, out, rename=rename, **kw)
+    listed: list[dict[str, Any]] = []
+    total = int(counts["accesses"])
+    for p in procs:
+        entry: dict[str, Any] = {
+            "pid": p.pid,
+            "parent": p.parent,
+            "start_ns": p.start_ns,
+            "how": p.how,
+            "exe": _renamed(p.exe, rename),
+            "path": ".",
+            "accesses": int(counts["accesses"]),
+            "threads": int(counts["threads"]),
+        }
+        if p is not root:
+            sub = trace_dir / p.dir
+            if not raw_files(sub):
+                entry.update(path=None, accesses=0, threads=0)
+            else:
+                kw2 = {**kw, "overwrite": False}
+                c = import_dir(sub, out / PROCESS_DIR / p.dir, rename=rename, **kw2)
+                entry.update(
+                    path=f"{PROCESS_DIR}/{p.dir}",
+                    accesses=int(c["accesses"]),
+                    threads=int(c["threads"]),
+                )
+                total += int(c["accesses"])
+        listed.append(entry)
+    if len(listed) > 1 or (listed and listed[0]["pid"]):
+        _add_meta(out, processes=listed)
+    return {**counts, "processes": len(listed), "all_accesses": total}
+
+
+def _renamed(name: str, rename: dict[str, str] | None) -> str:
+    for old, new in (rename or {}).items():
+        if name.startswith(old):
+            return new + name[len(old) :]
+    return name
+
+
+def _add_meta(rec: Path, **fields: Any) -> None:
+    """Add fields to a closed recording's ``meta.json`` (written whole, then renamed)."""
+    path = rec / "meta.json"
+    meta = json.loads(path.read_text())
+    meta.update(fields)
+    tmp = path.with_name(".meta.json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+# -- windows and the raw files' place --------------------------------------------------------------
+_TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_COUNT_UNITS = {"": 1, "k": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+
+
+def parse_window(spec: str) -> tuple[str, int, int, int]:
+    """``START:LENGTH[:EVERY]`` as the runtime reads it: ``("accesses" | "ns", start, length,
+    every)`` (every 0: one window). ValueError says what is wrong."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError("give START:LENGTH or START:LENGTH:EVERY")
+    vals: list[int] = []
+    kinds: set[str] = set()
+    for part in parts:
+        m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([A-Za-z]*)", part)
+        if m is None:
+            raise ValueError(f"{part!r} is not a number with an optional unit")
+        x, unit = float(m.group(1)), m.group(2)
+        if unit in _TIME_UNITS:
+            kinds.add("ns")
+            vals.append(round(x * _TIME_UNITS[unit]))
+        elif unit in _COUNT_UNITS:
+            kinds.add("accesses")
+            vals.append(round(x * _COUNT_UNITS[unit]))
+        elif unit in ("i", "instr", "instructions"):
+            raise ValueError(
+                "instructions cannot be counted: the compiler's instrumentation reports "
+                "accesses only; give accesses (1M) or a time (100ms)"
+            )
+        else:
+            raise ValueError(f"{part!r}: unit {unit!r} (ns, us, ms, s for times; k, M, G counts)")
+    if len(kinds) > 1:
+        raise ValueError("mixes accesses and times: give all three in one kind")
+    if vals[1] == 0:
+        raise ValueError("LENGTH must be more than 0")
+    every = vals[2] if len(vals) == 3 else 0
+    if len(vals) == 3 and every < vals[1]:
+        raise ValueError("EVERY must be at least LENGTH")
+    return kinds.pop(), vals[0], vals[1], every
+
+
+#: Free bytes /dev/shm must have to hold the raw files (about 9 bytes an access: 4 GiB is
+#: some 470 M accesses); with less, they go to the temporary directory.
+RAW_SHM_MIN_FREE = 4 << 30
+
+
+def raw_tmp_dir() -> str | None:
+    """Where ``tierlab trace --cc`` puts the runtime's raw files while the program runs:
+    ``$TIERLAB_RAW_DIR`` if set, else ``/dev/shm`` when it is a writable directory with at
+    least :data:`RAW_SHM_MIN_FREE` free (memory: a busy disk slowed a traced program 2.5x),
+    else ``None`` (the temporary directory, ``$TMPDIR``)."""
+    explicit = os.environ.get("TIERLAB_RAW_DIR")
+    if explicit:
+        return explicit
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= RAW_SHM_MIN_FREE:
+        return shm
+    return None

@@ -11,12 +11,29 @@ const CHUNK: usize = 1 << 16;
 const PAGE: u64 = 4096;
 
 /// The set of touched 4 KiB pages of an address space, as bitmaps of 32768 pages each.
-#[derive(Default)]
+/// The bitmaps of the last few 128 MiB regions are found without a hash lookup: a thread
+/// that walks several arrays at once (a triad's three) goes from one to the next at every
+/// access.
 pub struct PageSet {
-    chunks: HashMap<u64, Box<[u64; 512]>>,
-    last_key: u64,
-    last: Option<Box<[u64; 512]>>,
+    bits: Vec<Box<[u64; 512]>>,
+    index: HashMap<u64, usize>,
+    /// (region, bitmap) of the last regions used; `u64::MAX` is no region.
+    cache: [(u64, usize); 4],
+    next: usize,
+    /// The last page added (`u64::MAX`: none; pages are below 2^52).
     last_page: u64,
+}
+
+impl Default for PageSet {
+    fn default() -> Self {
+        PageSet {
+            bits: Vec::new(),
+            index: HashMap::new(),
+            cache: [(u64::MAX, 0); 4],
+            next: 0,
+            last_page: u64::MAX,
+        }
+    }
 }
 
 impl PageSet {
@@ -24,54 +41,57 @@ impl PageSet {
     #[inline]
     pub fn insert(&mut self, addr: u64) {
         let page = addr >> 12;
-        if page == self.last_page && self.last.is_some() {
+        if page == self.last_page {
             return;
         }
         self.last_page = page;
         let key = page >> 15;
-        if self.last.is_none() || key != self.last_key {
-            if let Some(b) = self.last.take() {
-                self.chunks.insert(self.last_key, b);
-            }
-            self.last = Some(self.chunks.remove(&key).unwrap_or_else(|| Box::new([0u64; 512])));
-            self.last_key = key;
-        }
-        let bits = self.last.as_mut().expect("chunk");
+        let idx = match self.cache.iter().find(|c| c.0 == key) {
+            Some(&(_, idx)) => idx,
+            None => self.region(key),
+        };
         let i = (page & 32767) as usize;
-        bits[i >> 6] |= 1 << (i & 63);
+        self.bits[idx][i >> 6] |= 1 << (i & 63);
     }
 
-    fn settle(&mut self) {
-        if let Some(b) = self.last.take() {
-            self.chunks.insert(self.last_key, b);
-        }
-        self.last_page = 0;
+    #[cold]
+    fn region(&mut self, key: u64) -> usize {
+        let PageSet { bits, index, .. } = self;
+        let idx = *index.entry(key).or_insert_with(|| {
+            bits.push(Box::new([0u64; 512]));
+            bits.len() - 1
+        });
+        self.cache[self.next] = (key, idx);
+        self.next = (self.next + 1) % self.cache.len();
+        idx
     }
 
     /// Add every page of `other`.
-    pub fn merge(&mut self, mut other: PageSet) {
-        self.settle();
-        other.settle();
-        for (k, b) in other.chunks {
-            match self.chunks.get_mut(&k) {
-                Some(mine) => mine.iter_mut().zip(b.iter()).for_each(|(x, y)| *x |= y),
+    pub fn merge(&mut self, other: PageSet) {
+        let PageSet { bits, index, .. } = other;
+        let mut bits: Vec<Option<Box<[u64; 512]>>> = bits.into_iter().map(Some).collect();
+        for (k, i) in index {
+            let b = bits[i].take().expect("one bitmap per region");
+            match self.index.get(&k) {
+                Some(&mine) => self.bits[mine].iter_mut().zip(b.iter()).for_each(|(x, y)| *x |= y),
                 None => {
-                    self.chunks.insert(k, b);
+                    self.bits.push(b);
+                    self.index.insert(k, self.bits.len() - 1);
                 }
             }
         }
+        self.last_page = u64::MAX;
     }
 
     /// Maximal runs `(start, end)` (bytes) of touched pages, ascending, and the number of
     /// touched pages.
-    pub fn runs(mut self) -> (Vec<(u64, u64)>, u64) {
-        self.settle();
-        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
+    pub fn runs(self) -> (Vec<(u64, u64)>, u64) {
+        let mut keys: Vec<(u64, usize)> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
         keys.sort_unstable();
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut pages = 0u64;
-        for k in keys {
-            for (w, &word) in self.chunks[&k].iter().enumerate() {
+        for (k, i) in keys {
+            for (w, &word) in self.bits[i].iter().enumerate() {
                 let mut x = word;
                 while x != 0 {
                     let b = x.trailing_zeros() as u64;

@@ -320,6 +320,42 @@ mod tests {
     }
 
     #[test]
+    fn addresses_are_encoded_per_row_group_and_read_back_exactly() {
+        use parquet::basic::Encoding;
+        use parquet::file::reader::FileReader;
+        let d = tmpdir("addrenc");
+        let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();
+        // A regular thread (deltas win) and an irregular one (random lines of 256 MiB).
+        let regular = chunk(1, 20_000, 0x7f00_0000_0000);
+        let mut random = chunk(2, 20_000, 0);
+        let mut s = 12345u64;
+        for a in random.addr.iter_mut() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *a = 0x7f10_0000_0000 + ((s >> 20) & 0xfff_ffc0);
+        }
+        w.write_accesses(&regular).unwrap();
+        w.write_accesses(&random).unwrap();
+        w.close().unwrap();
+        let part = d.join("accesses/part-00000.parquet");
+        let r =
+            parquet::file::serialized_reader::SerializedFileReader::new(std::fs::File::open(&part).unwrap())
+                .unwrap();
+        let enc = |rg: usize| r.metadata().row_group(rg).column(2).encodings().collect::<Vec<_>>();
+        assert!(enc(0).contains(&Encoding::DELTA_BINARY_PACKED), "{:?}", enc(0));
+        assert!(enc(1).contains(&Encoding::BYTE_STREAM_SPLIT), "{:?}", enc(1));
+        let t = AccessTable::open(&d).unwrap();
+        for (tid, want) in [(1, &regular), (2, &random)] {
+            let mut cur = t.cursor(Columns::ALL, Some(vec![tid]));
+            let (mut c, mut got) = (AccessChunk::default(), Vec::<u64>::new());
+            while cur.next_chunk(&mut c, 4096).unwrap() {
+                got.extend(&c.addr);
+            }
+            assert_eq!(&got, &want.addr);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn the_writer_keeps_the_touched_pages_and_readers_check_them() {
         let d = tmpdir("touched");
         let mut w = RecordingWriter::create(&d, "test", WriterOptions::default()).unwrap();

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::column::writer::{get_column_writer, get_typed_column_writer, ColumnCloseResult};
 use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::parser::parse_message_type;
-use parquet::schema::types::{ColumnPath, Type};
+use parquet::schema::types::{ColumnDescPtr, ColumnPath, SchemaDescriptor, Type};
 use serde_json::{json, Map, Value};
 
 use super::{AccessChunk, RecordingError, Result};
@@ -102,6 +103,66 @@ struct OpenPart {
     path: PathBuf,
     w: SerializedFileWriter<File>,
     rows: u64,
+    /// The `addr` column's descriptor and its two encodings' properties.
+    addr: AddrEncoder,
+}
+
+/// Bytes per row of a `DELTA_BINARY_PACKED` `addr` chunk above which the writer also tries
+/// `BYTE_STREAM_SPLIT` and keeps the smaller. Regular traces (a few streams per thread, small
+/// strides) take well under a byte per address with deltas; irregular ones (indirect and random
+/// accesses) spread their deltas over 20-40 bits, which bit-packing leaves to zstd as noise,
+/// while byte-stream-split gives zstd each address byte in a stream of its own (the high bytes
+/// of a thread's addresses hardly change).
+pub const ADDR_TRY_SPLIT_BYTES_PER_ROW: f64 = 0.5;
+
+/// Encodes the `addr` column of a row group in memory, choosing its encoding per row group.
+struct AddrEncoder {
+    descr: ColumnDescPtr,
+    delta: Arc<WriterProperties>,
+    split: Arc<WriterProperties>,
+}
+
+impl AddrEncoder {
+    fn new(schema: &Arc<Type>, opts: &WriterOptions) -> Result<Self> {
+        let sd = SchemaDescriptor::new(schema.clone());
+        let descr = (0..sd.num_columns())
+            .map(|i| sd.column(i))
+            .find(|c| c.name() == "addr")
+            .expect("the accesses schema has addr");
+        Ok(AddrEncoder {
+            descr,
+            delta: props(opts, &["time_ns", "addr"], &[])?,
+            split: props_with(opts, &["time_ns"], &[], &["addr"])?,
+        })
+    }
+
+    /// One encoded chunk of `values` with `props`: its bytes and its metadata.
+    fn encode(
+        &self,
+        props: &Arc<WriterProperties>,
+        values: &[i64],
+    ) -> parquet::errors::Result<(bytes::Bytes, ColumnCloseResult)> {
+        let mut sink = TrackedWrite::new(Vec::with_capacity(values.len() * 2));
+        let close = {
+            let pw = SerializedPageWriter::new(&mut sink);
+            let cw = get_column_writer(self.descr.clone(), props.clone(), Box::new(pw));
+            let mut typed = get_typed_column_writer::<Int64Type>(cw);
+            typed.write_batch(values, None, None)?;
+            typed.close()?
+        };
+        Ok((bytes::Bytes::from(sink.into_inner()?), close))
+    }
+
+    /// The smaller of the delta and the byte-stream-split chunk (the split one is tried only
+    /// when deltas take more than [`ADDR_TRY_SPLIT_BYTES_PER_ROW`]).
+    fn best(&self, values: &[i64]) -> parquet::errors::Result<(bytes::Bytes, ColumnCloseResult)> {
+        let delta = self.encode(&self.delta, values)?;
+        if (delta.0.len() as f64) <= ADDR_TRY_SPLIT_BYTES_PER_ROW * values.len() as f64 {
+            return Ok(delta);
+        }
+        let split = self.encode(&self.split, values)?;
+        Ok(if split.0.len() < delta.0.len() { split } else { delta })
+    }
 }
 
 /// Writes a recording: `accesses` row group by row group (a new part every
@@ -149,6 +210,15 @@ pub fn now_iso8601() -> String {
 }
 
 fn props(opts: &WriterOptions, delta: &[&str], dict: &[&str]) -> Result<Arc<WriterProperties>> {
+    props_with(opts, delta, dict, &[])
+}
+
+fn props_with(
+    opts: &WriterOptions,
+    delta: &[&str],
+    dict: &[&str],
+    split: &[&str],
+) -> Result<Arc<WriterProperties>> {
     let level =
         ZstdLevel::try_new(opts.zstd_level).map_err(|e| RecordingError::file("<writer>", e.to_string()))?;
     let mut b = WriterProperties::builder()
@@ -160,6 +230,9 @@ fn props(opts: &WriterOptions, delta: &[&str], dict: &[&str]) -> Result<Arc<Writ
         .set_created_by(format!("tierlab {}", env!("CARGO_PKG_VERSION")));
     for c in delta {
         b = b.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
+    }
+    for c in split {
+        b = b.set_column_encoding(ColumnPath::from(*c), Encoding::BYTE_STREAM_SPLIT);
     }
     for c in dict {
         b = b.set_column_dictionary_enabled(ColumnPath::from(*c), true);
@@ -301,30 +374,46 @@ impl RecordingWriter {
             let f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
             let s = schema(if self.opts.with_size { ACCESS_SCHEMA_SIZE } else { ACCESS_SCHEMA });
             let p = props(&self.opts, &["time_ns", "addr"], &["tid", "kind", "size"])?;
+            let addr = AddrEncoder::new(&s, &self.opts)?;
             let w = SerializedFileWriter::new(f, s, p).map_err(|e| io_err(&tmp, e))?;
-            self.acc = Some(OpenPart { tmp, path, w, rows: 0 });
+            self.acc = Some(OpenPart { tmp, path, w, rows: 0, addr });
         }
-        for &a in &chunk.addr {
-            self.touched.insert(a);
-        }
+        let columns = if self.opts.with_size { 5 } else { 4 };
+        let touched = &mut self.touched;
         let part = self.acc.as_mut().expect("open part");
         let tmp = part.tmp.clone();
         let e = |e: parquet::errors::ParquetError| io_err(&tmp, e);
-        let mut rg = part.w.next_row_group().map_err(e)?;
-        let mut k = 0;
-        while let Some(mut col) = rg.next_column().map_err(e)? {
-            match k {
-                0 => col.typed::<Int64Type>().write_batch(&to_i64(&chunk.time), None, None),
-                1 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.tid), None, None),
-                2 => col.typed::<Int64Type>().write_batch(&to_i64(&chunk.addr), None, None),
-                3 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.kind), None, None),
-                _ => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.size), None, None),
+        let (enc, w) = (&part.addr, &mut part.w);
+        // The addresses (their touched pages, their encoding: most of the work) on a thread of
+        // their own while this one writes the other columns.
+        std::thread::scope(|s| -> Result<()> {
+            let mut addr = Some(s.spawn(move || {
+                for &a in &chunk.addr {
+                    touched.insert(a);
+                }
+                enc.best(&to_i64(&chunk.addr))
+            }));
+            let mut rg = w.next_row_group().map_err(e)?;
+            for k in 0..columns {
+                if k == 2 {
+                    let handle = addr.take().expect("the addr column once");
+                    let (b, c) = handle.join().expect("the address encoder does not panic").map_err(e)?;
+                    rg.append_column(&b, c).map_err(e)?;
+                    continue;
+                }
+                let mut col = rg.next_column().map_err(e)?.expect("a column of the schema");
+                match k {
+                    0 => col.typed::<Int64Type>().write_batch(&to_i64(&chunk.time), None, None),
+                    1 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.tid), None, None),
+                    3 => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.kind), None, None),
+                    _ => col.typed::<Int32Type>().write_batch(&to_i32(&chunk.size), None, None),
+                }
+                .map_err(e)?;
+                col.close().map_err(e)?;
             }
-            .map_err(e)?;
-            col.close().map_err(e)?;
-            k += 1;
-        }
-        rg.close().map_err(e)?;
+            rg.close().map_err(e)?;
+            Ok(())
+        })?;
         part.rows += n as u64;
         if part.rows >= self.opts.part_rows {
             self.flush()?;

@@ -20,6 +20,13 @@
  *                GOMP_sections_end, GOMP_critical*, GOMP_atomic*, omp_set/unset_lock) and
  *                pthread's barriers, mutexes and condition variables
  *
+ * Child processes (fork, and exec of another program linked with this runtime while
+ * $TIERLAB_TRACE_DIR is set) write the same files in a directory of their own, p<PID> (an
+ * exec in a process that already traced: p<PID>-2, -3, ...), with the same clock origin;
+ * processes.log lists every traced process (see "processes" below). Windows
+ * ($TIERLAB_TRACE_WINDOW) and the region-of-interest API (tierlab_trace.h) are described at
+ * "windows" below.
+ *
  * A read-modify-write atomic is a load and a store (as lackey's "modify"); a range access
  * (struct copies, memcpy/memset the compiler expands) is one access per 8 bytes.
  * Without $TIERLAB_TRACE_DIR the program runs and nothing is written.
@@ -37,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,12 +54,23 @@
 #define SNAP_NS 10000000ull /* at most one maps snapshot per 10 ms */
 #define STORE (1ull << 63)
 
+/* A thread's window state: whether it records, the accesses it made (recorded or not) for
+ * windows counted in accesses, and its last time checkpoint (so that a checkpoint of the
+ * same record index replaces it). */
+struct twin {
+    int on, have_ck;
+    uint64_t seen, last_ck;
+    uint64_t *seg; /* pos when lim was last set */
+    off_t toff;    /* bytes written to the .time file */
+};
+
 struct tbuf {
     uint64_t *pos, *lim, *end, *buf;
     uint8_t *sz;
     uint64_t index; /* accesses written before buf[0] */
     int fd, sfd, tfd, tid;
     struct tbuf *next;
+    struct twin win; /* windows and the region of interest (below) */
 };
 
 static __thread struct tbuf *cur;
@@ -134,13 +153,29 @@ static int open_out(int tid, const char *ext) {
     return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-static void checkpoint(struct tbuf *b) {
-    uint64_t pair[2] = {b->index + (uint64_t)(b->pos - b->buf), rel_ns()};
+/* Records of the thread written or buffered (while a window is closed, its buffer is
+ * scratch). */
+static uint64_t rec_index(struct tbuf *b) { return b->index + (b->win.on ? (uint64_t)(b->pos - b->buf) : 0); }
+
+/* A time checkpoint (record index, ns): record indices strictly increase in the file; one of
+ * the same index as the last replaces it (a window that recorded nothing). */
+static void checkpoint_at(struct tbuf *b, uint64_t idx, uint64_t t) {
+    uint64_t pair[2] = {idx, t};
+    if (b->win.have_ck && idx < b->win.last_ck) return;
+    if (b->win.have_ck && idx == b->win.last_ck) {
+        if (b->tfd >= 0) (void)pwrite(b->tfd, pair, sizeof pair, b->win.toff - (off_t)sizeof pair);
+        return;
+    }
     write_all(b->tfd, pair, sizeof pair);
+    b->win.toff += (off_t)sizeof pair;
+    b->win.have_ck = 1;
+    b->win.last_ck = idx;
 }
 
+static void checkpoint(struct tbuf *b) { checkpoint_at(b, rec_index(b), rel_ns()); }
+
 static void flush_buf(struct tbuf *b) {
-    size_t n = (size_t)(b->pos - b->buf);
+    size_t n = b->win.on ? (size_t)(b->pos - b->buf) : 0;
     if (n && b->fd >= 0) {
         write_all(b->fd, b->buf, n * 8);
         write_all(b->sfd, b->sz, n);
@@ -148,6 +183,7 @@ static void flush_buf(struct tbuf *b) {
     b->index += n;
     b->pos = b->buf;
     b->lim = b->buf + CKPT;
+    b->win.seg = b->pos;
 }
 
 static void thread_done(void *p) {
@@ -173,6 +209,7 @@ static struct tbuf *new_buf(void) {
     b->pos = b->buf;
     b->lim = b->buf + CKPT;
     b->index = 0;
+    b->win = (struct twin){.on = 1, .seg = b->pos};
     b->tid = (int)syscall(SYS_gettid);
     b->fd = open_out(b->tid, "bin");
     b->sfd = open_out(b->tid, "size");
@@ -190,12 +227,18 @@ static struct tbuf *new_buf(void) {
     return b;
 }
 
+static int win_active;
+static struct tbuf *win_slow(struct tbuf *b, int fresh);
+
 /* Called when the buffer reaches its next checkpoint (or on a thread's first access). */
 static __attribute__((noinline)) struct tbuf *slow(void) {
     struct tbuf *b = cur;
     if (b == NULL || (b != &discard_buf && getpid() != main_pid)) {
         b = cur = new_buf();
-        if (b != &discard_buf) checkpoint(b);
+        if (b != &discard_buf) {
+            checkpoint(b);
+            if (__atomic_load_n(&win_active, __ATOMIC_RELAXED)) win_slow(b, 1);
+        }
         return b;
     }
     if (b == &discard_buf) {
@@ -203,6 +246,7 @@ static __attribute__((noinline)) struct tbuf *slow(void) {
         b->lim = b->buf + CKPT;
         return b;
     }
+    if (__atomic_load_n(&win_active, __ATOMIC_RELAXED)) return win_slow(b, 0);
     if (b->pos == b->end) {
         flush_buf(b);
         uint64_t t = rel_ns();
@@ -249,20 +293,29 @@ static void at_exit_flush(void) {
     real_mutex_unlock(&lock);
 }
 
+static int proc_dir_init(const char *base);
+static void proc_log(const char *how);
+static const char *proc_how;
+static void atfork_prepare(void);
+static void atfork_parent(void);
+static void atfork_child(void);
+static void win_init(void);
+
 static void init(void) {
     static int done;
     if (done) return;
     done = 1;
     t0 = now_ns();
     main_pid = (int)getpid();
+    const char *t0env = getenv("TIERLAB_TRACE_T0"); /* the first traced process's clock origin */
+    if (t0env && getenv("TIERLAB_TRACE_ROOT")) t0 = strtoull(t0env, NULL, 10);
     discard_buf.buf = raw_mmap(CKPT * 9 + 64);
     discard_buf.sz = (uint8_t *)(discard_buf.buf + CKPT);
     discard_buf.end = discard_buf.buf + CKPT;
     discard_buf.fd = -1;
     pthread_key_create(&key, thread_done);
     const char *d = getenv("TIERLAB_TRACE_DIR");
-    if (d && *d && strlen(d) < sizeof dir) {
-        strcpy(dir, d);
+    if (d && *d && strlen(d) < sizeof dir - 32 && proc_dir_init(d)) {
         char path[3100];
         snprintf(path, sizeof path, "%s/maps.log", dir);
         maps_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -276,6 +329,9 @@ static void init(void) {
         snapshot("start");
         real_mutex_unlock(&lock);
         atexit(at_exit_flush);
+        proc_log(proc_how);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        win_init();
     }
 }
 
@@ -449,7 +505,7 @@ static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 static uint64_t acc_index(void) {
     struct tbuf *b = cur;
     if (b == NULL || b == &discard_buf) return 0;
-    return b->index + (uint64_t)(b->pos - b->buf);
+    return rec_index(b);
 }
 
 /* One event of the calling thread; its sequence number is taken under the lock, so the
@@ -732,3 +788,321 @@ void omp_unset_lock(void *l) {
     sync_event(SYNC_OMP_UNLOCK, (uint64_t)(uintptr_t)l, 0);
     get_omp_unset_lock()(l);
 }
+
+/* -- processes ------------------------------------------------------------------------------ */
+/* The first traced process writes into $TIERLAB_TRACE_DIR itself and puts its pid and clock
+ * origin into the environment (TIERLAB_TRACE_ROOT, TIERLAB_TRACE_T0); every later one (a
+ * forked child, or a program exec'd with that environment) writes into p<PID> there, or
+ * p<PID>-2, -3, ... when that exists (a process that execs another traced program). Each
+ * appends one line to processes.log in the top directory when it starts:
+ *   process <pid> <parent pid> <ns> <start|fork|exec> <directory> <executable>
+ */
+static char base_dir[3000];
+static const char *proc_how = "start";
+
+static int proc_dir_init(const char *base) {
+    strcpy(base_dir, base);
+    if (!getenv("TIERLAB_TRACE_ROOT")) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", main_pid);
+        setenv("TIERLAB_TRACE_ROOT", v, 1);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)t0);
+        setenv("TIERLAB_TRACE_T0", v, 1);
+        strcpy(dir, base);
+        return 1;
+    }
+    if (strcmp(proc_how, "start") == 0) proc_how = "exec";
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1)
+            snprintf(dir, sizeof dir, "%s/p%d", base, (int)getpid());
+        else
+            snprintf(dir, sizeof dir, "%s/p%d-%d", base, (int)getpid(), k);
+        if (mkdir(dir, 0755) == 0) return 1;
+        if (errno != EEXIST) return 0;
+    }
+    return 0;
+}
+
+static void proc_log(const char *how) {
+    char path[3100], exe[1024], line[4400];
+    snprintf(path, sizeof path, "%s/processes.log", base_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const char *rel = strcmp(dir, base_dir) == 0 ? "." : dir + strlen(base_dir) + 1;
+    int k = snprintf(line, sizeof line, "process %d %d %llu %s %s %s\n", (int)getpid(), (int)getppid(),
+                     (unsigned long long)rel_ns(), how, rel, exe);
+    if (k > 0) write_all(fd, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1); /* one write: O_APPEND keeps lines whole */
+    close(fd);
+}
+
+static void atfork_prepare(void) {
+    real_mutex_lock(&lock);
+    spin_lock(&sync_spin);
+}
+
+static void atfork_parent(void) {
+    spin_unlock(&sync_spin);
+    real_mutex_unlock(&lock);
+}
+
+/* The child of a fork: only the forking thread goes on; what the parent buffered stays the
+ * parent's to write. The child starts its own files in a directory of its own. */
+static void atfork_child(void) {
+    spin_unlock(&sync_spin);
+    real_mutex_unlock(&lock);
+    sync_n = 0;
+    main_pid = (int)getpid();
+    all_bufs = NULL;
+    if (maps_fd >= 0) close(maps_fd);
+    if (sync_fd >= 0) close(sync_fd);
+    maps_fd = sync_fd = -1;
+    if (!proc_dir_init(base_dir)) {
+        enabled = 0;
+        return;
+    }
+    char path[3100];
+    snprintf(path, sizeof path, "%s/maps.log", dir);
+    maps_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    snprintf(path, sizeof path, "%s/sync.bin", dir);
+    sync_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct tbuf *b = cur;
+    if (b && b != &discard_buf) {
+        int on = b->win.on;
+        close(b->fd);
+        close(b->sfd);
+        close(b->tfd);
+        b->tid = (int)syscall(SYS_gettid);
+        b->fd = open_out(b->tid, "bin");
+        b->sfd = open_out(b->tid, "size");
+        b->tfd = open_out(b->tid, "time");
+        b->index = 0;
+        b->pos = b->buf;
+        b->lim = b->buf + CKPT;
+        b->win = (struct twin){.on = on, .seg = b->pos}; /* its access count starts at 0 */
+        b->next = NULL;
+        all_bufs = b;
+        checkpoint(b);
+        if (__atomic_load_n(&win_active, __ATOMIC_RELAXED)) win_slow(b, 1);
+        pthread_setspecific(key, b);
+    }
+    real_mutex_lock(&lock);
+    log_line("start %d\n", main_pid);
+    snapshot("fork");
+    real_mutex_unlock(&lock);
+    proc_how = "fork";
+    proc_log("fork");
+}
+
+/* -- windows ---------------------------------------------------------------------------------- */
+/* $TIERLAB_TRACE_WINDOW = START:LENGTH[:EVERY]: record window k (k = 0, 1, ...; only k = 0
+ * without EVERY) over [START + k EVERY, START + k EVERY + LENGTH). The three are either times
+ * since the first traced process started (a unit: ns, us, ms, s) or access counts of each
+ * thread from its first access (no unit; k, M, G multiply by 10^3, 10^6, 10^9; the thread of a
+ * forked child counts from 0). Access windows are exact for every thread; a time
+ * window opens and closes within 4096 of a thread's accesses of its bounds (a thread reads the
+ * clock at its buffer's checkpoints).
+ * $TIERLAB_TRACE_ROI=1: record only between tierlab_trace_start() and tierlab_trace_stop()
+ * (tierlab_trace.h), also within the window if both are given. The calling thread starts or
+ * stops at the call; the program's other threads within 4096 of their accesses. */
+static int win_kind; /* 0 none, 1 accesses, 2 ns */
+static uint64_t win_start, win_len, win_every;
+static int roi_on = 1;
+
+static int parse_amount(const char *s, char **end, uint64_t *v, int *kind) {
+    double x = strtod(s, end);
+    if (*end == s || x < 0) return 0;
+    const char *u = *end;
+    static const struct {
+        const char *name;
+        double mul;
+        int kind;
+    } units[] = {{"ns", 1, 2}, {"us", 1e3, 2}, {"ms", 1e6, 2}, {"s", 1e9, 2}, {"k", 1e3, 1}, {"M", 1e6, 1},
+                 {"G", 1e9, 1}, {"", 1, 1}};
+    for (unsigned i = 0; i < sizeof units / sizeof units[0]; i++) {
+        size_t n = strlen(units[i].name);
+        if (strncmp(u, units[i].name, n) == 0 && (u[n] == 0 || u[n] == ':')) {
+            *v = (uint64_t)(x * units[i].mul + 0.5);
+            *kind = units[i].kind;
+            *end = (char *)u + n;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void win_init(void) {
+    const char *roi = getenv("TIERLAB_TRACE_ROI");
+    if (roi && *roi && strcmp(roi, "0") != 0) {
+        roi_on = 0;
+        win_active = 1;
+    }
+    const char *w = getenv("TIERLAB_TRACE_WINDOW");
+    if (!w || !*w) return;
+    uint64_t v[3] = {0, 0, 0};
+    int kinds[3] = {0, 0, 0}, n = 0;
+    const char *p = w;
+    while (n < 3) {
+        char *end;
+        if (!parse_amount(p, &end, &v[n], &kinds[n])) break;
+        n++;
+        if (*end != ':') {
+            p = end;
+            break;
+        }
+        p = end + 1;
+    }
+    if (n < 2 || *p || kinds[0] != kinds[1] || (n == 3 && kinds[2] != kinds[0]) || v[1] == 0 ||
+        (n == 3 && v[2] < v[1])) {
+        static const char msg[] =
+            "tierlab trace runtime: TIERLAB_TRACE_WINDOW is START:LENGTH[:EVERY] (accesses, or times "
+            "with ns/us/ms/s; LENGTH > 0, EVERY >= LENGTH): tracing the whole program\n";
+        write_all(2, msg, sizeof msg - 1);
+        return;
+    }
+    win_kind = kinds[0];
+    win_start = v[0];
+    win_len = v[1];
+    win_every = n == 3 ? v[2] : 0;
+    win_active = 1;
+}
+
+/* Whether position x (accesses or ns) is inside a window, and the next position where that
+ * changes (UINT64_MAX: never). */
+static int win_inside(uint64_t x, uint64_t *next) {
+    if (x < win_start) {
+        *next = win_start;
+        return 0;
+    }
+    if (win_every == 0) {
+        int in = x - win_start < win_len;
+        *next = in ? win_start + win_len : UINT64_MAX;
+        return in;
+    }
+    uint64_t base = win_start + (x - win_start) / win_every * win_every;
+    if (x - base < win_len) {
+        *next = base + win_len;
+        return 1;
+    }
+    *next = base + win_every;
+    return 0;
+}
+
+/* The slow path of a thread while windows or the region-of-interest API are in use (`fresh`:
+ * its buffer was just made). Outside a window the buffer is scratch: accesses are counted,
+ * not kept. */
+static struct tbuf *win_slow(struct tbuf *b, int fresh) {
+    struct twin *w = &b->win;
+    if (!fresh && w->seg >= b->buf && w->seg <= b->pos) w->seen += (uint64_t)(b->pos - w->seg);
+    uint64_t t = rel_ns(), next_acc = UINT64_MAX, next_t;
+    int want = __atomic_load_n(&roi_on, __ATOMIC_RELAXED);
+    if (win_kind == 1) want &= win_inside(w->seen, &next_acc);
+    if (win_kind == 2) want &= win_inside(t, &next_t);
+    if (w->on && !want) {
+        uint64_t idx = rec_index(b);
+        if (idx > 0) checkpoint_at(b, idx - 1, t);
+        flush_buf(b);
+        w->on = 0;
+    } else if (!w->on && want) {
+        b->pos = b->buf;
+        w->on = 1;
+        checkpoint_at(b, b->index, t);
+    } else if (w->on && !fresh) {
+        if (b->pos == b->end) {
+            flush_buf(b);
+            if (t - last_snap >= SNAP_NS && real_mutex_trylock(&lock) == 0) {
+                if (t - last_snap >= SNAP_NS) snapshot("flush");
+                real_mutex_unlock(&lock);
+            }
+        }
+        checkpoint_at(b, rec_index(b), t);
+    }
+    if (!w->on) b->pos = b->buf;
+    uint64_t room = CKPT;
+    if (next_acc - w->seen < room) room = next_acc - w->seen;
+    if (w->on && (uint64_t)(b->end - b->pos) < room) room = (uint64_t)(b->end - b->pos);
+    w->seg = b->pos;
+    b->lim = b->pos + room;
+    return b;
+}
+
+/* -- the region-of-interest API (tierlab_trace.h) ------------------------------------------- */
+void tierlab_trace_start(void) {
+    __atomic_store_n(&roi_on, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&win_active, 1, __ATOMIC_RELAXED);
+    struct tbuf *b = cur;
+    if (enabled && b && b != &discard_buf && getpid() == main_pid) win_slow(b, 0);
+}
+
+void tierlab_trace_stop(void) {
+    __atomic_store_n(&roi_on, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&win_active, 1, __ATOMIC_RELAXED);
+    struct tbuf *b = cur;
+    if (enabled && b && b != &discard_buf && getpid() == main_pid) win_slow(b, 0);
+}
+
+/* -- exec and _exit --------------------------------------------------------------------------- */
+/* A process that execs or leaves by _exit runs no atexit handler: its buffers are written
+ * before (an exec that fails goes on tracing into the same files). */
+static void flush_before_leaving(void) {
+    if (enabled && getpid() == main_pid) at_exit_flush();
+}
+
+REAL(int, execve, NULL, (const char *, char *const[], char *const[]))
+int execve(const char *path, char *const argv[], char *const envp[]) {
+    flush_before_leaving();
+    return get_execve()(path, argv, envp);
+}
+REAL(int, execv, NULL, (const char *, char *const[]))
+int execv(const char *path, char *const argv[]) {
+    flush_before_leaving();
+    return get_execv()(path, argv);
+}
+REAL(int, execvp, NULL, (const char *, char *const[]))
+int execvp(const char *file, char *const argv[]) {
+    flush_before_leaving();
+    return get_execvp()(file, argv);
+}
+REAL(int, execvpe, NULL, (const char *, char *const[], char *const[]))
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    flush_before_leaving();
+    return get_execvpe()(file, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments into an argv (at most 4096). */
+#define EXECL_ARGV(first, ap, argv)                                      \
+    char *argv[4097];                                                   \
+    int argc_ = 0;                                                      \
+    argv[argc_++] = (char *)(first);                                    \
+    while (argc_ < 4096 && (argv[argc_] = va_arg(ap, char *))) argc_++; \
+    argv[argc_] = NULL
+
+int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execv(path, argv);
+}
+int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execvp(file, argv);
+}
+int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+void _exit(int status) {
+    flush_before_leaving();
+    for (;;) syscall(SYS_exit_group, status);
+}
+void _Exit(int status) __attribute__((alias("_exit")));
