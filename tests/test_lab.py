@@ -61,7 +61,7 @@ def test_builtin_machines_give_qemu_their_nodes_and_tiers() -> None:
     assert "hmat=on" in args and "node,nodeid=1,memdev=mem1,initiator=0" in args
     assert "target=1,hierarchy=memory,data-type=access-latency,latency=300" in args
     dax = lab_machine.load("two-tier-dax")
-    assert dax.kernel_args() == ["transparent_hugepage=madvise", "memmap=1024M!1024M"]
+    assert dax.kernel_args() == ["transparent_hugepage=madvise", "memmap=1024M!4096M"]
     res = tierlab("lab", "machines")
     assert res.returncode == 0 and "two-tier-hmat" in res.stdout and "two-tier-dax" in res.stdout
 

@@ -231,6 +231,32 @@ mount -t devtmpfs devtmpfs /dev
 . /lab.conf
 fail() { echo "tierlab-lab: $*"; poweroff -f; }
 for m in $(cat /modules/order); do insmod /modules/$m || fail "insmod $m failed"; done
+# dax kmem: each legacy pmem namespace (memmap=SIZE!START) becomes a device-dax instance
+# (the region's dax seed claims the namespace), which the kmem driver onlines as system RAM
+# of a new, CPU-less node with the dax memory type (a lower memory tier).
+if [ "$LAB_DAX_KMEM" = 1 ]; then
+  for ns in /sys/bus/nd/devices/namespace*.0; do
+    [ -e "$ns" ] || fail "dax kmem: no pmem namespace (memmap= not honoured?)"
+    n=${ns##*/}; r=region${n#namespace}; r=${r%.0}
+    echo $n > /sys/bus/nd/drivers/nd_pmem/unbind 2>/dev/null
+    dax=$(cat /sys/bus/nd/devices/$r/dax_seed) || fail "dax kmem: $r has no dax seed"
+    # As ndctl create-namespace -m devdax: a uuid, the memmap's place (on the pmem itself)
+    # and the namespace, then bind (the kernel writes the info block on first bind).
+    cat /proc/sys/kernel/random/uuid > /sys/bus/nd/devices/$dax/uuid
+    echo pmem > /sys/bus/nd/devices/$dax/mode || fail "dax kmem: cannot set $dax's mode"
+    echo $n > /sys/bus/nd/devices/$dax/namespace || fail "dax kmem: cannot claim $n"
+    echo $dax > /sys/bus/nd/drivers/dax_pmem/bind || fail "dax kmem: cannot bind $dax"
+  done
+  for d in /sys/bus/dax/devices/dax*; do
+    [ -e "$d" ] || fail "dax kmem: no device-dax instance"
+    echo ${d##*/} > /sys/bus/dax/drivers/device_dax/unbind 2>/dev/null
+    echo ${d##*/} > /sys/bus/dax/drivers/kmem/new_id 2>/dev/null \
+      || echo ${d##*/} > /sys/bus/dax/drivers/kmem/bind || fail "dax kmem: kmem refused ${d##*/}"
+  done
+  for m in /sys/devices/system/memory/memory*/state; do
+    grep -q offline $m && echo online_movable > $m
+  done
+fi
 R=/newroot
 mkdir -p $R
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=$LAB_MSIZE hostroot $R \

@@ -103,7 +103,7 @@ class Machine:
     def node_start(self, index: int) -> int:
         """The guest-physical address where node ``index``'s memory starts."""
         offset = sum(n.memory for n in self.nodes[:index])
-        low = PC_LOWMEM if self.memory >= PC_LOWMEM_SPLIT else self.memory
+        low = self.low_memory()
         if offset < low:
             if offset + self.nodes[index].memory > low:
                 raise MachineError(
@@ -112,6 +112,14 @@ class Machine:
                 )
             return offset
         return FOUR_GIB + offset - low
+
+    def low_memory(self) -> int:
+        """The guest's RAM below 4 GiB. A dax kmem machine keeps only its other nodes there
+        (QEMU's ``max-ram-below-4g``), so its pmem starts at 4 GiB, clear of the firmware's
+        tables at the top of low RAM (which a kmem memory block may not overlap)."""
+        if self.slow_tier == "dax-kmem":
+            return sum(n.memory for n in self.nodes if not n.dax_kmem)
+        return PC_LOWMEM if self.memory >= PC_LOWMEM_SPLIT else self.memory
 
     def kernel_args(self) -> list[str]:
         """The kernel command-line arguments the machine needs (``memmap`` for dax kmem)."""
@@ -125,7 +133,10 @@ class Machine:
     def qemu_args(self) -> list[str]:
         """QEMU's memory, CPU and NUMA options for this machine."""
         hmat = self.slow_tier == "hmat"
-        args = ["-machine", "pc" + (",hmat=on" if hmat else "")]
+        opts = ",hmat=on" if hmat else ""
+        if self.slow_tier == "dax-kmem":
+            opts += f",max-ram-below-4g={self.low_memory() >> 20}M"
+        args = ["-machine", "pc" + opts]
         args += ["-smp", str(self.cpus), "-m", f"{self.memory >> 20}M"]
         ranges = self.cpu_ranges()
         initiators = [n.index for n in self.nodes if n.cpus > 0]
@@ -296,6 +307,11 @@ def load(name_or_path: str) -> Machine:
             raise MachineError(f'{src}: slow_tier = "dax-kmem" needs a node with dax_kmem = true')
         if dax_nodes != list(range(len(nodes) - len(dax_nodes), len(nodes))):
             raise MachineError(f"{src}: the dax kmem nodes come last")
+        if sum(n.memory for n in nodes if not n.dax_kmem) > PC_LOWMEM:
+            raise MachineError(
+                f"{src}: the nodes before the dax kmem nodes have at most 3 GiB together "
+                "(they are the guest's RAM below 4 GiB)"
+            )
     distances: dict[tuple[int, int], int] = {}
     for j, d in enumerate(doc.get("distance", [])):
         where = f"distance {j}"

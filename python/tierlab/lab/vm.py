@@ -146,10 +146,12 @@ class Lab:
             "oops=panic",
             "rdinit=/init",
             # Under emulation on a busy host the boot-time checks of timers and the RCU
-            # stall detector misfire (the guest's CPUs are host threads that get preempted).
+            # stall detector misfire (the guest's CPUs are host threads that get preempted),
+            # and the TSC's frequency, calibrated at boot, can be off by a factor: the guest
+            # keeps time with the HPET, which QEMU runs on the host's clock.
             "no_timer_check",
             "rcupdate.rcu_cpu_stall_suppress=1",
-            "tsc=reliable",
+            "clocksource=hpet",
             "mitigations=off",
             *self.machine.kernel_args(),
         ]
@@ -206,6 +208,7 @@ class Lab:
                 "LAB_MSIZE": str(MSIZE),
                 "LAB_SETUP": self.machine.agent_setup,
                 "LAB_NUMA_BALANCING": str(self.machine.numa_balancing),
+                "LAB_DAX_KMEM": "1" if self.machine.slow_tier == "dax-kmem" else "0",
             }
         )
         self.workdir.mkdir(parents=True, exist_ok=True)
