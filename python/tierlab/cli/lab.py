@@ -73,6 +73,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     r.set_defaults(func=run, parser=r)
 
+    from tierlab.lab import compare as cmp
+
+    cmp.add_parser(what)
+
 
 def machines(args: argparse.Namespace) -> int:
     from tierlab.lab import machine as mm
