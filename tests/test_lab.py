@@ -79,6 +79,43 @@ def test_missing_qemu_or_kernel_is_said_clearly(tmp_path: Path) -> None:
         assert "the lab's kernel is missing" in res.stderr and "make install" in res.stderr
 
 
+def test_damon_comparison_maps_both_records_onto_the_masim_regions(tmp_path: Path) -> None:
+    import pandas as pd
+
+    cfg = tmp_path / "two.cfg"
+    cfg.write_text("#regions\na, 8192\nb, 8192\n\n#phases\np\n10\na, 0, 4096, 1\n")
+    sizes = [s for _n, s in lab_compare.region_sizes(cfg)]
+    assert sizes == [8192, 8192]
+    # The kernel's regions at its own addresses (b below a), one over unrelated memory.
+    kernel = pd.DataFrame(
+        {
+            "time_ns": [0, 0, 0],
+            "start": [0x7000, 0x9000, 0x100],
+            "end": [0x9000, 0xB000, 0x200],
+            "nr_accesses": [0, 5, 9],
+        }
+    )
+    k = lab_compare.normalise(kernel, [0x9000, 0x7000], sizes)
+    assert k[["lo", "hi", "nr_accesses", "region"]].values.tolist() == [
+        [8192, 16384, 0, 1],
+        [0, 8192, 5, 0],
+    ]
+    k["end_ns"] = 100_000_000
+    sim = pd.DataFrame(
+        {
+            "time_ns": [0, 0],
+            "lo": [0, 8192],
+            "hi": [8192, 16384],
+            "nr_accesses": [20, 0],
+            "region": [0, 1],
+        }
+    )
+    table = lab_compare.compare_snapshots(k, sim, 100_000_000)
+    row = table.iloc[0]
+    assert row.hot_jaccard == 1.0 and bool(row.same_hot_region)
+    assert row.kernel_wss == row.sim_wss == 8192
+
+
 # -- in the guest ------------------------------------------------------------------------------
 
 

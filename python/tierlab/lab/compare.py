@@ -31,12 +31,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tierlab.live.units import parse_size
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Built-in masim configs for the comparison (``tierlab/lab/masim/``).
 MASIM_DIR = Path(__file__).parent / "masim"
@@ -158,6 +158,9 @@ def load_regions(record_json: str, work: Path, label: str) -> pd.DataFrame:
 
 def normalise(df: pd.DataFrame, bases: list[int], sizes: list[int]) -> pd.DataFrame:
     """Regions clipped to the masim regions, as offsets in the regions laid end to end."""
+    import numpy as np
+    import pandas as pd
+
     rows = []
     cum = np.cumsum([0, *sizes]).tolist()
     cols = (df[c].tolist() for c in ("time_ns", "start", "end", "nr_accesses"))
@@ -190,12 +193,16 @@ def _hot_region(snap: pd.DataFrame) -> int:
     if top <= 0:
         return -1
     h = snap[snap.nr_accesses * 2 >= top]
+    import numpy as np
+
     per_region = (h.hi - h.lo).groupby(h.region).sum()
     return int(per_region.index.tolist()[int(np.argmax(per_region.to_numpy()))])
 
 
 def compare_snapshots(kernel: pd.DataFrame, sim: pd.DataFrame, aggr_ns: int) -> pd.DataFrame:
     """One row per kernel snapshot with the simulated snapshot of the same aggregation."""
+    import pandas as pd
+
     sim_snaps = {int(str(t)) // aggr_ns: g for t, g in sim.groupby("time_ns")}
     rows = []
     for t, k in kernel.groupby("end_ns"):
