@@ -54,6 +54,9 @@ def test_machine_files_are_checked_with_file_and_field(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert "no such machine" in res.stderr and "two-tier-hmat" in res.stderr
     assert "Traceback" not in res.stderr
+    # Options after MACHINE are read before `--` (and checked before anything boots).
+    res = tierlab("lab", "run", "two-tier-hmat", "--timeout", "0", "--", "true")
+    assert res.returncode == 2 and "--timeout: '0': expected a number of seconds" in res.stderr
 
 
 def test_builtin_machines_give_qemu_their_nodes_and_tiers() -> None:

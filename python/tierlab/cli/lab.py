@@ -56,6 +56,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(with tierlab first on PATH), a tmpfs at /tmp, and RESULTS read-write.",
     )
     r.add_argument("machine", help="built-in machine name or machine file")
+    _run_options(r)
+    r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    r.set_defaults(func=run, parser=r)
+
+    from tierlab.lab import compare as cmp
+
+    cmp.add_parser(what)
+
+
+def _run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--results",
         type=Path,
@@ -70,12 +80,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="host seconds before the command is killed (default 3600)",
     )
     r.add_argument("--boot-log", type=Path, help="copy the guest's console log here")
-    r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
-    r.set_defaults(func=run, parser=r)
-
-    from tierlab.lab import compare as cmp
-
-    cmp.add_parser(what)
 
 
 def machines(args: argparse.Namespace) -> int:
@@ -119,8 +123,16 @@ def run(args: argparse.Namespace) -> int:
     from tierlab.lab.kernel import LabSetupError
 
     command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
+    # The options given after MACHINE (argparse's remainder starts right after it).
+    if "--" in command:
+        cut = command.index("--")
+        if cut:
+            from tierlab.cli.common import ArgumentParser
+
+            opts = ArgumentParser(prog="tierlab lab run", add_help=False)
+            _run_options(opts)
+            opts.parse_args(command[:cut], namespace=args)
+        command = command[cut + 1 :]
     if not command:
         args.parser.error("no command: tierlab lab run MACHINE -- CMD [ARGS...]")
     try:

@@ -168,7 +168,7 @@ class Machine:
                 f"{n.cpus} CPU{'s' if n.cpus != 1 else ''}" if n.cpus else "CPU-less"
             )
             if self.slow_tier == "hmat":
-                what += f", {n.latency_ns} ns, {human_size(n.bandwidth or 0)}/s"
+                what += f", {n.latency_ns} ns, {(n.bandwidth or 0) / 1e9:g} GB/s"
             if n.dax_kmem:
                 what += ", dax kmem"
             parts.append(what)
