@@ -15,9 +15,9 @@ BUILD_STAMP := $(VENV)/.build.stamp
 # Everything the native extension is built from: a change rebuilds it on the next target.
 RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates \( -name '*.rs' -o -name Cargo.toml -o -name '*.toml' \) -type f 2>/dev/null)
 
-.PHONY: install demo test test-rust test-lint bench costs rust-tools system-tools clean
+.PHONY: install demo test test-rust test-lint bench costs rust-tools system-tools lab-tools clean
 
-install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools
+install: $(BUILD_STAMP) $(DEPS_STAMP) system-tools lab-tools
 
 # The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): when
 # `python3 -m venv` fails and we are root, install it and try again.
@@ -97,6 +97,27 @@ system-tools:
 	  else \
 	    echo "make: SLURM not found: the test of --executor slurm will be skipped (install slurmctld slurmd slurm-client munge)"; \
 	  fi; \
+	fi
+
+# The lab (`tierlab lab`, docs/lab.md): QEMU, a static busybox for the initramfs tierlab
+# builds, and the guest kernel, Debian bookworm-backports' linux-image-amd64 (6.12), fetched
+# with `apt-get download` by tools/lab-kernel.sh into target/lab/kernel (not installed on the
+# host). Where QEMU cannot be had the lab tests are skipped.
+LAB_DIR := target/lab
+lab-tools:
+	@if ! command -v qemu-system-x86_64 >/dev/null 2>&1 \
+	    || ! { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: QEMU or a static busybox not found; installing qemu-system-x86 busybox-static"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends qemu-system-x86 busybox-static) \
+	      || echo "make: could not install qemu-system-x86 busybox-static: the lab tests will be skipped"; \
+	  else \
+	    echo "make: qemu-system-x86_64 or a static busybox not found: the lab tests will be skipped (install qemu-system-x86 busybox-static)"; \
+	  fi; \
+	fi
+	@if command -v qemu-system-x86_64 >/dev/null 2>&1; then \
+	  tools/lab-kernel.sh $(LAB_DIR) || echo "make: could not fetch the lab's kernel (tools/lab-kernel.sh)"; \
 	fi
 
 demo: install

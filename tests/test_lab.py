@@ -1,0 +1,214 @@
+"""The lab (`tierlab lab`, docs/lab.md): a QEMU guest with Debian's 6.12 kernel and two
+memory nodes (node 1 CPU-less, a lower memory tier from the HMAT), booted once for this file.
+
+In the guest (tests/lab_guest.py): `tierlab record --backend page-faults` of a live program,
+`tierlab place plan/apply/show` moving its pages from node 0 to node 1 (checked in
+/proc/PID/numa_maps), and `tierlab tier` promoting and demoting a program's pages between
+the nodes (its decision log, and the guest's /proc/vmstat). Skipped only where QEMU is not
+installed (`make install` installs it, as root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tierlab.lab import compare as lab_compare
+from tierlab.lab import kernel as lab_kernel
+from tierlab.lab import machine as lab_machine
+from tierlab.lab.vm import Lab
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tierlab(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tierlab", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+# -- without a guest ---------------------------------------------------------------------------
+
+
+def test_machine_files_are_checked_with_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "m.toml"
+    bad.write_text('[machine]\nslow_tier = "hmat"\n[[node]]\nmemory = "1GiB"\ncpus = 2\n')
+    with pytest.raises(lab_machine.MachineError, match=r"m\.toml: node 0: .*latency_ns"):
+        lab_machine.load(str(bad))
+    bad.write_text('[[node]]\nmemory = "100MiB"\ncpus = 1\n')
+    with pytest.raises(lab_machine.MachineError, match=r"node 0 memory: 100MiB: a whole number"):
+        lab_machine.load(str(bad))
+    res = tierlab("lab", "run", "no-such-machine", "--", "true")
+    assert res.returncode == 2
+    assert "no such machine" in res.stderr and "two-tier-hmat" in res.stderr
+    assert "Traceback" not in res.stderr
+    # Options after MACHINE are read before `--` (and checked before anything boots).
+    res = tierlab("lab", "run", "two-tier-hmat", "--timeout", "0", "--", "true")
+    assert res.returncode == 2 and "--timeout: '0': expected a number of seconds" in res.stderr
+
+
+def test_builtin_machines_give_qemu_their_nodes_and_tiers() -> None:
+    hmat = lab_machine.load("two-tier-hmat")
+    args = " ".join(hmat.qemu_args())
+    assert "hmat=on" in args and "node,nodeid=1,memdev=mem1,initiator=0" in args
+    assert "target=1,hierarchy=memory,data-type=access-latency,latency=300" in args
+    dax = lab_machine.load("two-tier-dax")
+    assert dax.kernel_args() == ["transparent_hugepage=madvise", "memmap=1024M!4096M"]
+    res = tierlab("lab", "machines")
+    assert res.returncode == 0 and "two-tier-hmat" in res.stdout and "two-tier-dax" in res.stdout
+
+
+def test_missing_qemu_or_kernel_is_said_clearly(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}
+    res = tierlab("lab", "run", "two-tier-hmat", "--", "true", env=env)
+    assert res.returncode == 2
+    assert "qemu-system-x86_64 not found: install Debian's qemu-system-x86" in res.stderr
+    if shutil.which("qemu-system-x86_64"):
+        env = {**os.environ, "TIERLAB_LAB_DIR": str(tmp_path)}
+        res = tierlab("lab", "run", "two-tier-hmat", "--", "true", env=env)
+        assert res.returncode == 2
+        assert "the lab's kernel is missing" in res.stderr and "make install" in res.stderr
+
+
+def test_damon_comparison_maps_both_records_onto_the_masim_regions(tmp_path: Path) -> None:
+    import pandas as pd
+
+    cfg = tmp_path / "two.cfg"
+    cfg.write_text("#regions\na, 8192\nb, 8192\n\n#phases\np\n10\na, 0, 4096, 1\n")
+    sizes = [s for _n, s in lab_compare.region_sizes(cfg)]
+    assert sizes == [8192, 8192]
+    # The kernel's regions at its own addresses (b below a), one over unrelated memory.
+    kernel = pd.DataFrame(
+        {
+            "time_ns": [0, 0, 0],
+            "start": [0x7000, 0x9000, 0x100],
+            "end": [0x9000, 0xB000, 0x200],
+            "nr_accesses": [0, 5, 9],
+        }
+    )
+    k = lab_compare.normalise(kernel, [0x9000, 0x7000], sizes)
+    assert k[["lo", "hi", "nr_accesses", "region"]].values.tolist() == [
+        [8192, 16384, 0, 1],
+        [0, 8192, 5, 0],
+    ]
+    k["end_ns"] = 100_000_000
+    sim = pd.DataFrame(
+        {
+            "time_ns": [0, 0],
+            "lo": [0, 8192],
+            "hi": [8192, 16384],
+            "nr_accesses": [20, 0],
+            "region": [0, 1],
+        }
+    )
+    table = lab_compare.compare_snapshots(k, sim, 100_000_000)
+    row = table.iloc[0]
+    assert row.hot_jaccard == 1.0 and bool(row.same_hot_region)
+    assert row.kernel_wss == row.sim_wss == 8192
+
+
+# -- in the guest ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    try:
+        lab_kernel.find_qemu()
+    except lab_kernel.LabSetupError as e:
+        pytest.skip(str(e))
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc is not None, "make install installs a C compiler (gcc)"
+    d = tmp_path_factory.mktemp("lab")
+    for prog in ("place_target", "lab_phases"):
+        src = REPO / "tests" / "programs" / f"{prog}.c"
+        subprocess.run([cc, "-O2", "-o", d / prog, src], check=True)
+    with Lab(lab_machine.load("two-tier-hmat"), d) as lab:
+        facts: dict[str, Any] = {"boot_seconds": lab.boot_seconds, "lab": lab, "dir": d}
+        sysfs = lab.run(
+            "cat /sys/devices/system/node/has_memory /sys/devices/system/node/has_cpu; "
+            "for t in /sys/devices/virtual/memory_tiering/memory_tier*; do "
+            "echo ${t##*memory_tier} $(cat $t/nodelist); done",
+            timeout=120,
+        ).check()
+        facts["sysfs"] = sysfs.stdout.split("\n")
+        run = lab.run(
+            [sys.executable, str(REPO / "tests" / "lab_guest.py"), "place,tier", str(d)],
+            timeout=600,
+        )
+        assert run.code == 0, run.stderr
+        facts.update(json.loads((d / "guest.json").read_text()))
+        # The guest kernel's DAMON against the simulator's on the phase-changing config.
+        runner = lab_compare.build_runner(d)
+        cfg = lab_compare.resolve_config("zigzag")
+        facts["damon"] = lab_compare.compare(lab, cfg, lab_compare.Attrs(), d, runner)
+        yield facts
+
+
+def test_guest_has_a_cpu_less_node_in_a_lower_memory_tier(guest: dict[str, Any]) -> None:
+    lines = guest["sysfs"]
+    assert lines[0] == "0-1" and lines[1] == "0"  # memory on 0 and 1, CPUs on node 0 only
+    tiers = {int(t.split()[0]): t.split()[1] for t in lines[2:] if t.strip()}
+    # Two tiers from the HMAT: node 0's (the lower number: the faster) and node 1's.
+    assert sorted(tiers.values()) == ["0", "1"]
+    assert tiers[min(tiers)] == "0"
+
+
+def test_record_page_faults_of_a_live_guest_process(guest: dict[str, Any]) -> None:
+    p = guest["place"]
+    assert p["ok"], p.get("error")
+    assert p["touch"] == "touched 1024"
+    assert p["record_code"] == 130, p["record_stderr"]
+    assert p["samples_in_range"] >= 1024
+
+
+def test_place_apply_moves_pages_from_node_0_to_node_1(guest: dict[str, Any]) -> None:
+    p = guest["place"]
+    assert p["ok"], p.get("error")
+    assert p["plan"][0] == 0, p["plan"][2]
+    # Every touched page first-touched on node 0 (the CPUs' node).
+    assert p["numa_before"].get("N0", 0) >= 1024 and p["numa_before"].get("N1", 0) == 0
+    assert p["apply_code"] == 0, p["apply"]
+    counts = p["apply"]["counts"]
+    assert counts["moved"] >= 1024 and counts["failed"] == counts["mismatch"] == 0
+    # numa_maps: the kernel has the pages on node 1 now.
+    assert p["numa_after"].get("N1", 0) >= 1024 and p["numa_after"].get("N0", 0) == 0
+    # place show (move_pages with no target) agrees with numa_maps.
+    assert p["show_code"] == 0
+
+
+def test_tier_promotes_and_demotes_between_the_guests_nodes(guest: dict[str, Any]) -> None:
+    t = guest["tier"]
+    assert t["ok"], t.get("error")
+    assert t["code"] == 0, t["stderr"]
+    moved = t["moved"]
+    assert moved.get("promote", 0) > 0 and moved.get("demote", 0) > 0, (moved, t["stderr"])
+    assert t["moved_to"].get("0", 0) == moved["promote"]
+    assert t["moved_to"].get("1", 0) == moved["demote"]
+    # The kernel counted the migrations: every page the log says moved was migrated.
+    assert t["vmstat"]["pgmigrate_success"] >= moved["promote"] + moved["demote"]
+
+
+def test_guest_damon_and_simulated_damon_find_the_same_hot_region(guest: dict[str, Any]) -> None:
+    """zigzag: two 16 MiB regions hot in turn for 1.5 s each. Matched by the guest's time,
+    both DAMONs name the same masim region as the hottest in most aggregations; they may
+    differ in the aggregation where a phase changes (the kernel's aggregations, slowed by
+    emulation, straddle the change) and in the first (the kernel starts from three regions
+    over the whole address space, the runner's code and stack included)."""
+    table = guest["damon"]
+    assert len(table) >= 10, table
+    s = lab_compare.summary(table)
+    assert s["same_hot_region"] >= 0.7, table.to_string()
+    # Both see the whole hot 16 MiB region hot, and little else: the hot sets overlap.
+    assert s["hot_jaccard"] >= 0.5, table.to_string()
