@@ -399,10 +399,9 @@ def write(res: ScaleResult, out: Path) -> list[str]:
 
 
 def plot(res: ScaleResult, stem: Path) -> list[str]:
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     apps = list(dict.fromkeys(p.app for p in res.points))
     nodes = sorted({p.nodes for p in res.points})
@@ -431,6 +430,9 @@ def plot(res: ScaleResult, stem: Path) -> list[str]:
     fig.suptitle("PEBS overhead at scale (engine streams + BSP model); paper: 1%-10.2%")
     fig.tight_layout()
     files = []
+    from tierlab.plots import finish
+
+    finish(fig)
     for ext in ("png", "svg"):
         fig.savefig(f"{stem}.{ext}", dpi=110)
         files.append(f"{stem.name}.{ext}")

@@ -15,6 +15,7 @@ from tierlab.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     check_overrides,
+    out_default,
     seed_value,
 )
 from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         metavar="DIR",
-        help="output directory (default: reproduce-PAPER); points are stored in DIR/points/",
+        help=f"output directory ({out_default('PAPER', 'reproduce')}); points are stored in "
+        "DIR/points/",
     )
     p.add_argument(
         "--dry-run",
@@ -96,6 +98,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="never show progress bars")
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, profile="full")
+
+
+def default_out(paper: str) -> Path:
+    """``PAPER.reproduce``: the report's folder without ``--out`` (the one rule of
+    :data:`tierlab.cli.common.OUT_OPTIONAL`'s comment)."""
+    return Path(f"{paper}.reproduce")
 
 
 def _papers(name: str) -> list[str]:
@@ -213,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
         return dry_run(args)
     from tierlab.progress import start as say
 
-    out = args.out or Path(f"reproduce-{args.paper}")
+    out = args.out or default_out(args.paper)
     say("reproduce", f"{args.paper} ({args.profile} profile) into {out}")
     say("reproduce", estimate_text(args))
     from rich.console import Console
@@ -228,7 +236,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.sweep.engine import SweepProgress
     from tierlab.sweep.progress import sweep_progress
 
-    out = args.out or Path(f"reproduce-{args.paper}")
+    out = args.out or default_out(args.paper)
     # As `run --out` of a sweep: an earlier report of this command (its stored points are
     # reused), an interrupted one's points, an empty or a new directory; anything else (a
     # user's files, another command's output) is refused before a point runs.
