@@ -14,9 +14,8 @@
 * **Every series visible**: the colour cycle also cycles markers and dash patterns
   (:data:`RC`), so a series drawn over another still shows.
 * **Legends outside the data**: :func:`finish` moves each axes' legend to the right of it.
-* **Heatmaps**: :func:`address` for address ticks, :func:`tier_bands` shades the tiers
-  (DRAM, CXL, ...) of an address axis, :func:`hover` is the one hover text (address, time,
-  count) of the interactive pages.
+* **Heatmaps**: :func:`address` for address ticks, :func:`hover` is the one hover text
+  (address, time, count) of the interactive pages.
 """
 
 from __future__ import annotations
@@ -244,22 +243,6 @@ def legend_outside(ax: Any) -> None:
         bbox_to_anchor=(1.01, 1.0),
         borderaxespad=0.0,
     )
-
-
-def tier_bands(ax: Any, bands: list[tuple[float, float, str]], axis: str = "y") -> None:
-    """Shade the spans of an address axis by tier: ``bands`` = (low, high, tier name), each
-    tier its own light colour and named at the axes' edge."""
-    shades = ("#e8f0fb", "#fdf0e1", "#e9f6e8", "#f7e6e6")
-    names: dict[str, int] = {}
-    for lo, hi, name in bands:
-        i = names.setdefault(name, len(names))
-        span = ax.axhspan if axis == "y" else ax.axvspan
-        span(lo, hi, color=shades[i % len(shades)], zorder=0, linewidth=0)
-        if axis == "y":
-            ax.annotate(
-                name, xy=(1.0, (lo + hi) / 2), xycoords=("axes fraction", "data"),
-                xytext=(3, 0), textcoords="offset points", fontsize=7, va="center",
-            )  # fmt: skip
 
 
 def finish(fig: Any) -> Any:
