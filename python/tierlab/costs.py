@@ -73,9 +73,16 @@ class ScenarioCost:
     #: page tables of telescope-5tb's 5 TiB heap), which does not grow with the driver;
     #: included in ``cpu_seconds`` and ``per_point``
     setup_cpu_seconds: float = 0.0
+    #: share of each measured point's CPU spent writing its samples as recordings with
+    #: their views (``telemetry --out`` keeps them); a point that keeps no samples
+    #: (``tierlab reproduce``'s) costs the rest
+    samples_share: float = 0.0
     #: label -> (CPU seconds, driver) of each point: the total CPU time shared among the
     #: points in proportion to their wall times
     per_point: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: label -> (CPU seconds, driver) of points measured keeping no samples (run by
+    #: ``tierlab reproduce``, e.g. the PEBS paper's Fig. 3 runs of ``pebs-minife``)
+    per_point_bare: dict[str, tuple[float, float]] = field(default_factory=dict)
     measured: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -97,6 +104,7 @@ def load(path: Path = COSTS_FILE) -> dict[str, ScenarioCost]:
     for name, entry in doc.get("scenarios", {}).items():
         c = ScenarioCost(name=name, **{k: v for k, v in entry.items() if k in fields})
         c.per_point = {k: (float(v[0]), float(v[1])) for k, v in c.per_point.items()}
+        c.per_point_bare = {k: (float(v[0]), float(v[1])) for k, v in c.per_point_bare.items()}
         out[name] = c
     return out
 
@@ -236,16 +244,21 @@ class Estimate:
         return out
 
 
-def point_cost(cost: ScenarioCost, label: str, driver: float) -> float:
+def point_cost(cost: ScenarioCost, label: str, driver: float, samples: bool = True) -> float:
     """One point's estimated CPU seconds: its setup (:attr:`ScenarioCost.setup_cpu_seconds`)
     plus the rest of the measured point of the same label scaled by the driver (see
     :func:`point_driver`), else of the scenario's mean point so scaled."""
     setup = cost.setup_cpu_seconds
     per = cost.per_point.get(label)
-    if per is not None:
+    bare = cost.per_point_bare.get(label)
+    if bare is not None:
+        cpu, measured_driver = bare
+    elif per is not None:
         cpu, measured_driver = per
     else:
         cpu, measured_driver = cost.cpu_per_point(), cost.driver / max(cost.points, 1)
+    if not samples and bare is None:
+        cpu *= 1.0 - cost.samples_share
     rest = max(cpu - setup, 0.0)
     return setup + (rest * driver / measured_driver if measured_driver > 0 else rest)
 
@@ -280,7 +293,8 @@ def estimate(
             seen.add(pt.spec)
             est.cpu_seconds += cost.fixed_cpu_seconds
         driver = point_driver(pt.spec, pt.overrides, pt.seed, toml)
-        est.cpu_seconds += point_cost(cost, pt.label, driver)
+        samples = bool(pt.keep_samples or pt.samples_dir)
+        est.cpu_seconds += point_cost(cost, pt.label, driver, samples)
         est.peak_rss_bytes = max(est.peak_rss_bytes, cost.peak_rss_bytes)
     return est
 
