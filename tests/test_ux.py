@@ -238,6 +238,42 @@ def test_every_subcommand_follows_the_conventions() -> None:
         assert forms == {SAME_FORM[opt]}, (opt, forms)
 
 
+def test_one_rule_for_output_folders() -> None:
+    """Every -o/--out follows the one rule (docs/scenarios.md#where-commands-write): required
+    where the product is a file, optional with nothing written without it where the command
+    computes results, or a report's default folder INPUT.COMMAND."""
+    from tierlab.cli.common import OUT_OPTIONAL
+
+    kinds: dict[str, str] = {}
+    for name, parser in _parsers():
+        for action in parser._actions:
+            if "--out" not in action.option_strings:
+                continue
+            help_text = " ".join(str(action.help or "").split())
+            usage = parser.format_usage()
+            command = name.split()[-1]
+            default = re.search(r"default: ([A-Z]+)\.([\w-]+)", help_text)
+            if action.required or re.search(r"(^|[^\[])-o [A-Z]+", usage):
+                kinds[name] = "required"
+            elif OUT_OPTIONAL in help_text:
+                kinds[name] = "optional"
+            elif default and default.group(2) == command:
+                kinds[name] = "report"
+            else:
+                pytest.fail(f"tierlab {name}: -o/--out follows no rule: {help_text!r}")
+            assert "default:" not in help_text or kinds[name] == "report", (name, help_text)
+    assert kinds["view"] == kinds["reproduce"] == "report", kinds
+    assert {kinds[c] for c in ("run", "telemetry", "tune", "coremap", "rerun")} == {"optional"}
+    assert {kinds[c] for c in ("record", "trace", "tier", "import", "export-trace")} == {"required"}
+
+
+def test_reports_default_to_input_dot_command() -> None:
+    from tierlab.cli import reproduce, view
+
+    assert view.default_out(Path("data/rec1")) == Path("data/rec1.view")
+    assert reproduce.default_out("numa") == Path("numa.reproduce")
+
+
 @pytest.mark.parametrize(
     ("args", "suggestion"),
     [

@@ -18,6 +18,7 @@ the scenario its mean point so scaled; each scenario adds its command's fixed co
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -68,9 +69,20 @@ class ScenarioCost:
     #: quick form's points scaled linearly by their drivers; a point's setup, which does not
     #: grow with the simulated time, makes the full run cheaper than that)
     full_cpu_seconds: float = 0.0
+    #: CPU seconds each point spends before it simulates (building its address space: the
+    #: page tables of telescope-5tb's 5 TiB heap), which does not grow with the driver;
+    #: included in ``cpu_seconds`` and ``per_point``
+    setup_cpu_seconds: float = 0.0
+    #: share of each measured point's CPU spent writing its samples as recordings with
+    #: their views (``telemetry --out`` keeps them); a point that keeps no samples
+    #: (``tierlab reproduce``'s) costs the rest
+    samples_share: float = 0.0
     #: label -> (CPU seconds, driver) of each point: the total CPU time shared among the
     #: points in proportion to their wall times
     per_point: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: label -> (CPU seconds, driver) of points measured keeping no samples (run by
+    #: ``tierlab reproduce``, e.g. the PEBS paper's Fig. 3 runs of ``pebs-minife``)
+    per_point_bare: dict[str, tuple[float, float]] = field(default_factory=dict)
     measured: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -92,6 +104,7 @@ def load(path: Path = COSTS_FILE) -> dict[str, ScenarioCost]:
     for name, entry in doc.get("scenarios", {}).items():
         c = ScenarioCost(name=name, **{k: v for k, v in entry.items() if k in fields})
         c.per_point = {k: (float(v[0]), float(v[1])) for k, v in c.per_point.items()}
+        c.per_point_bare = {k: (float(v[0]), float(v[1])) for k, v in c.per_point_bare.items()}
         out[name] = c
     return out
 
@@ -170,13 +183,24 @@ def _seconds(text: str) -> float | None:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def point_driver(spec: str, overrides: Sequence[str], seed: int | None) -> float:
-    """What a point's cost grows with: its simulated seconds (the expanded scenario's
-    ``duration``), or, for a workload that runs to its natural end, its iterations (1 when it
-    has neither)."""
+@functools.lru_cache(maxsize=4096)
+def expanded(spec: str, overrides: tuple[str, ...], seed: int | None) -> str:
+    """A point's expanded scenario (``_native.export``), kept: a dry run prices and checks
+    the same points, and the sensitivity sweeps repeat the figures' own."""
     from tierlab import _native
 
-    toml = _native.export(spec, list(overrides), seed)
+    return str(_native.export(spec, list(overrides), seed))
+
+
+def point_driver(
+    spec: str, overrides: Sequence[str], seed: int | None, toml: str | None = None
+) -> float:
+    """What a point's cost grows with: its simulated seconds (the expanded scenario's
+    ``duration``), or, for a workload that runs to its natural end, its iterations (1 when it
+    has neither). ``toml``: the point's expanded scenario, when the caller has it."""
+
+    if toml is None:
+        toml = expanded(spec, tuple(overrides), seed)
     m = _DURATION.search(toml)
     if m is not None:
         seconds = _seconds(m.group(1))
@@ -220,25 +244,46 @@ class Estimate:
         return out
 
 
-def point_cost(cost: ScenarioCost, label: str, driver: float) -> float:
-    """One point's estimated CPU seconds: the measured point of the same label scaled by the
-    driver (see :func:`point_driver`), else the scenario's mean point so scaled."""
+def point_cost(cost: ScenarioCost, label: str, driver: float, samples: bool = True) -> float:
+    """One point's estimated CPU seconds: its setup (:attr:`ScenarioCost.setup_cpu_seconds`)
+    plus the rest of the measured point of the same label scaled by the driver (see
+    :func:`point_driver`), else of the scenario's mean point so scaled."""
+    setup = cost.setup_cpu_seconds
     per = cost.per_point.get(label)
-    if per is not None:
+    bare = cost.per_point_bare.get(label)
+    if bare is not None:
+        cpu, measured_driver = bare
+    elif per is not None:
         cpu, measured_driver = per
-        return cpu * driver / measured_driver if measured_driver > 0 else cpu
-    mean_driver = cost.driver / max(cost.points, 1)
-    mean = cost.cpu_per_point()
-    return mean * driver / mean_driver if mean_driver > 0 else mean
+    else:
+        cpu, measured_driver = cost.cpu_per_point(), cost.driver / max(cost.points, 1)
+    if not samples and bare is None:
+        cpu *= 1.0 - cost.samples_share
+    rest = max(cpu - setup, 0.0)
+    return setup + (rest * driver / measured_driver if measured_driver > 0 else rest)
 
 
-def estimate(points: Iterable[Point], costs: dict[str, ScenarioCost] | None = None) -> Estimate:
-    """The estimated cost of running ``points`` (see the module docs)."""
+def estimate(
+    points: Iterable[Point],
+    costs: dict[str, ScenarioCost] | None = None,
+    done: set[tuple[Any, ...]] | None = None,
+) -> Estimate:
+    """The estimated cost of running ``points`` (see the module docs). ``done``: the points
+    priced already (their expanded scenario, techniques and seed), shared between calls: a
+    point that runs the same simulation as one of them is reused, not priced again (as the
+    sweep engine's store reuses it), and each new one is added."""
+
     costs = load() if costs is None else costs
     est = Estimate()
     seen: set[str] = set()
     for pt in points:
         est.points += 1
+        toml = expanded(pt.spec, tuple(pt.overrides), pt.seed)
+        if done is not None:
+            key = (toml, pt.techniques, pt.seed, pt.keep_samples)
+            if key in done:
+                continue
+            done.add(key)
         cost = costs.get(pt.spec)
         if cost is None:
             if pt.spec not in est.unpriced:
@@ -247,8 +292,9 @@ def estimate(points: Iterable[Point], costs: dict[str, ScenarioCost] | None = No
         if pt.spec not in seen:
             seen.add(pt.spec)
             est.cpu_seconds += cost.fixed_cpu_seconds
-        driver = point_driver(pt.spec, pt.overrides, pt.seed)
-        est.cpu_seconds += point_cost(cost, pt.label, driver)
+        driver = point_driver(pt.spec, pt.overrides, pt.seed, toml)
+        samples = bool(pt.keep_samples or pt.samples_dir)
+        est.cpu_seconds += point_cost(cost, pt.label, driver, samples)
         est.peak_rss_bytes = max(est.peak_rss_bytes, cost.peak_rss_bytes)
     return est
 

@@ -122,10 +122,9 @@ def summarise(res: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot(res: dict[str, dict[str, Any]], out: Path) -> list[str]:
-    import matplotlib
+    from tierlab.plots import finish, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = sorted(res, key=_reset)
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
@@ -146,6 +145,7 @@ def plot(res: dict[str, dict[str, Any]], out: Path) -> list[str]:
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     files = []
+    finish(fig)
     fig.savefig(out / "pebs-fig6.png", dpi=100)
     files.append("pebs-fig6.png")
     plt.close(fig)
@@ -170,6 +170,7 @@ def plot(res: dict[str, dict[str, Any]], out: Path) -> list[str]:
         ax.set_ylabel("pages with N")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
+    finish(fig)
     fig.savefig(out / "pebs-fig7.png", dpi=100)
     files.append("pebs-fig7.png")
     plt.close(fig)

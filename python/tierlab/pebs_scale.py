@@ -33,11 +33,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlab import stats_keys as sk
+from tierlab.sweep.kinds import SweepKind, SweepPlan
+from tierlab.sweep.point import Point as SweepPoint
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tierlab.sweep.engine import SweepRun
 
 #: The paper's grid.
 RESETS = (64, 128, 256)
@@ -268,53 +276,67 @@ def engine_streams(
     """The engine's single-node runs of ``app``: a baseline and one per (drain, R, B)."""
     from tierlab.api import run_native
 
-    # Two cores: the application on core 0, a kernel thread (the dedicated drain thread) on 1.
-    common = [f"workload={app.workload}", "machine.cores=2", *(extra or [])]
-    base = run_native("pebs-minife", [*common, "telemetry=[]"], seed)
+    base = run_native("pebs-minife", run_overrides(app, None, extra), seed)
     b = _f(base.stats_flat, sk.RUN_APP_SECONDS)
     out = []
     for drain, r, kib in ((dr, r, k) for dr in drains for r in resets for k in buffers):
-        tele = (
-            f'telemetry=[{{kind="pebs", name="{_TECHNIQUE}", event="l2-miss-loads", period={r}, '
-            f'buffer_size="{kib}KiB", drain="{drain}"}}]'
-        )
-        res = run_native("pebs-minife", [*common, tele], seed)
-        st = res.stats_flat
-        t = _f(st, sk.RUN_APP_SECONDS)
-        n = int(_f(st, sk.telemetry_interrupts(_TECHNIQUE)))
-        samples = int(_f(st, sk.telemetry_samples(_TECHNIQUE)))
-        per_irq = _f(st, sk.telemetry_threshold_records(_TECHNIQUE))
-        d = (
-            _f(st, sk.telemetry_interrupt_ns(_TECHNIQUE))
-            + _f(st, sk.telemetry_drain_ns_per_record(_TECHNIQUE)) * per_irq
-        )
-        inline = max(0.0, (t - b - n * d * 1e-9) / b) if b > 0 else 0.0
-        # The interval from the sample count (exact: events / R) and the records per
-        # interrupt, so a run too short for many interrupts still gives it.
-        polled = drain != "interrupt"
-        interval = b * 1e9 * per_irq / samples if samples and not polled else math.inf
-        if polled:
-            d = 0.0
-        out.append(
-            Stream(
-                app=app.name,
-                reset=r,
-                buffer_kib=kib,
-                base_seconds=b,
-                app_seconds=t,
-                interrupts=n,
-                samples=samples,
-                pages_seen=int(_f(st, sk.telemetry_pages_seen(_TECHNIQUE))),
-                handler_ns=d,
-                inline=inline,
-                interval_ns=interval,
-                single_node_overhead=t / b - 1.0 if b > 0 else 0.0,
-                assumed_costs=str(st.get(sk.telemetry_assumed_costs(_TECHNIQUE), "")),
-                drain=drain,
-                poller_share=_f(st, sk.telemetry_poller_seconds(_TECHNIQUE)) / t if t > 0 else 0.0,
-            )
-        )
+        res = run_native("pebs-minife", run_overrides(app, (drain, r, kib), extra), seed)
+        out.append(stream(app, r, kib, drain, b, res.stats_flat))
     return out
+
+
+def run_overrides(
+    app: App, config: tuple[str, int, int] | None, extra: list[str] | None = None
+) -> list[str]:
+    """The overrides of ``pebs-minife`` for one single-node run of ``app``: its baseline
+    (``config`` None) or PEBS with (drain, R, B KiB)."""
+    # Two cores: the application on core 0, a kernel thread (the dedicated drain thread) on 1.
+    common = [f"workload={app.workload}", "machine.cores=2", *(extra or [])]
+    if config is None:
+        return [*common, "telemetry=[]"]
+    drain, r, kib = config
+    tele = (
+        f'telemetry=[{{kind="pebs", name="{_TECHNIQUE}", event="l2-miss-loads", period={r}, '
+        f'buffer_size="{kib}KiB", drain="{drain}"}}]'
+    )
+    return [*common, tele]
+
+
+def stream(app: App, r: int, kib: int, drain: str, b: float, st: dict[str, Any]) -> Stream:
+    """One (R, B, drain) run's interrupt stream, from its statistics and the baseline's
+    application time ``b`` (s)."""
+    t = _f(st, sk.RUN_APP_SECONDS)
+    n = int(_f(st, sk.telemetry_interrupts(_TECHNIQUE)))
+    samples = int(_f(st, sk.telemetry_samples(_TECHNIQUE)))
+    per_irq = _f(st, sk.telemetry_threshold_records(_TECHNIQUE))
+    d = (
+        _f(st, sk.telemetry_interrupt_ns(_TECHNIQUE))
+        + _f(st, sk.telemetry_drain_ns_per_record(_TECHNIQUE)) * per_irq
+    )
+    inline = max(0.0, (t - b - n * d * 1e-9) / b) if b > 0 else 0.0
+    # The interval from the sample count (exact: events / R) and the records per
+    # interrupt, so a run too short for many interrupts still gives it.
+    polled = drain != "interrupt"
+    interval = b * 1e9 * per_irq / samples if samples and not polled else math.inf
+    if polled:
+        d = 0.0
+    return Stream(
+        app=app.name,
+        reset=r,
+        buffer_kib=kib,
+        base_seconds=b,
+        app_seconds=t,
+        interrupts=n,
+        samples=samples,
+        pages_seen=int(_f(st, sk.telemetry_pages_seen(_TECHNIQUE))),
+        handler_ns=d,
+        inline=inline,
+        interval_ns=interval,
+        single_node_overhead=t / b - 1.0 if b > 0 else 0.0,
+        assumed_costs=str(st.get(sk.telemetry_assumed_costs(_TECHNIQUE), "")),
+        drain=drain,
+        poller_share=_f(st, sk.telemetry_poller_seconds(_TECHNIQUE)) / t if t > 0 else 0.0,
+    )
 
 
 def run_grid(
@@ -399,10 +421,9 @@ def write(res: ScaleResult, out: Path) -> list[str]:
 
 
 def plot(res: ScaleResult, stem: Path) -> list[str]:
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     apps = list(dict.fromkeys(p.app for p in res.points))
     nodes = sorted({p.nodes for p in res.points})
@@ -431,8 +452,93 @@ def plot(res: ScaleResult, stem: Path) -> list[str]:
     fig.suptitle("PEBS overhead at scale (engine streams + BSP model); paper: 1%-10.2%")
     fig.tight_layout()
     files = []
+    from tierlab.plots import finish
+
+    finish(fig)
     for ext in ("png", "svg"):
         fig.savefig(f"{stem}.{ext}", dpi=110)
         files.append(f"{stem.name}.{ext}")
     plt.close(fig)
     return files
+
+
+class PebsScaleKind(SweepKind[ScaleResult]):
+    """The PEBS paper's Fig. 3 as a sweep (``tierlab reproduce pebs``'s ``pebs-scale``
+    figure): each application's single-node runs are points of ``pebs-minife`` (a baseline
+    labelled ``APP/baseline`` and ``APP/R{R}-B{B}K/{drain}``), run by the sweep engine, and
+    the report is the BSP model over them at every node count."""
+
+    name = "pebs-scale"
+
+    def plan(
+        self,
+        spec: str,
+        overrides: Sequence[str] = (),
+        seed: int | None = None,
+        only: str | None = None,
+    ) -> SweepPlan:
+        return plan(spec, list(overrides), seed)
+
+    def report(self, plan: SweepPlan, run: SweepRun) -> ScaleResult:
+        return report(plan, run)
+
+    def to_json(self, report: ScaleResult) -> Any:
+        return report.to_json()
+
+    def write(self, report: ScaleResult, out_dir: Path) -> list[Path]:
+        return [out_dir / f for f in write(report, out_dir)]
+
+    def render(self, report: ScaleResult, console: Console, title: str) -> None:
+        console.print(table(report), highlight=False, soft_wrap=True)
+
+
+#: The drains of the grid: the paper's interrupt-driven driver and a dedicated drain thread.
+DRAINS = ("interrupt", "dedicated-thread")
+
+
+def plan(spec: str, overrides: list[str], seed: int | None) -> SweepPlan:
+    """Every application's baseline and (drain, R, B) runs as points of ``spec``."""
+    points = []
+    for app in APPS:
+        configs: list[tuple[str, tuple[str, int, int] | None]] = [(f"{app.name}/baseline", None)]
+        configs += [
+            (f"{app.name}/R{r}-B{k}K/{d}", (d, r, k))
+            for d in DRAINS
+            for r in RESETS
+            for k in BUFFERS_KIB
+        ]
+        for label, config in configs:
+            ov = (*run_overrides(app, config), *overrides)
+            points.append(SweepPoint(label, spec, ov, seed, sweep_label=label))
+    return SweepPlan(spec, "pebs-scale", [p.label for p in points], points)
+
+
+def report(plan: SweepPlan, run: SweepRun) -> ScaleResult:
+    """The BSP model at every node count over the points that finished."""
+    done = {p.label: r for p, r in run.finished()}
+    res = ScaleResult()
+    for app in APPS:
+        base = done.get(f"{app.name}/baseline")
+        if base is None:
+            continue
+        b = _f(base.stats_flat, sk.RUN_APP_SECONDS)
+        for p in plan.points:
+            parts = p.label.split("/")
+            if parts[0] != app.name or len(parts) != 3 or p.label not in done:
+                continue
+            r, k = (int(x) for x in parts[1][1:-1].split("-B"))
+            s = stream(app, r, k, parts[2], b, done[p.label].stats_flat)
+            res.streams.append(s)
+            res.points += [scale(app, s, n) for n in NODES]
+    return res
+
+
+def frame(res: ScaleResult) -> Any:
+    """The model's points as a table: app, reset, buffer_kib, nodes, drain, overhead_pct."""
+    import pandas as pd
+
+    df = pd.DataFrame([asdict(p) for p in res.points])
+    if not df.empty:
+        df["overhead_pct"] = 100 * df["overhead"]
+        df["config"] = [f"R{r}-B{b}K" for r, b in zip(df["reset"], df["buffer_kib"], strict=True)]
+    return df

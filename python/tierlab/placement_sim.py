@@ -327,6 +327,9 @@ def plot(records: Sequence[PlacementRecord], out_dir: Path) -> list[Path]:
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "placement.png", out_dir / "placement.svg"]
+    from tierlab.plots import finish
+
+    finish(fig)
     for p in paths:
         fig.savefig(p, dpi=110)
     plt.close(fig)

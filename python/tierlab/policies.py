@@ -554,6 +554,9 @@ def plot(sweep: Sweep, out_dir: Path) -> list[Path]:
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{kind}.png", out_dir / f"{kind}.svg"]
+    from tierlab.plots import finish
+
+    finish(fig)
     for p in paths:
         fig.savefig(p, dpi=110)
     plt.close(fig)

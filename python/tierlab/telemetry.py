@@ -558,6 +558,9 @@ def plot(cmp: Comparison, out_stem: str) -> list[str]:
     fig.suptitle(f"telemetry: {cmp.scenario}")
     fig.tight_layout()
     written = []
+    from tierlab.plots import finish
+
+    finish(fig)
     for ext in ("png", "svg"):
         path = f"{out_stem}.{ext}"
         fig.savefig(path, dpi=110)

@@ -355,6 +355,9 @@ def plot(sweep: TieringSweep, out_dir: Path) -> list[Path]:
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "tiering.png", out_dir / "tiering.svg"]
+    from tierlab.plots import finish
+
+    finish(fig)
     for p in paths:
         fig.savefig(p, dpi=110)
     plt.close(fig)

@@ -11,6 +11,20 @@ from typing import Any, NoReturn
 from rich.console import Console
 
 #: Exit codes.
+#: Where commands write (docs/scenarios.md#where-commands-write), one rule for every command:
+#: a command that computes results writes files only when given ``-o/--out DIR``
+#: (:data:`OUT_OPTIONAL`, said in its help); a command whose product is a file (a recording,
+#: a trace, a plan) requires ``-o/--out``; a command that always writes a report writes it by
+#: default to ``INPUT.COMMAND`` (:func:`out_default`): ``tierlab view REC`` to ``REC.view``
+#: beside the recording, ``tierlab reproduce PAPER`` to ``PAPER.reproduce``.
+OUT_OPTIONAL = "without it, nothing is written (the results are printed)"
+
+
+def out_default(input_metavar: str, command: str) -> str:
+    """The help's statement of a report command's default folder: ``INPUT.COMMAND``."""
+    return f"default: {input_metavar}.{command}"
+
+
 EXIT_OK = 0
 EXIT_SIMULATION = 1
 EXIT_USAGE = 2

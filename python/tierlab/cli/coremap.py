@@ -15,6 +15,7 @@ from rich.table import Table
 from tierlab.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    OUT_OPTIONAL,
     add_scenario_args,
     check_overrides,
     stdout_console,
@@ -41,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="write coremap.json/.csv/.png/.svg into DIR (a new or empty directory, or an "
-        "earlier coremap --out, which is replaced)",
+        "earlier coremap --out, which is replaced); " + OUT_OPTIONAL,
     )
     add_cost_args(p)
     p.set_defaults(func=main, parser=p)
@@ -128,10 +129,9 @@ def main(args: argparse.Namespace) -> int:
 
 def write(dists: dict[str, dict[int, int]], out_dir: Path) -> None:
     """The distributions as JSON, CSV (run, cores, pages, share) and a grouped bar plot."""
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import pandas as pd
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -160,6 +160,9 @@ def write(dists: dict[str, dict[int, int]], out_dir: Path) -> None:
     ax.set_title("pages by number of mapping cores")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    from tierlab.plots import finish
+
+    finish(fig)
     for ext in ("png", "svg"):
         fig.savefig(out_dir / f"coremap.{ext}", dpi=110)
     plt.close(fig)

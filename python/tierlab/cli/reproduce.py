@@ -15,6 +15,7 @@ from tierlab.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     check_overrides,
+    out_default,
     seed_value,
 )
 from tierlab.cli.sweeps import DEFAULT_JOBS, EXECUTORS, JOBS, add_slurm_args
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         metavar="DIR",
-        help="output directory (default: reproduce-PAPER); points are stored in DIR/points/",
+        help=f"output directory ({out_default('PAPER', 'reproduce')}); points are stored in "
+        "DIR/points/",
     )
     p.add_argument(
         "--dry-run",
@@ -98,6 +100,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main, parser=p, default_jobs=DEFAULT_JOBS, profile="full")
 
 
+def default_out(paper: str) -> Path:
+    """``PAPER.reproduce``: the report's folder without ``--out`` (the one rule of
+    :data:`tierlab.cli.common.OUT_OPTIONAL`'s comment)."""
+    return Path(f"{paper}.reproduce")
+
+
 def _papers(name: str) -> list[str]:
     from tierlab.reproduce import names
 
@@ -118,7 +126,6 @@ def no_figure(args: argparse.Namespace, papers: list[Any]) -> NoReturn:
 def dry_run(args: argparse.Namespace) -> int:
     import fnmatch
 
-    from tierlab import _native
     from tierlab.reproduce import load
     from tierlab.reproduce.runner import plan_figure
 
@@ -134,13 +141,14 @@ def dry_run(args: argparse.Namespace) -> int:
 
     table = costs.load()
     cost = costs.Estimate()
+    done: set[tuple[Any, ...]] = set()  # points priced: the same simulation again is reused
     total = 0
     bad = 0
     for paper, specs in chosen:
         for spec in specs:
             _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
             note = spec.profile(args.profile).note
-            est = costs.estimate(plan.points, table)
+            est = costs.estimate(plan.points, table, done)
             cost.add(est)
             price = (
                 "no measured cost"
@@ -155,7 +163,7 @@ def dry_run(args: argparse.Namespace) -> int:
 
             for pt in plan.points:
                 try:
-                    _native.export(pt.spec, list(pt.overrides), pt.seed)
+                    costs.expanded(pt.spec, tuple(pt.overrides), pt.seed)
                     mark = ""
                 except Exception as e:  # an invalid override or scenario
                     bad += 1
@@ -173,13 +181,16 @@ def dry_run(args: argparse.Namespace) -> int:
                 _, plan, _ = plan_figure(
                     fig, args.profile, args.overrides, args.seed, extra, sens.apply_to
                 )
+                est = costs.estimate(plan.points, table, done)
+                cost.add(est)
                 print(
                     f"{paper.id}/{sens.figure}: sensitivity {sens.key} = {value}: "
-                    f"{len(plan.points)} points (stored points are reused)"
+                    f"{len(plan.points)} points, ~{costs.human_seconds(est.cpu_seconds)} of CPU "
+                    "(the points the figure runs as well are reused)"
                 )
                 for pt in plan.points:
                     try:
-                        _native.export(pt.spec, list(pt.overrides), pt.seed)
+                        costs.expanded(pt.spec, tuple(pt.overrides), pt.seed)
                     except Exception as e:  # an invalid override or scenario
                         bad += 1
                         print(f"  {point_command(fig, pt, args.seed)}  <- invalid: {e}")
@@ -195,15 +206,27 @@ def estimate_text(args: argparse.Namespace) -> str:
 
     from tierlab import costs
     from tierlab.reproduce import load
-    from tierlab.reproduce.runner import plan_figure
+    from tierlab.reproduce.runner import plan_figure, sensitivity_plan
 
     total = costs.Estimate()
     table = costs.load()
+    done: set[tuple[Any, ...]] = set()
     for name in _papers(args.paper):
-        for spec in load(name).figures:
+        paper = load(name)
+        ids = set()
+        for spec in paper.figures:
             if fnmatch.fnmatchcase(spec.id, args.figures or "*"):
+                ids.add(spec.id)
                 _, plan, _ = plan_figure(spec, args.profile, args.overrides, args.seed)
-                total.add(costs.estimate(plan.points, table))
+                total.add(costs.estimate(plan.points, table, done))
+        for sens in paper.sensitivity:
+            if sens.figure in ids:
+                fig, sets = sensitivity_plan(sens, paper.figure(sens.figure), args.profile)
+                for _value, extra in sets:
+                    _, plan, _ = plan_figure(
+                        fig, args.profile, args.overrides, args.seed, extra, sens.apply_to
+                    )
+                    total.add(costs.estimate(plan.points, table, done))
     return f"{total.points} points, {total.text(args.jobs or DEFAULT_JOBS)}"
 
 
@@ -213,7 +236,7 @@ def main(args: argparse.Namespace) -> int:
         return dry_run(args)
     from tierlab.progress import start as say
 
-    out = args.out or Path(f"reproduce-{args.paper}")
+    out = args.out or default_out(args.paper)
     say("reproduce", f"{args.paper} ({args.profile} profile) into {out}")
     say("reproduce", estimate_text(args))
     from rich.console import Console
@@ -228,7 +251,7 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.sweep.engine import SweepProgress
     from tierlab.sweep.progress import sweep_progress
 
-    out = args.out or Path(f"reproduce-{args.paper}")
+    out = args.out or default_out(args.paper)
     # As `run --out` of a sweep: an earlier report of this command (its stored points are
     # reused), an interrupted one's points, an empty or a new directory; anything else (a
     # user's files, another command's output) is refused before a point runs.

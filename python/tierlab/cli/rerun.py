@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tierlab.cli.common import EXIT_OK, EXIT_SIMULATION, EXIT_USAGE
+from tierlab.cli.common import EXIT_OK, EXIT_SIMULATION, EXIT_USAGE, OUT_OPTIONAL
 
 #: The files of a run's output compared byte for byte (every other file holds wall times or
 #: renders of these: summary.csv and run.json have the wall time, the plots are drawn from
@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         metavar="NEW",
-        help="keep the new run's output in NEW (default: a temporary directory, removed)",
+        help="keep the new run's output in NEW; " + OUT_OPTIONAL + " (the comparison runs in a "
+        "temporary directory, removed)",
     )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=main, parser=p)

@@ -12,6 +12,7 @@ from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SIMULATION,
+    OUT_OPTIONAL,
     add_scenario_args,
     check_overrides,
     stdout_console,
@@ -38,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="write timeseries.parquet/.csv, stats.json, run.json, scenario.toml, summary.csv, "
         "heatmap.parquet/.png/.svg into DIR; with sweep points, the sweep's records, tables "
-        "and plots, and every point's result in DIR/points/ (reused by later runs)",
+        "and plots, and every point's result in DIR/points/ (reused by later runs); "
+        + OUT_OPTIONAL,
     )
     p.add_argument(
         "--json",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tierlab.cli.common import add_scenario_args, check_overrides
+from tierlab.cli.common import OUT_OPTIONAL, add_scenario_args, check_overrides
 from tierlab.cli.sweeps import add_sweep_args, apply_quick, dry_run, run_sweep_command, start_line
 
 
@@ -36,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="write tables and plots into DIR; for sample-based techniques (PEBS) also their "
-        "samples as recordings (samples-NAME/, for tierlab view) and their views (view-NAME/)",
+        "samples as recordings (samples-NAME/, for tierlab view) and their views (view-NAME/); "
+        + OUT_OPTIONAL,
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     p.add_argument(

@@ -13,6 +13,7 @@ from tierlab.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    OUT_OPTIONAL,
     add_scenario_args,
     check_overrides,
     int_in,
@@ -113,7 +114,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="write tune.json, trials.csv and index.html into DIR, and keep every trial in "
-        "DIR/points/ (reused by later runs)",
+        "DIR/points/ (reused by later runs); " + OUT_OPTIONAL,
     )
     p.add_argument("--json", action="store_true", help="print the search as JSON")
     p.add_argument(

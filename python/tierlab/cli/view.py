@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlab.cli.common import EXIT_OK, int_in
+from tierlab.cli.common import EXIT_OK, int_in, out_default
 from tierlab.live.units import human_size as _size_text
 from tierlab.live.units import parse_size
 
@@ -52,7 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         metavar="DIR",
-        help="output directory (default: REC.view, beside the recording); replaced as a "
+        help=f"output directory ({out_default('REC', 'view')}, beside the recording); "
+        "replaced as a "
         "whole if it holds an earlier view, refused if it holds anything else",
     )
     p.add_argument(

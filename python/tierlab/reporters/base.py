@@ -34,8 +34,13 @@ class Reporter(ABC):
 
 def save_figure(fig: Any, path: Path | str, fmt: str, dpi: float | None = None) -> None:
     """``fig.savefig`` giving the same bytes for the same figure: an SVG gets no date and
-    its element ids come from a fixed salt instead of random ones."""
+    its element ids come from a fixed salt instead of random ones. The figure gets the
+    style's last rules first (:func:`tierlab.plots.finish`: words, ticks, legends)."""
     import matplotlib
+
+    from tierlab.plots import finish
+
+    finish(fig)
 
     with matplotlib.rc_context({"svg.hashsalt": "tierlab"}):
         if fmt == "svg":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tierlab import plots
 from tierlab import stats_keys as sk
 from tierlab.api import heatmap_frame
 from tierlab.outdir import atomic_output
@@ -43,8 +44,13 @@ NO_TRUTH_NOTE = "no ground truth counted (report.ground_truth = false)"
 
 
 def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no accesses") -> Figure:
-    """A matplotlib figure of a native heatmap dict (Agg backend, no display needed);
-    ``empty_note`` is written on it when there is nothing to show."""
+    """A matplotlib figure of a native heatmap dict (Agg backend, no display needed), in
+    tierlab's plot style; ``empty_note`` is written on it when there is nothing to show."""
+    with plots.style():
+        return _heatmap_figure(heatmap, title, empty_note)
+
+
+def _heatmap_figure(heatmap: Heatmap, title: str, empty_note: str) -> Figure:
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
@@ -58,7 +64,7 @@ def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no acce
     ax = fig.add_subplot()
     ax.set_title(title or "accesses by address over time")
     ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("address bins (by mapping)")
+    ax.set_ylabel("address (bins of each mapping, in address order)")
     if counts.size == 0 or counts.max() <= 0 or not starts:
         ax.text(0.5, 0.5, empty_note, ha="center", va="center", transform=ax.transAxes)
         return fig
@@ -77,7 +83,8 @@ def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no acce
         rasterized=True,
     )
     ax.set_facecolor("#f4f4f4")
-    fig.colorbar(mesh, ax=ax, label="accesses per window and bin (log)")
+    bar = fig.colorbar(mesh, ax=ax, label="accesses per window and bin (log scale)")
+    plots.readable_ticks(bar.ax)
 
     runs = _runs(names)
     for lo, _hi, _name in runs[1:]:
@@ -86,7 +93,9 @@ def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no acce
     labelled = sorted(runs, key=lambda r: r[1] - r[0], reverse=True)[:MAX_LABELS]
     labelled.sort()
     ax.set_yticks([(lo + hi) / 2 for lo, hi, _ in labelled])
-    ax.set_yticklabels([f"{name} @ {starts[lo]:#x}" for lo, _hi, name in labelled], fontsize=8)
+    ax.set_yticklabels(
+        [f"{name} @ {plots.address(starts[lo])}" for lo, _hi, name in labelled], fontsize=8
+    )
     ax.set_ylim(0, len(starts))
     ax.set_xlim(x_edges[0], x_edges[-1])
     return fig

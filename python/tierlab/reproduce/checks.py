@@ -177,13 +177,20 @@ def ratio(
         return Outcome(NA, "not run")
     cmp = _OPS[op]
     vals: list[tuple[str, float]] = []
+    # numerator or denominator may be a list: one ratio per pair
+    nums = numerator if isinstance(numerator, list) else [numerator]
+    dens = denominator if isinstance(denominator, list) else [denominator]
     for name, g in _groups(d, by):
-        n = g[g[column] == numerator][value]
-        m = g[g[column] == denominator][value]
-        if n.empty or m.empty:
-            continue
-        den = _num(m.iloc[0])
-        vals.append((name, _num(n.iloc[0]) / den if den else math.nan))
+        for nv in nums:
+            for dv in dens:
+                n = g[g[column] == nv][value]
+                m = g[g[column] == dv][value]
+                if n.empty or m.empty:
+                    continue
+                den = _num(m.iloc[0])
+                pair = f"{nv}/{dv}" if len(nums) > 1 or len(dens) > 1 else ""
+                label = ", ".join(x for x in (name, pair) if x)
+                vals.append((label, _num(n.iloc[0]) / den if den else math.nan))
     ok = [not math.isnan(v) and cmp(v, threshold) for _, v in vals]
     return Outcome(_verdict(ok), _summary(vals, ok, unit) if vals else "not run")
 

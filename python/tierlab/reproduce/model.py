@@ -13,7 +13,7 @@ STATUSES = ("sourced", "calibrated", "assumed")
 #: ``uninformative`` (holds for almost any arrangement of the results: a bound every point
 #: meets). Only evidence is counted in the tallies.
 BASES = ("evidence", "construction", "uninformative")
-COMMANDS = ("run", "telemetry")
+COMMANDS = ("run", "telemetry", "pebs-scale")
 PROFILES = ("full", "quick", "smoke")
 
 

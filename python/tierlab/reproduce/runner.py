@@ -108,6 +108,10 @@ class PaperRun:
 
 def figure_kind(spec: FigureSpec, profile: str) -> SweepKind[Any]:
     """The sweep kind that runs ``spec`` (with the profile's technique selection)."""
+    if spec.command == "pebs-scale":
+        from tierlab.pebs_scale import PebsScaleKind
+
+        return PebsScaleKind()
     if spec.command == "telemetry":
         from tierlab.telemetry import TelemetryKind
 
@@ -179,6 +183,10 @@ def plan_figure(
 def point_command(spec: FigureSpec, point: Point, seed: int | None = None) -> str:
     """The ``tierlab`` command that reruns ``point`` alone (same expanded scenario)."""
     q = shlex.quote
+    if spec.command == "pebs-scale":  # a single-node run of the scenario, every override
+        sets = [x for o in point.overrides for x in ("--set", q(o))]
+        seed_arg = ["--seed", str(seed)] if seed is not None else []
+        return " ".join(["tierlab", "run", spec.scenario, *sets, *seed_arg])
     sets = []
     # The point's own overrides come from its [[sweep]] entry (--points selects it); the
     # rest are the profile's and the user's.

@@ -7,7 +7,9 @@ the file and the field):
   ``docs`` (tierlab's page about it);
 - ``[[figures]]``: ``id``, ``title``, ``paper_ref`` (where in the paper), ``scenario``
   (built-in name), ``command`` (``run``: the scenario's ``[[sweep]]``; ``telemetry``: one
-  run per technique), ``view`` (how it is tabulated and plotted,
+  run per technique; ``pebs-scale``: the PEBS paper's Fig. 3, single-node runs of the
+  scenario and the BSP model, :class:`tierlab.pebs_scale.PebsScaleKind`), ``view`` (how it
+  is tabulated and plotted,
   :mod:`tierlab.reproduce.views`), ``about`` (a paragraph), ``techniques`` and ``baseline``
   (``telemetry`` only), ``[figures.profiles.NAME]`` (``quick``, ``smoke``: ``points``, globs
   of the point labels to run; ``set``, overrides applied to every point; ``techniques``;

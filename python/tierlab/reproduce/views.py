@@ -910,6 +910,89 @@ def replay_plot(fd: FigureData) -> list[pg.Figure]:
     return [pg.Figure({"data": data, "layout": layout}, height=380)]
 
 
+# -- PEBS at scale (Fig. 3) ----------------------------------------------------------------------
+
+_PEBS_SCALE_COLUMNS = (
+    ("app", pg.Column("application", format="text")),
+    ("config", pg.Column("R, B", format="text")),
+    ("drain", pg.Column("drain", format="text")),
+    ("nodes", pg.Column("nodes", format="int")),
+    ("interval_us", pg.Column("time between interrupts", "us", digits=1)),
+    ("overhead_pct", pg.Column("overhead", "%", digits=2)),
+)
+
+
+def pebs_scale_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    from tierlab.pebs_scale import frame
+
+    return frame(report), {}
+
+
+def pebs_scale_plot(fd: FigureData) -> list[pg.Figure]:
+    """Overhead against node count, one panel per application, the interrupt-driven driver
+    at R = 64 / B = 8 KiB and R = 256 / B = 32 KiB (the paper's extremes)."""
+    df = fd.table
+    if df.empty:
+        return []
+    d = df[df["drain"] == "interrupt"]
+    apps = list(dict.fromkeys(d["app"]))
+    layout = P.grid(
+        1, len(apps), apps, xtitle="nodes", ytitle="overhead (%)",
+        title="PEBS overhead at scale (Fig. 3): engine streams + BSP model; paper 1%-10.2%",
+    )  # fmt: skip
+    data = []
+    for c, app in enumerate(apps, start=1):
+        for conf, dash in (("R64-B8K", "solid"), ("R256-B32K", "dash")):
+            s = d[(d["app"] == app) & (d["config"] == conf)].sort_values("nodes")
+            data.append(
+                P.line(list(s["nodes"]), list(s["overhead_pct"]), conf, c, dash=dash,
+                       show=c == 1,
+                       hover=f"{app} {conf}, %{{x}} nodes: %{{y:.2f}}%<extra></extra>")
+            )  # fmt: skip
+    return [pg.Figure({"data": data, "layout": layout}, height=380)]
+
+
+# -- tiering (Telescope's Redis runs) -------------------------------------------------------------
+
+_TIERING_COLUMNS = (
+    ("policy", pg.Column("point", format="text")),
+    ("telemetry", pg.Column("telemetry", format="text")),
+    ("throughput_rps", pg.Column("throughput", "requests/s", "int")),
+    ("p95_us", pg.Column("p95 latency", "us", digits=1)),
+    ("promoted_pages", pg.Column("promoted", "pages", "int")),
+    ("demoted_pages", pg.Column("demoted", "pages", "int")),
+    ("run_fast_share", pg.Column("fast accesses", "", "pct", 3)),
+    ("share_of_optimum", pg.Column("share of the optimum gain", "", "pct", 3)),
+)
+
+
+def tiering_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    return pd.DataFrame([r.to_json() for r in report.records]), {}
+
+
+def tiering_plot(fd: FigureData) -> list[pg.Figure]:
+    """Throughput and p95 latency of each tiering configuration (the key-value store over a
+    slow tier with a small fast tier), tierlab's beside the paper's ordering."""
+    df = fd.table
+    if df.empty:
+        return []
+    layout = P.grid(
+        1,
+        2,
+        ["throughput (requests/s)", "p95 latency (us)"],
+        hgap=0.1,
+        title="Key-value store on tiered memory: throughput and p95 latency by telemetry",
+    )
+    names = list(df["policy"])
+    data = [
+        P.bar(names, list(df["throughput_rps"]), "throughput", 1,
+              hover="%{x}: %{y:,.0f} requests/s<extra></extra>"),
+        P.bar(names, list(df["p95_us"]), "p95 latency", 2, show=False,
+              hover="%{x}: p95 %{y:.1f} us<extra></extra>"),
+    ]  # fmt: skip
+    return [pg.Figure({"data": data, "layout": layout}, height=420)]
+
+
 VIEWS: dict[str, View] = {
     "cmcp-table1": View(hmem_table, table1_plot, _HMEM_COLUMNS),
     "cmcp-scaling": View(hmem_table, scaling_plot, _HMEM_COLUMNS),
@@ -923,6 +1006,8 @@ VIEWS: dict[str, View] = {
     "numa-placement": View(numa_table, numa_plot, _NUMA_COLUMNS),
     "numa-sources": View(numa_sources_table, numa_sources_plot, _NUMA_SOURCES_COLUMNS),
     "numa-opteron": View(numa_machine_table, numa_machine_plot, _NUMA_MACHINE_COLUMNS),
+    "tiering": View(tiering_table, tiering_plot, _TIERING_COLUMNS),
+    "pebs-scale": View(pebs_scale_table, pebs_scale_plot, _PEBS_SCALE_COLUMNS),
 }
 
 

@@ -154,10 +154,9 @@ def plot(rec: Path, out: Path, meta: dict[str, Any] | None = None) -> Path | Non
     df = read(rec)
     if df is None or not len(df):
         return None
-    import matplotlib
+    from tierlab.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 3.2))
     for kind, action, style in (
@@ -179,6 +178,9 @@ def plot(rec: Path, out: Path, meta: dict[str, Any] | None = None) -> Path | Non
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / "tier.png"
+    from tierlab.plots import finish
+
+    finish(fig)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

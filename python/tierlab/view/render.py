@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tierlab import outdir
+from tierlab import outdir, plots
 from tierlab.outdir import atomic_output
 from tierlab.reporters import page as pg
 from tierlab.reporters.base import save_figure
@@ -315,9 +315,12 @@ def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str
             "tickvals": ticks,
             "ticktext": [f"{10**k:,}" for k in ticks],
         },
-        "hovertemplate": (
-            f"pages %{{y:,}}-%{{y:,}}+{v.block_pages - 1}<br>{xtitle}: %{{x:,.4~f}}"
-            f"<br>{what}: %{{customdata:,}}<extra></extra>"
+        # the block's address: the mapping's start plus the block's first page (%{y})
+        "hovertemplate": plots.hover(
+            f"{plots.address(v.mapping.start)} + page %{{y:,}} ({v.block_pages} pages)",
+            f"%{{x:,.4~f}} ({xtitle})",
+            "%{customdata:,}",
+            what,
         ),
         "hoverongaps": False,
     }
