@@ -276,19 +276,28 @@ def estimate(
     costs = load() if costs is None else costs
     est = Estimate()
     seen: set[str] = set()
+    from tierlab import _native
+
     for pt in points:
         est.points += 1
-        toml = expanded(pt.spec, tuple(pt.overrides), pt.seed)
-        if done is not None:
-            key = (toml, pt.techniques, pt.seed, pt.keep_samples)
-            if key in done:
-                continue
-            done.add(key)
         cost = costs.get(pt.spec)
         if cost is None:
             if pt.spec not in est.unpriced:
                 est.unpriced.append(pt.spec)
             continue
+        try:
+            toml = expanded(pt.spec, tuple(pt.overrides), pt.seed)
+        except _native.ScenarioError:
+            # A point that does not build is reported by the run itself (one line naming
+            # it, the other points going on): here it is only left unpriced.
+            if pt.spec not in est.unpriced:
+                est.unpriced.append(pt.spec)
+            continue
+        if done is not None:
+            key = (toml, pt.techniques, pt.seed, pt.keep_samples)
+            if key in done:
+                continue
+            done.add(key)
         if pt.spec not in seen:
             seen.add(pt.spec)
             est.cpu_seconds += cost.fixed_cpu_seconds

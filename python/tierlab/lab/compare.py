@@ -316,7 +316,13 @@ def add_parser(what: argparse._SubParsersAction) -> None:
     c.add_argument("--update-us", type=us, default=1_000_000, help="ops update (1000000)")
     c.add_argument("--min-nr-regions", type=nr, default=10, help="min_nr_regions (10)")
     c.add_argument("--max-nr-regions", type=nr, default=1000, help="max_nr_regions (1000)")
-    c.add_argument("--results", type=Path, default=Path("lab-compare"))
+    c.add_argument(
+        "--results",
+        type=Path,
+        default=Path("lab-compare"),
+        help="directory shared read-write with the guest: the kernel's and the simulator's "
+        "records and the comparison tables (default: lab-compare)",
+    )
     c.add_argument("--json", action="store_true", help="print the summaries as JSON")
     c.set_defaults(func=main, parser=c)
 

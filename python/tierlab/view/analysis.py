@@ -531,10 +531,11 @@ _SAMPLE_COLUMNS = ("time_ns", "tid", "addr", "ip", "data_src", "event", "drain")
 
 def _sample_batches(rec: Recording, rows: int) -> Iterator[dict[str, np.ndarray]]:
     """The ``samples`` table, ``rows`` at a time, as numpy columns (``event`` as
-    ``faults``: whether each sample is a page fault)."""
+    ``faults``: whether each sample is a page fault). Every column is read and checked, the
+    ones the view does not use too: a recording is read whole or refused."""
     import pyarrow.compute as pc
 
-    for t in rec.batches("samples", _SAMPLE_COLUMNS, rows):
+    for t in rec.batches("samples", None, rows):
         out = {n: t.column(n).to_numpy() for n in _SAMPLE_COLUMNS if n != "event"}
         out["faults"] = pc.equal(t.column("event"), "page-faults").to_numpy(zero_copy_only=False)
         yield out
