@@ -88,6 +88,23 @@ void tierlab_alloc_quiet(int delta) __attribute__((weak));
 void tierlab_alloc_map_event(int kind, void *fp, void *ret, uint64_t addr, uint64_t len, uint64_t old)
     __attribute__((weak));
 
+/* Set while a thread runs the runtime's own code that calls libc's memory functions or
+ * allocates (process directories, logs, setenv, fork and exec handling): those calls are not
+ * the program's, and neither the libc functions (tierlab_libc_rt.c) nor the allocation
+ * interposer (tierlab_alloc_rt.c) record them. */
+static __thread int rt_busy;
+static int rt_enter(void) {
+    rt_busy++;
+    if (tierlab_alloc_quiet) tierlab_alloc_quiet(1);
+    return 0;
+}
+static void rt_unbusy(int *guard) {
+    (void)guard;
+    if (tierlab_alloc_quiet) tierlab_alloc_quiet(-1);
+    rt_busy--;
+}
+#define RT_BUSY() __attribute__((cleanup(rt_unbusy), unused)) int rt_busy_guard = rt_enter()
+
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -302,6 +319,7 @@ static void atfork_child(void);
 static void win_init(void);
 
 static void init(void) {
+    RT_BUSY();
     static int done;
     if (done) return;
     done = 1;
@@ -535,7 +553,10 @@ static void sync_flush(void) {
  * (tierlab_libc_rt.c) linked beside this runtime ------------------------------------------ */
 /* Whether the program is traced (no system call: in a forked child, rec() itself sends the
  * accesses to the discard buffer at its next slow path, and nothing of it is written). */
-int tierlab_trace_active(void) { return enabled; }
+/* Whether the program's accesses are recorded now: tracing is on and the calling thread is
+ * not inside the runtime's own bookkeeping (the libc memory functions the program is linked
+ * with, tierlab_libc_rt.c, serve the runtime's own strcmp/strlen too). */
+int tierlab_trace_active(void) { return enabled && !rt_busy; }
 /* The calling thread's accesses so far (its position in its access stream). */
 uint64_t tierlab_trace_index(void) { return acc_index(); }
 /* ns since the trace started (the clock of the .time checkpoints). */
@@ -801,6 +822,7 @@ static char base_dir[3000];
 static const char *proc_how = "start";
 
 static int proc_dir_init(const char *base) {
+    RT_BUSY();
     strcpy(base_dir, base);
     if (!getenv("TIERLAB_TRACE_ROOT")) {
         char v[32];
@@ -824,6 +846,7 @@ static int proc_dir_init(const char *base) {
 }
 
 static void proc_log(const char *how) {
+    RT_BUSY();
     char path[3100], exe[1024], line[4400];
     snprintf(path, sizeof path, "%s/processes.log", base_dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -850,6 +873,7 @@ static void atfork_parent(void) {
 /* The child of a fork: only the forking thread goes on; what the parent buffered stays the
  * parent's to write. The child starts its own files in a directory of its own. */
 static void atfork_child(void) {
+    RT_BUSY();
     spin_unlock(&sync_spin);
     real_mutex_unlock(&lock);
     sync_n = 0;
@@ -1046,6 +1070,7 @@ void tierlab_trace_stop(void) {
 /* A process that execs or leaves by _exit runs no atexit handler: its buffers are written
  * before (an exec that fails goes on tracing into the same files). */
 static void flush_before_leaving(void) {
+    RT_BUSY();
     if (enabled && getpid() == main_pid) at_exit_flush();
 }
 
