@@ -133,17 +133,39 @@ impl M5 {
     /// Count the logged accesses that fall on the device's node.
     fn count(&mut self, m: &MachineView) {
         let word_shift = self.p.word_bytes.0.trailing_zeros();
-        let mut last = (u64::MAX, false);
+        // Runs of accesses to one page (and one word) are added to the tables once.
+        let (mut page, mut on_node, mut page_n) = (u64::MAX, false, 0u64);
+        let (mut word, mut word_n) = (u64::MAX, 0u64);
         for &a in &self.log {
             let vpn = tierlab_core::vpn(a);
-            if last.0 != vpn {
-                last = (vpn, m.node_of(a) == Some(self.p.node));
+            if page != vpn {
+                if on_node && page_n > 0 {
+                    *self.pages.entry(page).or_default() += page_n;
+                }
+                page = vpn;
+                page_n = 0;
+                on_node = m.node_of(a) == Some(self.p.node);
             }
-            if last.1 {
-                *self.pages.entry(vpn).or_default() += 1;
-                *self.words.entry(a >> word_shift).or_default() += 1;
-                self.counted += 1;
+            if !on_node {
+                continue;
             }
+            page_n += 1;
+            self.counted += 1;
+            let w = a >> word_shift;
+            if w != word {
+                if word_n > 0 {
+                    *self.words.entry(word).or_default() += word_n;
+                }
+                word = w;
+                word_n = 0;
+            }
+            word_n += 1;
+        }
+        if on_node && page_n > 0 {
+            *self.pages.entry(page).or_default() += page_n;
+        }
+        if word_n > 0 {
+            *self.words.entry(word).or_default() += word_n;
         }
         self.log.clear();
     }
