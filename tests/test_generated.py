@@ -164,6 +164,12 @@ TIERING = (
     "Colloid",
     "HybridTier",
     "NOMAD",
+    "ARMS",
+    "pghot",
+    "kmmscand",
+    "klruscand",
+    "M5",
+    "PACT",
 )
 PLACEMENT = ("stream/2-nodes/profile-guided", "stream/2-nodes/profile-guided-migrate")
 HMEM = ("bt/8/fifo", "bt/8/lru", "bt/8/cmcp")

@@ -38,6 +38,12 @@ POLICIES = {
     "Colloid",
     "HybridTier",
     "NOMAD",
+    "ARMS",
+    "pghot",
+    "kmmscand",
+    "klruscand",
+    "M5",
+    "PACT",
     "baseline/interleaved",
     "NUMA-tiering/interleaved",
     "DAMON-mtier/interleaved",
@@ -66,7 +72,10 @@ def test_json_has_one_record_per_policy(tmp_path: Path) -> None:
             assert k in r, (r["policy"], k)
         assert r["fast_tier_bytes"] == 32 << 20
         assert r["slow_tier_bytes"] == 1 << 30
-        assert abs(r["run_time_s"] - 2.0) < 0.01
+        # The application's clock: shootdown interrupts a migration thread sends at the
+        # last instant (klruscand's kmigrated promoting what its second walk marked) land on
+        # the application cores after 2 s.
+        assert abs(r["run_time_s"] - 2.0) < 0.03, r["policy"]
         assert r["throughput_rps"] > 0 and r["p95_us"] > 0
     base = by["baseline"]
     assert base["kind"] == "none" and base["migrations"] == 0

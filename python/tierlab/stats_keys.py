@@ -830,6 +830,29 @@ def telemetry_ptes_scanned(label: str | int) -> str:
     return f"telemetry.{label}.ptes_scanned"
 
 
+def telemetry_queries(label: str | int) -> str:
+    """``telemetry.{label}.queries``: M5: queries of the device's top-K trackers (count)."""
+    return f"telemetry.{label}.queries"
+
+
+def telemetry_device_accesses(label: str | int) -> str:
+    """``telemetry.{label}.device_accesses``: M5: accesses the device counted on its node
+    (count)."""
+    return f"telemetry.{label}.device_accesses"
+
+
+def telemetry_top_page_accesses(label: str | int) -> str:
+    """``telemetry.{label}.top_page_accesses``: M5: accesses of the hottest page at the last query
+    (count)."""
+    return f"telemetry.{label}.top_page_accesses"
+
+
+def telemetry_top_word_accesses(label: str | int) -> str:
+    """``telemetry.{label}.top_word_accesses``: M5: accesses of the hottest word at the last query
+    (count)."""
+    return f"telemetry.{label}.top_word_accesses"
+
+
 def telemetry_pages_found_accessed(label: str | int) -> str:
     """``telemetry.{label}.pages_found_accessed``: PTE scan: pages found accessed (pages)."""
     return f"telemetry.{label}.pages_found_accessed"
@@ -1043,7 +1066,7 @@ TIERING_BLOCKED: Final = "tiering.blocked"
 #: hottest-first: the migration rate limit (MB/s)
 TIERING_RATE_LIMIT_MBPS: Final = "tiering.rate_limit_mbps"
 
-#: HeMem, Memtis, HybridTier: samples received (count)
+#: HeMem, Memtis, HybridTier, ARMS, PACT: samples received (count)
 TIERING_SAMPLES: Final = "tiering.samples"
 
 #: NOMAD: transactional promotions committed (count)
@@ -1114,6 +1137,81 @@ TIERING_THRESHOLD_CHANGES: Final = "tiering.threshold_changes"
 
 #: NUMA tiering: rebuilds of the demotion lists (count)
 TIERING_LRU_REBUILDS: Final = "tiering.lru_rebuilds"
+
+#: ARMS: updates of the moving averages (count)
+TIERING_ARMS_INTERVALS: Final = "tiering.arms_intervals"
+
+#: ARMS: pages with moving averages at the end (pages)
+TIERING_ARMS_TRACKED: Final = "tiering.arms_tracked"
+
+#: ARMS: promotions the cost/benefit test refused (count)
+TIERING_ARMS_REJECTED: Final = "tiering.arms_rejected"
+
+#: ARMS: promotions that demoted a colder fast page (count)
+TIERING_ARMS_SWAPS: Final = "tiering.arms_swaps"
+
+#: ARMS: accesses per sample at the end (PMU count over samples) (factor)
+TIERING_ARMS_ACCESSES_PER_SAMPLE: Final = "tiering.arms_accesses_per_sample"
+
+#: pghot: hint-fault scans (count)
+TIERING_HINT_SCANS: Final = "tiering.hint_scans"
+
+#: pghot, klruscand: accesses recorded in the hotness bytes (count)
+TIERING_PGHOT_RECORDED: Final = "tiering.pghot_recorded"
+
+#: pghot, klruscand: pages marked migrate-ready (count)
+TIERING_PGHOT_MARKED: Final = "tiering.pghot_marked"
+
+#: pghot, klruscand: pages with a hotness byte at the end (pages)
+TIERING_PGHOT_RECORDS: Final = "tiering.pghot_records"
+
+#: pghot, klruscand: kmigrated's walks (count)
+TIERING_KMIGRATED_WALKS: Final = "tiering.kmigrated_walks"
+
+#: pghot, klruscand: PFNs of hot sections kmigrated walked (pages)
+TIERING_KMIGRATED_PFNS: Final = "tiering.kmigrated_pfns"
+
+#: pghot, klruscand: walks the 1 s promotion window's limit stopped (count)
+TIERING_WINDOW_RATE_LIMITED: Final = "tiering.window_rate_limited"
+
+#: pghot, kmmscand, klruscand, M5: kswapd wake-ups that demoted (count)
+TIERING_KSWAPD_RECLAIMS: Final = "tiering.kswapd_reclaims"
+
+#: kmmscand: scan steps (count)
+TIERING_ABIT_STEPS: Final = "tiering.abit_steps"
+
+#: kmmscand: passes over the whole address space (count)
+TIERING_ABIT_PASSES: Final = "tiering.abit_passes"
+
+#: kmmscand, klruscand: PTEs read (count)
+TIERING_ABIT_PTES: Final = "tiering.abit_ptes"
+
+#: kmmscand, klruscand: slow-tier pages found accessed (count)
+TIERING_ABIT_FOUND: Final = "tiering.abit_found"
+
+#: kmmscand: pages listed for promotion (accessed at two consecutive scans) (count)
+TIERING_ABIT_LISTED: Final = "tiering.abit_listed"
+
+#: klruscand: MGLRU aging walks completed (count)
+TIERING_MGLRU_WALKS: Final = "tiering.mglru_walks"
+
+#: klruscand: MGLRU's youngest generation's sequence number (count)
+TIERING_MGLRU_MAX_SEQ: Final = "tiering.mglru_max_seq"
+
+#: M5: top-K lists received from the device (count)
+TIERING_TOPK_LISTS: Final = "tiering.topk_lists"
+
+#: PACT: pages with a criticality at the end (pages)
+TIERING_PACT_TRACKED: Final = "tiering.pact_tracked"
+
+#: PACT: intervals ALTO's throttle cut the promotions (count)
+TIERING_PACT_THROTTLED: Final = "tiering.pact_throttled"
+
+#: PACT: pages demoted for falling below the promotion bin (pages)
+TIERING_PACT_EAGER_DEMOTIONS: Final = "tiering.pact_eager_demotions"
+
+#: PACT: the promotion bin at the end (index)
+TIERING_PACT_PROMOTION_BIN: Final = "tiering.pact_promotion_bin"
 
 #: Colloid: samples received (count)
 TIERING_COLLOID_SAMPLES: Final = "tiering.colloid.samples"
@@ -1576,6 +1674,18 @@ TS_TIERING_HOT_LIST: Final = "tiering.hot_list"
 #: NOMAD: pages waiting for a transactional copy (pages)
 TS_TIERING_PROMOTION_QUEUE: Final = "tiering.promotion_queue"
 
+#: ARMS: pages with moving averages (pages)
+TS_TIERING_ARMS_TRACKED: Final = "tiering.arms_tracked"
+
+#: pghot, klruscand: pages marked migrate-ready (pages)
+TS_TIERING_PGHOT_READY: Final = "tiering.pghot_ready"
+
+#: kmmscand: pages listed for promotion (pages)
+TS_TIERING_MIGRATION_LIST: Final = "tiering.migration_list"
+
+#: PACT: ALTO's share of the batch allowed (fraction)
+TS_TIERING_PACT_THROTTLE: Final = "tiering.pact_throttle"
+
 #: Memtis: the histogram bin that is hot (index)
 TS_TIERING_HOT_THRESHOLD_BIN: Final = "tiering.hot_threshold_bin"
 
@@ -2032,6 +2142,22 @@ CATALOGUE: Final = (
     ),
     StatKey("telemetry.{label}.passes", "count", "PTE scan: passes over the page tables"),
     StatKey("telemetry.{label}.ptes_scanned", "count", "PTE scan: entries read"),
+    StatKey("telemetry.{label}.queries", "count", "M5: queries of the device's top-K trackers"),
+    StatKey(
+        "telemetry.{label}.device_accesses",
+        "count",
+        "M5: accesses the device counted on its node",
+    ),
+    StatKey(
+        "telemetry.{label}.top_page_accesses",
+        "count",
+        "M5: accesses of the hottest page at the last query",
+    ),
+    StatKey(
+        "telemetry.{label}.top_word_accesses",
+        "count",
+        "M5: accesses of the hottest word at the last query",
+    ),
     StatKey("telemetry.{label}.pages_found_accessed", "pages", "PTE scan: pages found accessed"),
     StatKey("telemetry.{label}.flushes", "count", "PTE scan: TLB flushes after clearing bits"),
     StatKey("telemetry.{label}.scan_seconds", "s", "PTE scan: time scanning"),
@@ -2146,7 +2272,7 @@ CATALOGUE: Final = (
         "hottest-first, HeMem: migrations the fast tier's fill blocked",
     ),
     StatKey("tiering.rate_limit_mbps", "MB/s", "hottest-first: the migration rate limit"),
-    StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier: samples received"),
+    StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier, ARMS, PACT: samples received"),
     StatKey("tiering.tx_commits", "count", "NOMAD: transactional promotions committed"),
     StatKey(
         "tiering.tx_aborts",
@@ -2194,6 +2320,71 @@ CATALOGUE: Final = (
     StatKey("tiering.hot_threshold_ms", "ms", "NUMA tiering: the hot threshold at the end"),
     StatKey("tiering.threshold_changes", "count", "NUMA tiering: changes of the hot threshold"),
     StatKey("tiering.lru_rebuilds", "count", "NUMA tiering: rebuilds of the demotion lists"),
+    StatKey("tiering.arms_intervals", "count", "ARMS: updates of the moving averages"),
+    StatKey("tiering.arms_tracked", "pages", "ARMS: pages with moving averages at the end"),
+    StatKey("tiering.arms_rejected", "count", "ARMS: promotions the cost/benefit test refused"),
+    StatKey("tiering.arms_swaps", "count", "ARMS: promotions that demoted a colder fast page"),
+    StatKey(
+        "tiering.arms_accesses_per_sample",
+        "factor",
+        "ARMS: accesses per sample at the end (PMU count over samples)",
+    ),
+    StatKey("tiering.hint_scans", "count", "pghot: hint-fault scans"),
+    StatKey(
+        "tiering.pghot_recorded",
+        "count",
+        "pghot, klruscand: accesses recorded in the hotness bytes",
+    ),
+    StatKey("tiering.pghot_marked", "count", "pghot, klruscand: pages marked migrate-ready"),
+    StatKey(
+        "tiering.pghot_records",
+        "pages",
+        "pghot, klruscand: pages with a hotness byte at the end",
+    ),
+    StatKey("tiering.kmigrated_walks", "count", "pghot, klruscand: kmigrated's walks"),
+    StatKey(
+        "tiering.kmigrated_pfns",
+        "pages",
+        "pghot, klruscand: PFNs of hot sections kmigrated walked",
+    ),
+    StatKey(
+        "tiering.window_rate_limited",
+        "count",
+        "pghot, klruscand: walks the 1 s promotion window's limit stopped",
+    ),
+    StatKey(
+        "tiering.kswapd_reclaims",
+        "count",
+        "pghot, kmmscand, klruscand, M5: kswapd wake-ups that demoted",
+    ),
+    StatKey("tiering.abit_steps", "count", "kmmscand: scan steps"),
+    StatKey("tiering.abit_passes", "count", "kmmscand: passes over the whole address space"),
+    StatKey("tiering.abit_ptes", "count", "kmmscand, klruscand: PTEs read"),
+    StatKey("tiering.abit_found", "count", "kmmscand, klruscand: slow-tier pages found accessed"),
+    StatKey(
+        "tiering.abit_listed",
+        "count",
+        "kmmscand: pages listed for promotion (accessed at two consecutive scans)",
+    ),
+    StatKey("tiering.mglru_walks", "count", "klruscand: MGLRU aging walks completed"),
+    StatKey(
+        "tiering.mglru_max_seq",
+        "count",
+        "klruscand: MGLRU's youngest generation's sequence number",
+    ),
+    StatKey("tiering.topk_lists", "count", "M5: top-K lists received from the device"),
+    StatKey("tiering.pact_tracked", "pages", "PACT: pages with a criticality at the end"),
+    StatKey(
+        "tiering.pact_throttled",
+        "count",
+        "PACT: intervals ALTO's throttle cut the promotions",
+    ),
+    StatKey(
+        "tiering.pact_eager_demotions",
+        "pages",
+        "PACT: pages demoted for falling below the promotion bin",
+    ),
+    StatKey("tiering.pact_promotion_bin", "index", "PACT: the promotion bin at the end"),
     StatKey("tiering.colloid.samples", "count", "Colloid: samples received"),
     StatKey("tiering.colloid.measures", "count", "Colloid: latency measurements"),
     StatKey(
@@ -2427,6 +2618,10 @@ TIMESERIES: Final = (
     StatKey("tiering.plan_bytes", "bytes", "hottest-first: bytes the last plan wants fast"),
     StatKey("tiering.hot_list", "pages", "HeMem: pages on the hot list"),
     StatKey("tiering.promotion_queue", "pages", "NOMAD: pages waiting for a transactional copy"),
+    StatKey("tiering.arms_tracked", "pages", "ARMS: pages with moving averages"),
+    StatKey("tiering.pghot_ready", "pages", "pghot, klruscand: pages marked migrate-ready"),
+    StatKey("tiering.migration_list", "pages", "kmmscand: pages listed for promotion"),
+    StatKey("tiering.pact_throttle", "fraction", "PACT: ALTO's share of the batch allowed"),
     StatKey("tiering.hot_threshold_bin", "index", "Memtis: the histogram bin that is hot"),
     StatKey("tiering.sample_period", "count", "Memtis: the sampling period"),
     StatKey("tiering.hot_faults", "count", "NUMA tiering: hint faults on hot pages so far"),

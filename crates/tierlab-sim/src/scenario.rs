@@ -231,7 +231,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-kv",
-        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, loaded latency, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering, DAMON-mtier, Colloid, HybridTier, NOMAD",
+        description: "Telescope's Redis+YCSB tiering scaled: a 1 TB key-value store in the slow tier, loaded latency, hot data promoted by DAMON, PEBS, Telescope (hottest-first), HeMem, Memtis, NUMA tiering, DAMON-mtier, Colloid, HybridTier, NOMAD, ARMS, pghot, kmmscand, klruscand, M5, PACT",
         text: include_str!("../scenarios/tiering-kv.toml"),
     },
     Builtin {
@@ -266,7 +266,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-replay-kv",
-        description: "a real key-value store trace (Zipfian gets over a hash index and a value slab) replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier and NOMAD policies, the store loaded in PMem, DRAM under half the touched pages",
+        description: "a real key-value store trace (Zipfian gets over a hash index and a value slab) replayed through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier, NOMAD, ARMS, pghot, kmmscand, klruscand, M5 and PACT policies, the store loaded in PMem, DRAM under half the touched pages",
         text: include_str!("../scenarios/tiering-replay-kv.toml"),
     },
     Builtin {

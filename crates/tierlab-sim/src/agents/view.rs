@@ -191,6 +191,20 @@ impl<'a> MachineView<'a> {
 
     // -- the PMU -----------------------------------------------------------------------------
 
+    /// Have the memory system log every access's address for a memory-side tracker (a CXL
+    /// device's hot-page tracker): what a device sees of the accesses it serves.
+    pub fn enable_device_log(&mut self) {
+        self.m.hw.enable_device_log()
+    }
+    /// Stop the memory-side access log.
+    pub fn disable_device_log(&mut self) {
+        self.m.hw.disable_device_log()
+    }
+    /// Append the addresses `core` accessed since the last drain to `out` and empty its log.
+    pub fn drain_device_log(&mut self, core: usize, out: &mut Vec<u64>) {
+        self.m.hw.drain_device_log(core, out)
+    }
+
     /// The PEBS hardware, when a driver enabled it.
     pub fn pebs(&self) -> Option<&PebsHw> {
         self.m.hw.pebs.as_ref()

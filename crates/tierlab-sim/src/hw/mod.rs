@@ -163,8 +163,13 @@ pub struct Core {
     /// stores; 0 = sampling off).
     pebs_left: u64,
     pebs_mask: u8,
-    /// The per-access hook is needed: a cache is modelled or PEBS counts events.
+    /// The per-access hook is needed: a cache is modelled, PEBS counts events or a memory
+    /// device logs the accesses it serves.
     hooks: bool,
+    /// A memory-side tracker (a CXL device's hot-page tracker) wants this core's accesses:
+    /// their addresses are appended to `device_log` until the tracker drains it.
+    device_on: bool,
+    device_log: Vec<u64>,
     /// The inline L1 4 KiB hit path may be used: TLBs cache, hits are not reported to the
     /// OS, and the TLB has the usual geometry ([`CoreTlb::usual_geometry`]).
     fast_l1: bool,
@@ -420,6 +425,8 @@ impl Hardware {
                     pebs_left: u64::MAX,
                     pebs_mask: 0,
                     hooks: h.cache.is_some(),
+                    device_on: false,
+                    device_log: Vec::new(),
                     cache: cache::Cache::new(h.cache),
                     truth: Box::default(),
                 }
@@ -549,6 +556,9 @@ impl Hardware {
         // The cache model (its state follows every access) and PEBS event counting:
         // decrement for the sampled kinds only (mask 0 = off).
         let c = if !PLAIN && c.hooks {
+            if c.device_on {
+                c.device_log.push(a.addr);
+            }
             c.pebs_left -= c.cache.pebs_event(a.addr, write, c.pebs_mask);
             if c.pebs_left == 0 {
                 self.pebs_record(core, a);
@@ -769,7 +779,7 @@ impl Hardware {
         for c in &mut self.cores {
             c.pebs_mask = mask;
             c.pebs_left = period;
-            c.hooks = mask != 0 || c.cache.enabled();
+            c.hooks = mask != 0 || c.cache.enabled() || c.device_on;
         }
         self.pebs = Some(pebs::PebsHw::new(cfg, self.cores.len()));
     }
@@ -797,9 +807,35 @@ impl Hardware {
         for c in &mut self.cores {
             c.pebs_mask = 0;
             c.pebs_left = u64::MAX;
-            c.hooks = c.cache.enabled();
+            c.hooks = c.cache.enabled() || c.device_on;
         }
         self.pebs.take()
+    }
+
+    /// Have every core log the addresses of its accesses for a memory-side tracker (a CXL
+    /// device's hot-page tracker, `m5` telemetry) until [`Hardware::disable_device_log`].
+    pub fn enable_device_log(&mut self) {
+        for c in self.cores.iter_mut() {
+            c.device_on = true;
+            c.hooks = true;
+        }
+    }
+
+    /// Stop logging accesses for a memory-side tracker.
+    pub fn disable_device_log(&mut self) {
+        for c in self.cores.iter_mut() {
+            c.device_on = false;
+            c.device_log = Vec::new();
+            c.hooks = c.pebs_mask != 0 || c.cache.enabled();
+        }
+    }
+
+    /// Append the addresses `core` accessed since the last drain to `out` (oldest first) and
+    /// empty its log.
+    pub fn drain_device_log(&mut self, core: usize, out: &mut Vec<u64>) {
+        let log = &mut self.cores[core].device_log;
+        out.extend_from_slice(log);
+        log.clear();
     }
 
     /// Change the reset value (takes effect at each core's next record).

@@ -40,6 +40,7 @@ pub mod damon;
 pub mod damos;
 pub mod external;
 pub mod ibs;
+pub mod m5;
 pub mod monitor;
 pub mod pebs;
 pub mod perf_pebs;
@@ -307,6 +308,7 @@ crate::registry! {
         "pebs" => Pebs(pebs::PebsParams),
         "perf-pebs" => PerfPebs(perf_pebs::PerfPebsParams),
         "ibs" => Ibs(ibs::IbsParams),
+        "m5" => M5(m5::M5Params),
         "python" => Python(crate::params::External<TelemetryShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }

@@ -44,15 +44,23 @@ use super::{
 };
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
 
+pub mod arms;
 pub mod colloid;
 pub mod damon_mtier;
 pub mod external;
 pub mod hemem;
 pub mod hottest_first;
 pub mod hybridtier;
+pub mod klruscand;
+pub mod kmmscand;
+pub mod kswapd;
+pub mod m5;
 pub mod memtis;
 pub mod nomad;
 pub mod numa_tiering;
+pub mod pact;
+pub mod pghot;
+pub mod ptwalk;
 #[cfg(test)]
 pub mod toy;
 
@@ -647,6 +655,12 @@ crate::registry! {
         "colloid" => Colloid(colloid::ColloidParams),
         "hybridtier" => HybridTier(hybridtier::HybridTierParams),
         "nomad" => Nomad(nomad::NomadParams),
+        "arms" => Arms(arms::ArmsParams),
+        "pghot" => Pghot(pghot::PghotParams),
+        "kmmscand" => Kmmscand(kmmscand::KmmscandParams),
+        "klruscand" => Klruscand(klruscand::KlruscandParams),
+        "m5" => M5(m5::M5TieringParams),
+        "pact" => Pact(pact::PactParams),
         "python" => Python(crate::params::External<TieringShared>) alone,
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
