@@ -37,6 +37,7 @@ COMMANDS: tuple[str, ...] = (
     "coremap",
     "place",
     "tier",
+    "dataset",
 )
 
 
