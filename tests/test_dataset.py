@@ -78,7 +78,9 @@ def test_labels_match_ground_truth_from_the_trace(dataset: tuple[Path, list[str]
     np.testing.assert_array_equal(rows["accesses"].to_numpy(), counts[t_idx, p_idx])
     for k in (1, 10, 100):
         expect = csum[t_idx + 1 + k, p_idx] - csum[t_idx + 1, p_idx]
-        np.testing.assert_array_equal(rows[f"accesses_next_{k}"].to_numpy(), expect, err_msg=f"next {k}")
+        np.testing.assert_array_equal(
+            rows[f"accesses_next_{k}"].to_numpy(), expect, err_msg=f"next {k}"
+        )
     np.testing.assert_array_equal(rows["windows_after"].to_numpy(), nw - 1 - t_idx)
     cap = meta["optimum_fast"]["capacity_pages"]
     best = np.zeros((nw + 1, len(pages)), dtype=bool)
@@ -95,7 +97,9 @@ def test_labels_match_ground_truth_from_the_trace(dataset: tuple[Path, list[str]
     assert rows["since_migration_windows"].notna().any()
 
 
-def test_sweep_without_point_and_bad_point_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_without_point_and_bad_point_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["dataset", "tiering-replay-kv", "-o", str(tmp_path)]) == 2
     assert "--point" in capsys.readouterr().err
     assert main(["dataset", "tiering-replay-kv", "--point", "nope", "-o", str(tmp_path)]) == 2

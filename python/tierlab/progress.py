@@ -133,8 +133,11 @@ def _plain_bar(label: str) -> Iterator[ProgressFn]:
             return
         last[0] = now
         elapsed = max(now - start_t, 1e-9)
-        share = f"{100 * done / total:.0f}% ({format_seconds(done)} of {format_seconds(total)}"
-        share = share + " simulated)" if total else f"{format_seconds(done)} simulated"
+        if total:
+            share = f"{100 * done / total:.0f}% ({format_seconds(done)} of {format_seconds(total)}"
+            share += " simulated)"
+        else:
+            share = f"{format_seconds(done)} simulated"
         line(
             f"tierlab {label}: simulating {share}, {accesses / elapsed / 1e6:.1f} M acc/s, "
             f"{format_elapsed(elapsed)} elapsed"

@@ -72,7 +72,8 @@ def main(args: argparse.Namespace) -> int:
         if args.point not in labels:
             have = ", ".join(labels) if labels else "none"
             print(
-                f"tierlab dataset: --point {args.point}: no such sweep point (the scenario has: {have})",
+                f"tierlab dataset: --point {args.point}: no such sweep point "
+                f"(the scenario has: {have})",
                 file=sys.stderr,
             )
             return EXIT_USAGE

@@ -53,7 +53,10 @@ impl Run {
             .or_else(|| self.scenario.telemetry.first().map(|t| t.label()));
         let slot = match &label {
             Some(l) => {
-                let i = self.agents.iter().position(|s| s.agent.role() == Role::Telemetry && s.agent.label() == l);
+                let i = self
+                    .agents
+                    .iter()
+                    .position(|s| s.agent.role() == Role::Telemetry && s.agent.label() == l);
                 if i.is_none() && spec.follow.is_some() {
                     let have: Vec<&str> = self
                         .agents
@@ -82,7 +85,8 @@ impl Run {
                 }
             }
         }
-        let fast = tier_pair(&self.scenario).map(|(f, _)| (f, self.machine.os.mem.nodes[f as usize].capacity_pages));
+        let fast =
+            tier_pair(&self.scenario).map(|(f, _)| (f, self.machine.os.mem.nodes[f as usize].capacity_pages));
         let follow = slot.map(|i| self.agents[i].agent.label().to_string());
         self.dataset = Some((super::dataset::Collector::new(spec, follow, fast)?, slot));
         Ok(())

@@ -161,12 +161,16 @@ impl Collector {
     /// Open the spill files in `spec.dir`.
     pub fn new(spec: DatasetSpec, follow: Option<String>, fast: Option<(u8, u64)>) -> Result<Self> {
         if !(1..=64).contains(&spec.history) {
-            return Err(SimError::runtime(format!("dataset: history {} must be 1 to 64 windows", spec.history)));
+            return Err(SimError::runtime(format!(
+                "dataset: history {} must be 1 to 64 windows",
+                spec.history
+            )));
         }
         std::fs::create_dir_all(&spec.dir).map_err(|e| io(&spec.dir, e))?;
         let rows_path = spec.dir.join(".rows.spill");
         let counts_path = spec.dir.join(".counts.spill");
-        let open = |p: &Path| File::create(p).map(|f| BufWriter::with_capacity(1 << 20, f)).map_err(|e| io(p, e));
+        let open =
+            |p: &Path| File::create(p).map(|f| BufWriter::with_capacity(1 << 20, f)).map_err(|e| io(p, e));
         let mask = if spec.history == 64 { u64::MAX } else { (1u64 << spec.history) - 1 };
         Ok(Collector {
             rows_out: open(&rows_path)?,
@@ -306,7 +310,7 @@ impl Collector {
     pub fn finish(mut self, meta: serde_json::Value) -> Result<u64> {
         self.rows_out.flush().map_err(|e| io(&self.rows_path, e))?;
         self.counts_out.flush().map_err(|e| io(&self.counts_path, e))?;
-        drop(std::mem::replace(&mut self.pages, HashMap::new()));
+        drop(std::mem::take(&mut self.pages));
         drop(std::mem::take(&mut self.active));
         let out = self.spec.dir.join("rows.parquet");
         let tmp = self.spec.dir.join(".rows.parquet.tmp");
@@ -350,7 +354,8 @@ impl Collector {
             let f = File::open(&self.counts_path).map_err(|e| io(&self.counts_path, e))?;
             let mut r = BufReader::with_capacity(1 << 18, f);
             let skip = counts_at[k.min(nw)] * 12;
-            std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink()).map_err(|e| io(&self.counts_path, e))?;
+            std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
+                .map_err(|e| io(&self.counts_path, e))?;
             Ok(CountsReader { r, next: k.min(nw), path: self.counts_path.clone() })
         };
         let sizes: Vec<u64> = self.windows.iter().map(|w| w.1).collect();

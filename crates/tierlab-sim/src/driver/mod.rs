@@ -161,7 +161,11 @@ impl Simulation {
             }
         };
         if !run.counts_truth() {
-            return Err(SimError::config(&file, "report.ground_truth", "a dataset's labels need ground truth (true)"));
+            return Err(SimError::config(
+                &file,
+                "report.ground_truth",
+                "a dataset's labels need ground truth (true)",
+            ));
         }
         run.attach_dataset(spec, &file)?;
         Ok(self)
