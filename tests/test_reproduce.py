@@ -47,7 +47,7 @@ def _has(scenario: str, key: str) -> bool:
 
 
 def test_papers_load_and_every_parameter_is_a_scenario_key() -> None:
-    assert names() == ["pebs", "cmcp", "telescope", "numa"]
+    assert names() == ["pebs", "cmcp", "telescope", "numa", "tiering"]
     for name in names():
         paper = load(name)
         assert paper.figures and paper.claims and paper.parameters

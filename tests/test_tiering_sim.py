@@ -141,6 +141,10 @@ def test_ablations_have_the_counter_schema() -> None:
         "NUMA-tiering",
         "NUMA-tiering-per-page-shootdown",
         "NUMA-tiering-batch-8",
+        "Memtis",
+        "Memtis-exchange",
+        "PMU-AGG",
+        "PMU-AGG-exchange",
     }
     for r in by.values():
         assert set(COUNTERS) <= set(r), r["policy"]
@@ -149,6 +153,10 @@ def test_ablations_have_the_counter_schema() -> None:
     assert by["NUMA-tiering-per-page-shootdown"]["shootdown_s"] > numa["shootdown_s"]
     assert by["NUMA-tiering-batch-8"]["shootdown_s"] > numa["shootdown_s"]
     assert by["rate-limit-2"]["promoted_pages"] < by["NOMAD"]["promoted_pages"]
+    # Exchanges: one shootdown per batch of pairs instead of one for the demotions and one
+    # for the promotions.
+    hot, ex = by["PMU-AGG"], by["PMU-AGG-exchange"]
+    assert ex["demoted_pages"] > 0 and ex["shootdown_s"] < hot["shootdown_s"]
 
 
 def test_points_filter_and_bad_override(tmp_path: Path) -> None:

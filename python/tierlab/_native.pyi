@@ -212,6 +212,20 @@ def run(
     and returns what was done with ``interrupted=True``; other exceptions of ``progress`` are
     re-raised."""
 
+def dataset(
+    spec: str,
+    out_dir: str,
+    overrides: Sequence[str] = ...,
+    seed: int | None = None,
+    follow: str | None = None,
+    history: int = 8,
+    group_rows: int = 131072,
+    progress: Callable[[int, int, int], object] | None = None,
+    replay: ReplayInput | None = None,
+) -> list[tuple[str, str]]:
+    """Run collecting a learning dataset into ``out_dir`` (``rows.parquet``,
+    ``dataset.json``)."""
+
 def export(spec: str, overrides: Sequence[str] = ..., seed: int | None = None) -> str:
     """The scenario fully expanded (every default written out), as TOML."""
 

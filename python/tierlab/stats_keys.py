@@ -1084,6 +1084,9 @@ TIERING_SHADOW_DEMOTIONS: Final = "tiering.shadow_demotions"
 #: NOMAD: demotions that copied the page back (count)
 TIERING_COPY_DEMOTIONS: Final = "tiering.copy_demotions"
 
+#: with exchange = true: promotion/demotion pairs exchanged in one operation (count)
+TIERING_EXCHANGES: Final = "tiering.exchanges"
+
 #: NOMAD: slow-tier shadow copies kept at the end (bytes)
 TIERING_SHADOW_BYTES: Final = "tiering.shadow_bytes"
 
@@ -2286,6 +2289,11 @@ CATALOGUE: Final = (
         "NOMAD: demotions of clean pages with a shadow (remapped, no copy)",
     ),
     StatKey("tiering.copy_demotions", "count", "NOMAD: demotions that copied the page back"),
+    StatKey(
+        "tiering.exchanges",
+        "count",
+        "with exchange = true: promotion/demotion pairs exchanged in one operation",
+    ),
     StatKey("tiering.shadow_bytes", "bytes", "NOMAD: slow-tier shadow copies kept at the end"),
     StatKey(
         "tiering.sample_batches",

@@ -170,6 +170,59 @@ fn run(
     result::run_output(py, r, summary)
 }
 
+/// Run a scenario collecting a learning dataset into `out_dir` (`rows.parquet`,
+/// `dataset.json`); returns the run's summary lines.
+#[pyfunction]
+#[pyo3(signature = (spec, out_dir, overrides=Vec::new(), seed=None, follow=None, history=8, group_rows=131072, progress=None, replay=None))]
+#[allow(clippy::too_many_arguments)]
+fn dataset(
+    py: Python<'_>,
+    spec: &str,
+    out_dir: &str,
+    overrides: Vec<String>,
+    seed: Option<u64>,
+    follow: Option<String>,
+    history: u32,
+    group_rows: usize,
+    progress: Option<PyObject>,
+    replay: Option<Bound<'_, PyDict>>,
+) -> PyResult<Vec<(String, String)>> {
+    let (sc, src) = scenario::open(spec, &overrides, seed).map_err(to_py)?;
+    let replay = match replay {
+        Some(d) => Some(Arc::new(replay_from_dict(&d)?)),
+        None => None,
+    };
+    let spec = tierlab_sim::driver::dataset::DatasetSpec {
+        dir: std::path::PathBuf::from(out_dir),
+        follow,
+        history,
+        group_rows,
+    };
+    let sim = Simulation::new(sc, &src, replay).map_err(to_py)?.with_dataset(spec).map_err(to_py)?;
+    let mut pending_err: Option<PyErr> = None;
+    let mut cb = |p: Progress| -> Control {
+        if let Err(e) = py.check_signals() {
+            pending_err = Some(e);
+            return Control::Stop;
+        }
+        if let Some(f) = &progress {
+            if let Err(e) = f.call1(py, (p.sim_ns, p.total_ns, p.accesses)) {
+                pending_err = Some(e);
+                return Control::Stop;
+            }
+        }
+        Control::Continue
+    };
+    let r = sim.run(&mut cb).map_err(to_py)?;
+    if let Some(e) = pending_err {
+        return Err(e);
+    }
+    if let Some(e) = &r.error {
+        return Err(SimulationError::new_err(e.clone()));
+    }
+    Ok(summary(&r))
+}
+
 fn fmt_si(v: f64) -> String {
     let a = v.abs();
     if a >= 1e9 {
@@ -380,6 +433,7 @@ fn policy_kinds() -> Vec<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset, m)?)?;
     m.add_class::<samples::PySampleSet>()?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;

@@ -271,8 +271,13 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "tiering-ablations",
-        description: "NOMAD on a replayed key-value trace (DRAM under half the touched pages) with transactional migration, shadow pages, batched shootdowns, the batch size and the rate limit turned off or changed in turn, beside NUMA tiering",
+        description: "NOMAD on a replayed key-value trace (DRAM under half the touched pages) with transactional migration, shadow pages, batched shootdowns, the batch size and the rate limit turned off or changed in turn, beside NUMA tiering; Memtis and hottest-first with exchanges instead of migrations",
         text: include_str!("../scenarios/tiering-ablations.toml"),
+    },
+    Builtin {
+        name: "tiering-masim",
+        description: "a phase-changing masim config (the hot region alternates every 500 ms) through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier and NOMAD policies, DRAM holding one hot region",
+        text: include_str!("../scenarios/tiering-masim.toml"),
     },
 ];
 

@@ -346,6 +346,11 @@ pub const STATS: &[StatKey] = &[
         "NOMAD: demotions of clean pages with a shadow (remapped, no copy)",
     ),
     k("tiering.copy_demotions", "count", "NOMAD: demotions that copied the page back"),
+    k(
+        "tiering.exchanges",
+        "count",
+        "with exchange = true: promotion/demotion pairs exchanged in one operation",
+    ),
     k("tiering.shadow_bytes", "bytes", "NOMAD: slow-tier shadow copies kept at the end"),
     k("tiering.sample_batches", "count", "HybridTier: sample batches applied to the sketches"),
     k("tiering.metadata_bytes", "bytes", "HybridTier: bytes of its count-min sketches"),

@@ -38,6 +38,7 @@ COMMANDS: tuple[str, ...] = (
     "place",
     "tier",
     "lab",
+    "dataset",
 )
 
 

@@ -26,6 +26,7 @@ PAPERS: dict[str, str] = {
     "cmcp": "cmcp.toml",
     "telescope": "telescope.toml",
     "numa": "numa.toml",
+    "tiering": "tiering.toml",
 }
 
 

@@ -963,6 +963,32 @@ _TIERING_COLUMNS = (
     ("demoted_pages", pg.Column("demoted", "pages", "int")),
     ("run_fast_share", pg.Column("fast accesses", "", "pct", 3)),
     ("share_of_optimum", pg.Column("share of the optimum gain", "", "pct", 3)),
+
+
+# -- tiering systems side by side -----------------------------------------------------------------
+
+_TIERING_COLUMNS = (
+    ("policy", pg.Column("policy", format="text")),
+    ("telemetry", pg.Column("telemetry", format="text")),
+    ("run_time_s", pg.Column("run time", "modeled", "seconds")),
+    ("throughput_rps", pg.Column("throughput", "requests/s", "int")),
+    ("p50_us", pg.Column("p50", "us", digits=1)),
+    ("p95_us", pg.Column("p95", "us", digits=1)),
+    ("p99_us", pg.Column("p99", "us", digits=1)),
+    ("share_of_optimum", pg.Column("share of optimum gain", "", "pct", 3)),
+    ("run_fast_share", pg.Column("fast-tier accesses", "", "pct", 3)),
+    ("optimum_fast_share", pg.Column("optimum's", "fast-tier accesses", "pct", 3)),
+    ("fast_share_gap", pg.Column("distance from optimum", "fast-tier share, points", digits=1)),
+    ("promoted_pages", pg.Column("promoted", "pages", "int")),
+    ("demoted_pages", pg.Column("demoted", "pages", "int")),
+    ("ping_pong", pg.Column("ping-pong", "moves", "int")),
+    ("wasted_promotions", pg.Column("wasted promotions", format="int")),
+    ("migrated_bytes", pg.Column("migrated", "bytes", "int")),
+    ("migration_mbps", pg.Column("migration bandwidth", "MB/s", digits=2)),
+    ("migration_s", pg.Column("migration time", "s", digits=4)),
+    ("shootdown_s", pg.Column("shootdown time", "s", digits=4)),
+    ("telemetry_cpu_s", pg.Column("telemetry CPU", "s", digits=4)),
+    ("policy_cpu_s", pg.Column("policy CPU", "s", digits=4)),
 )
 
 
@@ -993,6 +1019,55 @@ def tiering_plot(fd: FigureData) -> list[pg.Figure]:
     return [pg.Figure({"data": data, "layout": layout}, height=420)]
 
 
+    """One row per policy with the counter schema (docs/tiering-systems.md) and the distance
+    from the per-window optimum: its share of the optimum's gain and the gap, in points,
+    between the accesses the fast tier served and those the optimum's would."""
+    df = pd.DataFrame([r.to_json() for r in report.records])
+    if not df.empty:
+        run_share = pd.to_numeric(df["run_fast_share"], errors="coerce")
+        opt_share = pd.to_numeric(df["optimum_fast_share"], errors="coerce")
+        df["fast_share_gap"] = 100.0 * (opt_share - run_share)
+    return df, {}
+
+
+def tiering_plot(fd: FigureData) -> list[pg.Figure]:
+    """Each policy's share of the optimum's gain, and the fast tier's share of the accesses
+    beside the optimum's."""
+    df = fd.table
+    if df.empty:
+        return []
+    pols = list(df["label"]) if "label" in df.columns else list(df["policy"])
+    layout = P.grid(
+        1,
+        2,
+        ["share of the optimum's gain", "accesses served by the fast tier"],
+        ytitle="share (%)",
+        hgap=0.1,
+        title=fd.spec.title,
+    )
+    layout["yaxis2"]["title"] = {"text": "share (%)"}
+    share = pd.to_numeric(df["share_of_optimum"], errors="coerce") * 100.0
+    data = [
+        P.bar(pols, list(share), "policy", 1, hover="%{x}: %{y:.1f}%<extra></extra>"),
+        P.bar(
+            pols,
+            list(pd.to_numeric(df["run_fast_share"], errors="coerce") * 100.0),
+            "run",
+            2,
+            hover="%{x}: %{y:.1f}%<extra></extra>",
+        ),
+        P.bar(
+            pols,
+            list(pd.to_numeric(df["optimum_fast_share"], errors="coerce") * 100.0),
+            "optimum",
+            2,
+            hover="%{x}, optimum: %{y:.1f}%<extra></extra>",
+        ),
+    ]
+    layout["barmode"] = "group"
+    return [pg.Figure({"data": data, "layout": layout}, height=460)]
+
+
 VIEWS: dict[str, View] = {
     "cmcp-table1": View(hmem_table, table1_plot, _HMEM_COLUMNS),
     "cmcp-scaling": View(hmem_table, scaling_plot, _HMEM_COLUMNS),
@@ -1008,6 +1083,8 @@ VIEWS: dict[str, View] = {
     "numa-opteron": View(numa_machine_table, numa_machine_plot, _NUMA_MACHINE_COLUMNS),
     "tiering": View(tiering_table, tiering_plot, _TIERING_COLUMNS),
     "pebs-scale": View(pebs_scale_table, pebs_scale_plot, _PEBS_SCALE_COLUMNS),
+
+
 }
 
 

@@ -426,6 +426,11 @@ impl<'a> MachineView<'a> {
     pub fn remap_pages(&mut self, vas: &[u64], to: u8, core: usize) -> Result<Migrated> {
         self.m.remap_pages(vas, to, core)
     }
+    /// Exchange pages pairwise between nodes in one operation
+    /// ([`Machine::exchange_pages`]), charged to `core`.
+    pub fn exchange_pages(&mut self, pairs: &[(u64, u64)], core: usize) -> Result<Migrated> {
+        self.m.exchange_pages(pairs, core)
+    }
     /// Reclaim pages to swap ([`Machine::pageout_pages`]), charged to `core`.
     pub fn pageout_pages(&mut self, vas: &[u64], core: usize) -> Result<Migrated> {
         self.m.pageout_pages(vas, core)

@@ -42,6 +42,56 @@ fn tier_pair(sc: &Scenario) -> Option<(u8, u8)> {
 }
 
 impl Run {
+    /// Attach a dataset collector following `spec.follow`, else the tiering policy's
+    /// technique, else the first technique.
+    pub(super) fn attach_dataset(&mut self, spec: super::dataset::DatasetSpec, file: &str) -> Result<()> {
+        use crate::agents::{FeedKind, Role};
+        let label = spec
+            .follow
+            .clone()
+            .or_else(|| self.scenario.tiering.as_ref().and_then(|t| t.common().telemetry))
+            .or_else(|| self.scenario.telemetry.first().map(|t| t.label()));
+        let slot = match &label {
+            Some(l) => {
+                let i = self
+                    .agents
+                    .iter()
+                    .position(|s| s.agent.role() == Role::Telemetry && s.agent.label() == l);
+                if i.is_none() && spec.follow.is_some() {
+                    let have: Vec<&str> = self
+                        .agents
+                        .iter()
+                        .filter(|s| s.agent.role() == Role::Telemetry)
+                        .map(|s| s.agent.label())
+                        .collect();
+                    return Err(SimError::config(
+                        file,
+                        "telemetry",
+                        format!(
+                            "no telemetry technique is named `{l}` (the scenario has: {})",
+                            if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                        ),
+                    ));
+                }
+                i
+            }
+            None => None,
+        };
+        if let Some(i) = slot {
+            let published = self.agents[i].agent.publishes().to_vec();
+            for k in [FeedKind::Samples, FeedKind::Regions] {
+                if published.contains(&k) && !self.agents[i].wants.contains(&k) {
+                    self.agents[i].wants.push(k);
+                }
+            }
+        }
+        let fast =
+            tier_pair(&self.scenario).map(|(f, _)| (f, self.machine.os.mem.nodes[f as usize].capacity_pages));
+        let follow = slot.map(|i| self.agents[i].agent.label().to_string());
+        self.dataset = Some((super::dataset::Collector::new(spec, follow, fast)?, slot));
+        Ok(())
+    }
+
     /// Build the machine, the workload and the agents of `scenario`, and run the workload's
     /// setup. `input` is what the previous stage handed over.
     pub fn build(mut scenario: Scenario, ctx: &BuildCtx, input: Option<&StageInput>) -> Result<Self> {
@@ -225,6 +275,7 @@ impl Run {
             optimum,
             audit,
             prev_overhead,
+            dataset: None,
         })
     }
 }

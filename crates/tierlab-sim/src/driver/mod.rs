@@ -48,6 +48,7 @@ use crate::units::Ps;
 use crate::workload::{BuildCtx, Workload};
 
 pub mod budget;
+pub mod dataset;
 pub mod stages;
 
 mod access;
@@ -109,6 +110,8 @@ pub struct Run {
     /// The tiering agent's index and its migration audit (with ground truth).
     audit: Option<(usize, crate::scoring::migrations::MigrationAudit)>,
     prev_overhead: u64,
+    /// A learning dataset's collector and the agent whose feeds it takes (`tierlab dataset`).
+    dataset: Option<(dataset::Collector, Option<usize>)>,
 }
 
 /// A prepared simulation: its stages, the first one built.
@@ -141,6 +144,31 @@ impl Simulation {
             _ => None,
         };
         Ok(Simulation { scenario, ctx: ctx.clone(), stages, first })
+    }
+
+    /// Collect a learning dataset ([`dataset`]) while the run goes: one stage with ground
+    /// truth only.
+    pub fn with_dataset(mut self, spec: dataset::DatasetSpec) -> Result<Self> {
+        let file = self.ctx.scenario_file.clone();
+        let run = match (&mut self.first, self.stages.len()) {
+            (Some(r), 1) => r,
+            _ => {
+                return Err(SimError::config(
+                    &file,
+                    "stages",
+                    "a dataset is collected from a scenario of one stage (this one has several)",
+                ))
+            }
+        };
+        if !run.counts_truth() {
+            return Err(SimError::config(
+                &file,
+                "report.ground_truth",
+                "a dataset's labels need ground truth (true)",
+            ));
+        }
+        run.attach_dataset(spec, &file)?;
+        Ok(self)
     }
 
     /// Run every stage to the end (or until `progress` says stop).

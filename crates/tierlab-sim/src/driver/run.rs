@@ -189,6 +189,15 @@ impl Run {
         if let Some(o) = &self.optimum {
             o.report_stats(app_s, self.threads, &mut stats);
         }
+        if let Some((c, _)) = self.dataset.take() {
+            let meta = serde_json::json!({
+                "scenario": self.scenario.name,
+                "seed": self.scenario.seed,
+                "window_s": self.window.secs_f64(),
+                "interrupted": interrupted,
+            });
+            c.finish(meta)?;
+        }
         let input = StageInput { stage: String::new(), plan: plan.clone(), stats: stats.clone() };
         let result = RunResult {
             scenario: self.scenario.clone(),

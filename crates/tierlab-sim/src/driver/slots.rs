@@ -25,6 +25,17 @@ impl Run {
         self.agents.iter().map(|s| s.agent.next_event()).min().unwrap_or(NEVER)
     }
 
+    /// Hand the feeds agent `from` published to the dataset collector when it follows it.
+    pub(super) fn tap(&mut self, from: usize, feeds: &[Feed]) {
+        if let Some((c, Some(i))) = &mut self.dataset {
+            if *i == from {
+                for f in feeds {
+                    c.on_feed(f);
+                }
+            }
+        }
+    }
+
     /// Run every agent event due at or before `now`, in time order, ties in list order.
     pub(super) fn fire_agents(&mut self, now: Ps) -> Result<()> {
         loop {
@@ -52,6 +63,7 @@ impl Run {
                     )));
                 }
             }
+            self.tap(i, &out);
             deliver(&mut self.agents, &mut self.machine, i, out, t)?;
         }
     }

@@ -172,6 +172,7 @@ impl Run {
                     }
                 }
             }
+            self.tap(i, &out);
             deliver(&mut self.agents, &mut self.machine, i, out, end)?;
         }
         let now = sum_counters(&self.machine);
@@ -235,6 +236,10 @@ impl Run {
         if let Some((i, a)) = &mut self.audit {
             let span = |va| view.page_size_of(va).map_or(1, |s| s.base_pages());
             a.close_window(self.agents[*i].agent.decisions(), &w, end, span);
+        }
+        if let Some((c, _)) = &mut self.dataset {
+            let log = self.audit.as_ref().map_or(&[][..], |(i, _)| self.agents[*i].agent.decisions());
+            c.close_window(&w, &self.machine, log, end)?;
         }
         row.extend(self.workload.window_columns(start, end));
         self.timeseries.push_row(row);

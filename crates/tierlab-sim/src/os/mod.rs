@@ -661,6 +661,72 @@ impl Machine {
         Ok(out)
     }
 
+    /// Exchange pages pairwise between two nodes in one operation (Nimble's `exchange_pages`,
+    /// the Linux folio-exchange RFC): each pair `(a, b)` of present pages of the same size on
+    /// different nodes swaps nodes, `a` taking `b`'s and `b` taking `a`'s. Neither node
+    /// needs a free page (the data cross through a buffer of the copying core), so an
+    /// exchange works on a full fast tier where a demotion and a promotion need a free page
+    /// each. Each pair's copy is both pages' bytes at the slower node's bandwidth (the same
+    /// bytes as two migrations), and one shootdown from `core` covers the whole batch (a
+    /// demotion plus a promotion flush twice). Pairs on the same node or of different sizes
+    /// are skipped (their count is not in the result). Counted as two migrations per pair.
+    /// Needs radix page tables.
+    pub fn exchange_pages(&mut self, pairs: &[(u64, u64)], core: usize) -> Result<Migrated> {
+        let mut out = Migrated::default();
+        if core >= self.hw.cores.len() {
+            return Err(SimError::runtime(format!("exchange_pages: core {core} does not exist")));
+        }
+        let Some(pt) = self.os.backend.page_tables() else {
+            return Err(SimError::runtime(
+                "exchange_pages needs the flat memory backend (radix page tables)",
+            ));
+        };
+        let mut entries = Vec::with_capacity(pairs.len() * 2);
+        let mut copy_ps = 0u64;
+        for &(a, b) in pairs {
+            let (Some(na), Some(nb)) = (pt.node_of(a), pt.node_of(b)) else {
+                return Err(SimError::runtime(format!("exchange_pages: {a:#x} or {b:#x} is not present")));
+            };
+            let sa = pt.page_size_of(a).unwrap_or(PageSize::Base4K);
+            let sb = pt.page_size_of(b).unwrap_or(PageSize::Base4K);
+            if na == nb || sa != sb {
+                continue;
+            }
+            let (ba, bb) = (sa.base(a), sb.base(b));
+            pt.set_node(ba, nb)?;
+            pt.set_node(bb, na)?;
+            let (ca, cb) = (&self.os.mem.nodes[na as usize].cfg, &self.os.mem.nodes[nb as usize].cfg);
+            let bytes = sa.bytes();
+            // GB/s = bytes per ns; both directions, one after the other.
+            copy_ps += 2 * ps(bytes as f64 / ca.bandwidth_gbps.min(cb.bandwidth_gbps));
+            let (ta, tb) = (ca.tier, cb.tier);
+            let mc = &mut self.os.migration;
+            mc.moves += 2;
+            mc.huge_moves += 2 * (sa >= PageSize::Huge2M) as u64;
+            mc.bytes += 2 * bytes;
+            mc.promotions += (tb < ta) as u64 + (ta < tb) as u64;
+            mc.demotions += (tb > ta) as u64 + (ta > tb) as u64;
+            mc.count_copy(na, nb, bytes);
+            mc.count_copy(nb, na, bytes);
+            entries.push(ba);
+            entries.push(bb);
+            out.pages += 2;
+            out.bytes += 2 * bytes;
+        }
+        if entries.is_empty() {
+            return Ok(out);
+        }
+        let before = self.hw.cores[core].clock_ps;
+        self.hw.charge(core, copy_ps);
+        self.os.migration.copy_ps += copy_ps;
+        self.os.migration.shootdowns += 1;
+        let copied = self.hw.cores[core].clock_ps;
+        self.shootdown_entries(core, &entries);
+        out.ns = (self.hw.cores[core].clock_ps - before) as f64 / 1000.0;
+        out.shootdown_ns = (self.hw.cores[core].clock_ps - copied) as f64 / 1000.0;
+        Ok(out)
+    }
+
     /// Reclaim the present pages holding `vas` to swap (DAMOS `pageout`, MADV_PAGEOUT): each is
     /// unmapped and freed from its node, written to the swap device at `cost.swap_gbps`
     /// (charged to `core`), and one shootdown covers the batch. A later touch is a major fault

@@ -117,6 +117,14 @@ pub struct Mover {
     win_demoted: u64,
     /// Pages per migration batch (one shootdown each).
     batch: usize,
+    /// Exchange mode (`tiering.exchange`): demotions wait for the promotions of the same
+    /// policy step and are paired with them into exchanges.
+    exchange: bool,
+    /// Demotions waiting for a promotion to pair with (exchange mode), and their bytes.
+    queued: Vec<u64>,
+    queued_bytes: u64,
+    /// Pairs exchanged (a promotion and a demotion in one operation).
+    pub exchanges: u64,
 }
 
 /// Most pages the decision log of a run keeps (128 MiB of addresses).
@@ -149,6 +157,10 @@ impl Mover {
             win_promoted: 0,
             win_demoted: 0,
             batch: BATCH,
+            exchange: false,
+            queued: Vec::new(),
+            queued_bytes: 0,
+            exchanges: 0,
         }
     }
 
@@ -157,6 +169,18 @@ impl Mover {
     pub fn with_batches(mut self, batch: usize, shootdown: ShootdownMode) -> Self {
         self.batch = if shootdown == ShootdownMode::PerPage { 1 } else { batch.max(1) };
         self
+    }
+
+    /// The same exchanging pages instead of demoting and promoting them apart (`exchange`).
+    pub fn with_exchange(mut self, exchange: bool) -> Self {
+        self.exchange = exchange;
+        self
+    }
+
+    /// Bytes of the demotions waiting to be paired with promotions (exchange mode): room
+    /// the policy may count on.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes
     }
 
     /// Refill the bucket up to `now`.
@@ -182,9 +206,101 @@ impl Mover {
         t: Tiers,
         core: usize,
     ) -> Result<(u64, bool)> {
+        if !self.queued.is_empty() {
+            let (paired, rest) = self.exchange_with_queued(m, vas, t, core)?;
+            if paired > 0 || rest < vas.len() {
+                let r = self.promote_unlogged(m, &vas[rest..], t, core)?;
+                let moved = paired + r.0;
+                self.record(true, t.fast, vas, moved);
+                return Ok((moved, r.1));
+            }
+        }
         let r = self.promote_unlogged(m, vas, t, core)?;
         self.record(true, t.fast, vas, r.0);
         Ok(r)
+    }
+
+    /// Pair the leading promotions of `vas` with queued demotions and exchange them, batch by
+    /// batch, within the rate limit. Returns the promotions exchanged and the index of the
+    /// first promotion left to migrate (pairs stop at the first that cannot be made).
+    fn exchange_with_queued(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+    ) -> Result<(u64, usize)> {
+        let mut pairs = Vec::new();
+        let mut i = 0;
+        let mut budget = self.tokens;
+        while i < vas.len() && !self.queued.is_empty() {
+            let up = vas[i];
+            let down = self.queued[0];
+            let (su, sd) = (m.page_size_of(up), m.page_size_of(down));
+            if m.node_of(up) != Some(t.slow) || su.is_none() {
+                break;
+            }
+            if m.node_of(down) != Some(t.fast) || sd != su {
+                // The victim moved or differs in size: it waits for the flush.
+                let v = self.queued.remove(0);
+                self.queued_bytes = self.queued_bytes.saturating_sub(page_bytes(m, v));
+                self.flush_one(m, v, t, core)?;
+                continue;
+            }
+            let b = page_bytes(m, up);
+            if b as f64 > budget {
+                self.rate_limited += 1;
+                break;
+            }
+            budget -= b as f64;
+            self.queued.remove(0);
+            self.queued_bytes = self.queued_bytes.saturating_sub(b);
+            pairs.push((up, down));
+            i += 1;
+        }
+        let mut done = 0;
+        for chunk in pairs.chunks(self.batch) {
+            let r = m.exchange_pages(chunk, core)?;
+            let n = r.pages / 2;
+            let bytes = r.bytes / 2;
+            self.tokens -= bytes as f64;
+            self.migrate += Ps::from_ns_f64(r.ns);
+            self.shootdown += Ps::from_ns_f64(r.shootdown_ns);
+            self.promoted_pages += n;
+            self.promoted_bytes += bytes;
+            self.win_promoted += bytes;
+            self.demoted_pages += n;
+            self.demoted_bytes += bytes;
+            self.win_demoted += bytes;
+            self.exchanges += n;
+            let downs: Vec<u64> = chunk.iter().map(|p| p.1).collect();
+            self.record(false, t.slow, &downs, n);
+            done += n;
+        }
+        Ok((done, i))
+    }
+
+    fn flush_one(&mut self, m: &mut MachineView, va: u64, t: Tiers, core: usize) -> Result<()> {
+        if m.node_of(va) == Some(t.fast) {
+            let (k, _) = self.move_batch(m, &[va], t.slow, core, false)?;
+            self.record(false, t.slow, &[va], k);
+        }
+        Ok(())
+    }
+
+    /// Demote the demotions still waiting for a promotion (exchange mode), at the end of the
+    /// policy step that asked for them.
+    pub fn flush_queued(&mut self, m: &mut MachineView, t: Tiers, core: usize) -> Result<u64> {
+        let q = std::mem::take(&mut self.queued);
+        self.queued_bytes = 0;
+        let keep: Vec<u64> = q.into_iter().filter(|&v| m.node_of(v) == Some(t.fast)).collect();
+        if keep.is_empty() {
+            return Ok(0);
+        }
+        let exchange = std::mem::replace(&mut self.exchange, false);
+        let r = self.demote(m, &keep, t, core);
+        self.exchange = exchange;
+        r
     }
 
     /// Log one call (see [`Mover::log`]).
@@ -244,6 +360,18 @@ impl Mover {
     /// Demote the pages of `vas` to `t.slow`, charged to `core` (not rate limited: demotion
     /// makes room for promotions, which are). Returns the pages moved.
     pub fn demote(&mut self, m: &mut MachineView, vas: &[u64], t: Tiers, core: usize) -> Result<u64> {
+        if self.exchange {
+            // Wait for the step's promotions: each pairs with one of these in an exchange.
+            let mut n = 0;
+            for &v in vas {
+                if m.node_of(v) == Some(t.fast) && !self.queued.contains(&v) {
+                    self.queued.push(v);
+                    self.queued_bytes += page_bytes(m, v);
+                    n += 1;
+                }
+            }
+            return Ok(n);
+        }
         let mut moved = 0;
         for chunk in vas.chunks(self.batch) {
             let (k, full) = self.move_batch(m, chunk, t.slow, core, false)?;
@@ -421,9 +549,24 @@ impl AgentCtx<'_, Tiering<'_>> {
         self.machine.core_clock(self.core)
     }
 
-    /// Free bytes of the fast node.
+    /// Free bytes of the fast node (with exchanges, counting the demotions that wait to
+    /// be paired with promotions).
     pub fn fast_free(&self) -> u64 {
-        free_bytes(&self.machine, self.kind.tiers.fast)
+        free_bytes(&self.machine, self.kind.tiers.fast) + self.kind.mover.queued_bytes()
+    }
+
+    /// Demote what still waits for a promotion to pair with (exchange mode), charged to the
+    /// policy's core.
+    pub fn flush_exchanges(&mut self) -> Result<u64> {
+        if self.kind.mover.queued_bytes() == 0 {
+            return Ok(0);
+        }
+        let (core, t) = (self.core, self.kind.tiers);
+        self.machine.start_work(core, self.now);
+        let before = self.machine.core_clock(core);
+        let r = self.kind.mover.flush_queued(&mut self.machine, t, core)?;
+        *self.cpu += self.machine.core_clock(core) - before;
+        Ok(r)
     }
 
     /// Capacity of the fast node, bytes.
@@ -505,6 +648,8 @@ pub struct Common {
     pub batch_pages: usize,
     /// Shootdowns per batch or per page.
     pub shootdown: ShootdownMode,
+    /// Exchange pairs of pages instead of demoting and promoting them apart.
+    pub exchange: bool,
 }
 
 impl Common {
@@ -519,6 +664,7 @@ impl Common {
             period,
             batch_pages: s.batch_pages as usize,
             shootdown: s.shootdown,
+            exchange: s.exchange,
         }
     }
 
@@ -604,6 +750,13 @@ pub struct TieringShared {
     /// ablation of batched flushing).
     #[param(default)]
     pub shootdown: ShootdownMode,
+    /// Exchange a promoted page with a page the same policy step demotes, in one operation
+    /// (Nimble's `exchange_pages`, the Linux folio-exchange RFC): no free fast page needed,
+    /// one shootdown per batch of pairs instead of one for the demotions and one for the
+    /// promotions. Demotions with no promotion to pair with are demoted at the step's end.
+    #[param(default)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exchange: bool,
 }
 
 impl TieringShared {
@@ -618,6 +771,7 @@ impl TieringShared {
             rate_limit_mbps: mbps,
             batch_pages: TieringShared::__param_default_batch_pages(),
             shootdown: ShootdownMode::default(),
+            exchange: false,
         }
     }
 }
@@ -729,7 +883,9 @@ impl TieringAgent {
             policy,
             follows: c.telemetry.clone(),
             accepts,
-            mover: Mover::new(c.rate_limit_mbps, period).with_batches(c.batch_pages, c.shootdown),
+            mover: Mover::new(c.rate_limit_mbps, period)
+                .with_batches(c.batch_pages, c.shootdown)
+                .with_exchange(c.exchange),
             tiers: c.tiers,
             core,
         })
@@ -742,7 +898,9 @@ impl TieringAgent {
     ) -> Result<R> {
         self.mover.refill(ctx.now);
         let mut tctx = ctx.with_kind(Tiering { tiers: self.tiers, mover: &mut self.mover });
-        f(self.policy.as_mut(), &mut tctx)
+        let r = f(self.policy.as_mut(), &mut tctx)?;
+        tctx.flush_exchanges()?;
+        Ok(r)
     }
 }
 
@@ -816,6 +974,9 @@ impl Agent for TieringAgent {
         out.set("tiering.shootdown_seconds", m.shootdown.secs_f64());
         out.set("tiering.migrated_bytes", m.promoted_bytes + m.demoted_bytes);
         out.set("tiering.unlogged_pages", m.unlogged);
+        if m.exchange {
+            out.set("tiering.exchanges", m.exchanges);
+        }
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
     }
@@ -830,6 +991,54 @@ impl Agent for TieringAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::{AddressSpace, MachineConfig, MapOptions};
+    use tierlab_core::Access;
+
+    /// A full fast tier: demoting then promoting apart needs the demotion to free a page
+    /// first (two batches, two shootdowns); with exchanges the step's demotions wait, each
+    /// pairs with a promotion, and one batch swaps them (one shootdown, the same bytes).
+    #[test]
+    fn exchange_swaps_pairs_on_a_full_fast_tier_with_one_shootdown() {
+        let mut nodes = crate::os::memory::default_nodes();
+        nodes[0].capacity = crate::units::ByteSize(2 * PAGE_SIZE);
+        let mut m = crate::os::Machine::new(&MachineConfig { cores: 2, nodes, ..MachineConfig::default() });
+        m.os.mm_cpumask = vec![true, true];
+        let a = m.mmap(4 * PAGE_SIZE, MapOptions::named("x")).unwrap();
+        for i in 0..4 {
+            m.access(0, Access::read(a + i * PAGE_SIZE)).unwrap();
+        }
+        let pages: Vec<u64> = (0..4).map(|i| a + i * PAGE_SIZE).collect();
+        // First touch filled the fast node with the first two pages.
+        assert_eq!((m.node_of(pages[0]), m.node_of(pages[2])), (Some(0), Some(1)));
+        let t = Tiers { fast: 0, slow: 1 };
+        for exchange in [false, true] {
+            let mut m2 = crate::os::Machine::new(&MachineConfig {
+                cores: 2,
+                nodes: m.cfg().nodes.clone(),
+                ..MachineConfig::default()
+            });
+            m2.os.mm_cpumask = vec![true, true];
+            let b = m2.mmap(4 * PAGE_SIZE, MapOptions::named("x")).unwrap();
+            for i in 0..4 {
+                m2.access(0, Access::read(b + i * PAGE_SIZE)).unwrap();
+            }
+            let p: Vec<u64> = (0..4).map(|i| b + i * PAGE_SIZE).collect();
+            let mut mover = Mover::new(65536.0, Ps::from_ns(1_000_000)).with_exchange(exchange);
+            let shootdowns = m2.migration().shootdowns;
+            let mut view = MachineView::new(&mut m2);
+            assert_eq!(mover.demote(&mut view, &p[..2], t, 1).unwrap(), 2);
+            assert_eq!(mover.promote(&mut view, &p[2..], t, 1).unwrap().0, 2);
+            mover.flush_queued(&mut view, t, 1).unwrap();
+            for (i, want) in [(0, 1), (1, 1), (2, 0), (3, 0)] {
+                assert_eq!(m2.node_of(p[i]), Some(want), "exchange {exchange}: page {i}");
+            }
+            assert_eq!((mover.promoted_pages, mover.demoted_pages), (2, 2));
+            assert_eq!(mover.exchanges, if exchange { 2 } else { 0 });
+            let sent = m2.migration().shootdowns - shootdowns;
+            assert_eq!(sent, if exchange { 1 } else { 2 }, "exchange {exchange}");
+            assert_eq!(mover.log.len(), 2, "one demotion and one promotion logged");
+        }
+    }
 
     #[test]
     fn token_bucket_limits_promotions() {
