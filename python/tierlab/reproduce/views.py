@@ -954,7 +954,7 @@ def pebs_scale_plot(fd: FigureData) -> list[pg.Figure]:
 
 # -- tiering (Telescope's Redis runs) -------------------------------------------------------------
 
-_TIERING_COLUMNS = (
+_REDIS_COLUMNS = (
     ("policy", pg.Column("point", format="text")),
     ("telemetry", pg.Column("telemetry", format="text")),
     ("throughput_rps", pg.Column("throughput", "requests/s", "int")),
@@ -963,6 +963,34 @@ _TIERING_COLUMNS = (
     ("demoted_pages", pg.Column("demoted", "pages", "int")),
     ("run_fast_share", pg.Column("fast accesses", "", "pct", 3)),
     ("share_of_optimum", pg.Column("share of the optimum gain", "", "pct", 3)),
+)
+
+
+def redis_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    return pd.DataFrame([r.to_json() for r in report.records]), {}
+
+
+def redis_plot(fd: FigureData) -> list[pg.Figure]:
+    """Throughput and p95 latency of each tiering configuration (the key-value store over a
+    slow tier with a small fast tier), tierlab's beside the paper's ordering."""
+    df = fd.table
+    if df.empty:
+        return []
+    layout = P.grid(
+        1,
+        2,
+        ["throughput (requests/s)", "p95 latency (us)"],
+        hgap=0.1,
+        title="Key-value store on tiered memory: throughput and p95 latency by telemetry",
+    )
+    names = list(df["policy"])
+    data = [
+        P.bar(names, list(df["throughput_rps"]), "throughput", 1,
+              hover="%{x}: %{y:,.0f} requests/s<extra></extra>"),
+        P.bar(names, list(df["p95_us"]), "p95 latency", 2, show=False,
+              hover="%{x}: p95 %{y:.1f} us<extra></extra>"),
+    ]  # fmt: skip
+    return [pg.Figure({"data": data, "layout": layout}, height=420)]
 
 
 # -- tiering systems side by side -----------------------------------------------------------------
@@ -993,32 +1021,6 @@ _TIERING_COLUMNS = (
 
 
 def tiering_table(report: Any, run: SweepRun) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    return pd.DataFrame([r.to_json() for r in report.records]), {}
-
-
-def tiering_plot(fd: FigureData) -> list[pg.Figure]:
-    """Throughput and p95 latency of each tiering configuration (the key-value store over a
-    slow tier with a small fast tier), tierlab's beside the paper's ordering."""
-    df = fd.table
-    if df.empty:
-        return []
-    layout = P.grid(
-        1,
-        2,
-        ["throughput (requests/s)", "p95 latency (us)"],
-        hgap=0.1,
-        title="Key-value store on tiered memory: throughput and p95 latency by telemetry",
-    )
-    names = list(df["policy"])
-    data = [
-        P.bar(names, list(df["throughput_rps"]), "throughput", 1,
-              hover="%{x}: %{y:,.0f} requests/s<extra></extra>"),
-        P.bar(names, list(df["p95_us"]), "p95 latency", 2, show=False,
-              hover="%{x}: p95 %{y:.1f} us<extra></extra>"),
-    ]  # fmt: skip
-    return [pg.Figure({"data": data, "layout": layout}, height=420)]
-
-
     """One row per policy with the counter schema (docs/tiering-systems.md) and the distance
     from the per-window optimum: its share of the optimum's gain and the gap, in points,
     between the accesses the fast tier served and those the optimum's would."""
@@ -1081,10 +1083,9 @@ VIEWS: dict[str, View] = {
     "numa-placement": View(numa_table, numa_plot, _NUMA_COLUMNS),
     "numa-sources": View(numa_sources_table, numa_sources_plot, _NUMA_SOURCES_COLUMNS),
     "numa-opteron": View(numa_machine_table, numa_machine_plot, _NUMA_MACHINE_COLUMNS),
+    "telescope-redis": View(redis_table, redis_plot, _REDIS_COLUMNS),
     "tiering": View(tiering_table, tiering_plot, _TIERING_COLUMNS),
     "pebs-scale": View(pebs_scale_table, pebs_scale_plot, _PEBS_SCALE_COLUMNS),
-
-
 }
 
 
