@@ -262,12 +262,26 @@ mkdir -p $R
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=$LAB_MSIZE hostroot $R \
   || fail "cannot mount the host's root over 9p"
 for d in /proc /sys /dev; do mount --move $d $R$d || fail "cannot move $d"; done
+# The host paths the agent needs that lie under the tmpfs mounts below (a repository cloned
+# in /tmp): bound aside first, put back on top of the tmpfs after.
+n=0
+IFS=:
+for k in $LAB_KEEP; do
+  mkdir -p /keep$n && mount --bind "$R$k" /keep$n || fail "cannot keep $k"; n=$((n+1))
+done
+unset IFS
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 mount -t tmpfs tmpfs $R/run
 [ -d $R/var/tmp ] && mount -t tmpfs -o mode=1777 tmpfs $R/var/tmp
 mkdir -p $R/dev/shm $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
 mount -t devpts devpts $R/dev/pts
+n=0
+IFS=:
+for k in $LAB_KEEP; do
+  mkdir -p "$R$k" && mount --move /keep$n "$R$k" || fail "cannot put $k back"; n=$((n+1))
+done
+unset IFS
 mkdir -p "$R$LAB_RESULTS" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,rw,cache=none,msize=$LAB_MSIZE \
   results "$R$LAB_RESULTS" || fail "cannot mount the results directory at $LAB_RESULTS"
@@ -322,6 +336,25 @@ def config_archive(settings: dict[str, str]) -> bytes:
 def package_parent() -> str:
     """The directory that holds the ``tierlab`` package (the agent is imported from it)."""
     return str(Path(__file__).resolve().parents[2])
+
+
+#: Directories the guest mounts a tmpfs on (what the host has there is hidden in the guest).
+GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
+
+
+def kept_paths() -> str:
+    """The host paths the guest's agent needs (the repository holding the ``tierlab``
+    package, the virtual environment) that lie under :data:`GUEST_TMPFS`, ``:``-separated:
+    the guest's init puts them back on top of its tmpfs mounts."""
+    out: list[str] = []
+    for p in (Path(package_parent()).parent, Path(sys.prefix)):
+        s = str(p.resolve())
+        if ":" in s:
+            raise LabSetupError(f"{s}: a lab path may not contain ':'")
+        hidden = any(s == c or s.startswith(c + "/") for c in GUEST_TMPFS)
+        if hidden and not any(s == o or s.startswith(o + "/") for o in out):
+            out = [o for o in out if not o.startswith(s + "/")] + [s]
+    return ":".join(out)
 
 
 def interpreter() -> str:

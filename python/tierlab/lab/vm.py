@@ -204,6 +204,7 @@ class Lab:
             {
                 "LAB_PYTHON": kmod.interpreter(),
                 "LAB_PYTHONPATH": kmod.package_parent(),
+                "LAB_KEEP": kmod.kept_paths(),
                 "LAB_RESULTS": str(self.results),
                 "LAB_MSIZE": str(MSIZE),
                 "LAB_SETUP": self.machine.agent_setup,
