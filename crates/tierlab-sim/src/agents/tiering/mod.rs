@@ -44,6 +44,22 @@ use super::{
 };
 use tierlab_core::{PageSize, HUGE_SIZE, PAGE_SIZE};
 
+/// Add one sample per record of `drains` to its 4 KiB page's count; returns the number of
+/// samples (ARMS' and PACT's per-interval counts).
+pub(crate) fn count_sampled_pages(
+    drains: &[crate::hw::pebs::Drain],
+    counts: &mut std::collections::HashMap<u64, u32>,
+) -> u64 {
+    let mut n = 0u64;
+    for d in drains {
+        for &(addr, _) in &d.records {
+            n += 1;
+            *counts.entry(tierlab_core::vpn(addr)).or_default() += 1;
+        }
+    }
+    n
+}
+
 pub mod arms;
 pub mod colloid;
 pub mod damon_mtier;

@@ -247,13 +247,7 @@ impl TieringPolicy for Pact {
 
     fn on_feed(&mut self, feed: &Feed, ctx: &mut TieringCtx) -> Result<()> {
         let Feed::Samples(drains) = feed else { return Ok(()) };
-        let mut n = 0u64;
-        for d in drains.iter() {
-            for &(addr, _) in &d.records {
-                n += 1;
-                *self.counts.entry(tierlab_core::vpn(addr)).or_default() += 1;
-            }
-        }
+        let n = super::count_sampled_pages(drains, &mut self.counts);
         self.samples += n;
         ctx.charge(Ps::from_ns_f64(n as f64 * self.p.ns_per_sample));
         Ok(())
