@@ -58,14 +58,16 @@ PYO3_ENV = VIRTUAL_ENV="$(abspath $(VENV))" PYO3_PYTHON="$(abspath $(BIN))/pytho
 
 # The native extension, built in release mode and installed (editable: the Python sources in
 # python/ are used in place, so editing them needs no rebuild). The crates are compiled while
-# pip downloads the Python dependencies (the network, not the CPU, is what pip waits for);
-# maturin then finds them built and only links and installs the extension. Should that
-# compile fail, maturin's build shows the error.
+# pip downloads the Python dependencies (the network, not the CPU, is what pip waits for),
+# and while the Debian packages and the lab's kernel are fetched (network and dpkg: 40-90 s
+# on a fresh machine that would otherwise leave both cores idle); maturin then finds them
+# built and only links and installs the extension. Should that compile fail, maturin's
+# build shows the error.
 $(BUILD_STAMP): $(RUST_INPUTS) pyproject.toml | $(BIN)/python
 	@command -v cargo >/dev/null 2>&1 || { \
 	  echo "make: cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
 	@$(PYO3_ENV) cargo build --release --quiet -p tierlab-py >$(VENV)/prebuild.log 2>&1 & cargo=$$!; \
-	  $(MAKE) --no-print-directory $(DEPS_STAMP) || { kill $$cargo 2>/dev/null; exit 1; }; \
+	  $(MAKE) --no-print-directory $(DEPS_STAMP) system-tools lab-tools || { kill $$cargo 2>/dev/null; exit 1; }; \
 	  wait $$cargo || echo "make: compiling the crates failed (maturin shows why)"
 	$(PYO3_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --quiet
 	touch $@
