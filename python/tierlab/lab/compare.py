@@ -294,18 +294,23 @@ def compare(lab: Any, config: Path, attrs: Attrs, work: Path, runner: Path) -> p
 def add_parser(what: argparse._SubParsersAction) -> None:
     c = what.add_parser(
         "compare",
-        help="the guest kernel's DAMON against tierlab's simulated DAMON",
-        description="Runs masim configs under the guest kernel's DAMON (vaddr, sysfs) and "
-        "under tierlab's simulated DAMON with the same attributes, and compares them per "
-        "aggregation: regions, working set size, hot regions. See docs/lab.md.",
+        help="the guest kernel's DAMON and tiering against tierlab's simulated ones",
+        description="damon: runs masim configs under the guest kernel's DAMON (vaddr, sysfs) "
+        "and under tierlab's simulated DAMON with the same attributes, and compares them per "
+        "aggregation: regions, working set size, hot regions. tiering: runs masim configs "
+        "whose pages start on the slow node under the guest's DAMOS migrate_hot/migrate_cold "
+        "and NUMA balancing in tiering mode, and under the simulator's damon-mtier and "
+        "numa-tiering with the same settings: pages promoted and demoted per interval. "
+        "See docs/lab.md.",
     )
-    c.add_argument("mechanism", choices=("damon",), help="what to compare")
+    c.add_argument("mechanism", choices=("damon", "tiering"), help="what to compare")
     c.add_argument("machine", help="built-in machine name or machine file")
     c.add_argument(
         "--config",
         action="append",
         metavar="MASIM",
-        help=f"masim config file or built-in name (default: all of {', '.join(builtin_configs())})",
+        help=f"masim config file or built-in name (default: damon: all of "
+        f"{', '.join(builtin_configs())}; tiering: zigzag, hot-cold)",
     )
     from tierlab.cli.common import int_in
 
@@ -316,6 +321,35 @@ def add_parser(what: argparse._SubParsersAction) -> None:
     c.add_argument("--update-us", type=us, default=1_000_000, help="ops update (1000000)")
     c.add_argument("--min-nr-regions", type=nr, default=10, help="min_nr_regions (10)")
     c.add_argument("--max-nr-regions", type=nr, default=1000, help="max_nr_regions (1000)")
+    t = c.add_argument_group("tiering")
+    t.add_argument(
+        "--mode",
+        choices=("damos", "numa-balancing", "both"),
+        default="both",
+        help="the kernel mechanism: DAMOS migrate_hot/migrate_cold (damon-mtier), NUMA "
+        "balancing in tiering mode (numa-tiering), or both (default)",
+    )
+    ms = int_in(1, 10**7, "milliseconds")
+    t.add_argument(
+        "--period-ms", type=ms, default=250, help="guest sampling period and sim window (250)"
+    )
+    t.add_argument("--apply-us", type=us, default=1_000_000, help="DAMOS apply interval (1000000)")
+    t.add_argument(
+        "--quota", type=_size, default="200MiB", help="DAMOS size quota per window (200MiB)"
+    )
+    t.add_argument("--quota-reset-ms", type=ms, default=1000, help="DAMOS quota window (1000)")
+    t.add_argument(
+        "--hot-min-nr-accesses",
+        type=int_in(1, 10**6, "samples"),
+        default=1,
+        help="migrate_hot's smallest nr_accesses (1)",
+    )
+    t.add_argument(
+        "--cold-min-age",
+        type=int_in(0, 10**6, "aggregations"),
+        default=0,
+        help="migrate_cold's smallest age (0)",
+    )
     c.add_argument(
         "--results",
         type=Path,
@@ -327,12 +361,26 @@ def add_parser(what: argparse._SubParsersAction) -> None:
     c.set_defaults(func=main, parser=c)
 
 
+def _size(text: str) -> int:
+    try:
+        v = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size > 0")
+    return v
+
+
 def main(args: argparse.Namespace) -> int:
     from tierlab.cli.common import EXIT_USAGE, print_error
     from tierlab.lab import machine as mm
     from tierlab.lab.kernel import LabSetupError
     from tierlab.lab.vm import Lab, LabError
 
+    if args.mechanism == "tiering":
+        from tierlab.lab import tiering_compare
+
+        return tiering_compare.main(args)
     try:
         configs = [resolve_config(c) for c in (args.config or builtin_configs())]
         mach = mm.load(args.machine)

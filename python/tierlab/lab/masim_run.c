@@ -6,12 +6,18 @@
  * to 0 at the region's end, and persists across selections; random: offset = random % size),
  * writes for wo/rw, reads for ro. Prints "ready PID" when the regions are mapped, waits for a
  * line on stdin (so a monitor can attach first), then runs; per phase "<name>: <ms> msecs".
- *   masim_run CONFIG */
+ * With NODE, every page of the regions is written once before "ready" with the allocations
+ * preferring NODE (set_mempolicy MPOL_PREFERRED), and the policy is reset to the default
+ * afterwards, so the pages start on NODE and nothing pins them there (the tiering
+ * comparison: NUMA balancing leaves pages of a task with an explicit policy alone); each
+ * region is followed by a PROT_NONE page so that it stays a mapping of its own.
+ *   masim_run CONFIG [NODE] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,7 +66,8 @@ static double now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: masim_run CONFIG\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: masim_run CONFIG [NODE]\n"); return 2; }
+    long node = argc > 2 ? atol(argv[2]) : -1;
     FILE *f = fopen(argv[1], "r");
     if (!f) { perror(argv[1]); return 2; }
     char line[1024];
@@ -99,11 +106,24 @@ int main(int argc, char **argv) {
         }
     }
     fclose(f);
+    if (node >= 0) {
+        unsigned long mask = 1UL << node;
+        if (syscall(SYS_set_mempolicy, 1 /* MPOL_PREFERRED */, &mask, 64) != 0) { perror("set_mempolicy"); return 1; }
+    }
+    long page = sysconf(_SC_PAGESIZE);
     for (int i = 0; i < nr; i++) {
-        R[i].mem = mmap(NULL, R[i].size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* With NODE, a PROT_NONE page after each region keeps the regions in mappings of
+         * their own (adjacent anonymous mappings merge), so numa_maps counts each. */
+        size_t len = node >= 0 ? (R[i].size + 2 * (size_t)page - 1) / (size_t)page * (size_t)page : R[i].size;
+        R[i].mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (R[i].mem == MAP_FAILED) { perror("mmap"); return 1; }
+        if (node >= 0) {
+            if (mprotect(R[i].mem + len - (size_t)page, (size_t)page, PROT_NONE) != 0) { perror("mprotect"); return 1; }
+            for (size_t o = 0; o < R[i].size; o += (size_t)page) R[i].mem[o] = 1;
+        }
         printf("region %s %lx %zu\n", R[i].name, (unsigned long)R[i].mem, R[i].size);
     }
+    if (node >= 0 && syscall(SYS_set_mempolicy, 0 /* MPOL_DEFAULT */, NULL, 0) != 0) { perror("set_mempolicy"); return 1; }
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) return 0;
