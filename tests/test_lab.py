@@ -4,7 +4,10 @@ memory nodes (node 1 CPU-less, a lower memory tier from the HMAT), booted once f
 In the guest (tests/lab_guest.py): `tierlab record --backend page-faults` of a live program,
 `tierlab place plan/apply/show` moving its pages from node 0 to node 1 (checked in
 /proc/PID/numa_maps), and `tierlab tier` promoting and demoting a program's pages between
-the nodes (its decision log, and the guest's /proc/vmstat). Skipped only where QEMU is not
+the nodes (its decision log, and the guest's /proc/vmstat). On the host, against the guest
+(tierlab.lab.compare, tierlab.lab.tiering_compare): the kernel's DAMON and tierlab's on a
+masim config, and the kernel's DAMOS migrate_hot/migrate_cold and NUMA balancing in tiering
+mode against the simulator's damon-mtier and numa-tiering. Skipped only where QEMU is not
 installed (`make install` installs it, as root).
 """
 
@@ -181,11 +184,14 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         runner = lab_compare.build_runner(d)
         cfg = lab_compare.resolve_config("zigzag")
         facts["damon"] = lab_compare.compare(lab, cfg, lab_compare.Attrs(), d, runner)
-        # The guest kernel's DAMOS and NUMA balancing against the simulator's on zigzag.
+        # The guest kernel's DAMOS and NUMA balancing against the simulator's on hot-cold.
         mach = lab_machine.load("two-tier-hmat")
-        st = tiering_compare.Settings()
+        hc = lab_compare.resolve_config("hot-cold")
+        # Schemes applied at every aggregation (the kernel's default apply interval): under
+        # emulation the slow node's kdamond sees accesses in only some aggregations.
+        st = tiering_compare.Settings(apply_us=100_000)
         facts["tiering"] = {
-            mode: tiering_compare.compare(lab, mach, cfg, mode, st, d, runner)
+            mode: tiering_compare.compare(lab, mach, hc, mode, st, d, runner)
             for mode in tiering_compare.MODES
         }
         yield facts
@@ -249,33 +255,44 @@ def test_guest_damon_and_simulated_damon_find_the_same_hot_region(guest: dict[st
     assert s["hot_jaccard"] >= 0.5, table.to_string()
 
 
-def test_guest_damos_migrates_the_hot_region_first_as_simulated(guest: dict[str, Any]) -> None:
-    """zigzag, its 32 MiB populated on the slow node 1, under DAMOS migrate_hot (to node 0)
-    and migrate_cold (to node 1) in the guest (two paddr kdamonds) and in the simulator's
-    damon-mtier with the same schemes. Region a is the only one accessed in the first
-    phase, so on both sides the first pages promoted are a's (they would be b's, or both,
-    if the schemes or the young filter picked pages other than the accessed ones); b, hot in
-    the second and fourth phases, is promoted later on both sides."""
+def test_guest_damos_promotes_the_accessed_pages_as_simulated(guest: dict[str, Any]) -> None:
+    """hot-cold (16 MiB accessed 9 : 16 MiB accessed 1 : 16 MiB never accessed, 5 s), its
+    48 MiB populated on the slow node 1, under DAMOS migrate_hot (to node 0) and
+    migrate_cold (to node 1) in the guest (two paddr kdamonds, young filters, applied every
+    aggregation) and in the simulator's damon-mtier with the same schemes.
+
+    Both promote pages of the hot and of the cold region (each is accessed in every
+    aggregation). The simulator promotes all 8192 within ~1 s; the guest later and by
+    whole physical regions (docs/lab.md), measured 6,600-7,900 of the 8192 by the end with
+    the 1 s apply interval. The bound asks for at least half of the simulator's count on
+    node 0 at the end. The simulator never promotes the idle region (its young filter
+    passes only accessed pages); the kernel's may (a folio DAMON never sampled counts as
+    young), so that is not asserted of the guest."""
     tab, s = guest["tiering"]["damos"]
     assert s["real_promoted"] > 0, tab.to_string()
     # Every page the runner gained on node 0 was migrated (the kernel counted it).
     assert s["vmstat_pgmigrate_success"] >= s["real_promoted"], tab.to_string()
-    assert s["real_first_promoted_region"] == s["sim_first_promoted_region"] == "a", s
-    assert tab.real_fast_b.max() > 0 and tab.sim_fast_b.max() > 0, tab.to_string()
+    for region in ("hot", "cold"):
+        assert tab[f"real_fast_{region}"].max() > 0, tab.to_string()
+        assert tab[f"sim_fast_{region}"].max() > 0, tab.to_string()
+    real, sim = s["real_fast_at_end"], s["sim_fast_at_end"]
+    assert real["hot"] + real["cold"] >= (sim["hot"] + sim["cold"]) / 2, s
+    assert tab.sim_fast_idle.max() == 0, tab.to_string()
 
 
 def test_guest_numa_balancing_promotes_as_much_as_simulated(guest: dict[str, Any]) -> None:
-    """zigzag under numa_balancing = 2 and the simulator's numa-tiering with the guest's
+    """hot-cold under numa_balancing = 2 and the simulator's numa-tiering with the guest's
     scan and promotion settings. Node 0 never has "enough" free memory (1 GiB + the promo
     watermark on a 1 GiB node), so a page is promoted when its hint fault comes within the
-    hot threshold (1 s) of its scan; a sequential sweep of 16 MiB revisits every page well
-    within 1 s even under emulation, and the rate limit (65536 MB/s) is never reached: both
-    sides promote every page of a and b (8192) once each. The bound allows a quarter of them
-    to be missed by the scan's timing on one side."""
+    hot threshold (1 s) of its scan; the sequential sweeps revisit every page of the hot and
+    the cold region well within 1 s even under emulation, and the rate limit (65536 MB/s) is
+    never reached: both sides promote those 8192 pages once each, none of the idle region.
+    The bound allows a quarter of them to be missed by the scan's timing on one side."""
     tab, s = guest["tiering"]["numa-balancing"]
     assert s["vmstat_pgpromote_success"] > 0, tab.to_string()
     # The runner's gains on node 0 are NUMA balancing's promotions (pgpromote_success).
     assert s["real_promoted"] <= s["vmstat_pgpromote_success"], s
     assert 0.75 <= s["real_promoted"] / s["sim_promoted"] <= 1.25, s
+    assert tab.real_fast_idle.max() == 0 and tab.sim_fast_idle.max() == 0, tab.to_string()
     # Tiering mode demotes only through reclaim: node 0 is far from its watermarks.
     assert s["real_demoted"] == s["sim_demoted"] == 0, s

@@ -4,8 +4,11 @@
 what the lab needs and whether this host has it, ``tierlab lab run MACHINE -- CMD`` boots the
 machine, runs CMD in it (the host's tierlab installation is there, read-only, at the same
 paths; the results directory is shared read-write at its own path) and exits with CMD's
-status, and ``tierlab lab compare damon MACHINE`` runs the guest kernel's DAMON and
-tierlab's simulated DAMON on the same masim configs. See docs/lab.md.
+status, ``tierlab lab compare damon MACHINE`` runs the guest kernel's DAMON and tierlab's
+simulated DAMON on the same masim configs, and ``tierlab lab compare tiering MACHINE`` the
+guest's DAMOS migrate_hot/migrate_cold and NUMA balancing in tiering mode against the
+simulator's damon-mtier and numa-tiering (pages promoted and demoted over time). See
+docs/lab.md.
 
 Exit status of ``run``: the command's (128 + N when signal N ended it), 2 when the lab could
 not be set up or the guest did not boot.

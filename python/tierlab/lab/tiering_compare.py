@@ -279,6 +279,15 @@ def summary(tab: pd.DataFrame, guest: dict[str, Any], sim_totals: dict[str, Any]
         out["damos_sz_applied_mib"] = [
             round(s.get("sz_applied", 0) / (1 << 20), 1) for s in guest["scheme_stats"]
         ]
+    if "page_idle" in guest:
+        out["page_idle"] = guest["page_idle"]
+    for comm, aggs in sorted(guest.get("aggregations", {}).items()):
+        # One kdamond per node (kdamond.0: the slow node's, migrate_hot): how long its
+        # aggregations took in the guest, and how many saw any access in the slow node.
+        span = aggs[-1][0] - aggs[0][0] if len(aggs) > 1 else 0.0
+        out[f"{comm}_aggregations"] = len(aggs)
+        out[f"{comm}_aggr_ms"] = round(1000 * span / (len(aggs) - 1), 1) if len(aggs) > 1 else None
+        out[f"{comm}_accessed_aggregations"] = sum(1 for a in aggs if a[2] > 0)
     if "numa_balancing" in guest:
         out["numa_balancing"] = guest["numa_balancing"]
     return out

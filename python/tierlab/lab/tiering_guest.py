@@ -24,13 +24,17 @@ the guest kernel's tiering mechanisms, sampled over time.
 
 Every ``period_ms`` of the guest's clock: ``/proc/vmstat`` (migration, promotion, demotion and
 NUMA-balancing counters) and the runner's pages per node in each masim region
-(``/proc/PID/numa_maps``). Standard library only (it runs under emulation).
+(``/proc/PID/numa_maps``); with DAMOS, every aggregation of both kdamonds from the
+``damon:damon_aggregated`` tracepoint (time, regions, largest ``nr_accesses``, bytes seen
+accessed) and the schemes' stats at the end. Standard library only (it runs under
+emulation).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -100,6 +104,42 @@ def memcg() -> Path | None:
         return None
 
 
+PAGE_IDLE = Path("/sys/kernel/mm/page_idle/bitmap")
+
+
+def mark_idle(pid: int, starts: dict[int, str], page: int) -> bool:
+    """Marks the runner's populated pages idle (``/sys/kernel/mm/page_idle/bitmap``: the
+    Accessed bits of their mappings cleared and the folios' idle flag set), as if DAMON had
+    just checked each. paddr's ``young`` filter counts a folio without the idle flag as
+    young, so without this every page DAMON never sampled (most of them: it samples one page
+    per region) passes it, accessed or not; the simulator's populate leaves no page
+    accessed. Falls back to clearing the Accessed bits (``clear_refs``) where the kernel has
+    no idle page tracking; False then."""
+    if not PAGE_IDLE.exists():
+        put(Path(f"/proc/{pid}/clear_refs"), 1)
+        return False
+    words: dict[int, int] = {}
+    with open(f"/proc/{pid}/pagemap", "rb") as pm:
+        for start in starts:
+            end = start
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                if lo == start:
+                    end = hi
+            pm.seek(start // page * 8)
+            data = pm.read((end - start) // page * 8)
+            for i in range(0, len(data), 8):
+                entry = int.from_bytes(data[i : i + 8], "little")
+                if entry >> 63:  # present
+                    pfn = entry & ((1 << 55) - 1)
+                    words[pfn // 64] = words.get(pfn // 64, 0) | 1 << (pfn % 64)
+    with open(PAGE_IDLE, "r+b", buffering=0) as bm:
+        for w, bits in sorted(words.items()):
+            bm.seek(w * 8)
+            bm.write(bits.to_bytes(8, "little"))
+    return True
+
+
 def setup_damos(s: dict[str, Any], memcg_path: str | None) -> list[Path]:
     """Two kdamonds (one paddr context each): migrate_hot over the slow node, migrate_cold
     over the fast node."""
@@ -158,6 +198,37 @@ def setup_damos(s: dict[str, Any], memcg_path: str | None) -> list[Path]:
         out.append(k)
     for k in out:
         put(k / "state", "on")
+    return out
+
+
+# kdamond.0-63 [000] ..... 12.345678: damon_aggregated: target_id=0 nr_regions=11 A-B: N AGE
+AGGREGATED = re.compile(
+    r"^\s*(kdamond\.\d+)-\d+\s.*?(\d+\.\d+): damon_aggregated: target_id=\d+ "
+    r"nr_regions=(\d+) (\d+)-(\d+): (\d+) \d+"
+)
+
+
+def aggregations() -> dict[str, list[list[float]]]:
+    """Per kdamond, its aggregations from the guest's ``damon:damon_aggregated`` trace:
+    ``[time_s, regions, max nr_accesses, bytes with nr_accesses > 0]``."""
+    from tierlab.lab.damon_guest import EVENT, TRACING
+
+    put(TRACING / "tracing_on", 0)
+    put(EVENT / "enable", 0)
+    out: dict[str, list[list[float]]] = {}
+    left: dict[str, int] = {}
+    for line in (TRACING / "trace").read_text().splitlines():
+        m = AGGREGATED.search(line)
+        if m is None:
+            continue
+        comm, nr, size = m.group(1), int(m.group(6)), int(m.group(5)) - int(m.group(4))
+        if not left.get(comm):
+            out.setdefault(comm, []).append([float(m.group(2)), int(m.group(3)), 0, 0])
+            left[comm] = int(m.group(3))
+        agg = out[comm][-1]
+        agg[2] = max(agg[2], nr)
+        agg[3] += size if nr > 0 else 0
+        left[comm] -= 1
     return out
 
 
@@ -222,10 +293,8 @@ def main() -> int:
             starts[int(words[2], 16)] = words[1]
         if words[0] == "ready":
             break
-    # The populate set the Accessed bits of every page; the simulator's populate sets none.
-    # Cleared here, so DAMOS's ``young`` filter starts from the workload's own accesses.
-    put(Path(f"/proc/{proc.pid}/clear_refs"), 1)
     result: dict[str, Any] = {"mode": mode, "settings": s, "regions": list(starts.values())}
+    result["page_idle"] = mark_idle(proc.pid, starts, s["page"])
     result["memcg"] = cg is not None
     kdamonds: list[Path] = []
     restore: dict[Path, str] = {}
@@ -242,12 +311,16 @@ def main() -> int:
 
     try:
         if mode == "damos":
+            from tierlab.lab.damon_guest import trace_on
+
+            trace_on()
             kdamonds = setup_damos(s, f"/{MEMCG}" if cg is not None else None)
         elif mode == "numa-balancing":
             result["numa_balancing"], restore = numa_balancing_on()
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         t0 = time.monotonic()
+        result["t0"] = t0
         sample(t0)
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -257,6 +330,8 @@ def main() -> int:
             sample(t0)
         if kdamonds:
             result["scheme_stats"] = scheme_stats(kdamonds)
+            result["kdamond_pids"] = [int((k / "pid").read_text()) for k in kdamonds]
+            result["aggregations"] = aggregations()
     finally:
         for k in kdamonds:
             with contextlib.suppress(OSError):
