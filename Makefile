@@ -165,8 +165,8 @@ test-rust: install rust-tools
 	cargo fmt --all --check
 
 test-lint: install
-	$(BIN)/ruff check python tests examples
-	$(BIN)/ruff format --check python tests examples
+	$(BIN)/ruff check python tests examples tools
+	$(BIN)/ruff format --check python tests examples tools
 	$(BIN)/mypy
 
 # The engine's throughput, calibrated against the naive C model of ../shared/bench (when it

@@ -52,10 +52,16 @@ def main() -> int:
                 ratios.setdefault(k, []).append(new[k] / old[k])
                 rows.append((r, k, old[k], new[k]))
     for r, k, o, n in rows:
-        print(f"round {r}  {k:<24} old {o / 1e6:8.2f} M/s  new {n / 1e6:8.2f} M/s  new/old {n / o:5.3f}")
+        print(
+            f"round {r}  {k:<24} old {o / 1e6:8.2f} M/s  new {n / 1e6:8.2f} M/s"
+            f"  new/old {n / o:5.3f}"
+        )
     print()
     for k, v in ratios.items():
-        print(f"{k:<24} median new/old {statistics.median(v):5.3f}  (rounds: {', '.join(f'{x:.3f}' for x in v)})")
+        print(
+            f"{k:<24} median new/old {statistics.median(v):5.3f}"
+            f"  (rounds: {', '.join(f'{x:.3f}' for x in v)})"
+        )
     return 0
 
 

@@ -106,9 +106,7 @@ def run_one(item: Item) -> tuple[str, dict[str, Any], float]:
         raw = native().run(spec, ov, None, None, None, techniques)
     except Exception as e:  # a run that fails is part of the behaviour
         return key, {"error": f"{type(e).__name__}: {e}"}, time.perf_counter() - t0
-    stats = {
-        k: _clean(v) for k, v in raw.stats_flat.items() if not any(s in k for s in VOLATILE)
-    }
+    stats = {k: _clean(v) for k, v in raw.stats_flat.items() if not any(s in k for s in VOLATILE)}
     doc = {
         "stats": stats,
         "timeseries": {k: [_clean(x) for x in v] for k, v in raw.timeseries.items()},
