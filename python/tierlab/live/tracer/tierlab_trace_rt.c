@@ -860,12 +860,26 @@ static void proc_log(const char *how) {
     close(fd);
 }
 
+/* The allocation interposer linked beside this runtime (tierlab_alloc_rt.c) follows the
+ * process through these handlers, after this runtime in the child (it writes its allocs.bin
+ * into the child's directory): 0 before the fork, 1 in the parent, 2 in the child. */
+void tierlab_alloc_fork(int phase) __attribute__((weak));
+
+/* This process's directory of the recording (the top one, or p<PID>...), NULL when nothing is
+ * recorded: for the allocation interposer. */
+__attribute__((visibility("default"))) const char *tierlab_trace_proc_dir(void) {
+    init();
+    return enabled ? dir : NULL;
+}
+
 static void atfork_prepare(void) {
     real_mutex_lock(&lock);
     spin_lock(&sync_spin);
+    if (tierlab_alloc_fork) tierlab_alloc_fork(0);
 }
 
 static void atfork_parent(void) {
+    if (tierlab_alloc_fork) tierlab_alloc_fork(1);
     spin_unlock(&sync_spin);
     real_mutex_unlock(&lock);
 }
@@ -884,6 +898,7 @@ static void atfork_child(void) {
     maps_fd = sync_fd = -1;
     if (!proc_dir_init(base_dir)) {
         enabled = 0;
+        if (tierlab_alloc_fork) tierlab_alloc_fork(2); /* it records nothing either */
         return;
     }
     char path[3100];
@@ -917,6 +932,7 @@ static void atfork_child(void) {
     real_mutex_unlock(&lock);
     proc_how = "fork";
     proc_log("fork");
+    if (tierlab_alloc_fork) tierlab_alloc_fork(2);
 }
 
 /* -- windows ---------------------------------------------------------------------------------- */
