@@ -546,6 +546,8 @@ def trace_children(
 
     def add(part: _Part, cols: LackeyColumns) -> None:
         part.messages.extend(cols["messages"])
+        if any(_GUEST_INSTRS.search(m) for m in cols["messages"]):
+            part.live = False  # Valgrind's exit summary: the pid may be reused from here on
         n = len(cols["kind"])
         if n:
             part.writer.append_accesses(
