@@ -586,6 +586,85 @@ EXPORT void tierlab_alloc_fork(int phase) {
     }
     in_hook--;
 }
+/* A process that execs or leaves by _exit runs no atexit handler: its events are written
+ * before (linked: the trace runtime's exec and _exit call this; preloaded: this file's). An
+ * exec that fails goes on recording into the same file. */
+EXPORT void tierlab_alloc_leaving(void) { at_exit(); }
+
+#ifndef TIERLAB_ALLOC_LINKED
+#define REAL_FN(ret, name, params)                                \
+    static ret(*real_##name) params;                              \
+    static void find_##name(void) {                               \
+        if (!real_##name) {                                       \
+            in_hook++;                                            \
+            real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name); \
+            in_hook--;                                            \
+        }                                                         \
+    }
+REAL_FN(int, execve, (const char *, char *const[], char *const[]))
+REAL_FN(int, execv, (const char *, char *const[]))
+REAL_FN(int, execvp, (const char *, char *const[]))
+REAL_FN(int, execvpe, (const char *, char *const[], char *const[]))
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    tierlab_alloc_leaving();
+    find_execve();
+    return real_execve(path, argv, envp);
+}
+EXPORT int execv(const char *path, char *const argv[]) {
+    tierlab_alloc_leaving();
+    find_execv();
+    return real_execv(path, argv);
+}
+EXPORT int execvp(const char *file, char *const argv[]) {
+    tierlab_alloc_leaving();
+    find_execvp();
+    return real_execvp(file, argv);
+}
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    tierlab_alloc_leaving();
+    find_execvpe();
+    return real_execvpe(file, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments into an argv (at most 4096). */
+#define EXECL_ARGV(first, ap, argv)                                      \
+    char *argv[4097];                                                   \
+    int argc_ = 0;                                                      \
+    argv[argc_++] = (char *)(first);                                    \
+    while (argc_ < 4096 && (argv[argc_] = va_arg(ap, char *))) argc_++; \
+    argv[argc_] = NULL
+
+EXPORT int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execv(path, argv);
+}
+EXPORT int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execvp(file, argv);
+}
+EXPORT int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+EXPORT void _exit(int status) {
+    tierlab_alloc_leaving();
+    for (;;) syscall(SYS_exit_group, status);
+}
+void _Exit(int status) __attribute__((alias("_exit")));
+#endif
+
 static void fork_prepare(void) { tierlab_alloc_fork(0); }
 static void fork_parent(void) { tierlab_alloc_fork(1); }
 static void fork_child(void) { tierlab_alloc_fork(2); }

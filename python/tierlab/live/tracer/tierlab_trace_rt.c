@@ -1085,9 +1085,11 @@ void tierlab_trace_stop(void) {
 /* -- exec and _exit --------------------------------------------------------------------------- */
 /* A process that execs or leaves by _exit runs no atexit handler: its buffers are written
  * before (an exec that fails goes on tracing into the same files). */
+void tierlab_alloc_leaving(void) __attribute__((weak)); /* the allocation interposer's */
 static void flush_before_leaving(void) {
     RT_BUSY();
     if (enabled && getpid() == main_pid) at_exit_flush();
+    if (tierlab_alloc_leaving) tierlab_alloc_leaving();
 }
 
 REAL(int, execve, NULL, (const char *, char *const[], char *const[]))
