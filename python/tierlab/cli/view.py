@@ -320,7 +320,7 @@ def main(args: argparse.Namespace) -> int:
     for line in procs:
         print(line)
     if procs:
-        print("  (tierlab view REC --process PID: one process's own view)")
+        print("  (tierlab view REC --process PID: one process's own view; PID-N: after its exec)")
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
 
