@@ -11,8 +11,9 @@
   and with clang: the same loads and stores to the heap and the globals.
 - memset, memcpy and a copy loop: N bytes read and N bytes written, by interposition.
 
-(One child process in the three-site program is not part of this test: following children is
-another branch's work.)
+  The program forks one child that allocates and touches a block of its own: `tierlab view
+  --process PID` gives that site exactly its bytes and accesses, at its file:line, and the
+  parent's sites hold none of the child's.
 """
 
 from __future__ import annotations
@@ -117,6 +118,29 @@ def test_three_sites_exact(three: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "allocation sites:" in text and "not recorded:" in text
 
 
+def test_child_process_site_exact(three: Path) -> None:
+    """The forked child's allocation is in the child's own part of the recording."""
+    meta = json.loads((three / "meta.json").read_text())
+    procs = meta["processes"]
+    assert [p["how"] for p in procs] == ["start", "fork"], procs
+    child = procs[1]
+    assert child["path"] == f"processes/p{child['pid']}"
+    res = tierlab("view", str(three), "--process", str(child["pid"]), "--json")
+    doc = json.loads(res.stdout)
+    sites = {where(r["location"]): r for r in doc["sites"]["sites"]}
+    src = "three_sites.cpp"
+    row = sites[f"{src}:{line_of(src, 'malloc(1000 * sizeof(long))')}"]
+    got = (row["bytes_allocated"], row["bytes_touched"], row["loads"], row["stores"])
+    assert got == (8000, 8000, 2 * 1000, 1000), row
+    assert row["allocations"] == 1
+    # The child holds no allocation of its parent's sites, nor the parent one of the child's.
+    parent = {where(r["location"]) for r in sites_of(three)[1]["sites"]["sites"]}
+    assert f"{src}:{line_of(src, 'malloc(n * sizeof(long))')}" not in sites
+    assert f"{src}:{line_of(src, 'malloc(1000 * sizeof(long))')}" not in parent
+    allocs = pd.read_parquet(three / child["path"] / "allocations")
+    assert set(allocs["tid"]) == {child["pid"]}
+
+
 def test_site_plan_run_and_simulate(three: Path, tmp_path: Path) -> None:
     src = "three_sites.cpp"
     plan = tmp_path / "plan.json"
@@ -195,6 +219,23 @@ def test_preloaded_interposer_on_an_unmodified_program(tmp_path: Path) -> None:
         (f"{src}:{line_of(src, 'calloc(1000')}", "calloc", 4000),
         (f"{src}:{line_of(src, 'new double[512]')}", "new[]", 4096),
     }
+    # The forked child records into p<PID> (listed in processes.log): its own site only.
+    (line,) = (out / "processes.log").read_text().splitlines()
+    w = line.split()
+    assert w[0] == "process" and w[4] == "fork" and w[5] == f"p{w[1]}" and w[6] == str(exe)
+    child = out / w[5]
+    raw = allocs.read_raw(child / "allocs.bin")
+    assert set(raw["tid"]) == {int(w[1])}
+    cols, sites = allocs.tables(
+        raw, allocs.event_times(raw, None, None), allocs.read_maps(child / "allocmaps.txt")
+    )
+    locs = [where(loc.split("\n")[0]) for loc in sites["locations"]]
+    got = {
+        (locs[int(site)], allocs.KINDS[int(kind)], int(size))
+        for site, kind, size in zip(cols["site"], cols["kind"], cols["size"], strict=True)
+        if locs[int(site)].startswith(src) and int(kind) not in allocs.FREE_KINDS
+    }
+    assert got == {(f"{src}:{line_of(src, 'malloc(1000 * sizeof(long))')}", "malloc", 8000)}
 
 
 def heap_and_globals(rec: Path) -> tuple[int, int, int, int]:

@@ -79,6 +79,45 @@ def test_trace_has_exactly_lackeys_accesses(programs, valgrind, tmp_path: Path) 
     assert any(n.endswith(".so.6") or "libc" in n for n in names), names
 
 
+def test_trace_follow_children(programs, valgrind, tmp_path: Path) -> None:  # noqa: F811
+    """--follow-children: the parent, a forked child and the program it execs, each in its own
+    part of the recording with exactly its stores to its array, its mappings named."""
+    prog = programs["lackey_fork"]
+    rec = tmp_path / "r"
+    res = tierlab("trace", "--follow-children", "-o", rec, "--", prog, timeout=300)
+    assert res.returncode == 0, res.stderr
+    said = {
+        w[0]: (int(w[1]), int(w[2], 16), int(w[3])) for w in map(str.split, res.stdout.splitlines())
+    }
+    assert set(said) == {"parent", "child", "exec"}, res.stdout
+    top = Recording.open(rec)
+    procs = top.meta["processes"]
+    assert [(p["pid"], p["how"], p["path"]) for p in procs] == [
+        (said["parent"][0], "start", "."),
+        (said["child"][0], "fork", f"processes/p{said['child'][0]}"),
+        (said["exec"][0], "exec", f"processes/p{said['exec'][0]}-2"),
+    ]
+    assert procs[1]["parent"] == procs[2]["parent"] == said["parent"][0]
+    for role, p in zip(("parent", "child", "exec"), procs, strict=True):
+        _, addr, n = said[role]
+        r = Recording.open(rec / p["path"])
+        acc = r.accesses()
+        assert len(acc) == p["accesses"] > 0
+        inside = (acc["addr"] >= addr) & (acc["addr"] < addr + 8 * 512)
+        assert int((inside & (acc["kind"] == 1)).sum()) == n, role
+        a = r.meta["accounting"]
+        if role != "child":  # the child's part ends at its exec: Valgrind prints no summary
+            assert a["instructions"] == a["lackey_guest_instrs"], (role, a)
+        assert set(acc["tid"]) == {p["pid"]}
+    assert top.meta["accounting"]["exit_code"] == 0
+    # view: the processes, and one of them on its own with its mappings named.
+    v = tierlab("view", rec, "--process", f"{said['exec'][0]}-2", "--json").json()
+    assert v["totals"]["accesses"] == procs[2]["accesses"]
+    names = {m["name"] for m in v["mappings"]}
+    assert str(prog) in names, names
+    assert v["totals"]["unassigned"] <= procs[2]["accesses"] // 1000
+
+
 def test_trace_errors(tmp_path: Path) -> None:
     res = tierlab("trace", "-o", tmp_path / "r", "--valgrind", tmp_path / "nope", "--", "true")
     assert "valgrind not found" in assert_user_error(res)

@@ -237,6 +237,9 @@ def main(args: argparse.Namespace) -> int:
         for k, v in extra.items():  # the launched program inherits the environment
             saved_env[k] = os.environ.get(k)
             os.environ[k] = v
+        # The launched program is the first process (it sets this for the processes it
+        # starts, which record into p<PID> directories beside its own).
+        saved_env["TIERLAB_ALLOC_ROOT"] = os.environ.pop("TIERLAB_ALLOC_ROOT", None)
     origin = time.monotonic_ns()
     try:
         res = record(

@@ -81,12 +81,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "tierlab_trace_start() and tierlab_trace_stop() calls (tierlab_trace.h; "
         "TIERLAB_TRACE_ROI=1)",
     )
+    p.add_argument(
+        "--follow-children",
+        action="store_true",
+        help="under lackey: trace every process CMD starts too (forked children and the "
+        "programs they exec: Valgrind's --trace-children=yes), each into REC/processes/p<PID> "
+        "(tierlab view REC --process PID); with --cc/--instrumented processes are always "
+        "followed",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     p.set_defaults(func=main, parser=p)
 
 
 def main(args: argparse.Namespace) -> int:
-    from tierlab.live.trace import TraceError, trace
+    from tierlab.live.trace import TraceError, trace, trace_children
     from tierlab.recording import check_overwritable
 
     command = list(args.command)
@@ -112,7 +120,8 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     check_overwritable(out, args.force)
     try:
-        res = trace(out, command, valgrind=args.valgrind, overwrite=args.force)
+        run = trace_children if args.follow_children else trace
+        res = run(out, command, valgrind=args.valgrind, overwrite=args.force)
     except TraceError as e:
         print_error(str(e))
         return EXIT_USAGE
@@ -127,6 +136,15 @@ def main(args: argparse.Namespace) -> int:
         f"target exit status {res.exit_code}; wrote {out}",
         file=sys.stderr,
     )
+    if res.processes is not None and len(res.processes) > 1:
+        kept = [p for p in res.processes if p["path"] not in (None, ".")]
+        accesses = sum(int(p["accesses"]) for p in res.processes)
+        print(
+            f"tierlab trace: {len(res.processes)} processes ({accesses} accesses in all); "
+            f"{len(kept)} other with accesses in {out}/processes (tierlab view {out} "
+            "--process PID)",
+            file=sys.stderr,
+        )
     if res.interrupted:
         print("tierlab trace: interrupted; kept what was traced", file=sys.stderr)
         return EXIT_INTERRUPTED

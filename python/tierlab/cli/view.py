@@ -133,13 +133,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--process",
-        type=int_in(1, 2**31 - 1, "a process id"),
-        metavar="PID",
+        type=_process_arg,
+        metavar="PID[-N]",
         help="a recording of several processes (tierlab trace --cc of a program that forks or "
-        "execs): view process PID's own recording (default: the first process, with the "
-        "table of all of them)",
+        "execs, trace --follow-children): view process PID's own recording (default: the "
+        "first process, with the table of all of them); PID-N: the program PID ran after its "
+        "(N-1)th exec",
     )
     p.set_defaults(func=main, parser=p)
+
+
+def _process_arg(text: str) -> tuple[int, int]:
+    """``PID`` or ``PID-N`` (N >= 2): the process and which of its programs (1: the first)."""
+    pid, _, nth = text.partition("-")
+    try:
+        value = (int(pid), int(nth) if nth else 1)
+    except ValueError:
+        value = (0, 0)
+    if not (1 <= value[0] < 2**31 and 1 <= value[1] < 1000) or (nth and value[1] < 2):
+        raise argparse.ArgumentTypeError(f"{text!r}: not a process id (PID or PID-N, N >= 2)")
+    return value
 
 
 def _process_recording(args: argparse.Namespace) -> Path:
@@ -149,16 +162,23 @@ def _process_recording(args: argparse.Namespace) -> Path:
 
     parser: argparse.ArgumentParser = args.parser
     top = Recording.open(args.recording)
-    procs = top.meta.get("processes") or []
+    procs = [p for p in top.meta.get("processes") or [] if isinstance(p, dict)]
+    pid, nth = args.process
+    name = f"{pid}" if nth == 1 else f"{pid}-{nth}"
+    same = [p for p in procs if p.get("pid") == pid]
+    if len(same) >= nth:
+        p = same[nth - 1]
+        if p.get("path") is None:
+            parser.error(f"--process {name}: it recorded no access")
+        return Path(args.recording) / str(p["path"])
+    seen: dict[object, int] = {}
+    names = []
     for p in procs:
-        if isinstance(p, dict) and p.get("pid") == args.process:
-            if p.get("path") is None:
-                parser.error(f"--process {args.process}: it recorded no access")
-            return Path(args.recording) / str(p["path"])
-    known = ", ".join(str(p.get("pid")) for p in procs if isinstance(p, dict)) or "none listed"
-    parser.error(
-        f"--process {args.process}: not a process of {args.recording} (processes: {known})"
-    )
+        seen[p.get("pid")] = seen.get(p.get("pid"), 0) + 1
+        k = seen[p.get("pid")]
+        names.append(f"{p.get('pid')}" if k == 1 else f"{p.get('pid')}-{k}")
+    known = ", ".join(names) or "none listed"
+    parser.error(f"--process {name}: not a process of {args.recording} (processes: {known})")
 
 
 def processes_text(meta: dict) -> list[str]:
@@ -171,9 +191,11 @@ def processes_text(meta: dict) -> list[str]:
     for p in procs:
         acc = int(p.get("accesses") or 0)
         where = "this recording" if p.get("path") == "." else (p.get("path") or "no accesses")
+        start = p.get("start_ns")
+        at = "" if start is None else f" at {int(start) / 1e9:.3f} s"
         lines.append(
-            f"  pid {p.get('pid')} (parent {p.get('parent')}, {p.get('how')} at "
-            f"{int(p.get('start_ns') or 0) / 1e9:.3f} s) {Path(str(p.get('exe') or '')).name}: "
+            f"  pid {p.get('pid')} (parent {p.get('parent')}, {p.get('how')}{at}) "
+            f"{Path(str(p.get('exe') or '')).name}: "
             f"{acc} accesses ({100 * acc / total:.1f}%), {p.get('threads')} thread(s); {where}"
         )
     return lines
@@ -298,7 +320,7 @@ def main(args: argparse.Namespace) -> int:
     for line in procs:
         print(line)
     if procs:
-        print("  (tierlab view REC --process PID: one process's own view)")
+        print("  (tierlab view REC --process PID: one process's own view; PID-N: after its exec)")
     print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})")
     return EXIT_OK
 

@@ -25,10 +25,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,8 @@ class TraceResult:
     interrupted: bool
     lackey_instructions: int | None
     messages: list[str]
+    #: With --follow-children: meta.json's ``processes`` (the first process's first).
+    processes: list[dict[str, Any]] | None = None
 
 
 def _append_history(
@@ -267,6 +270,9 @@ def trace(
                 "--trace-mem=yes",
                 "--vgdb=no",
                 "-d",
+                # A forked child would write its trace into the same pipe, mixed with this
+                # one's: it runs on untraced (--follow-children traces it).
+                "--child-silent-after-fork=yes",
                 f"--log-fd={w}",
                 "--",
                 cmd,
@@ -383,3 +389,318 @@ def trace(
     if error is not None:
         raise TraceError(f"{error} (the accesses before it are in {out})")
     return TraceResult(out, counts, code, interrupted, reported, messages)
+
+
+# -- child processes (--follow-children) ----------------------------------------------------
+#: Bytes of trace a Valgrind process may hold before they reach its log file (its output
+#: buffer): the bound on how far a program is ahead of its log file's size.
+VALGRIND_BUFFER = 64 << 10
+_LOG_NAME = re.compile(r"^lackey\.(\d+)\.(\d+)$")
+_PARENT = re.compile(r"Parent PID:\s*(\d+)")
+_COMMAND = re.compile(r"==\d+== Command:\s*(.*)$")
+#: Where each followed process's recording goes inside the first one's (as ``trace --cc``).
+PROCESS_DIR = "processes"
+
+
+@dataclass
+class _Part:
+    """One log file of ``--follow-children``: a process, or what a process ran after an exec
+    (Valgrind starts a new file at every exec)."""
+
+    pid: int
+    file: Path
+    dir: str  # "." (the first process) or p<PID>[-N]
+    how: str  # start, fork, exec
+    writer: RecordingWriter
+    parser: Any
+    history: MapsHistory
+    handle: Any
+    offset: int = 0
+    live: bool = True  # the pid's newest part: its mappings are read from /proc/PID/maps
+    messages: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+def trace_children(
+    out: Path,
+    argv: Sequence[str],
+    *,
+    valgrind: str | None = None,
+    overwrite: bool = False,
+    flush_interval_s: float | None = None,
+) -> TraceResult:
+    """:func:`trace` of ``argv`` and of every process it starts (forked, and programs they
+    exec: Valgrind's ``--trace-children=yes``). Lackey writes one log file per process and
+    per exec (``--log-file=DIR/lackey.%p.%n``), which are read while they grow; each process's
+    mappings come from its ``/proc/PID/maps`` as in :func:`trace`, a reading's unmaps dated
+    once the parser has passed the file's size at the reading plus Valgrind's buffer. The first
+    process's recording is ``out``; every other part is a whole recording in
+    ``out/processes/p<PID>[-N]`` and ``meta.json``'s ``processes`` lists them all (the layout
+    of ``trace --cc``)."""
+    from tierlab import _native
+    from tierlab._version import VERSION as __version__
+    from tierlab.live.config import RecordOptions
+
+    if flush_interval_s is None:
+        flush_interval_s = RecordOptions().flush_interval_s
+    exe = find_valgrind(valgrind)
+    if not argv:
+        raise TraceError("nothing to trace: give -- CMD [ARGS...]")
+    cmd = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
+    if cmd is None or not Path(cmd).exists():
+        raise TraceError(f"{argv[0]}: command not found")
+    fresh = not os.path.lexists(out)
+    was_empty = not fresh and outdir.is_empty_dir(out)
+    from tierlab.live.cctrace import raw_tmp_dir
+
+    logs = Path(tempfile.mkdtemp(prefix="tierlab-lackey-", dir=raw_tmp_dir()))
+    staged = logs / "processes"  # the other processes' recordings, moved into out at the end
+    source = f"tierlab-trace {__version__} (valgrind lackey)"
+
+    def parameters(target: list[str]) -> dict[str, Any]:
+        return {
+            "tool": "lackey --trace-mem=yes --trace-children=yes",
+            "target": {"argv": target},
+            "time": "instructions executed before the access (1 ns = 1 instruction)",
+        }
+
+    try:
+        proc = subprocess.Popen(
+            [
+                exe,
+                "--tool=lackey",
+                "--trace-mem=yes",
+                "--vgdb=no",
+                "-d",
+                "--trace-children=yes",
+                f"--log-file={logs}/lackey.%p.%n",
+                "--",
+                cmd,
+                *argv[1:],
+            ],
+            stderr=subprocess.PIPE,
+        )
+    except OSError as e:
+        shutil.rmtree(logs, ignore_errors=True)
+        raise TraceError(f"{exe}: cannot start: {e.strerror}") from e
+    debug: dict[int, list[str]] = {}
+    said: list[str] = []
+
+    def pass_stderr() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace")
+            m = _DEBUG.match(line)
+            if m:
+                if "aspacem" in line:
+                    debug.setdefault(int(line[2:].split(":", 1)[0]), []).append(line)
+            else:
+                said.append(line.rstrip("\n"))
+                del said[:-5]
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    err_thread = threading.Thread(target=pass_stderr, name="tierlab-trace-stderr", daemon=True)
+    err_thread.start()
+    parts: list[_Part] = []
+    known: set[str] = set()
+    by_pid: dict[int, list[_Part]] = {}
+
+    def scan() -> None:
+        found = []
+        for f in logs.iterdir():
+            m = _LOG_NAME.match(f.name)
+            if m and f.name not in known:
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                found.append((st.st_mtime_ns, st.st_ino, int(m.group(1)), f))
+        # A process's parts in the order they were written: an exec's file is made after
+        # the last write of the file before it.
+        for _, _, pid, f in sorted(found):
+            known.add(f.name)
+            earlier = by_pid.setdefault(pid, [])
+            if not parts and pid != proc.pid:
+                continue  # not ours (cannot happen: the directory is fresh)
+            if pid == proc.pid and not earlier:
+                d, how = ".", "start"
+            else:
+                d = f"p{pid}" if not earlier else f"p{pid}-{len(earlier) + 1}"
+                how = "exec" if earlier else "fork"
+            for old in earlier:
+                old.live = False
+            staged.mkdir(exist_ok=True)
+            writer = RecordingWriter(
+                out if d == "." else staged / d,
+                source=source,
+                parameters=parameters(list(argv) if d == "." else []),
+                overwrite=overwrite if d == "." else False,
+            )
+            part = _Part(
+                pid, f, d, how, writer, _native.LackeyParser(), MapsHistory(VALGRIND_BUFFER),
+                f.open("rb", buffering=0),
+            )  # fmt: skip
+            earlier.append(part)
+            parts.append(part)
+
+    def add(part: _Part, cols: LackeyColumns) -> None:
+        part.messages.extend(cols["messages"])
+        if any(_GUEST_INSTRS.search(m) for m in cols["messages"]):
+            part.live = False  # Valgrind's exit summary: the pid may be reused from here on
+        n = len(cols["kind"])
+        if n:
+            part.writer.append_accesses(
+                time_ns=np.frombuffer(cols["time_ns"], dtype="<u8"),
+                tid=np.full(n, part.pid, dtype=np.uint32),
+                addr=np.frombuffer(cols["addr"], dtype="<u8"),
+                kind=np.frombuffer(cols["kind"], dtype=np.uint8),
+            )
+
+    def step(part: _Part, final: bool) -> bool:
+        """Read what the part's file holds; True when something was read."""
+        got = False
+        while True:
+            chunk = part.handle.read(CHUNK)
+            if not chunk:
+                break
+            got = True
+            add(part, part.parser.feed(chunk))
+            part.offset += len(chunk)
+            now_count = int(part.parser.counts()["instructions"])
+            part.history.advance(part.offset, now_count)
+            if not final:
+                break
+        if part.live and not final:
+            now_count = int(part.parser.counts()["instructions"])
+            before = len(part.history.pending)
+            part.history.read(part.pid, now_count, 0)
+            try:
+                size = os.fstat(part.handle.fileno()).st_size
+            except OSError:
+                size = part.offset
+            # The reading's unmaps are dated once the parser passes the file's size after it
+            # plus Valgrind's buffer: the program's position at the reading is before that.
+            pend = part.history.pending
+            pend[before:] = [(size + VALGRIND_BUFFER, *e[1:]) for e in pend[before:]]
+        return got
+
+    interrupted = False
+    error: Exception | None = None
+    last_flush = time.monotonic()
+    code: int | None = None
+    try:
+        try:
+            while True:
+                scan()
+                got = False
+                for part in parts:
+                    got |= step(part, False)
+                if time.monotonic() - last_flush >= flush_interval_s:
+                    for part in parts:
+                        part.writer.update_meta_or_warn(accounting=dict(part.parser.counts()))
+                        part.writer.flush()
+                    last_flush = time.monotonic()
+                if not got:
+                    if proc.poll() is not None:
+                        break
+                    time.sleep(0.005)
+            scan()
+            for part in parts:
+                step(part, True)
+                add(part, part.parser.finish())
+        except KeyboardInterrupt:
+            interrupted = True
+            signals.forward(proc)
+        except _native.LiveError as e:
+            error = e
+            proc.kill()
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+        err_thread.join(timeout=5)
+        root = parts[0] if parts else None
+        if root is None or (
+            error is None
+            and not interrupted
+            and not root.messages
+            and not root.parser.counts()["instructions"]
+        ):
+            for part in parts:
+                part.writer.abandon()
+            if fresh or was_empty:
+                outdir.take_back(out, fresh)
+            quoted = "; ".join(x.strip()[:200] for x in said if x.strip()) or "nothing"
+            raise TraceError(
+                f"{exe} did not run lackey (exit status {code}, no Valgrind output in its log "
+                f"files); it said: {quoted}; no recording written"
+            )
+        listed: list[dict[str, Any]] = []
+        total = 0
+        for part in parts:
+            counts = part.parser.counts()
+            part.history.finish(counts["instructions"])
+            _append_history(
+                part.writer, part.history, guest_layout(debug.get(part.pid, [])),
+                counts["instructions"],
+            )  # fmt: skip
+            reported = parent = None
+            command = ""
+            for line in part.messages:
+                m = _GUEST_INSTRS.search(line)
+                if m:
+                    reported = int(m.group(1).replace(",", ""))
+                m = _PARENT.search(line)
+                if m:
+                    parent = int(m.group(1))
+                m = _COMMAND.search(line)
+                if m:
+                    command = m.group(1).strip()
+            part.writer.update_meta_or_warn(
+                accounting={
+                    **counts,
+                    "lackey_guest_instrs": reported,
+                    "exit_code": code if part.dir == "." else None,
+                    "interrupted": interrupted,
+                    "valgrind_messages": part.messages[-40:],
+                }
+            )
+            accesses = int(counts["accesses"])
+            total += accesses
+            if part.dir != "." and accesses == 0:
+                part.writer.abandon()
+                path = None
+            else:
+                part.writer.close()
+                path = "." if part.dir == "." else f"{PROCESS_DIR}/{part.dir}"
+            listed.append(
+                {
+                    "pid": part.pid,
+                    "parent": parent,
+                    "start_ns": None,  # lackey's clocks count each process's instructions
+                    "how": part.how,
+                    "exe": command.split(" ", 1)[0] if command else None,
+                    "path": path,
+                    "accesses": accesses,
+                    "threads": 1 if accesses else 0,
+                    "instructions": int(counts["instructions"]),
+                    "lackey_guest_instrs": reported,
+                }
+            )
+        for part in parts[1:]:
+            if (staged / part.dir).is_dir():
+                (out / PROCESS_DIR).mkdir(exist_ok=True)
+                shutil.move(str(staged / part.dir), str(out / PROCESS_DIR / part.dir))
+        from tierlab.live.cctrace import _add_meta
+
+        _add_meta(out, processes=listed)
+    finally:
+        for part in parts:
+            part.handle.close()
+        shutil.rmtree(logs, ignore_errors=True)
+    if error is not None:
+        raise TraceError(f"{error} (the accesses before it are in {out})")
+    counts = root.parser.counts()
+    reported = listed[0]["lackey_guest_instrs"]
+    return TraceResult(out, counts, code, interrupted, reported, root.messages, listed)

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -485,12 +486,188 @@ static void at_exit(void) {
     if (log_fd >= 0) plog("exit pid=%d\n", (int)getpid());
 }
 
-/* A forked child records nothing (its events are not the recorded process's): cleared in the
- * child by pthread_atfork, so no getpid() per event. */
-static void child_after_fork(void) {
-    rec_on = 0;
-    out_fd = -1;
+/* -- processes ---------------------------------------------------------------------------- */
+/* Every process records into a directory of its own, as the trace runtime's processes do.
+ * Linked, that is the trace runtime's directory for the process (tierlab_trace_proc_dir():
+ * the top one for the first process, p<PID>... for a forked child or an exec'd program).
+ * Preloaded, the first process ($TIERLAB_ALLOC_ROOT unset: it sets it) writes into
+ * $TIERLAB_ALLOC_DIR, every later one (a forked child, a program exec'd with the environment)
+ * into p<PID> there (p<PID>-2, -3, ... when that exists) and appends one line to
+ * processes.log in the top directory:
+ *   process <pid> <parent pid> <CLOCK_MONOTONIC ns> <start|fork|exec> <directory> <executable>
+ */
+#ifdef TIERLAB_ALLOC_LINKED
+const char *tierlab_trace_proc_dir(void) __attribute__((weak));
+#else
+static char base_dir[sizeof out_dir - 32]; /* room for /p<PID>-<K> */
+
+static void proc_log(const char *how) {
+    char path[2200], exe[1024], line[3400];
+    snprintf(path, sizeof path, "%s/processes.log", base_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const char *rel = s_len(out_dir) == s_len(base_dir) ? "." : out_dir + s_len(base_dir) + 1;
+    int k = snprintf(line, sizeof line, "process %d %d %llu %s %s %s\n", (int)getpid(), (int)getppid(),
+                     (unsigned long long)mono_ns(), how, rel, exe);
+    if (k > 0) write_all(fd, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1); /* one write: O_APPEND */
+    close(fd);
 }
+
+/* out_dir for this process under base_dir; 0 when it cannot be made. */
+static int proc_dir_init(const char *how) {
+    if (!getenv("TIERLAB_ALLOC_ROOT")) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", (int)getpid());
+        setenv("TIERLAB_ALLOC_ROOT", v, 1);
+        for (size_t i = 0; i <= s_len(base_dir); i++) out_dir[i] = base_dir[i];
+        return 1;
+    }
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1)
+            snprintf(out_dir, sizeof out_dir, "%s/p%d", base_dir, (int)getpid());
+        else
+            snprintf(out_dir, sizeof out_dir, "%s/p%d-%d", base_dir, (int)getpid(), k);
+        if (syscall(SYS_mkdir, out_dir, 0755) == 0) {
+            proc_log(how);
+            return 1;
+        }
+        if (errno != EEXIST) return 0;
+    }
+    return 0;
+}
+#endif
+
+/* Opens out_dir/allocs.bin and notes the mappings; rec_on when it could. */
+static void start_recording(const char *why) {
+    char path[2200];
+    snprintf(path, sizeof path, "%s/allocs.bin", out_dir);
+    out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd >= 0) {
+        maps_snapshot(why);
+        rec_on = 1;
+    }
+}
+
+/* Fork: 0 before (the forking thread takes the buffer's lock, and records nothing until the
+ * fork is done), 1 in the parent, 2 in the child. The child's copy of the buffer holds the
+ * parent's events (the parent writes them): dropped; the child records into its own
+ * directory from here on, its forking thread with its new thread id. Linked, the trace
+ * runtime calls this from its own fork handlers, after its own child handler. */
+EXPORT void tierlab_alloc_fork(int phase) {
+    if (phase == 0) {
+        in_hook++;
+        spin_lock(&rec_spin);
+        return;
+    }
+    if (phase == 1) {
+        spin_unlock(&rec_spin);
+        in_hook--;
+        return;
+    }
+    rec_n = 0;
+    spin_unlock(&rec_spin);
+    tls_tid = 0;
+    if (rec_on) {
+        rec_on = 0;
+        if (out_fd >= 0) close(out_fd);
+        out_fd = -1;
+        my_pid = (int)getpid();
+#ifdef TIERLAB_ALLOC_LINKED
+        const char *d = tierlab_trace_proc_dir ? tierlab_trace_proc_dir() : NULL;
+        if (d && s_len(d) < sizeof out_dir) {
+            for (size_t i = 0; i <= s_len(d); i++) out_dir[i] = d[i];
+            start_recording("fork");
+        }
+#else
+        if (proc_dir_init("fork")) start_recording("fork");
+#endif
+    }
+    in_hook--;
+}
+/* A process that execs or leaves by _exit runs no atexit handler: its events are written
+ * before (linked: the trace runtime's exec and _exit call this; preloaded: this file's). An
+ * exec that fails goes on recording into the same file. */
+EXPORT void tierlab_alloc_leaving(void) { at_exit(); }
+
+#ifndef TIERLAB_ALLOC_LINKED
+#define REAL_FN(ret, name, params)                                \
+    static ret(*real_##name) params;                              \
+    static void find_##name(void) {                               \
+        if (!real_##name) {                                       \
+            in_hook++;                                            \
+            real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name); \
+            in_hook--;                                            \
+        }                                                         \
+    }
+REAL_FN(int, execve, (const char *, char *const[], char *const[]))
+REAL_FN(int, execv, (const char *, char *const[]))
+REAL_FN(int, execvp, (const char *, char *const[]))
+REAL_FN(int, execvpe, (const char *, char *const[], char *const[]))
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    tierlab_alloc_leaving();
+    find_execve();
+    return real_execve(path, argv, envp);
+}
+EXPORT int execv(const char *path, char *const argv[]) {
+    tierlab_alloc_leaving();
+    find_execv();
+    return real_execv(path, argv);
+}
+EXPORT int execvp(const char *file, char *const argv[]) {
+    tierlab_alloc_leaving();
+    find_execvp();
+    return real_execvp(file, argv);
+}
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    tierlab_alloc_leaving();
+    find_execvpe();
+    return real_execvpe(file, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments into an argv (at most 4096). */
+#define EXECL_ARGV(first, ap, argv)                                      \
+    char *argv[4097];                                                   \
+    int argc_ = 0;                                                      \
+    argv[argc_++] = (char *)(first);                                    \
+    while (argc_ < 4096 && (argv[argc_] = va_arg(ap, char *))) argc_++; \
+    argv[argc_] = NULL
+
+EXPORT int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execv(path, argv);
+}
+EXPORT int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    va_end(ap);
+    return execvp(file, argv);
+}
+EXPORT int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    EXECL_ARGV(arg, ap, argv);
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+EXPORT void _exit(int status) {
+    tierlab_alloc_leaving();
+    for (;;) syscall(SYS_exit_group, status);
+}
+void _Exit(int status) __attribute__((alias("_exit")));
+#endif
+
+static void fork_prepare(void) { tierlab_alloc_fork(0); }
+static void fork_parent(void) { tierlab_alloc_fork(1); }
+static void fork_child(void) { tierlab_alloc_fork(2); }
 
 static void init(void) {
     static int done;
@@ -503,24 +680,28 @@ static void init(void) {
         int v = atoi(d);
         depth = v < 1 ? 1 : v > MAX_FRAMES ? MAX_FRAMES : v;
     }
+    int own_fork_handlers = 1;
 #ifdef TIERLAB_ALLOC_LINKED
+    /* The first traced process is the one that finds $TIERLAB_TRACE_ROOT unset (the trace
+     * runtime sets it when it starts): it writes into $TIERLAB_TRACE_DIR; any other into the
+     * trace runtime's directory for it. */
     d = getenv("TIERLAB_TRACE_DIR");
-#else
-    d = getenv("TIERLAB_ALLOC_DIR");
-#endif
+    if (d && *d && getenv("TIERLAB_TRACE_ROOT") && tierlab_trace_proc_dir) d = tierlab_trace_proc_dir();
+    if (tierlab_trace_proc_dir) own_fork_handlers = 0; /* the trace runtime's call it */
     if (d && *d && s_len(d) < sizeof out_dir) {
         for (size_t i = 0; i <= s_len(d); i++) out_dir[i] = d[i];
-        char path[2200];
-        snprintf(path, sizeof path, "%s/allocs.bin", out_dir);
-        out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (out_fd >= 0) {
-            maps_snapshot("start");
-            rec_on = 1;
-        }
+        start_recording("start");
     }
+#else
+    d = getenv("TIERLAB_ALLOC_DIR");
+    if (d && *d && s_len(d) < sizeof base_dir) {
+        for (size_t i = 0; i <= s_len(d); i++) base_dir[i] = d[i];
+        if (proc_dir_init("exec")) start_recording("start");
+    }
+#endif
     const char *cfg = getenv("TIERLAB_PLACE_SITES");
     if (cfg && *cfg) place_init(cfg);
-    if (rec_on) pthread_atfork(NULL, NULL, child_after_fork);
+    if (rec_on && own_fork_handlers) pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (rec_on || log_fd >= 0) atexit(at_exit);
     in_hook--;
 }

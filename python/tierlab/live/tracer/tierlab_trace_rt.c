@@ -860,12 +860,26 @@ static void proc_log(const char *how) {
     close(fd);
 }
 
+/* The allocation interposer linked beside this runtime (tierlab_alloc_rt.c) follows the
+ * process through these handlers, after this runtime in the child (it writes its allocs.bin
+ * into the child's directory): 0 before the fork, 1 in the parent, 2 in the child. */
+void tierlab_alloc_fork(int phase) __attribute__((weak));
+
+/* This process's directory of the recording (the top one, or p<PID>...), NULL when nothing is
+ * recorded: for the allocation interposer. */
+__attribute__((visibility("default"))) const char *tierlab_trace_proc_dir(void) {
+    init();
+    return enabled ? dir : NULL;
+}
+
 static void atfork_prepare(void) {
     real_mutex_lock(&lock);
     spin_lock(&sync_spin);
+    if (tierlab_alloc_fork) tierlab_alloc_fork(0);
 }
 
 static void atfork_parent(void) {
+    if (tierlab_alloc_fork) tierlab_alloc_fork(1);
     spin_unlock(&sync_spin);
     real_mutex_unlock(&lock);
 }
@@ -884,6 +898,7 @@ static void atfork_child(void) {
     maps_fd = sync_fd = -1;
     if (!proc_dir_init(base_dir)) {
         enabled = 0;
+        if (tierlab_alloc_fork) tierlab_alloc_fork(2); /* it records nothing either */
         return;
     }
     char path[3100];
@@ -917,6 +932,7 @@ static void atfork_child(void) {
     real_mutex_unlock(&lock);
     proc_how = "fork";
     proc_log("fork");
+    if (tierlab_alloc_fork) tierlab_alloc_fork(2);
 }
 
 /* -- windows ---------------------------------------------------------------------------------- */
@@ -1069,9 +1085,11 @@ void tierlab_trace_stop(void) {
 /* -- exec and _exit --------------------------------------------------------------------------- */
 /* A process that execs or leaves by _exit runs no atexit handler: its buffers are written
  * before (an exec that fails goes on tracing into the same files). */
+void tierlab_alloc_leaving(void) __attribute__((weak)); /* the allocation interposer's */
 static void flush_before_leaving(void) {
     RT_BUSY();
     if (enabled && getpid() == main_pid) at_exit_flush();
+    if (tierlab_alloc_leaving) tierlab_alloc_leaving();
 }
 
 REAL(int, execve, NULL, (const char *, char *const[], char *const[]))
