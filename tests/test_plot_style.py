@@ -154,6 +154,11 @@ TWO_TIERS = (
 def test_node_tiers_and_bins() -> None:
     assert TWO_TIERS[1] == [("dram", 0), ("cxl", 1)]
     assert plots.node_tiers([{"name": "a"}, {"name": "b"}]) == [("a", 0), ("b", 1)]
+    # the nodes' own tiers first; equal latencies one tier (two NUMA nodes)
+    stated = [{"name": "n0", "tier": 0, "latency_ns": 90}, {"name": "n1", "tier": 0}]
+    assert plots.node_tiers(stated) == [("n0", 0), ("n1", 0)]
+    numa = [{"name": "n0", "latency_ns": 90}, {"name": "n1", "latency_ns": 90}]
+    assert plots.node_tiers(numa) == [("n0", 0), ("n1", 0)]
     starts = [0x1000 * i for i in range(6)]
     per_bin = plots.bin_nodes(starts, [0x1000] * 6, TWO_TIERS[0])
     assert per_bin == [1, 1, 0, 0, 0, 0]

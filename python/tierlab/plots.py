@@ -214,7 +214,7 @@ def hover(addr: str, time: str, count: str, what: str = "accesses") -> str:
 
 # -- tiers along a heatmap's address axis ----------------------------------------------------------
 
-#: Colours of the memory tiers (tier 0 the fastest), distinct from the heatmaps' viridis.
+#: Colours of the memory nodes in tier order (the fastest first), apart from viridis.
 TIER_COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -225,14 +225,16 @@ def tier_label(name: str, tier: int) -> str:
 
 def node_tiers(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """``(name, tier)`` of each node of a machine (its ``[[machine.nodes]]`` tables): the
-    tier is the node's rank by access latency (``latency_ns``, fastest = 0), or its position
-    where a node states no latency."""
+    node's own ``tier`` where every node states one, else its rank by access latency
+    (``latency_ns``, fastest = 0, equal latencies one tier), else its position."""
     names = [str(n.get("name", f"node {i}")) for i, n in enumerate(nodes)]
+    tiers = [n.get("tier") for n in nodes]
+    if all(isinstance(t, int) for t in tiers):
+        return [(names[i], int(tiers[i])) for i in range(len(nodes))]  # type: ignore[arg-type]
     lat = [n.get("latency_ns") for n in nodes]
     if all(isinstance(x, int | float) for x in lat):
-        order = sorted(range(len(nodes)), key=lambda i: (float(lat[i]), i))  # type: ignore[arg-type]
-        rank = {i: r for r, i in enumerate(order)}
-        return [(names[i], rank[i]) for i in range(len(nodes))]
+        levels = sorted({float(x) for x in lat})  # type: ignore[arg-type]
+        return [(names[i], levels.index(float(lat[i]))) for i in range(len(nodes))]  # type: ignore[arg-type]
     return [(names[i], i) for i in range(len(nodes))]
 
 
@@ -275,26 +277,33 @@ def tier_runs(per_bin: list[int | None]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _tier_colour(tier: int) -> str:
-    return TIER_COLOURS[tier % len(TIER_COLOURS)]
+def _node_colours(nodes: list[tuple[str, int]]) -> list[str]:
+    """A colour per node, given in tier order (the fastest tier's first node first), so two
+    nodes of one tier (NUMA nodes) still differ."""
+    order = sorted(range(len(nodes)), key=lambda n: (nodes[n][1], n))
+    colours = [""] * len(nodes)
+    for k, n in enumerate(order):
+        colours[n] = TIER_COLOURS[k % len(TIER_COLOURS)]
+    return colours
 
 
 def draw_tiers(
     ax: Any, runs: list[tuple[float, float, int]], nodes: list[tuple[str, int]]
 ) -> list[str]:
     """A colour strip along the left edge of a heatmap's address (y) axis: each run
-    ``(y from, y to, node)`` in its node's tier colour (over the first 2.5% of the time
+    ``(y from, y to, node)`` in its node's colour (over the first 2.5% of the time
     axis), and a legend under the axes naming each node shown (:func:`tier_label`). Returns
     the legend's labels."""
     from matplotlib.patches import Patch, Rectangle
 
     shown: dict[int, str] = {}
+    colours = _node_colours(nodes)
     trans = ax.get_yaxis_transform()  # x in axes fractions, y in data
     for lo, hi, node in runs:
         if node >= len(nodes):
             continue
         name, tier = nodes[node]
-        colour = _tier_colour(tier)
+        colour = colours[node]
         ax.add_patch(
             Rectangle((0, lo), 0.025, hi - lo, transform=trans, facecolor=colour,
                       edgecolor="white", linewidth=0.5, zorder=3, clip_on=False)
@@ -303,7 +312,7 @@ def draw_tiers(
     if not shown:
         return []
     order = sorted(shown, key=lambda n: (nodes[n][1], n))
-    handles = [Patch(facecolor=_tier_colour(nodes[n][1]), label=shown[n]) for n in order]
+    handles = [Patch(facecolor=colours[n], label=shown[n]) for n in order]
     labels = [shown[n] for n in order]
     ax.figure.legend(
         handles=handles, labels=labels, title="memory node (strip at the left edge)",
@@ -323,6 +332,7 @@ def tier_traces(
         if node < len(nodes):
             per_node.setdefault(node, []).append((lo, hi))
     out = []
+    colours = _node_colours(nodes)
     for node in sorted(per_node, key=lambda n: (nodes[n][1], n)):
         name, tier = nodes[node]
         xs: list[float | None] = []
@@ -337,8 +347,8 @@ def tier_traces(
                 "x": xs,
                 "y": ys,
                 "fill": "toself",
-                "fillcolor": _tier_colour(tier),
-                "line": {"color": _tier_colour(tier), "width": 1},
+                "fillcolor": colours[node],
+                "line": {"color": colours[node], "width": 1},
                 "name": tier_label(name, tier),
                 "legendgroup": "tiers",
                 "hovertemplate": f"{tier_label(name, tier)}<extra></extra>",
