@@ -230,6 +230,22 @@ def test_the_interactive_heatmap_shows_tiers_in_its_legend_and_picture() -> None
     assert len(render.heatmap_spec(v, "samples", "ns")["data"]) == 1
 
 
+def test_a_placement_plan_gives_the_view_its_strip() -> None:
+    """`tierlab view --plan`: the plan's pages and nodes (numbers, no tiers) for the strip."""
+    from tierlab.cli.view import plan_tiers
+
+    plan = SimpleNamespace(
+        page_size=0x1000,
+        nodes=[0, 1],
+        addr=np.array([0x5000, 0x6000], dtype=np.uint64),
+        target=np.array([1, 0]),
+    )
+    ranges, nodes = plan_tiers(plan)
+    assert ranges == [(0x5000, 0x6000, 1), (0x6000, 0x7000, 0)]
+    assert nodes == [("node 0", None), ("node 1", None)]
+    assert plots.tier_label("node 1", None) == "node 1"
+
+
 def test_every_figure_goes_through_the_style() -> None:
     """No module draws with its own pyplot set-up, and every module that saves a figure gives
     it the style's last rules (plots.finish, or reporters.base.save_figure, which calls it)."""

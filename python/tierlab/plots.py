@@ -218,12 +218,16 @@ def hover(addr: str, time: str, count: str, what: str = "accesses") -> str:
 TIER_COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f")
 
 
-def tier_label(name: str, tier: int) -> str:
-    """A node in a tier legend: ``dram (tier 0)``."""
-    return f"{name} (tier {tier})"
+def tier_label(name: str, tier: int | None) -> str:
+    """A node in a tier legend: ``dram (tier 0)``; its name alone when its tier is unknown."""
+    return name if tier is None else f"{name} (tier {tier})"
 
 
-def node_tiers(nodes: list[dict[str, Any]]) -> list[tuple[str, int]]:
+#: A machine's nodes for a tier strip: ``(name, tier)`` (tier None: unknown).
+Nodes = list[tuple[str, int | None]]
+
+
+def node_tiers(nodes: list[dict[str, Any]]) -> Nodes:
     """``(name, tier)`` of each node of a machine (its ``[[machine.nodes]]`` tables): the
     node's own ``tier`` where every node states one, else its rank by access latency
     (``latency_ns``, fastest = 0, equal latencies one tier), else its position."""
@@ -277,19 +281,17 @@ def tier_runs(per_bin: list[int | None]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _node_colours(nodes: list[tuple[str, int]]) -> list[str]:
+def _node_colours(nodes: Nodes) -> list[str]:
     """A colour per node, given in tier order (the fastest tier's first node first), so two
     nodes of one tier (NUMA nodes) still differ."""
-    order = sorted(range(len(nodes)), key=lambda n: (nodes[n][1], n))
+    order = sorted(range(len(nodes)), key=lambda n: (nodes[n][1] or 0, n))
     colours = [""] * len(nodes)
     for k, n in enumerate(order):
         colours[n] = TIER_COLOURS[k % len(TIER_COLOURS)]
     return colours
 
 
-def draw_tiers(
-    ax: Any, runs: list[tuple[float, float, int]], nodes: list[tuple[str, int]]
-) -> list[str]:
+def draw_tiers(ax: Any, runs: list[tuple[float, float, int]], nodes: Nodes) -> list[str]:
     """A colour strip along the left edge of a heatmap's address (y) axis: each run
     ``(y from, y to, node)`` in its node's colour (over the first 2.5% of the time
     axis), and a legend under the axes naming each node shown (:func:`tier_label`). Returns
@@ -311,7 +313,7 @@ def draw_tiers(
         shown.setdefault(node, tier_label(name, tier))
     if not shown:
         return []
-    order = sorted(shown, key=lambda n: (nodes[n][1], n))
+    order = sorted(shown, key=lambda n: (nodes[n][1] or 0, n))
     handles = [Patch(facecolor=colours[n], label=shown[n]) for n in order]
     labels = [shown[n] for n in order]
     ax.figure.legend(
@@ -322,7 +324,7 @@ def draw_tiers(
 
 
 def tier_traces(
-    runs: list[tuple[float, float, int]], nodes: list[tuple[str, int]], x: float, width: float
+    runs: list[tuple[float, float, int]], nodes: Nodes, x: float, width: float
 ) -> list[dict[str, Any]]:
     """The same strip for an interactive (Plotly) heatmap: one filled trace per node along
     the address (y) axis at ``x`` (the first column's left edge), ``width`` wide, named in
@@ -333,7 +335,7 @@ def tier_traces(
             per_node.setdefault(node, []).append((lo, hi))
     out = []
     colours = _node_colours(nodes)
-    for node in sorted(per_node, key=lambda n: (nodes[n][1], n)):
+    for node in sorted(per_node, key=lambda n: (nodes[n][1] or 0, n)):
         name, tier = nodes[node]
         xs: list[float | None] = []
         ys: list[float | None] = []

@@ -50,7 +50,7 @@ NO_TRUTH_NOTE = "no ground truth counted (report.ground_truth = false)"
 
 #: Where the memory is: ``(start, end, node)`` address ranges and each node's
 #: ``(name, tier)`` (:func:`tierlab.plots.node_tiers`).
-Tiers = tuple[list[tuple[int, int, int]], list[tuple[str, int]]]
+Tiers = tuple[list[tuple[int, int, int]], plots.Nodes]
 
 
 def heatmap_figure(

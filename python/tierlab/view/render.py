@@ -55,7 +55,7 @@ TIME_LABELS = {
 
 #: Where the memory is: ``(start, end, node)`` address ranges and each node's ``(name,
 #: tier)`` (:func:`tierlab.plots.node_tiers`).
-Tiers = tuple[list[tuple[int, int, int]], list[tuple[str, int]]]
+Tiers = tuple[list[tuple[int, int, int]], plots.Nodes]
 
 
 def tier_rows(v: MappingView, tiers: Tiers) -> list[tuple[float, float, int]]:
@@ -209,7 +209,7 @@ def _draw_mapping(i: int) -> list[str]:
     for kind in ("heatmap", "histogram"):
         stem = f"mapping-{v.mapping.id}-{kind}"
         fig = (
-            heatmap_figure(v, view.points, view.time_unit)
+            heatmap_figure(v, view.points, view.time_unit, view.tiers)
             if kind == "heatmap"
             else histogram_figure(v, view.points)
         )
@@ -627,7 +627,7 @@ def page_of(view: View) -> pg.Page:
                     ("unmapped at", "-" if m.unmap_time_ns is None else pg.fmt_ns(m.unmap_time_ns)),
                 ]
             ),
-            pg.Figure(heatmap_spec(v, points, view.time_unit), height=460),
+            pg.Figure(heatmap_spec(v, points, view.time_unit, view.tiers), height=460),
             pg.Figure(histogram_spec(v, points), height=340),
         )
     if not view.mappings:
