@@ -76,7 +76,8 @@ $(BUILD_STAMP): $(RUST_INPUTS) pyproject.toml | $(BIN)/python
 # C compiler (the test programs), perf (the `tierlab import perf-script` test runs the
 # documented commands) and Chromium, the headless browser the tests of the interactive HTML
 # reports drive (through Playwright, with Debian's browser: Playwright's own download is not
-# used), and SLURM with munge (the test of `--executor slurm` starts a one-node cluster).
+# used), LLVM's libomp (clang -fopenmp), and SLURM with munge (the test of `--executor slurm`
+# starts a one-node cluster).
 # Installed when missing and we are root; else the tests skip.
 system-tools:
 	@for tool in valgrind:valgrind cc:gcc perf:linux-perf chromium:chromium; do \
@@ -90,6 +91,19 @@ system-tools:
 	    echo "make: $$cmd not found: the tests that need it will be skipped (install $$pkg)"; \
 	  fi; \
 	done
+	@# LLVM's OpenMP runtime, libomp, for clang -fopenmp (the test of libomp's synchronisation
+	@# in traces, tests/test_trace_sync.py).
+	@if command -v clang >/dev/null 2>&1 \
+	    && ! printf 'int main(void){return 0;}\n' | clang -fopenmp -x c - -o /dev/null 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: clang -fopenmp does not link; installing libomp-dev"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends libomp-dev) \
+	      || echo "make: could not install libomp-dev: the test of libomp's synchronisation will be skipped"; \
+	  else \
+	    echo "make: clang -fopenmp does not link: the test of libomp's synchronisation will be skipped (install libomp-dev)"; \
+	  fi; \
+	fi
 	@# SLURM and munge: the test of `--executor slurm` starts a one-node cluster of its own.
 	@if ! command -v slurmd >/dev/null 2>&1 || ! command -v slurmctld >/dev/null 2>&1 \
 	    || ! command -v sbatch >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then \

@@ -144,6 +144,108 @@ def test_the_heatmap_has_address_ticks_and_words() -> None:
     assert not [t for t in ticks if SCIENTIFIC.search(t)], ticks
 
 
+#: Two nodes, the slower listed first (its tier comes from latency, not position).
+TWO_TIERS = (
+    [(0, 0x2000, 1), (0x2000, 0x6000, 0)],
+    plots.node_tiers([{"name": "dram", "latency_ns": 80}, {"name": "cxl", "latency_ns": 250}]),
+)
+
+
+def test_node_tiers_and_bins() -> None:
+    assert TWO_TIERS[1] == [("dram", 0), ("cxl", 1)]
+    assert plots.node_tiers([{"name": "a"}, {"name": "b"}]) == [("a", 0), ("b", 1)]
+    # the nodes' own tiers first; equal latencies one tier (two NUMA nodes)
+    stated = [{"name": "n0", "tier": 0, "latency_ns": 90}, {"name": "n1", "tier": 0}]
+    assert plots.node_tiers(stated) == [("n0", 0), ("n1", 0)]
+    numa = [{"name": "n0", "latency_ns": 90}, {"name": "n1", "latency_ns": 90}]
+    assert plots.node_tiers(numa) == [("n0", 0), ("n1", 0)]
+    starts = [0x1000 * i for i in range(6)]
+    per_bin = plots.bin_nodes(starts, [0x1000] * 6, TWO_TIERS[0])
+    assert per_bin == [1, 1, 0, 0, 0, 0]
+    # a bin split between ranges goes to the node holding most of it; uncovered: None
+    assert plots.bin_nodes([0x1800, 0x9000], [0x1000, 0x1000], TWO_TIERS[0]) == [0, None]
+    assert plots.tier_runs([1, 1, 0, None, 0]) == [(0, 2, 1), (2, 3, 0), (4, 5, 0)]
+
+
+def test_the_heatmap_shows_which_tier_holds_each_address() -> None:
+    from matplotlib.patches import Rectangle
+
+    from tierlab.reporters.heatmap import heatmap_figure
+
+    heatmap = {
+        "counts": np.arange(1, 4 * 6 + 1, dtype=float).tolist(),
+        "t_start_s": [0.0, 0.1, 0.2, 0.3],
+        "t_end_s": [0.1, 0.2, 0.3, 0.4],
+        "bin_start": [0x1000 * i for i in range(6)],
+        "bin_bytes": [0x1000] * 6,
+        "bin_mapping": ["heap"] * 3 + ["stack"] * 3,
+    }
+    fig = heatmap_figure(heatmap, "demo (seed 1): accesses by address over time", tiers=TWO_TIERS)  # type: ignore[arg-type]
+    plots.finish(fig)
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert labels == ["dram (tier 0)", "cxl (tier 1)"]
+    ax = fig.get_axes()[0]
+    strip = sorted(
+        (p.get_y(), p.get_y() + p.get_height(), p.get_facecolor())
+        for p in ax.patches
+        if isinstance(p, Rectangle)
+    )
+    # bins 0-1 on cxl, 2-5 on dram, in the two tiers' colours
+    assert [(lo, hi) for lo, hi, _ in strip] == [(0.0, 2.0), (2.0, 6.0)]
+    assert strip[0][2] != strip[1][2]
+    assert not _raw(plots.texts(fig))
+    # without tiers: no strip, no legend
+    bare = heatmap_figure(heatmap, "demo")  # type: ignore[arg-type]
+    assert not bare.legends
+    assert not [p for p in bare.get_axes()[0].patches if isinstance(p, Rectangle)]
+
+
+def test_the_interactive_heatmap_shows_tiers_in_its_legend_and_picture() -> None:
+    from tierlab.reporters import static_svg
+    from tierlab.view import render
+    from tierlab.view.analysis import MappingView
+    from tierlab.view.history import PAGE, Mapping
+
+    start = 0x7F00_0000_0000
+    mapping = Mapping(id=1, start=start, length=8 * PAGE, name="heap", map_time_ns=0)
+    v = MappingView(
+        mapping=mapping, samples=10, pages_touched=8, threads=1, first_ns=0, last_ns=3,
+        block_pages=2, counts=np.arange(1, 4 * 3 + 1, dtype=float).reshape(4, 3),
+        x_kind="time", x_edges=np.array([0.0, 1e6, 2e6, 3e6]), drains_per_column=1,
+        hist_n=np.array([1]), hist_pages=np.array([8]),
+    )  # fmt: skip
+    tiers = ([(start, start + 4 * PAGE, 0), (start + 4 * PAGE, start + 8 * PAGE, 1)], TWO_TIERS[1])
+    spec = render.heatmap_spec(v, "samples", "ns", tiers)
+    named = [t["name"] for t in spec["data"] if t.get("name")]
+    assert named == ["dram (tier 0)", "cxl (tier 1)"]
+    assert all("tier" in t["hovertemplate"] for t in spec["data"][1:])
+    # rows 0-1 (pages 0-3) on dram, rows 2-3 on cxl; a row's y is its centre
+    ys = [sorted({y for y in t["y"] if y is not None}) for t in spec["data"][1:]]
+    assert ys == [[-1.0, 3.0], [3.0, 7.0]]
+    svg = static_svg.render(spec)
+    assert "dram (tier 0)" in svg and "cxl (tier 1)" in svg
+    # the image of the same view draws the strip and names the tiers
+    fig = render.heatmap_figure(v, "samples", "ns", tiers)
+    assert [t.get_text() for leg in fig.legends for t in leg.get_texts()] == named
+    assert len(render.heatmap_spec(v, "samples", "ns")["data"]) == 1
+
+
+def test_a_placement_plan_gives_the_view_its_strip() -> None:
+    """`tierlab view --plan`: the plan's pages and nodes (numbers, no tiers) for the strip."""
+    from tierlab.cli.view import plan_tiers
+
+    plan = SimpleNamespace(
+        page_size=0x1000,
+        nodes=[0, 1],
+        addr=np.array([0x5000, 0x6000], dtype=np.uint64),
+        target=np.array([1, 0]),
+    )
+    ranges, nodes = plan_tiers(plan)
+    assert ranges == [(0x5000, 0x6000, 1), (0x6000, 0x7000, 0)]
+    assert nodes == [("node 0", None), ("node 1", None)]
+    assert plots.tier_label("node 1", None) == "node 1"
+
+
 def test_every_figure_goes_through_the_style() -> None:
     """No module draws with its own pyplot set-up, and every module that saves a figure gives
     it the style's last rules (plots.finish, or reporters.base.save_figure, which calls it)."""

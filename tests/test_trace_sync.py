@@ -51,12 +51,19 @@ def recs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def trace(tmp: Path, src: str, cflags: str, args: list[str], env: dict[str, str]) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc")
+def trace(
+    tmp: Path,
+    src: str,
+    cflags: str,
+    args: list[str],
+    env: dict[str, str],
+    compiler: str = "gcc",
+) -> Path:
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no {compiler}")
     rec = tmp / (Path(src).stem + ".rec")
     cmd = [sys.executable, "-m", "tierlab", "trace", "--cc", str(PROGRAMS / src)]
-    cmd += [f"--cflags={cflags}", "-o", str(rec), "--", *args]
+    cmd += [f"--cflags={cflags}", "--compiler", compiler, "-o", str(rec), "--", *args]
     res = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=300
     )
@@ -81,10 +88,32 @@ def accesses_per_thread(rec: Path) -> dict[int, int]:
     return acc["tid"].value_counts().to_dict()
 
 
-def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
-    tmp_path: Path, recs: dict[str, Path]
-) -> None:
-    threads, phases, rec = THREADS, PHASES, recs["omp"]
+#: Acquires and releases of each family (the replay's `SyncRole`): an acquire waits for the
+#: latest release of the same family and object before it, if there is one.
+ACQUIRE = {"mutex-lock": "mutex", "cond-wake": "cond", "omp-start": "fork", "omp-lock": "omp"}
+RELEASE = {"mutex-unlock": "mutex", "cond-signal": "cond", "omp-fork": "fork", "omp-unlock": "omp"}
+
+
+def sync_points(sync: pd.DataFrame) -> int:
+    """The events a replay applies: all but acquires with no release before them."""
+    released, skipped = set(), 0
+    for name, obj in zip(sync["name"], sync["object"], strict=True):
+        if name in ACQUIRE and (ACQUIRE[name], obj) not in released:
+            skipped += 1
+        if name in RELEASE:
+            released.add((RELEASE[name], obj))
+    return len(sync) - skipped
+
+
+def check_openmp_phases(
+    tmp_path: Path, rec: Path, threads: int, phases: int, full: bool = True
+) -> pd.DataFrame:
+    """The recording of omp_phases.c or omp_critical_phases.c (one region, `phases`
+    barriers, one thread 8x the others' work in each phase): the events per thread, and the
+    replay with synchronisation within 10% of the sum over phases of the slowest thread's
+    accesses (read from the raw recording); `full`: also the same replay again (the same
+    figures) and one without synchronisation (far shorter). Returns the sync table, with
+    names."""
     sync = pd.read_parquet(rec / "sync").sort_values("seq")
     kinds = CODES[("sync", "kind")]
     sync["name"] = sync["kind"].map(kinds)
@@ -94,6 +123,7 @@ def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
     assert (sync["name"] == "omp-fork").sum() == 1
     assert (sync["name"] == "omp-start").sum() == threads
     bars = sync[sync["name"] == "omp-barrier"]
+    assert sorted(bars["tid"].unique()) == sorted(counts)
     assert (bars.groupby("tid").size() == phases + 1).all()
     assert (bars["arg"] == threads).all()
     # Phase k of thread t: its accesses between its (k-1)-th and k-th barrier (the first
@@ -115,11 +145,13 @@ def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
         serial + sum(max(p[k] for p in phase_len.values()) for k in range(phases + 1))
     )
     with_sync = replay(tmp_path, rec, threads, True)
-    without = replay(tmp_path, rec, threads, False)
     got_ns = with_sync["run"]["app_seconds"] * 1e9
     assert abs(got_ns - expected_ns) <= 0.10 * expected_ns, (got_ns, expected_ns)
-    assert with_sync["workload"]["sync_points"] == len(sync)
+    assert with_sync["workload"]["sync_points"] == sync_points(sync)
     assert with_sync["workload"]["sync_forced"] == 0
+    if not full:
+        return sync
+    without = replay(tmp_path, rec, threads, False)
     # Deterministic: the same replay gives the same simulated figures.
     again = replay(tmp_path, rec, threads, True)
     assert again["run"]["app_seconds"] == with_sync["run"]["app_seconds"]
@@ -130,6 +162,51 @@ def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
     assert without["workload"]["sync_points"] == 0
     # The slowest thread alone bounds the unsynchronised run from below (same cost model).
     assert free_ns >= C_NS * max(counts.values())
+    return sync
+
+
+def test_openmp_barriers_hold_each_phase_to_its_slowest_thread(
+    tmp_path: Path, recs: dict[str, Path]
+) -> None:
+    check_openmp_phases(tmp_path, recs["omp"], THREADS, PHASES)
+
+
+def clang_openmp_links() -> bool:
+    """Whether clang -fopenmp links a program (clang and LLVM's libomp are installed)."""
+    if shutil.which("clang") is None:
+        return False
+    res = subprocess.run(
+        ["clang", "-fopenmp", "-x", "c", "-", "-o", os.devnull],
+        input="int main(void) { return 0; }\n",
+        capture_output=True,
+        text=True,
+    )
+    return res.returncode == 0
+
+
+def test_libomp_barriers_and_critical_sections(tmp_path: Path) -> None:
+    """The same check for a program built with clang and LLVM's libomp (__kmpc_* entry
+    points), with a critical section in every phase."""
+    if not clang_openmp_links():
+        pytest.skip("clang -fopenmp does not link (Debian: apt-get install clang libomp-dev)")
+    threads, phases = THREADS, PHASES
+    rec = trace(
+        tmp_path,
+        "omp_critical_phases.c",
+        "-O1 -fopenmp",
+        [str(phases), "2000"],
+        {"OMP_NUM_THREADS": str(threads)},
+        compiler="clang",
+    )
+    sync = check_openmp_phases(tmp_path, rec, threads, phases, full=False)
+    # Every thread enters the (unnamed) critical section once per phase, always the same
+    # name, and leaves it before the next thread enters.
+    locks = sync[sync["name"] == "omp-lock"]
+    unlocks = sync[sync["name"] == "omp-unlock"]
+    assert (locks.groupby("tid").size() == phases).all() and len(locks) == threads * phases
+    assert locks["object"].nunique() == 1 and len(unlocks) == len(locks)
+    order = sync[sync["name"].isin(["omp-lock", "omp-unlock"])]["name"].tolist()
+    assert order == ["omp-lock", "omp-unlock"] * (threads * phases)
 
 
 def test_pthread_condition_barriers_and_mutex(tmp_path: Path, recs: dict[str, Path]) -> None:

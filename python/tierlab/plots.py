@@ -15,7 +15,10 @@
   (:data:`RC`), so a series drawn over another still shows.
 * **Legends outside the data**: :func:`finish` moves each axes' legend to the right of it.
 * **Heatmaps**: :func:`address` for address ticks, :func:`hover` is the one hover text
-  (address, time, count) of the interactive pages.
+  (address, time, count) of the interactive pages; where the data know which memory node
+  holds each address range, :func:`draw_tiers` (images) and :func:`tier_traces` (interactive
+  pages) draw it as a colour strip along the address axis, with a legend naming each node
+  and its tier (:func:`tier_label`: "dram (tier 0)").
 """
 
 from __future__ import annotations
@@ -207,6 +210,153 @@ def hover(addr: str, time: str, count: str, what: str = "accesses") -> str:
     """The hover text of a heatmap cell (a Plotly ``hovertemplate``, whose ``%{...}`` fields
     are filled in by the browser): address, time and count, each named."""
     return f"address {addr}<br>time {time}<br>{what} {count}<extra></extra>"
+
+
+# -- tiers along a heatmap's address axis ----------------------------------------------------------
+
+#: Colours of the memory nodes in tier order (the fastest first), apart from viridis.
+TIER_COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def tier_label(name: str, tier: int | None) -> str:
+    """A node in a tier legend: ``dram (tier 0)``; its name alone when its tier is unknown."""
+    return name if tier is None else f"{name} (tier {tier})"
+
+
+#: A machine's nodes for a tier strip: ``(name, tier)`` (tier None: unknown).
+Nodes = list[tuple[str, int | None]]
+
+
+def node_tiers(nodes: list[dict[str, Any]]) -> Nodes:
+    """``(name, tier)`` of each node of a machine (its ``[[machine.nodes]]`` tables): the
+    node's own ``tier`` where every node states one, else its rank by access latency
+    (``latency_ns``, fastest = 0, equal latencies one tier), else its position."""
+    names = [str(n.get("name", f"node {i}")) for i, n in enumerate(nodes)]
+    tiers = [n.get("tier") for n in nodes]
+    if all(isinstance(t, int) for t in tiers):
+        return [(names[i], int(tiers[i])) for i in range(len(nodes))]  # type: ignore[arg-type]
+    lat = [n.get("latency_ns") for n in nodes]
+    if all(isinstance(x, int | float) for x in lat):
+        levels = sorted({float(x) for x in lat})  # type: ignore[arg-type]
+        return [(names[i], levels.index(float(lat[i]))) for i in range(len(nodes))]  # type: ignore[arg-type]
+    return [(names[i], i) for i in range(len(nodes))]
+
+
+def bin_nodes(
+    bin_start: list[int], bin_bytes: list[int], ranges: list[tuple[int, int, int]]
+) -> list[int | None]:
+    """The node holding most of each address bin's bytes, from ``(start, end, node)``
+    ranges (None: no range covers the bin)."""
+    import numpy as np
+
+    if not ranges:
+        return [None] * len(bin_start)
+    rs = sorted(ranges)
+    lo = np.array([r[0] for r in rs], dtype=np.uint64)
+    out: list[int | None] = []
+    for start, size in zip(bin_start, bin_bytes, strict=True):
+        end = start + max(int(size), 1)
+        held: dict[int, int] = {}
+        i = max(int(np.searchsorted(lo, np.uint64(start), side="right")) - 1, 0)
+        while i < len(rs) and rs[i][0] < end:
+            a, b, node = rs[i]
+            overlap = min(b, end) - max(a, start)
+            if overlap > 0:
+                held[node] = held.get(node, 0) + overlap
+            i += 1
+        out.append(max(held, key=lambda n: (held[n], -n)) if held else None)
+    return out
+
+
+def tier_runs(per_bin: list[int | None]) -> list[tuple[int, int, int]]:
+    """Runs of consecutive bins on the same node: ``(first bin, end bin, node)``."""
+    runs: list[tuple[int, int, int]] = []
+    for i, node in enumerate(per_bin):
+        if node is None:
+            continue
+        if runs and runs[-1][2] == node and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1, node)
+        else:
+            runs.append((i, i + 1, node))
+    return runs
+
+
+def _node_colours(nodes: Nodes) -> list[str]:
+    """A colour per node, given in tier order (the fastest tier's first node first), so two
+    nodes of one tier (NUMA nodes) still differ."""
+    order = sorted(range(len(nodes)), key=lambda n: (nodes[n][1] or 0, n))
+    colours = [""] * len(nodes)
+    for k, n in enumerate(order):
+        colours[n] = TIER_COLOURS[k % len(TIER_COLOURS)]
+    return colours
+
+
+def draw_tiers(ax: Any, runs: list[tuple[float, float, int]], nodes: Nodes) -> list[str]:
+    """A colour strip along the left edge of a heatmap's address (y) axis: each run
+    ``(y from, y to, node)`` in its node's colour (over the first 2.5% of the time
+    axis), and a legend under the axes naming each node shown (:func:`tier_label`). Returns
+    the legend's labels."""
+    from matplotlib.patches import Patch, Rectangle
+
+    shown: dict[int, str] = {}
+    colours = _node_colours(nodes)
+    trans = ax.get_yaxis_transform()  # x in axes fractions, y in data
+    for lo, hi, node in runs:
+        if node >= len(nodes):
+            continue
+        name, tier = nodes[node]
+        colour = colours[node]
+        ax.add_patch(
+            Rectangle((0, lo), 0.025, hi - lo, transform=trans, facecolor=colour,
+                      edgecolor="white", linewidth=0.5, zorder=3, clip_on=False)
+        )  # fmt: skip
+        shown.setdefault(node, tier_label(name, tier))
+    if not shown:
+        return []
+    order = sorted(shown, key=lambda n: (nodes[n][1] or 0, n))
+    handles = [Patch(facecolor=colours[n], label=shown[n]) for n in order]
+    labels = [shown[n] for n in order]
+    ax.figure.legend(
+        handles=handles, labels=labels, title="memory node (strip at the left edge)",
+        loc="outside lower center", ncols=min(len(handles), 4),
+    )  # fmt: skip
+    return labels
+
+
+def tier_traces(
+    runs: list[tuple[float, float, int]], nodes: Nodes, x: float, width: float
+) -> list[dict[str, Any]]:
+    """The same strip for an interactive (Plotly) heatmap: one filled trace per node along
+    the address (y) axis at ``x`` (the first column's left edge), ``width`` wide, named in
+    the legend (:func:`tier_label`), with hover naming the node and the address rows."""
+    per_node: dict[int, list[tuple[float, float]]] = {}
+    for lo, hi, node in runs:
+        if node < len(nodes):
+            per_node.setdefault(node, []).append((lo, hi))
+    out = []
+    colours = _node_colours(nodes)
+    for node in sorted(per_node, key=lambda n: (nodes[n][1] or 0, n)):
+        name, tier = nodes[node]
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for lo, hi in per_node[node]:
+            xs += [x, x + width, x + width, x, x, None]
+            ys += [lo, lo, hi, hi, lo, None]
+        out.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "fill": "toself",
+                "fillcolor": colours[node],
+                "line": {"color": colours[node], "width": 1},
+                "name": tier_label(name, tier),
+                "legendgroup": "tiers",
+                "hovertemplate": f"{tier_label(name, tier)}<extra></extra>",
+            }
+        )
+    return out
 
 
 # -- figures ---------------------------------------------------------------------------------------

@@ -140,6 +140,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "first process, with the table of all of them); PID-N: the program PID ran after its "
         "(N-1)th exec",
     )
+    p.add_argument(
+        "--plan",
+        type=Path,
+        metavar="PLAN",
+        help="a placement plan of this recording's pages (tierlab place plan): each heatmap "
+        "gets a strip along its address axis showing the node the plan puts each block on",
+    )
     p.set_defaults(func=main, parser=p)
 
 
@@ -179,6 +186,19 @@ def _process_recording(args: argparse.Namespace) -> Path:
         names.append(f"{p.get('pid')}" if k == 1 else f"{p.get('pid')}-{k}")
     known = ", ".join(names) or "none listed"
     parser.error(f"--process {name}: not a process of {args.recording} (processes: {known})")
+
+
+def plan_tiers(plan: Any) -> tuple[list[tuple[int, int, int]], list[tuple[str, int | None]]]:
+    """Where a placement plan puts the pages: ``(start, end, index)`` page ranges and each
+    node's ``(name, tier)`` (a plan names nodes by number and knows no tiers)."""
+    nodes = sorted({int(n) for n in plan.target.tolist()} | set(plan.nodes))
+    index = {n: i for i, n in enumerate(nodes)}
+    size = int(plan.page_size)
+    ranges = [
+        (int(a), int(a) + size, index[int(n)])
+        for a, n in zip(plan.addr.tolist(), plan.target.tolist(), strict=True)
+    ]
+    return ranges, [(f"node {n}", None) for n in nodes]
 
 
 def processes_text(meta: dict) -> list[str]:
@@ -240,6 +260,16 @@ def main(args: argparse.Namespace) -> int:
         top_symbols=args.top_symbols,
     )
     view = analyze(rec, opts)
+    if args.plan is not None:
+        from tierlab.place import PlaceError
+        from tierlab.place.plan import load
+
+        try:
+            plan = load(args.plan)
+        except PlaceError as e:
+            print(f"tierlab view: {e}", file=sys.stderr)
+            return 2
+        view.tiers = plan_tiers(plan)
     from tierlab.view import sites as site_view
 
     site_report = site_view.analyze(rec, depth=args.site_depth, phases=args.phases)

@@ -45,6 +45,8 @@ RUNTIME_SOURCE = Path(__file__).parent / "tracer" / "tierlab_trace_rt.c"
 #: functions (memcpy, memset, str*: the ranges they read and write).
 ALLOC_SOURCE = Path(__file__).parent / "tracer" / "tierlab_alloc_rt.c"
 LIBC_SOURCE = Path(__file__).parent / "tracer" / "tierlab_libc_rt.c"
+#: LLVM libomp's synchronisation entry points (__kmpc_*), for programs built with clang.
+KMP_SOURCE = Path(__file__).parent / "tracer" / "tierlab_kmp_rt.c"
 #: Compile flags that make a compiler call the runtime at every load and store.
 INSTRUMENT_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
 #: The same for clang: its ThreadSanitizer pass takes options through -mllvm (it ignores
@@ -140,6 +142,7 @@ def runtime_objects(cc: str = "gcc") -> list[Path]:
         runtime_object(cc),
         _object(ALLOC_SOURCE, cc, [*_INTERPOSER_FLAGS, "-DTIERLAB_ALLOC_LINKED"]),
         _object(LIBC_SOURCE, cc, _INTERPOSER_FLAGS),
+        _object(KMP_SOURCE, cc, []),
     ]
 
 

@@ -2,13 +2,18 @@
 
 x = time (one column per window), y = address bins (bins of all mappings stacked in address
 order), colour = accesses per window and bin on a log scale; mapping boundaries are drawn as
-lines and each mapping is labelled with its name and start address.
+lines and each mapping is labelled with its name and start address. When the run placed its
+memory by a plan (``result.plan``: address ranges and their nodes), a colour strip along the
+address axis shows the node holding each bin, named with its tier in a legend
+(:func:`tierlab.plots.draw_tiers`).
 """
 
 from __future__ import annotations
 
+import itertools
+import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,14 +48,35 @@ def _runs(names: list[str]) -> list[tuple[int, int, str]]:
 NO_TRUTH_NOTE = "no ground truth counted (report.ground_truth = false)"
 
 
-def heatmap_figure(heatmap: Heatmap, title: str = "", empty_note: str = "no accesses") -> Figure:
+#: Where the memory is: ``(start, end, node)`` address ranges and each node's
+#: ``(name, tier)`` (:func:`tierlab.plots.node_tiers`).
+Tiers = tuple[list[tuple[int, int, int]], plots.Nodes]
+
+
+def heatmap_figure(
+    heatmap: Heatmap,
+    title: str = "",
+    empty_note: str = "no accesses",
+    tiers: Tiers | None = None,
+) -> Figure:
     """A matplotlib figure of a native heatmap dict (Agg backend, no display needed), in
-    tierlab's plot style; ``empty_note`` is written on it when there is nothing to show."""
+    tierlab's plot style; ``empty_note`` is written on it when there is nothing to show;
+    ``tiers`` (where the memory is) adds the node strip along the address axis."""
     with plots.style():
-        return _heatmap_figure(heatmap, title, empty_note)
+        return _heatmap_figure(heatmap, title, empty_note, tiers)
 
 
-def _heatmap_figure(heatmap: Heatmap, title: str, empty_note: str) -> Figure:
+def run_tiers(result: Any) -> Tiers | None:
+    """Where a run's memory is, when it knows: its placement plan's ranges and the machine's
+    nodes (None for a run without a plan)."""
+    plan = result.plan
+    if not plan:
+        return None
+    nodes = tomllib.loads(result.scenario).get("machine", {}).get("nodes", [])
+    return [(int(a), int(b), int(n)) for a, b, n in plan], plots.node_tiers(nodes)
+
+
+def _heatmap_figure(heatmap: Heatmap, title: str, empty_note: str, tiers: Tiers | None) -> Figure:
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
@@ -98,6 +124,14 @@ def _heatmap_figure(heatmap: Heatmap, title: str, empty_note: str) -> Figure:
     )
     ax.set_ylim(0, len(starts))
     ax.set_xlim(x_edges[0], x_edges[-1])
+    if tiers is not None:
+        sizes = [int(b) for b in heatmap.get("bin_bytes") or []]
+        if len(sizes) != len(starts):  # each bin up to the next one's start
+            sizes = [b - a for a, b in itertools.pairwise(starts)]
+            sizes.append(sizes[-1] if sizes else 1)
+        per_bin = plots.bin_nodes(starts, sizes, tiers[0])
+        strip = [(float(lo), float(hi), n) for lo, hi, n in plots.tier_runs(per_bin)]
+        plots.draw_tiers(ax, strip, tiers[1])
     return fig
 
 
@@ -114,7 +148,12 @@ class HeatmapReporter(Reporter):
             title += " [interrupted]"
         # A run without ground truth (`report.ground_truth = false`) has no counts to bin.
         counted = sk.RUN_GROUND_TRUTH_ACCESSES in result.stats_flat
-        fig = heatmap_figure(result.heatmap, title, "no accesses" if counted else NO_TRUTH_NOTE)
+        fig = heatmap_figure(
+            result.heatmap,
+            title,
+            "no accesses" if counted else NO_TRUTH_NOTE,
+            run_tiers(result),
+        )
         written = [table]
         for ext, dpi in (("png", 120), ("svg", None)):
             path = out_dir / f"heatmap.{ext}"

@@ -133,6 +133,9 @@ class View:
     #: Per allocation site (``tierlab.view.sites.SiteReport``), for recordings with an
     #: ``allocations`` table; None without. Set by the caller (the CLI) after the analysis.
     sites: Any = None
+    #: Where the pages are (``tierlab.view.render.Tiers``: address ranges and their nodes,
+    #: from ``view --plan``), drawn along each heatmap's address axis; None: not known.
+    tiers: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out = {

@@ -21,6 +21,7 @@ from tierlab.reporters import page as pg
 from tierlab.reporters.base import save_figure
 from tierlab.view import datasrc
 from tierlab.view.analysis import MappingView, View
+from tierlab.view.history import PAGE
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,7 +53,29 @@ TIME_LABELS = {
 }
 
 
-def heatmap_figure(v: MappingView, points: str, time_unit: str = "ns") -> Figure:
+#: Where the memory is: ``(start, end, node)`` address ranges and each node's ``(name,
+#: tier)`` (:func:`tierlab.plots.node_tiers`).
+Tiers = tuple[list[tuple[int, int, int]], plots.Nodes]
+
+
+def tier_rows(v: MappingView, tiers: Tiers) -> list[tuple[float, float, int]]:
+    """The node holding each block of the mapping's heatmap rows, as runs ``(first page, end
+    page, node)`` on its address axis (pages from the mapping's start)."""
+    rows = int(np.asarray(v.counts).shape[0])
+    block = v.block_pages * PAGE
+    starts = [v.mapping.start + r * block for r in range(rows)]
+    per_row = plots.bin_nodes(starts, [block] * rows, tiers[0])
+    return [
+        (float(lo * v.block_pages), float(hi * v.block_pages), n)
+        for lo, hi, n in plots.tier_runs(per_row)
+    ]
+
+
+def heatmap_figure(
+    v: MappingView, points: str, time_unit: str = "ns", tiers: Tiers | None = None
+) -> Figure:
+    """The mapping's heatmap as an image; ``tiers`` (where the memory is) adds the node strip
+    along the address axis (:func:`tierlab.plots.draw_tiers`)."""
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 
@@ -87,6 +110,8 @@ def heatmap_figure(v: MappingView, points: str, time_unit: str = "ns") -> Figure
     ax.set_facecolor("#f4f4f4")
     what = "nr_accesses of the region" if points == "regions" else f"{points} per block and column"
     fig.colorbar(mesh, ax=ax, label=f"{what} (log)")
+    if tiers is not None:
+        plots.draw_tiers(ax, tier_rows(v, tiers), tiers[1])
     return fig
 
 
@@ -184,7 +209,7 @@ def _draw_mapping(i: int) -> list[str]:
     for kind in ("heatmap", "histogram"):
         stem = f"mapping-{v.mapping.id}-{kind}"
         fig = (
-            heatmap_figure(v, view.points, view.time_unit)
+            heatmap_figure(v, view.points, view.time_unit, view.tiers)
             if kind == "heatmap"
             else histogram_figure(v, view.points)
         )
@@ -280,9 +305,13 @@ def _none_for_nan(a: np.ndarray) -> list[Any]:
     return rows
 
 
-def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str, Any]:
+def heatmap_spec(
+    v: MappingView, points: str, time_unit: str = "ns", tiers: Tiers | None = None
+) -> dict[str, Any]:
     """The mapping's heatmap as a Plotly figure: log colour scale (the colour is log10 of the
-    count, the colour bar labelled in counts), hover with the page range and the count."""
+    count, the colour bar labelled in counts), hover with the page range and the count;
+    ``tiers`` (where the memory is) adds the node strip left of the first column, one legend
+    entry per node (:func:`tierlab.plots.tier_traces`)."""
     counts = np.asarray(v.counts, dtype=np.float64)
     xtitle, xs = _x_axis(v, time_unit)
     rows = counts.shape[0]
@@ -324,7 +353,22 @@ def heatmap_spec(v: MappingView, points: str, time_unit: str = "ns") -> dict[str
         ),
         "hoverongaps": False,
     }
-    return {"data": [trace], "layout": layout}
+    data = [trace]
+    if tiers is not None and len(xs):
+        span = float(xs[-1] - xs[0]) if len(xs) > 1 else 1.0
+        col = span / max(len(xs) - 1, 1)
+        width = max(span, col) * 0.03
+        half = v.block_pages / 2  # a row's y is its centre
+        rows = [(lo - half, hi - half, n) for lo, hi, n in tier_rows(v, tiers)]
+        data += plots.tier_traces(rows, tiers[1], float(xs[0]) - col / 2 - width, width)
+        layout["showlegend"] = True
+        layout["legend"] = {
+            "title": {"text": "memory node"},
+            "orientation": "h",
+            "y": -0.25,
+            "yanchor": "top",
+        }
+    return {"data": data, "layout": layout}
 
 
 #: Most distinct counts per page drawn one bar each; beyond, log-spaced bins (as the PNG).
@@ -583,7 +627,7 @@ def page_of(view: View) -> pg.Page:
                     ("unmapped at", "-" if m.unmap_time_ns is None else pg.fmt_ns(m.unmap_time_ns)),
                 ]
             ),
-            pg.Figure(heatmap_spec(v, points, view.time_unit), height=460),
+            pg.Figure(heatmap_spec(v, points, view.time_unit, view.tiers), height=460),
             pg.Figure(histogram_spec(v, points), height=340),
         )
     if not view.mappings:

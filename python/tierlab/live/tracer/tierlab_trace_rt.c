@@ -17,8 +17,9 @@
  *                thread's accesses before the event), u64 object, u64 arg (a barrier's
  *                participants), u32 tid, u32 kind (SYNC_* below). Recorded by interposing
  *                libgomp's entry points (GOMP_parallel*, GOMP_barrier, GOMP_loop_end,
- *                GOMP_sections_end, GOMP_critical*, GOMP_atomic*, omp_set/unset_lock) and
- *                pthread's barriers, mutexes and condition variables
+ *                GOMP_sections_end, GOMP_critical*, GOMP_atomic*, omp_set/unset_lock),
+ *                LLVM libomp's (__kmpc_*: tierlab_kmp_rt.c) and pthread's barriers,
+ *                mutexes and condition variables
  *
  * Child processes (fork, and exec of another program linked with this runtime while
  * $TIERLAB_TRACE_DIR is set) write the same files in a directory of their own, p<PID> (an
@@ -689,6 +690,10 @@ struct region {
 
 static unsigned team_size(void) { return omp_get_num_threads ? (unsigned)omp_get_num_threads() : 1; }
 
+/* For tierlab_kmp_rt.c, LLVM libomp's entry points: an event, and a new region's id. */
+void tierlab_sync_event(uint32_t kind, uint64_t object, uint64_t arg) { sync_event(kind, object, arg); }
+uint64_t tierlab_sync_region_id(void) { return __atomic_add_fetch(&region_ids, 1, __ATOMIC_RELAXED); }
+
 /* Every team thread runs the region's body through this: the start (after the fork), the
  * body, and the implicit barrier at its end. */
 static void region_body(void *p) {
@@ -799,15 +804,22 @@ void GOMP_atomic_end(void) {
     sync_event(SYNC_OMP_UNLOCK, 2, 0);
     get_GOMP_atomic_end()();
 }
+/* libomp's omp_set_lock calls its __kmpc_set_lock, which tierlab_kmp_rt.c records when the
+ * program calls it itself: not while inside omp_set_lock/omp_unset_lock (recorded here). */
+__attribute__((visibility("hidden"))) __thread int tierlab_in_omp_lock;
 REAL(void, omp_set_lock, "OMP_3.0", (void *))
 void omp_set_lock(void *l) {
+    tierlab_in_omp_lock++;
     get_omp_set_lock()(l);
+    tierlab_in_omp_lock--;
     sync_event(SYNC_OMP_LOCK, (uint64_t)(uintptr_t)l, 0);
 }
 REAL(void, omp_unset_lock, "OMP_3.0", (void *))
 void omp_unset_lock(void *l) {
     sync_event(SYNC_OMP_UNLOCK, (uint64_t)(uintptr_t)l, 0);
+    tierlab_in_omp_lock++;
     get_omp_unset_lock()(l);
+    tierlab_in_omp_lock--;
 }
 
 /* -- processes ------------------------------------------------------------------------------ */
