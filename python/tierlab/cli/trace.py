@@ -151,10 +151,20 @@ def main(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _preload_import_modules() -> None:
+    """Import the modules the recording step needs (an error shows when the main thread
+    imports them again)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        import tierlab.live.allocs  # noqa: F401
+
+
 def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
     import shlex
     import shutil
     import tempfile
+    import threading
 
     from tierlab import outdir
     from tierlab._version import VERSION as __version__
@@ -179,6 +189,10 @@ def _cc_main(args: argparse.Namespace, command: list[str]) -> int:
         env["TIERLAB_TRACE_WINDOW"] = args.window
     if args.roi:
         env["TIERLAB_TRACE_ROI"] = "1"
+    # The import after the run symbolises allocation sites with numpy and pandas, whose
+    # imports take 0.5-1 s of CPU: load them now, while the compiler and the program run (the
+    # main thread waits for them), not after the program.
+    threading.Thread(target=_preload_import_modules, daemon=True).start()
     work = Path(tempfile.mkdtemp(prefix="tierlab-trace-"))
     # The raw files: in memory where it has room (docs/live.md).
     raw_work = Path(tempfile.mkdtemp(prefix="tierlab-raw-", dir=cctrace.raw_tmp_dir()))

@@ -150,34 +150,67 @@ fn read_checkpoints(path: &Path, trace: &Path, records: u64) -> Result<Vec<(u64,
     Ok(out)
 }
 
-/// Time of record `i` from checkpoints (linear between them; after the last, the last).
+/// Time of record `i` from checkpoints (linear between them, rounded down; before the first,
+/// the first; after the last, the last; without checkpoints, `i` itself).
 struct Clock {
     cps: Vec<(u64, u64)>,
     k: usize,
 }
 
 impl Clock {
-    #[inline]
+    /// The time of record `i` (any order).
+    #[cfg(test)]
     fn at(&mut self, i: u64) -> u64 {
+        let mut v = Vec::with_capacity(1);
+        self.k = 0;
+        self.fill(i, 1, &mut v);
+        v[0]
+    }
+
+    /// Append the times of records `start .. start + count` to `out` (calls in increasing
+    /// `start`). Between two checkpoints the floor of `t0 + (t1 - t0) (i - i0) / (i1 - i0)` is
+    /// carried from record to record (quotient and remainder of the slope), one addition and
+    /// a comparison a record instead of a division.
+    fn fill(&mut self, start: u64, count: usize, out: &mut Vec<u64>) {
         let cps = &self.cps;
         if cps.is_empty() {
-            return i;
+            out.extend(start..start + count as u64);
+            return;
         }
-        while self.k + 1 < cps.len() && cps[self.k + 1].0 <= i {
-            self.k += 1;
-        }
-        let (i0, t0) = cps[self.k];
-        if i < i0 {
-            return t0;
-        }
-        match cps.get(self.k + 1) {
-            // The same floor as in 128 bits, in 64 when the product fits (always, for the
-            // tracer's checkpoints: 4096 records, seconds apart at most).
-            Some(&(i1, t1)) => match (t1 - t0).checked_mul(i - i0) {
-                Some(p) => t0 + p / (i1 - i0),
-                None => t0 + ((t1 - t0) as u128 * (i - i0) as u128 / (i1 - i0) as u128) as u64,
-            },
-            None => t0,
+        let (mut i, end) = (start, start + count as u64);
+        while i < end {
+            while self.k + 1 < cps.len() && cps[self.k + 1].0 <= i {
+                self.k += 1;
+            }
+            let (i0, t0) = cps[self.k];
+            if i < i0 {
+                // Before the first checkpoint: its time.
+                let upto = end.min(i0);
+                out.extend(std::iter::repeat_n(t0, (upto - i) as usize));
+                i = upto;
+                continue;
+            }
+            let Some(&(i1, t1)) = cps.get(self.k + 1) else {
+                out.extend(std::iter::repeat_n(t0, (end - i) as usize));
+                return;
+            };
+            let upto = end.min(i1);
+            let (n, d) = (i1 - i0, t1 - t0);
+            let (q, r) = (d / n, d % n);
+            let j = i - i0;
+            let prod = d as u128 * j as u128;
+            let mut val = t0 + (prod / n as u128) as u64;
+            let mut rem = (prod % n as u128) as u64;
+            for _ in i..upto {
+                out.push(val);
+                val += q;
+                rem += r;
+                if rem >= n {
+                    rem -= n;
+                    val += 1;
+                }
+            }
+            i = upto;
         }
     }
 }
@@ -268,9 +301,9 @@ pub fn import_raw(files: &[PathBuf], w: &mut RecordingWriter) -> Result<(ImportC
                 }
                 chunk.addr.push(addr);
                 chunk.kind.push((v >> 63) as u8);
-                chunk.time.push(clock.at(index));
                 index += 1;
             }
+            clock.fill(index - recs as u64, recs, &mut chunk.time);
             chunk.tid.resize(recs, tid);
             counts.add(&chunk);
             w.write_accesses(&chunk)?;
@@ -669,4 +702,47 @@ pub fn import_oracle_general(
         return Err(RecordingError::file(path.display().to_string(), "empty: no requests (0 records)"));
     }
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+
+    /// The carried interpolation gives the floor of the exact formula at every record, from
+    /// any starting record, before, between and after the checkpoints.
+    #[test]
+    fn clock_fill_is_the_exact_floor() {
+        let cps = vec![
+            (5u64, 100u64),
+            (9, 107),
+            (4105, 1_000_000_007),
+            (4106, 1_000_000_007),
+            (9000, u64::MAX / 4),
+        ];
+        let exact = |i: u64| -> u64 {
+            let k = cps.iter().rposition(|c| c.0 <= i);
+            match k {
+                None => cps[0].1,
+                Some(k) if k + 1 == cps.len() => cps[k].1,
+                Some(k) => {
+                    let ((i0, t0), (i1, t1)) = (cps[k], cps[k + 1]);
+                    t0 + ((t1 - t0) as u128 * (i - i0) as u128 / (i1 - i0) as u128) as u64
+                }
+            }
+        };
+        for step in [1usize, 3, 4096, 20_000] {
+            let mut c = Clock { cps: cps.clone(), k: 0 };
+            let mut got = Vec::new();
+            let mut i = 0u64;
+            while i < 12_000 {
+                c.fill(i, step, &mut got);
+                i += step as u64;
+            }
+            assert!(got.iter().enumerate().all(|(i, &t)| t == exact(i as u64)), "step {step}");
+        }
+        let mut c = Clock { cps: Vec::new(), k: 0 };
+        assert_eq!(c.at(7), 7);
+        let mut c = Clock { cps: cps.clone(), k: 0 };
+        assert_eq!(c.at(2000), exact(2000));
+    }
 }
