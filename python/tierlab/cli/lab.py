@@ -65,7 +65,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     from tierlab.lab import compare as cmp
 
-    cmp.add_parser(what)
+    c = cmp.add_parser(what)
+    c.set_defaults(func=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """`lab compare damon` or `lab compare tiering`: each mechanism's own module."""
+    if args.mechanism == "tiering":
+        from tierlab.lab import tiering_compare
+
+        return tiering_compare.main(args)
+    from tierlab.lab import compare
+
+    return compare.main(args)
 
 
 def _run_options(r: argparse.ArgumentParser) -> None:

@@ -291,7 +291,7 @@ def compare(lab: Any, config: Path, attrs: Attrs, work: Path, runner: Path) -> p
     return compare_snapshots(k, s, attrs.aggr_us * 1000)
 
 
-def add_parser(what: argparse._SubParsersAction) -> None:
+def add_parser(what: argparse._SubParsersAction) -> argparse.ArgumentParser:
     c = what.add_parser(
         "compare",
         help="the guest kernel's DAMON and tiering against tierlab's simulated ones",
@@ -359,6 +359,7 @@ def add_parser(what: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--json", action="store_true", help="print the summaries as JSON")
     c.set_defaults(func=main, parser=c)
+    return c  # type: ignore[no-any-return]
 
 
 def _size(text: str) -> int:
@@ -372,15 +373,13 @@ def _size(text: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`tierlab lab compare damon` (`tierlab lab compare tiering` is
+    :func:`tierlab.lab.tiering_compare.main`)."""
     from tierlab.cli.common import EXIT_USAGE, print_error
     from tierlab.lab import machine as mm
     from tierlab.lab.kernel import LabSetupError
     from tierlab.lab.vm import Lab, LabError
 
-    if args.mechanism == "tiering":
-        from tierlab.lab import tiering_compare
-
-        return tiering_compare.main(args)
     try:
         configs = [resolve_config(c) for c in (args.config or builtin_configs())]
         mach = mm.load(args.machine)

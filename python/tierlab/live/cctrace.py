@@ -40,6 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Where the raw files go (re-exported: cctrace.raw_tmp_dir is this module's API too).
+from tierlab.live.tracefiles import RAW_SHM_MIN_FREE as RAW_SHM_MIN_FREE
+from tierlab.live.tracefiles import add_meta
+from tierlab.live.tracefiles import raw_tmp_dir as raw_tmp_dir
+
 RUNTIME_SOURCE = Path(__file__).parent / "tracer" / "tierlab_trace_rt.c"
 #: The allocation interposer (linked beside the runtime: allocation sites) and libc's memory
 #: functions (memcpy, memset, str*: the ranges they read and write).
@@ -721,7 +726,7 @@ def import_processes(
                 total += int(c["accesses"])
         listed.append(entry)
     if len(listed) > 1 or (listed and listed[0]["pid"]):
-        _add_meta(out, processes=listed)
+        add_meta(out, processes=listed)
     return {**counts, "processes": len(listed), "all_accesses": total}
 
 
@@ -730,16 +735,6 @@ def _renamed(name: str, rename: dict[str, str] | None) -> str:
         if name.startswith(old):
             return new + name[len(old) :]
     return name
-
-
-def _add_meta(rec: Path, **fields: Any) -> None:
-    """Add fields to a closed recording's ``meta.json`` (written whole, then renamed)."""
-    path = rec / "meta.json"
-    meta = json.loads(path.read_text())
-    meta.update(fields)
-    tmp = path.with_name(".meta.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 # -- windows and the raw files' place --------------------------------------------------------------
@@ -781,26 +776,3 @@ def parse_window(spec: str) -> tuple[str, int, int, int]:
     if len(vals) == 3 and every < vals[1]:
         raise ValueError("EVERY must be at least LENGTH")
     return kinds.pop(), vals[0], vals[1], every
-
-
-#: Free bytes /dev/shm must have to hold the raw files (about 9 bytes an access: 4 GiB is
-#: some 470 M accesses); with less, they go to the temporary directory.
-RAW_SHM_MIN_FREE = 4 << 30
-
-
-def raw_tmp_dir() -> str | None:
-    """Where ``tierlab trace --cc`` puts the runtime's raw files while the program runs:
-    ``$TIERLAB_RAW_DIR`` if set, else ``/dev/shm`` when it is a writable directory with at
-    least :data:`RAW_SHM_MIN_FREE` free (memory: a busy disk slowed a traced program 2.5x),
-    else ``None`` (the temporary directory, ``$TMPDIR``)."""
-    explicit = os.environ.get("TIERLAB_RAW_DIR")
-    if explicit:
-        return explicit
-    shm = "/dev/shm"
-    try:
-        st = os.statvfs(shm)
-    except OSError:
-        return None
-    if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= RAW_SHM_MIN_FREE:
-        return shm
-    return None

@@ -451,7 +451,7 @@ def trace_children(
         raise TraceError(f"{argv[0]}: command not found")
     fresh = not os.path.lexists(out)
     was_empty = not fresh and outdir.is_empty_dir(out)
-    from tierlab.live.cctrace import raw_tmp_dir
+    from tierlab.live.tracefiles import raw_tmp_dir
 
     logs = Path(tempfile.mkdtemp(prefix="tierlab-lackey-", dir=raw_tmp_dir()))
     staged = logs / "processes"  # the other processes' recordings, moved into out at the end
@@ -692,9 +692,9 @@ def trace_children(
             if (staged / part.dir).is_dir():
                 (out / PROCESS_DIR).mkdir(exist_ok=True)
                 shutil.move(str(staged / part.dir), str(out / PROCESS_DIR / part.dir))
-        from tierlab.live.cctrace import _add_meta
+        from tierlab.live.tracefiles import add_meta
 
-        _add_meta(out, processes=listed)
+        add_meta(out, processes=listed)
     finally:
         for part in parts:
             part.handle.close()
