@@ -115,6 +115,16 @@ def test_phase_prints_plain_lines_when_slow(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert "tierlab view: drawing plots (0:00 so far)" in err
     assert "tierlab view: drawing plots: done in 0:00" in err
+    # A phase that fails (raises, or reports its own error) says no "done" after the error.
+    with pytest.raises(KeyError), progress.phase("importing x", "import"):
+        time.sleep(0.1)
+        raise KeyError("x")
+    with progress.phase("importing y", "import") as state:
+        time.sleep(0.1)
+        state.failed = True
+    err = capsys.readouterr().err
+    assert "importing x (0:00 so far)" in err and "importing y (0:00 so far)" in err
+    assert "done" not in err, err
 
 
 # -- tables ------------------------------------------------------------------------------

@@ -172,27 +172,39 @@ class _Ticker:
         return time.monotonic() - self._start
 
 
+class PhaseState:
+    """What :func:`phase` yields: set ``failed`` when the phase ends in an error it reported
+    itself (a returned exit status), so no "done" line follows the error."""
+
+    failed: bool = False
+
+
 @contextmanager
-def phase(what: str, command: str = "", console: Console | None = None) -> Iterator[None]:
+def phase(what: str, command: str = "", console: Console | None = None) -> Iterator[PhaseState]:
     """Show that ``what`` (``drawing plots``, ``writing 9 files``) is under way: a spinner in
     a terminal; otherwise a plain line once it has lasted :func:`interval` seconds (and every
-    interval after) and one when it ends, so a slow phase is never silent."""
+    interval after) and one when it ends, so a slow phase is never silent. A phase that
+    raises, or whose state is marked ``failed``, ends without the "done" line: the error is
+    the last thing said."""
     prefix = f"tierlab {command}: " if command else "tierlab: "
     terminal = is_terminal() if console is None else console.is_terminal
+    state = PhaseState()
     if not terminal:
         ticker = _Ticker(lambda s: line(f"{prefix}{what} ({format_elapsed(s)} so far)"))
+        ok = False
         try:
-            yield
+            yield state
+            ok = True
         finally:
             took = ticker.stop()
-            if ticker.ticks:
+            if ticker.ticks and ok and not state.failed:
                 line(f"{prefix}{what}: done in {format_elapsed(took)}")
         return
     from rich.console import Console
 
     console = console or Console(stderr=True)
     with console.status(f"{what}...", spinner="dots"):
-        yield
+        yield state
 
 
 def status_console(**kwargs: Any) -> Console:

@@ -107,8 +107,9 @@ def main(args: argparse.Namespace) -> int:
     from tierlab.progress import phase
 
     try:
-        with phase(f"importing {args.format} into {out}", "import"):
+        with phase(f"importing {args.format} into {out}", "import") as state:
             code = _import(args, out, replacing)
+            state.failed = code != EXIT_OK
     except BaseException:
         _take_back(out, created, replacing)
         raise
