@@ -166,11 +166,13 @@ rust-tools:
 # The package's own modules are byte-compiled first: the tests start ~300 `python -m tierlab`
 # processes, and where PYTHONDONTWRITEBYTECODE is set (the development VM sets it) Python
 # writes no .pyc of its own, so each process would compile the tierlab modules it imports
-# from source again (~50 ms of CPU for `tierlab view`).
+# from source again (~50 ms of CPU for `tierlab view`). pytest-xdist hands out whole files
+# in the order tests/conftest.py gives them (LONGEST_FIRST: the lab's QEMU guest first), not
+# by their number of tests (--no-loadscope-reorder), so no long file starts last.
 test: install rust-tools
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-rust test-lint
 	$(BIN)/python -m compileall -q python/tierlab
-	$(BIN)/pytest -q -n auto --dist loadfile --durations=10 tests
+	$(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=10 tests
 
 test-rust: install rust-tools
 	$(PYO3_ENV) cargo test --workspace --profile release --tests

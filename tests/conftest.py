@@ -194,33 +194,47 @@ def assert_user_error(res: Completed, code: int = 2) -> str:
     return without_progress(res.stderr)
 
 
-#: The longest test files first (worker-seconds of one run, largest first): pytest-xdist hands
-#: out whole files (`--dist loadfile`) in collection order, so a long file collected last
-#: would leave the other worker idle at the end. test_reproduce makes the smoke report that
-#: test_sweep_ray and test_browser then find made. Files not listed follow, in name order.
+#: The longest test files first (worker-seconds of one run, largest first; measured with
+#: `pytest -n 2 --durations=0 --junitxml`, 2026-12-08): pytest-xdist hands out whole files
+#: (`--dist loadfile`) in collection order when `--no-loadscope-reorder` is given (the Makefile
+#: gives it; by default xdist orders files by their number of tests instead), so a long file
+#: collected last would leave the other worker idle at the end. test_lab boots a QEMU guest
+#: for ~3 minutes of one worker: first. test_reproduce makes the smoke report that
+#: test_sweep_ray and test_browser then find made (whichever worker asks first makes it).
+#: Files not listed follow, in name order.
 LONGEST_FIRST = (
+    "test_lab",
+    "test_sweep_ray",
     "test_record",
+    "test_sweep_slurm",
     "test_policies",
     "test_reproduce",
-    "test_hostile",
-    "test_cli",
-    "test_trace_import",
-    "test_import",
-    "test_view",
-    "test_sweep_ray",
-    "test_fuzz",
-    "test_telemetry_cli",
-    "test_tiering_sim",
-    "test_engine_inputs",
-    "test_place",
-    "test_sweep",
+    "test_provenance",
     "test_real_traces",
     "test_placement_sim",
+    "test_hostile",
+    "test_python_agents",
+    "test_tiering_sim",
     "test_browser",
+    "test_cli",
+    "test_cli_options_robust",
+    "test_place",
+    "test_survival",
+    "test_import",
+    "test_export_trace",
+    "test_telemetry_cli",
+    "test_view",
+    "test_fuzz",
+    "test_sweep",
+    "test_trace_import",
+    "test_trace_sync",
+    "test_ux",
+    "test_readme_tour",
+    "test_engine_inputs",
     "test_sim_pebs",
-    "test_replay_commands",
     "test_trace",
     "test_tune",
+    "test_replay_commands",
     "test_pebs_scale",
     "test_tier",
 )
