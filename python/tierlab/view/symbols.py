@@ -34,12 +34,14 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tierlab.view import history
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 UNKNOWN = "[unknown]"
 KERNEL = "[kernel]"
