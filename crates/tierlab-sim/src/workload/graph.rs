@@ -79,34 +79,69 @@ pub struct GraphParams {
     pub scale: u32,
     /// Edges generated per vertex (GAP's `-k`, default 16; the graph is undirected, so a
     /// vertex has ~2 * degree neighbours before duplicates are dropped).
-    #[param(default = 16, range = "[1, 64]", unit = "edges per vertex", sourced = "GAP: -k 16 (arXiv 1508.03619)")]
+    #[param(
+        default = 16,
+        range = "[1, 64]",
+        unit = "edges per vertex",
+        sourced = "GAP: -k 16 (arXiv 1508.03619)"
+    )]
     pub degree: u32,
     /// The kernel: `"pr"` (PageRank) or `"bc"` (betweenness centrality).
     #[param(default)]
     pub kernel: Kernel,
     /// PageRank iterations (GAP's `pr` stops after at most 20 or when the error falls
     /// under 1e-4; here always this many); 0 = until the scenario's duration.
-    #[param(default = 20, range = "[0, 281474976710656]", unit = "iterations", sourced = "GAP pr.cc: at most 20 iterations")]
+    #[param(
+        default = 20,
+        range = "[0, 281474976710656]",
+        unit = "iterations",
+        sourced = "GAP pr.cc: at most 20 iterations"
+    )]
     pub iterations: u64,
     /// Betweenness-centrality sources (GAP's benchmark runs `bc` from 4); 0 = new sources
     /// until the scenario's duration.
-    #[param(default = 4, range = "[0, 281474976710656]", unit = "sources", sourced = "GAP benchmark: bc from 4 sources (arXiv 1508.03619)")]
+    #[param(
+        default = 4,
+        range = "[0, 281474976710656]",
+        unit = "sources",
+        sourced = "GAP benchmark: bc from 4 sources (arXiv 1508.03619)"
+    )]
     pub sources: u64,
     /// Kronecker quadrant probability `a` (top left).
-    #[param(default = 0.57, range = "[0, 1]", unit = "probability", sourced = "GAP / Graph500 Kronecker generator: A = 0.57")]
+    #[param(
+        default = 0.57,
+        range = "[0, 1]",
+        unit = "probability",
+        sourced = "GAP / Graph500 Kronecker generator: A = 0.57"
+    )]
     pub a: f64,
     /// Kronecker quadrant probability `b` (top right).
-    #[param(default = 0.19, range = "[0, 1]", unit = "probability", sourced = "GAP / Graph500 Kronecker generator: B = 0.19")]
+    #[param(
+        default = 0.19,
+        range = "[0, 1]",
+        unit = "probability",
+        sourced = "GAP / Graph500 Kronecker generator: B = 0.19"
+    )]
     pub b: f64,
     /// Kronecker quadrant probability `c` (bottom left); `d = 1 - a - b - c`.
-    #[param(default = 0.19, range = "[0, 1]", unit = "probability", sourced = "GAP / Graph500 Kronecker generator: C = 0.19")]
+    #[param(
+        default = 0.19,
+        range = "[0, 1]",
+        unit = "probability",
+        sourced = "GAP / Graph500 Kronecker generator: C = 0.19"
+    )]
     pub c: f64,
     /// Bytes of a vertex id (`neighbours`, `queue` and `depths` entries; GAP's `NodeID` is
     /// `int32_t`).
     #[param(default = 4, range = "[1, 64]", unit = "bytes", sourced = "GAP benchmark.h: NodeID = int32_t")]
     pub id_bytes: u64,
     /// Bytes of an `offsets` entry (GAP's CSR index holds 64-bit pointers).
-    #[param(default = 8, range = "[1, 64]", unit = "bytes", sourced = "GAP graph.h: CSR index of 8-byte pointers")]
+    #[param(
+        default = 8,
+        range = "[1, 64]",
+        unit = "bytes",
+        sourced = "GAP graph.h: CSR index of 8-byte pointers"
+    )]
     pub offset_bytes: u64,
     /// Bytes of a score (`scores`, `contrib`, `deltas`; GAP's `ScoreT` is `float`).
     #[param(default = 4, range = "[1, 64]", unit = "bytes", sourced = "GAP pr.cc, bc.cc: ScoreT = float")]
@@ -387,21 +422,36 @@ impl WorkloadParams for GraphConfig {
         let f = &ctx.scenario_file;
         check_threads("graph", self.shared.threads, ctx)?;
         if !(1..=26).contains(&self.scale) {
-            return Err(SimError::config(f, "workload.scale", format!("must be 1 to 26, got {}", self.scale)));
+            return Err(SimError::config(
+                f,
+                "workload.scale",
+                format!("must be 1 to 26, got {}", self.scale),
+            ));
         }
         if !(1..=64).contains(&self.degree) {
-            return Err(SimError::config(f, "workload.degree", format!("must be 1 to 64, got {}", self.degree)));
+            return Err(SimError::config(
+                f,
+                "workload.degree",
+                format!("must be 1 to 64, got {}", self.degree),
+            ));
         }
         if ((2 * self.degree as u64) << self.scale) > u32::MAX as u64 {
             return Err(SimError::config(
                 f,
                 "workload.degree",
-                format!("2 * degree * 2^scale arcs must stay under 2^32 (scale {}, degree {})", self.scale, self.degree),
+                format!(
+                    "2 * degree * 2^scale arcs must stay under 2^32 (scale {}, degree {})",
+                    self.scale, self.degree
+                ),
             ));
         }
         for (name, v) in [("a", self.a), ("b", self.b), ("c", self.c)] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(SimError::config(f, format!("workload.{name}"), format!("must be in [0, 1], got {v}")));
+                return Err(SimError::config(
+                    f,
+                    format!("workload.{name}"),
+                    format!("must be in [0, 1], got {v}"),
+                ));
             }
         }
         if self.a + self.b + self.c > 1.0 + 1e-9 {
@@ -418,11 +468,19 @@ impl WorkloadParams for GraphConfig {
             ("count_bytes", self.count_bytes),
         ] {
             if !(1..=64).contains(&v) {
-                return Err(SimError::config(f, format!("workload.{name}"), format!("must be 1 to 64, got {v}")));
+                return Err(SimError::config(
+                    f,
+                    format!("workload.{name}"),
+                    format!("must be 1 to 64, got {v}"),
+                ));
             }
         }
         if self.node.is_some() && !self.shared.populate {
-            return Err(SimError::config(f, "workload.node", "`node` places populated memory: set populate = true"));
+            return Err(SimError::config(
+                f,
+                "workload.node",
+                "`node` places populated memory: set populate = true",
+            ));
         }
         let (field, runs) = match self.kernel {
             Kernel::Pr => ("iterations", self.iterations),
@@ -444,8 +502,13 @@ impl WorkloadParams for GraphConfig {
                 format!("{n} vertices cannot be split among {t} threads"),
             ));
         }
-        let g = Kronecker::new(self.scale, self.degree, (self.a, self.b, self.c), derive(ctx.seed, "workload.graph", 0))
-            .csr();
+        let g = Kronecker::new(
+            self.scale,
+            self.degree,
+            (self.a, self.b, self.c),
+            derive(ctx.seed, "workload.graph", 0),
+        )
+        .csr();
         let st = (0..t)
             .map(|i| {
                 let lo = (n as u128 * i as u128 / t as u128) as u64;
@@ -581,7 +644,8 @@ impl Graph {
                     s.i = hi;
                     if s.i == s.hi {
                         // The block's words of the successor bitmap.
-                        let (w0, w1) = (self.g.offsets[s.lo as usize] / 64, self.g.offsets[s.hi as usize].div_ceil(64));
+                        let (w0, w1) =
+                            (self.g.offsets[s.lo as usize] / 64, self.g.offsets[s.hi as usize].div_ceil(64));
                         out.extend((w0..w1).map(|w| Access::write(a.succ + w * 8)));
                         let done = s.done;
                         let k = self.bfs_of(done);
@@ -725,7 +789,10 @@ impl Workload for Graph {
         let (ps, node) = (self.p.shared.page_size, self.p.node);
         let pop = self.p.shared.populate && node.is_none();
         let mut map = |name: &str, len: u64| -> Result<u64> {
-            let a = mem.mmap(len.max(1), MapOptions { name: name.into(), page_size: ps, populate: pop, thread: 0 })?;
+            let a = mem.mmap(
+                len.max(1),
+                MapOptions { name: name.into(), page_size: ps, populate: pop, thread: 0 },
+            )?;
             if let Some(n) = node {
                 mem.populate_on(a, len.max(1), n)?;
             }
@@ -772,7 +839,8 @@ impl Workload for Graph {
     fn report_stats(&self, out: &mut Stats) {
         out.set("workload.vertices", self.g.vertices());
         out.set("workload.arcs", self.g.arcs());
-        let max_deg = (0..self.g.vertices() as usize).map(|u| self.g.offsets[u + 1] - self.g.offsets[u]).max();
+        let max_deg =
+            (0..self.g.vertices() as usize).map(|u| self.g.offsets[u + 1] - self.g.offsets[u]).max();
         out.set("workload.max_degree", max_deg.unwrap_or(0));
         out.set("workload.accesses", self.st.iter().map(|s| s.issued).sum::<u64>() - self.discarded);
         let done = self.st.iter().map(|s| s.done).min().unwrap_or(0);
@@ -803,7 +871,13 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn ctx() -> BuildCtx {
-        BuildCtx { seed: 3, scenario_file: "s.toml".into(), cores: 4, duration: Ps::ZERO, ..Default::default() }
+        BuildCtx {
+            seed: 3,
+            scenario_file: "s.toml".into(),
+            cores: 4,
+            duration: Ps::ZERO,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -928,7 +1002,10 @@ mod tests {
         let text = "scale = 7\ndegree = 4\niterations = 1";
         let (_, _, _, a1) = run(text);
         let (_, _, _, a2) = run(text);
-        assert_eq!(a1.iter().map(|a| a.addr).collect::<Vec<_>>(), a2.iter().map(|a| a.addr).collect::<Vec<_>>());
+        assert_eq!(
+            a1.iter().map(|a| a.addr).collect::<Vec<_>>(),
+            a2.iter().map(|a| a.addr).collect::<Vec<_>>()
+        );
         let c = ctx();
         let bad = |t: &str| toml::from_str::<GraphConfig>(t).unwrap().build(&c).err().unwrap().to_string();
         assert!(bad("scale = 0").contains("workload.scale"));
