@@ -935,8 +935,11 @@ mod tests {
         assert_eq!(b5.queue, [5, 6]);
     }
 
-    /// Drive a workload to its end; per region, (reads, writes).
-    fn run(toml_text: &str) -> (Box<dyn Workload>, MockSpace, Vec<(String, u64, u64)>, Vec<Access>) {
+    /// A driven workload, its mappings, per mapping (name, reads, writes), and its accesses.
+    type Driven = (Box<dyn Workload>, MockSpace, Vec<(String, u64, u64)>, Vec<Access>);
+
+    /// Drive a workload to its end.
+    fn run(toml_text: &str) -> Driven {
         let p: GraphConfig = toml::from_str(toml_text).unwrap();
         let mut w = p.build(&ctx()).unwrap();
         let mut mem = MockSpace::new();
