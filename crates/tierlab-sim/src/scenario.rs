@@ -279,6 +279,11 @@ pub const BUILTINS: &[Builtin] = &[
         description: "a phase-changing masim config (the hot region alternates every 500 ms) through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier and NOMAD policies, DRAM holding one hot region",
         text: include_str!("../scenarios/tiering-masim.toml"),
     },
+    Builtin {
+        name: "tiering-graph",
+        description: "a GAP-style PageRank (pull) on a Kronecker graph of 2^17 vertices loaded in PMem, DRAM a quarter of the touched pages, through DAMON, PEBS, Telescope, HeMem-, Memtis-, NUMA-tiering-like, DAMON-mtier, Colloid, HybridTier, NOMAD, ARMS, pghot, kmmscand, klruscand, M5 and PACT policies",
+        text: include_str!("../scenarios/tiering-graph.toml"),
+    },
 ];
 
 /// Find a built-in by name.

@@ -39,6 +39,7 @@ use std::path::PathBuf;
 use tierlab_core::param::params;
 pub use tierlab_core::{Access, AccessKind, PageSize};
 
+pub mod graph;
 pub mod hotset;
 pub mod kv;
 pub mod lulesh;
@@ -187,6 +188,7 @@ crate::registry! {
         "omp-kernel" => OmpKernel(omp_kernel::OmpKernelParams),
         "kv" => Kv(kv::KvParams),
         "lulesh" => Lulesh(lulesh::LuleshParams),
+        "graph" => Graph(graph::GraphParams),
         #[cfg(test)] "toy" => Toy(toy::ToyParams),
     }
 }
