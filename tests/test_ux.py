@@ -34,6 +34,16 @@ def test_every_built_in_scenario_has_a_measured_cost() -> None:
     assert not re.search(r" \? +\? ", res.stdout), res.stdout  # a scenario without a cost
 
 
+def test_costs_file_round_trips_unchanged(tmp_path) -> None:
+    """Writing the costs (what `tierlab bench costs --write NAME` does after measuring NAME)
+    leaves every other scenario's entry byte for byte as it was."""
+    from tierlab import costs
+
+    out = tmp_path / "costs.json"
+    costs.save(costs.load(), out)
+    assert out.read_text() == costs.COSTS_FILE.read_text()
+
+
 def test_estimate_scales_a_measured_point_by_its_driver() -> None:
     from tierlab import costs
     from tierlab.sweep.point import Point

@@ -109,14 +109,24 @@ def load(path: Path = COSTS_FILE) -> dict[str, ScenarioCost]:
     return out
 
 
+def _entry(c: ScenarioCost) -> dict[str, Any]:
+    """A scenario's fields for the file: those measured, without the ones left at their
+    defaults (so writing one scenario's cost leaves the others' entries as they were)."""
+    required = ("command", "cpu_seconds", "peak_rss_bytes", "wall_seconds", "points", "driver")
+    blank = ScenarioCost(c.name, *(getattr(c, k) for k in required))
+    keep = {*required, "measured_as", "full_cpu_seconds", "fixed_cpu_seconds", "per_point"}
+    return {
+        k: v
+        for k, v in asdict(c).items()
+        if k != "name" and (k in keep or v != getattr(blank, k))
+    }
+
+
 def save(costs: dict[str, ScenarioCost], path: Path = COSTS_FILE) -> None:
     doc = {
         "about": "Measured cost of every built-in scenario's command on the reference machine "
         "(tierlab bench costs --write); read by tierlab scenarios and --dry-run.",
-        "scenarios": {
-            name: {k: v for k, v in asdict(c).items() if k != "name"}
-            for name, c in sorted(costs.items())
-        },
+        "scenarios": {name: _entry(c) for name, c in sorted(costs.items())},
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
