@@ -17,6 +17,8 @@ use tierlab_core::PAGE_MASK;
 pub struct Locks {
     /// Start address -> (end address, lock start ps, lock end ps).
     pages: BTreeMap<u64, (u64, u64, u64)>,
+    /// The latest end of a lock, ps: a core whose clock is past it cannot wait.
+    until: u64,
     /// Accesses that waited for a copy to end.
     pub waits: u64,
     /// Time they waited, ps.
@@ -24,10 +26,16 @@ pub struct Locks {
 }
 
 impl Locks {
-    /// Whether no page is locked (the walk need not look).
+    /// Whether no page is locked.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+
+    /// Whether a core at `clock_ps` may still have to wait for a lock (the walk must look).
+    #[inline(always)]
+    pub fn may_wait(&self, clock_ps: u64) -> bool {
+        clock_ps < self.until
     }
 
     /// Lock the page `[start, start + bytes)` from `from_ps` to `until_ps` (replacing an older
@@ -35,6 +43,7 @@ impl Locks {
     pub fn lock(&mut self, start: u64, bytes: u64, from_ps: u64, until_ps: u64) {
         if until_ps > from_ps {
             self.pages.insert(start, (start + bytes, from_ps, until_ps));
+            self.until = self.until.max(until_ps);
         }
     }
 
@@ -77,5 +86,6 @@ mod tests {
         assert_eq!((l.waits, l.wait_ps), (1, 3_000));
         l.expire(5_000);
         assert!(l.is_empty());
+        assert!(!l.may_wait(5_000), "no core can wait past the last lock's end");
     }
 }

@@ -352,7 +352,7 @@ impl Mmu for Os {
     /// check, in [`Mmu::translate_after`]).
     #[inline(always)]
     fn walk_first(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
-        if self.hint.is_some() || !self.locks.is_empty() {
+        if self.hint.is_some() || self.locks.may_wait(c.clock_ps) {
             return Err(backend::NOT_WALKED);
         }
         self.backend.walk_present(c, level_ps, addr, write)
@@ -378,7 +378,7 @@ impl Mmu for Os {
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.fault_ps += t;
         }
-        if !self.locks.is_empty() {
+        if self.locks.may_wait(hw.cores[core].clock_ps) {
             // The page is under migration: the access faults on its migration entry and
             // waits for the copy to end.
             let c = &mut hw.cores[core];
