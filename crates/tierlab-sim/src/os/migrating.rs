@@ -17,7 +17,10 @@ use tierlab_core::PAGE_MASK;
 pub struct Locks {
     /// Start address -> (end address, lock start ps, lock end ps).
     pages: BTreeMap<u64, (u64, u64, u64)>,
-    /// The latest end of a lock, ps: a core whose clock is past it cannot wait.
+    /// The earliest start and the latest end of the locks, ps: a core whose clock is
+    /// outside cannot wait (a migration thread ahead of the application locks pages in the
+    /// application's future).
+    from: u64,
     until: u64,
     /// Accesses that waited for a copy to end.
     pub waits: u64,
@@ -35,14 +38,18 @@ impl Locks {
     /// Whether a core at `clock_ps` may still have to wait for a lock (the walk must look).
     #[inline(always)]
     pub fn may_wait(&self, clock_ps: u64) -> bool {
-        clock_ps < self.until
+        clock_ps < self.until && clock_ps >= self.from
     }
 
     /// Lock the page `[start, start + bytes)` from `from_ps` to `until_ps` (replacing an older
     /// lock of the same page).
     pub fn lock(&mut self, start: u64, bytes: u64, from_ps: u64, until_ps: u64) {
         if until_ps > from_ps {
+            if self.pages.is_empty() {
+                (self.from, self.until) = (from_ps, until_ps);
+            }
             self.pages.insert(start, (start + bytes, from_ps, until_ps));
+            self.from = self.from.min(from_ps);
             self.until = self.until.max(until_ps);
         }
     }
@@ -67,6 +74,11 @@ impl Locks {
     /// more).
     pub fn expire(&mut self, now_ps: u64) {
         self.pages.retain(|_, &mut (_, _, until)| until > now_ps);
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for &(_, f, u) in self.pages.values() {
+            (lo, hi) = (lo.min(f), hi.max(u));
+        }
+        (self.from, self.until) = (lo, hi);
     }
 }
 
@@ -79,6 +91,7 @@ mod tests {
     fn an_access_during_the_copy_waits_for_its_end() {
         let mut l = Locks::default();
         l.lock(10 * PAGE_SIZE, PAGE_SIZE, 1_000, 5_000);
+        assert!(!l.may_wait(500) && l.may_wait(1_000), "a core before the copy cannot wait yet");
         assert_eq!(l.on_walk(10 * PAGE_SIZE + 8, 500), 0, "before the copy");
         assert_eq!(l.on_walk(10 * PAGE_SIZE + 8, 2_000), 3_000);
         assert_eq!(l.on_walk(11 * PAGE_SIZE, 2_000), 0, "another page");
