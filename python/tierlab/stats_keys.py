@@ -177,6 +177,12 @@ MACHINE_MIGRATION_BYTES: Final = "machine.migration.bytes"
 #: TLB shootdowns made for migrations (count)
 MACHINE_MIGRATION_SHOOTDOWNS: Final = "machine.migration.shootdowns"
 
+#: accesses that waited for the copy of a page under migration (unmapped, locked) (count)
+MACHINE_MIGRATION_LOCK_WAITS: Final = "machine.migration.lock_waits"
+
+#: time accesses waited for pages under migration (s)
+MACHINE_TIME_MIGRATION_WAIT_S: Final = "machine.time.migration_wait_s"
+
 #: NUMA hint faults taken (count)
 MACHINE_HINT_FAULTS: Final = "machine.hint.faults"
 
@@ -1069,14 +1075,17 @@ TIERING_RATE_LIMIT_MBPS: Final = "tiering.rate_limit_mbps"
 #: HeMem, Memtis, HybridTier, ARMS, PACT: samples received (count)
 TIERING_SAMPLES: Final = "tiering.samples"
 
-#: NOMAD: transactional promotions committed (count)
+#: transactional promotions committed (copy_mode = transactional) (count)
 TIERING_TX_COMMITS: Final = "tiering.tx_commits"
 
-#: NOMAD: transactional promotions aborted by a write during the copy (count)
+#: transactional promotions aborted by a write during the copy (count)
 TIERING_TX_ABORTS: Final = "tiering.tx_aborts"
 
-#: NOMAD: pages given up after max_retries aborts (count)
+#: transactional promotions given up (tx_retries aborts spent, or no room at the commit) (count)
 TIERING_TX_DROPPED: Final = "tiering.tx_dropped"
+
+#: 2 MiB pages split on promotion (split_huge = true) (count)
+TIERING_HUGE_SPLITS: Final = "tiering.huge_splits"
 
 #: NOMAD: demotions of clean pages with a shadow (remapped, no copy) (count)
 TIERING_SHADOW_DEMOTIONS: Final = "tiering.shadow_demotions"
@@ -1846,6 +1855,12 @@ CATALOGUE: Final = (
     StatKey("machine.migration.demotions", "count", "migrations to a slower tier"),
     StatKey("machine.migration.bytes", "bytes", "bytes migrated"),
     StatKey("machine.migration.shootdowns", "count", "TLB shootdowns made for migrations"),
+    StatKey(
+        "machine.migration.lock_waits",
+        "count",
+        "accesses that waited for the copy of a page under migration (unmapped, locked)",
+    ),
+    StatKey("machine.time.migration_wait_s", "s", "time accesses waited for pages under migration"),
     StatKey("machine.hint.faults", "count", "NUMA hint faults taken"),
     StatKey("machine.hint.protected_pages", "pages", "pages the hint-fault scanner protected"),
     StatKey("machine.hint.still_protected", "pages", "pages still protected at the end"),
@@ -2276,13 +2291,22 @@ CATALOGUE: Final = (
     ),
     StatKey("tiering.rate_limit_mbps", "MB/s", "hottest-first: the migration rate limit"),
     StatKey("tiering.samples", "count", "HeMem, Memtis, HybridTier, ARMS, PACT: samples received"),
-    StatKey("tiering.tx_commits", "count", "NOMAD: transactional promotions committed"),
+    StatKey(
+        "tiering.tx_commits",
+        "count",
+        "transactional promotions committed (copy_mode = transactional)",
+    ),
     StatKey(
         "tiering.tx_aborts",
         "count",
-        "NOMAD: transactional promotions aborted by a write during the copy",
+        "transactional promotions aborted by a write during the copy",
     ),
-    StatKey("tiering.tx_dropped", "count", "NOMAD: pages given up after max_retries aborts"),
+    StatKey(
+        "tiering.tx_dropped",
+        "count",
+        "transactional promotions given up (tx_retries aborts spent, or no room at the commit)",
+    ),
+    StatKey("tiering.huge_splits", "count", "2 MiB pages split on promotion (split_huge = true)"),
     StatKey(
         "tiering.shadow_demotions",
         "count",

@@ -431,6 +431,14 @@ impl<'a> MachineView<'a> {
     pub fn exchange_pages(&mut self, pairs: &[(u64, u64)], core: usize) -> Result<Migrated> {
         self.m.exchange_pages(pairs, core)
     }
+    /// Lock pages under a copy against accesses ([`Machine::lock_pages`]).
+    pub fn lock_pages(&mut self, locks: &[(u64, Ps, Ps)]) {
+        self.m.lock_pages(locks)
+    }
+    /// Split the 2 MiB page mapping `va` into 4 KiB pages ([`Machine::split_huge_page`]).
+    pub fn split_huge_page(&mut self, va: u64, core: usize) -> Result<bool> {
+        self.m.split_huge_page(va, core)
+    }
     /// Reclaim pages to swap ([`Machine::pageout_pages`]), charged to `core`.
     pub fn pageout_pages(&mut self, vas: &[u64], core: usize) -> Result<Migrated> {
         self.m.pageout_pages(vas, core)

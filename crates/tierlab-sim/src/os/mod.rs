@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod hint;
 pub mod memory;
+pub mod migrating;
 pub mod replacement;
 pub mod shootdown;
 
@@ -25,6 +26,7 @@ use crate::hw::tlb::TlbConfig;
 use crate::hw::{Core, CoreCounters, Fill, Hardware, HardwareConfig, Mmu, Translated};
 use crate::stats::{Stats, StatsSource};
 use crate::truth::{GroundTruth, WindowTruth};
+use crate::units::Ps;
 use backend::{Backend, Env, MemoryBackend};
 use memory::{Memory, NodeConfig, Placement};
 use shootdown::{shootdown, Initiator, Inval};
@@ -331,6 +333,8 @@ pub struct Os {
     pub(crate) segfaults: u64,
     /// NUMA hint faults armed by a tiering policy (pages protected by its scanner), if any.
     pub(crate) hint: Option<Box<hint::HintFaults>>,
+    /// Pages locked by copies under way (their accesses wait for the copy's end).
+    pub(crate) locks: migrating::Locks,
     /// Page migrations done.
     pub(crate) migration: MigrationCounters,
     default_page: PageSize,
@@ -348,7 +352,7 @@ impl Mmu for Os {
     /// check, in [`Mmu::translate_after`]).
     #[inline(always)]
     fn walk_first(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
-        if self.hint.is_some() {
+        if self.hint.is_some() || self.locks.may_wait(c.clock_ps) {
             return Err(backend::NOT_WALKED);
         }
         self.backend.walk_present(c, level_ps, addr, write)
@@ -371,6 +375,14 @@ impl Mmu for Os {
             // A NUMA hint fault when the walk reached a page protected by a scanner.
             let c = &mut hw.cores[core];
             let t = h.on_walk(core, addr, c.clock_ps);
+            c.clock_ps = c.clock_ps.saturating_add(t);
+            c.c.fault_ps += t;
+        }
+        if self.locks.may_wait(hw.cores[core].clock_ps) {
+            // The page is under migration: the access faults on its migration entry and
+            // waits for the copy to end.
+            let c = &mut hw.cores[core];
+            let t = self.locks.on_walk(addr, c.clock_ps);
             c.clock_ps = c.clock_ps.saturating_add(t);
             c.c.fault_ps += t;
         }
@@ -432,6 +444,7 @@ impl Machine {
                 mm_cpumask: vec![false; cfg.cores],
                 segfaults: 0,
                 hint: None,
+                locks: migrating::Locks::default(),
                 migration: MigrationCounters::default(),
                 default_page: cfg.page_size,
                 next_mmap: MMAP_BASE,
@@ -727,6 +740,51 @@ impl Machine {
         Ok(out)
     }
 
+    /// Lock each page `(va, from, until)` against accesses from `from` to `until` (a copy
+    /// under way with the page unmapped: [`migrating::Locks`]); locks that every core of the
+    /// address space has passed are forgotten first.
+    pub fn lock_pages(&mut self, locks: &[(u64, Ps, Ps)]) {
+        let mm = &self.os.mm_cpumask;
+        let oldest = (self.hw.cores.iter().enumerate())
+            .filter(|(i, _)| mm[*i])
+            .map(|(_, c)| c.clock_ps)
+            .min()
+            .unwrap_or(0);
+        self.os.locks.expire(oldest);
+        for &(va, from, until) in locks {
+            let size = self.os.backend.page_size_of(va).unwrap_or(PageSize::Base4K);
+            self.os.locks.lock(size.base(va), size.bytes(), from.ps(), until.ps());
+        }
+    }
+
+    /// Accesses that waited for a locked page's copy, and their time.
+    pub fn lock_waits(&self) -> (u64, Ps) {
+        (self.os.locks.waits, Ps::from_ps(self.os.locks.wait_ps))
+    }
+
+    /// Split the 2 MiB page mapping `va` into 4 KiB pages on the same node (THP split:
+    /// `split_huge_pmd` + `split_huge_page`): the PMD entry becomes a table of 512 PTEs,
+    /// the node's use is unchanged and the huge translation is shot down from `core` (its
+    /// time charged there). Returns false when `va` is not mapped by a 2 MiB page. Needs
+    /// radix page tables.
+    pub fn split_huge_page(&mut self, va: u64, core: usize) -> Result<bool> {
+        let Some(pt) = self.os.backend.page_tables() else {
+            return Err(SimError::runtime(
+                "split_huge_page needs the flat memory backend (radix page tables)",
+            ));
+        };
+        if pt.page_size_of(va) != Some(PageSize::Huge2M) {
+            return Ok(false);
+        }
+        let base = PageSize::Huge2M.base(va);
+        let node = pt.node_of(base).expect("present");
+        // The memory stays allocated on its node: only the mapping changes.
+        pt.unmap_range(base, base + HUGE_SIZE, &mut |_, _| {});
+        pt.populate_4k(base, base + HUGE_SIZE, node);
+        self.shootdown_entries(core, &[base]);
+        Ok(true)
+    }
+
     /// Reclaim the present pages holding `vas` to swap (DAMOS `pageout`, MADV_PAGEOUT): each is
     /// unmapped and freed from its node, written to the swap device at `cost.swap_gbps`
     /// (charged to `core`), and one shootdown covers the batch. A later touch is a major fault
@@ -994,6 +1052,11 @@ impl StatsSource for Machine {
         out.set("machine.migration.bytes", mc.bytes);
         out.set("machine.migration.shootdowns", mc.shootdowns);
         out.set("machine.time.migration_copy_s", mc.copy_ps as f64 / 1e12);
+        let l = &self.os.locks;
+        if l.waits > 0 {
+            out.set("machine.migration.lock_waits", l.waits);
+            out.set("machine.time.migration_wait_s", l.wait_ps as f64 / 1e12);
+        }
         if let Some(h) = &self.os.hint {
             h.report_stats("machine.hint", out);
         }

@@ -319,9 +319,15 @@ impl crate::params::SharedDefaults<TieringShared> for ArmsParams {
         TieringShared::with_rate(10_000.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "ARMS schedules migration batches against the available bandwidth; a fixed 10,000 MB/s here",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Assumed(
+                "ARMS is built on a HeMem-like runtime whose background thread migrates (the application does not wait)",
+            )),
+            _ => None,
+        }
     }
 }
 

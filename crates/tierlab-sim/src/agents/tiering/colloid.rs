@@ -391,9 +391,15 @@ impl crate::params::SharedDefaults<TieringShared> for ColloidParams {
         TieringShared::with_rate(2048.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "MEMTIS' 2 GB/s migration cap (reference/memory-management.md), as Colloid runs on MEMTIS; no \
              reference gives Colloid's own limit",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Assumed(
+                "Colloid runs on HeMem, MEMTIS or TPP; HeMem's and MEMTIS' migration threads copy in the background",
+            )),
+            _ => None,
+        }
     }
 }

@@ -322,10 +322,16 @@ impl crate::params::SharedDefaults<TieringShared> for DamonMtierParams {
         TieringShared::with_rate(65536.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "mtier.c sets no rate limit: Linux's promotion default (65536 MB/s), far above the schemes' \
              200 MiB/s quota, so that the quota limits",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "Linux mm/damon: DAMOS migrate_hot / migrate_cold call migrate_pages in kdamond, a kernel thread",
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -51,7 +51,12 @@ impl SharedDefaults<TieringShared> for ExternalKeys {
         TieringShared::with_rate(2048.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps")
-            .then_some(Provenance::Assumed("as hottest-first: Memtis' migration cap, 2 GB/s"))
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed("as hottest-first: Memtis' migration cap, 2 GB/s")),
+            "copy_mode" => Some(Provenance::Assumed(
+                "a policy written in Python: its migration thread copies in the background",
+            )),
+            _ => None,
+        }
     }
 }

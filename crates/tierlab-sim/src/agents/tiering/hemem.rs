@@ -293,9 +293,15 @@ impl crate::params::SharedDefaults<TieringShared> for HememParams {
         TieringShared::with_rate(1_000_000.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "reference/memory-management.md: HeMem migrates up to 10 GB per 10 ms loop, i.e. 1,000,000 \
              MB/s (it has no other limit)",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "HeMem (Raybuck et al., SOSP'21): a policy thread migrates pages in the background while the application runs",
+            )),
+            _ => None,
+        }
     }
 }

@@ -371,8 +371,15 @@ impl crate::params::SharedDefaults<TieringShared> for HottestFirstParams {
         TieringShared::with_rate(2048.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps")
-            .then_some(Provenance::Assumed("Memtis' migration cap, 2 GB/s (reference/memory-management.md)"))
+        match field {
+            "rate_limit_mbps" => {
+                Some(Provenance::Assumed("Memtis' migration cap, 2 GB/s (reference/memory-management.md)"))
+            }
+            "copy_mode" => Some(Provenance::Assumed(
+                "tierlab's telemetry-driven policy: a migration thread on the policy's core",
+            )),
+            _ => None,
+        }
     }
 }
 

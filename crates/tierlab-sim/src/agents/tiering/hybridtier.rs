@@ -380,9 +380,15 @@ impl crate::params::SharedDefaults<TieringShared> for HybridTierParams {
         TieringShared::with_rate(1_000_000.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "HybridTier migrates each batch's candidates with move_pages without a rate limit: 1,000,000 MB/s",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "HybridTier artefact (tiering_runtime/hybridtier.cpp): the runtime's own thread calls move_pages, not the application's threads",
+            )),
+            _ => None,
+        }
     }
 }
 

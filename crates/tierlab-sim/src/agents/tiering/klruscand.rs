@@ -231,10 +231,16 @@ impl crate::params::SharedDefaults<TieringShared> for KlruscandParams {
         TieringShared::with_rate(65536.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "Linux kernel/sched/fair.c: numa_balancing_promote_rate_limit_MBps = 65536 (pghot, klruscand's \
              promotion engine, takes over NUMA balancing's limit)",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "klruscand RFC v2: pages found young are promoted by pghot's kmigrated kernel thread",
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -245,10 +245,16 @@ impl crate::params::SharedDefaults<TieringShared> for KmmscandParams {
         TieringShared::with_rate(65536.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "Linux's promotion rate limit (numa_balancing_promote_rate_limit_MBps = 65536); the RFC's migration \
              thread has no limit of its own",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "kmmscand RFC: a migration kernel thread promotes the pages of the migration list",
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -135,8 +135,14 @@ impl crate::params::SharedDefaults<TieringShared> for M5TieringParams {
         TieringShared::with_rate(65536.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
-            "M5 migrates with the kernel's migration path; Linux's promotion rate limit (65536 MB/s)",
-        ))
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
+                "M5 migrates with the kernel's migration path; Linux's promotion rate limit (65536 MB/s)",
+            )),
+            "copy_mode" => Some(Provenance::Assumed(
+                "M5 promotes the device's hot pages from a kernel daemon, not in the application's threads",
+            )),
+            _ => None,
+        }
     }
 }

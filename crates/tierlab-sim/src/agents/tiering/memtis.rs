@@ -466,10 +466,16 @@ impl crate::params::SharedDefaults<TieringShared> for MemtisParams {
         TieringShared::with_rate(2048.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "reference/memory-management.md: Memtis' migration daemon is capped at 2 GB/s (here 2 x 1024 \
              MB/s)",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "Memtis (Lee et al., SOSP'23): the kmigrated kernel thread migrates pages in the background",
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -35,6 +35,7 @@
 //! ([`crate::params::SharedDefaults`]).
 
 use crate::error::{Result, SimError};
+use crate::hw::pagetable::Level;
 use crate::params::{Params, SharedDefaults, With};
 use crate::stats::Stats;
 use tierlab_core::param::params;
@@ -92,6 +93,49 @@ pub enum ShootdownMode {
 }
 tierlab_core::choice_param!(ShootdownMode);
 
+/// How a promotion copies its page (`tiering.copy_mode`). Demotions are always made by the
+/// policy's thread as the kernel's `migrate_pages` (as `async`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyMode {
+    /// The thread that asked for the promotion copies: the faulting application thread
+    /// (NUMA tiering's `migrate_misplaced_folio` in the hint fault), or application thread 0
+    /// for a policy that has no faulting thread (as `move_pages(2)` called by the
+    /// application). The copy's time is that thread's; the page is locked meanwhile.
+    Sync,
+    /// The policy's migration thread copies (`migrate_pages` in a kernel thread): its core
+    /// pays, the application runs on, and the page is unmapped and locked during its copy
+    /// (an access to it waits for the copy's end: [`crate::os::migrating`]).
+    #[default]
+    Async,
+    /// NOMAD's transactional migration: the migration thread copies the page while it stays
+    /// mapped (its Dirty bit cleared and its translations flushed first); at the copy's end
+    /// a clean page is remapped to the fast tier (commit, one shootdown), a written one keeps
+    /// its slow copy (abort) and is copied again, at most `tx_retries` times.
+    Transactional,
+}
+tierlab_core::choice_param!(CopyMode);
+
+impl CopyMode {
+    /// The name a scenario gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CopyMode::Sync => "sync",
+            CopyMode::Async => "async",
+            CopyMode::Transactional => "transactional",
+        }
+    }
+}
+
+/// One transactional copy under way (the engine's, [`CopyMode::Transactional`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TxCopy {
+    va: u64,
+    bytes: u64,
+    end: Ps,
+    tries: u32,
+}
+
 /// The two tiers a policy manages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tiers {
@@ -141,6 +185,26 @@ pub struct Mover {
     queued_bytes: u64,
     /// Pairs exchanged (a promotion and a demotion in one operation).
     pub exchanges: u64,
+    /// How promotions copy.
+    mode: CopyMode,
+    /// The application thread a synchronous copy is charged to when no fault names one.
+    app_core: usize,
+    /// Transactional copies under way, in start order, and their bytes (room they will take
+    /// on the fast tier).
+    tx: std::collections::VecDeque<TxCopy>,
+    tx_bytes: u64,
+    /// Retries of an aborted transactional copy.
+    tx_retries: u32,
+    /// Transactional copies committed.
+    pub tx_commits: u64,
+    /// Transactional copies aborted by a write during the copy.
+    pub tx_aborts: u64,
+    /// Transactional copies given up (retries spent, or no room at the commit).
+    pub tx_dropped: u64,
+    /// Split 2 MiB pages on promotion and promote the named 4 KiB subpages.
+    split_huge: bool,
+    /// Huge pages split on promotion.
+    pub splits: u64,
 }
 
 /// Most pages the decision log of a run keeps (128 MiB of addresses).
@@ -177,7 +241,47 @@ impl Mover {
             queued: Vec::new(),
             queued_bytes: 0,
             exchanges: 0,
+            mode: CopyMode::Async,
+            app_core: 0,
+            tx: std::collections::VecDeque::new(),
+            tx_bytes: 0,
+            tx_retries: 0,
+            tx_commits: 0,
+            tx_aborts: 0,
+            tx_dropped: 0,
+            split_huge: false,
+            splits: 0,
         }
+    }
+
+    /// The same copying promotions in `mode` (synchronous copies charged to `app_core` when no
+    /// fault names a thread; aborted transactional copies retried `tx_retries` times).
+    pub fn with_copy(mut self, mode: CopyMode, app_core: usize, tx_retries: u32) -> Self {
+        self.mode = mode;
+        self.app_core = app_core;
+        self.tx_retries = tx_retries;
+        self
+    }
+
+    /// The same splitting 2 MiB pages on promotion (`split_huge`).
+    pub fn with_split(mut self, split: bool) -> Self {
+        self.split_huge = split;
+        self
+    }
+
+    /// How promotions copy.
+    pub fn copy_mode(&self) -> CopyMode {
+        self.mode
+    }
+
+    /// When the first transactional copy under way ends ([`super::NEVER`]: none).
+    pub fn next_tx_end(&self) -> Ps {
+        self.tx.front().map_or(super::NEVER, |c| c.end)
+    }
+
+    /// Bytes of the transactional copies under way (fast-tier room they will take).
+    pub fn tx_bytes(&self) -> u64 {
+        self.tx_bytes
     }
 
     /// The same with `batch` pages per migration batch, or one page per batch (one
@@ -222,6 +326,33 @@ impl Mover {
         t: Tiers,
         core: usize,
     ) -> Result<(u64, bool)> {
+        let app = self.app_core;
+        self.promote_by(m, vas, t, core, app)
+    }
+
+    /// [`Mover::promote`] asked for by application thread `trigger` (a faulting thread): the
+    /// copy mode picks who copies (`sync`: `trigger`; `async`: `core`, the policy's
+    /// migration thread; `transactional`: transactional copies on `core`). Returns the pages
+    /// moved (transactional: copies started) and whether the fast tier ran out of room.
+    pub fn promote_by(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+        trigger: usize,
+    ) -> Result<(u64, bool)> {
+        let core = if self.mode == CopyMode::Sync { trigger } else { core };
+        let split;
+        let vas = if self.split_huge {
+            split = self.split_for_promotion(m, vas, t, core)?;
+            &split[..]
+        } else {
+            vas
+        };
+        if self.mode == CopyMode::Transactional {
+            return self.start_transactions(m, vas, t, core);
+        }
         if !self.queued.is_empty() {
             let (paired, rest) = self.exchange_with_queued(m, vas, t, core)?;
             if paired > 0 || rest < vas.len() {
@@ -276,7 +407,13 @@ impl Mover {
         }
         let mut done = 0;
         for chunk in pairs.chunks(self.batch) {
+            let before = m.core_clock(core);
             let r = m.exchange_pages(chunk, core)?;
+            // Both pages of each pair are unmapped and locked until the batch is done.
+            let until = m.core_clock(core);
+            let locks: Vec<(u64, Ps, Ps)> =
+                chunk.iter().flat_map(|&(a, b)| [(a, before, until), (b, before, until)]).collect();
+            m.lock_pages(&locks);
             let n = r.pages / 2;
             let bytes = r.bytes / 2;
             self.tokens -= bytes as f64;
@@ -408,12 +545,145 @@ impl Mover {
         core: usize,
         promote: bool,
     ) -> Result<(u64, bool)> {
+        // The pages the batch will move, in order, with their copy times: each is unmapped
+        // and locked from the batch's start until its own copy is done (migrate_pages
+        // unmaps the batch, flushes once, then copies and remaps page by page).
+        let mut seen = std::collections::HashSet::new();
+        let mut moving: Vec<(u64, Ps)> = Vec::with_capacity(vas.len());
+        for &v in vas {
+            let (Some(from), Some(size)) = (m.node_of(v), m.page_size_of(v)) else { continue };
+            if from != to && seen.insert(size.base(v)) {
+                moving.push((v, copy_time_between(m, from, to, size.bytes())));
+            }
+        }
+        let before = m.core_clock(core);
         let r = m.migrate_pages(vas, to, core)?;
         if promote {
             self.tokens -= r.bytes as f64;
         }
         self.count(&r, promote);
+        let mut until = before + Ps::from_ns_f64(r.shootdown_ns);
+        let locks: Vec<(u64, Ps, Ps)> = (moving.iter().take(r.pages as usize))
+            .map(|&(v, c)| {
+                until += c;
+                (v, before, until)
+            })
+            .collect();
+        m.lock_pages(&locks);
         Ok((r.pages, r.out_of_room))
+    }
+
+    /// Split each 2 MiB page of `vas` on the slow tier into 4 KiB pages (on `core`) and name
+    /// the 4 KiB subpage of each address instead (the hot subpages the policy named).
+    fn split_for_promotion(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+    ) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(vas.len());
+        for &v in vas {
+            if m.page_size_of(v) == Some(PageSize::Huge2M) && m.node_of(v) == Some(t.slow) {
+                let before = m.core_clock(core);
+                if m.split_huge_page(v, core)? {
+                    self.splits += 1;
+                    self.migrate += m.core_clock(core) - before;
+                }
+            }
+            out.push(if m.page_size_of(v) == Some(PageSize::Base4K) { v & !(PAGE_SIZE - 1) } else { v });
+        }
+        Ok(out)
+    }
+
+    /// Start transactional copies of the slow-tier pages of `vas` on `core` within the
+    /// promotion budget and the fast tier's room (counting the copies under way); returns
+    /// the copies started and whether the room ran out.
+    fn start_transactions(
+        &mut self,
+        m: &mut MachineView,
+        vas: &[u64],
+        t: Tiers,
+        core: usize,
+    ) -> Result<(u64, bool)> {
+        let mut started = 0;
+        for &v in vas {
+            let Some(size) = m.page_size_of(v) else { continue };
+            let base = size.base(v);
+            if m.node_of(base) != Some(t.slow) || self.tx.iter().any(|c| c.va == base) {
+                continue;
+            }
+            let bytes = size.bytes();
+            if bytes as f64 > self.tokens {
+                self.rate_limited += 1;
+                break;
+            }
+            if free_bytes(m, t.fast) < self.tx_bytes + bytes {
+                return Ok((started, true));
+            }
+            self.start_tx(m, base, bytes, t, core, 0);
+            started += 1;
+        }
+        Ok((started, false))
+    }
+
+    /// One transactional copy: clear the page's Dirty bit, flush its translations (a store
+    /// must set the bit again), copy it on `core` (from the promotion budget).
+    fn start_tx(&mut self, m: &mut MachineView, base: u64, bytes: u64, t: Tiers, core: usize, tries: u32) {
+        let level = Level::leaf_of(m.page_size_of(base).unwrap_or(PageSize::Base4K));
+        if let Some(pt) = m.page_tables_mut() {
+            pt.test_and_clear_dirty(base, level);
+        }
+        let before = m.core_clock(core);
+        m.invalidate_range(core, base, base + bytes);
+        let copy = copy_time_between(m, t.slow, t.fast, bytes);
+        m.charge(core, copy);
+        let end = m.core_clock(core);
+        self.migrate += end - before;
+        self.tokens -= bytes as f64;
+        self.tx_bytes += bytes;
+        self.tx.push_back(TxCopy { va: base, bytes, end, tries });
+    }
+
+    /// Commit or abort the transactional copies that ended by `now`: a clean page is
+    /// remapped to the fast tier (no second copy), a page written during its copy is copied
+    /// again (up to `tx_retries` times, within the budget) or given up.
+    pub fn finish_transactions(&mut self, m: &mut MachineView, t: Tiers, core: usize, now: Ps) -> Result<()> {
+        let (mut commit, mut retry) = (Vec::new(), Vec::new());
+        while let Some(c) = self.tx.front().copied() {
+            if c.end > now {
+                break;
+            }
+            self.tx.pop_front();
+            self.tx_bytes -= c.bytes;
+            if m.node_of(c.va) != Some(t.slow) {
+                continue;
+            }
+            let level = Level::leaf_of(m.page_size_of(c.va).unwrap_or(PageSize::Base4K));
+            if m.page_tables().is_some_and(|pt| pt.test_dirty(c.va, level)) {
+                self.tx_aborts += 1;
+                if c.tries < self.tx_retries {
+                    retry.push(c);
+                } else {
+                    self.tx_dropped += 1;
+                }
+                continue;
+            }
+            commit.push(c.va);
+        }
+        if !commit.is_empty() {
+            let n = self.remap(m, &commit, t, core, true)?;
+            self.tx_commits += n;
+            self.tx_dropped += commit.len() as u64 - n;
+        }
+        for c in retry {
+            if c.bytes as f64 > self.tokens || free_bytes(m, t.fast) < self.tx_bytes + c.bytes {
+                self.tx_dropped += 1;
+                continue;
+            }
+            self.start_tx(m, c.va, c.bytes, t, core, c.tries + 1);
+        }
+        Ok(())
     }
 
     fn count(&mut self, r: &crate::os::Migrated, promote: bool) {
@@ -488,6 +758,14 @@ pub fn capacity_bytes(m: &MachineView, n: u8) -> u64 {
     tierlab_core::bytes_of(m.nodes()[n as usize].capacity_pages)
 }
 
+/// Time to copy `bytes` from node `a` to node `b` (at the slower node's bandwidth, as
+/// [`MachineView::migrate_pages`] charges it).
+pub fn copy_time_between(m: &MachineView, a: u8, b: u8, bytes: u64) -> Ps {
+    let n = m.nodes();
+    // GB/s = bytes per ns.
+    Ps::from_ns_f64(bytes as f64 / n[a as usize].cfg.bandwidth_gbps.min(n[b as usize].cfg.bandwidth_gbps))
+}
+
 /// What a tiering policy's hooks get besides the agent context ([`AgentCtx`]'s `kind`): its
 /// tiers and its migrations (rate limit, accounting).
 pub struct Tiering<'c> {
@@ -520,6 +798,35 @@ impl AgentCtx<'_, Tiering<'_>> {
         let r = self.kind.mover.promote(&mut self.machine, vas, t, core)?;
         *self.cpu += self.machine.core_clock(core) - before;
         Ok(r)
+    }
+
+    /// Promote pages that application thread `fault_core` faulted on (see
+    /// [`Mover::promote_by`]): in `sync` mode that thread copies (in its fault), otherwise
+    /// the policy's core.
+    pub fn promote_faulted(&mut self, vas: &[u64], fault_core: usize) -> Result<(u64, bool)> {
+        let (core, t) = (self.core, self.kind.tiers);
+        if self.kind.mover.copy_mode() == CopyMode::Sync {
+            return self.kind.mover.promote_by(&mut self.machine, vas, t, core, fault_core);
+        }
+        self.machine.start_work(core, self.now);
+        let before = self.machine.core_clock(core);
+        let r = self.kind.mover.promote_by(&mut self.machine, vas, t, core, fault_core)?;
+        *self.cpu += self.machine.core_clock(core) - before;
+        Ok(r)
+    }
+
+    /// Commit or abort the engine's transactional copies that ended by now (see
+    /// [`Mover::finish_transactions`]), on the policy's core.
+    pub fn finish_transactions(&mut self) -> Result<()> {
+        if self.kind.mover.next_tx_end() > self.now {
+            return Ok(());
+        }
+        let (core, t, now) = (self.core, self.kind.tiers, self.now);
+        self.machine.start_work(core, now);
+        let before = self.machine.core_clock(core);
+        self.kind.mover.finish_transactions(&mut self.machine, t, core, now)?;
+        *self.cpu += self.machine.core_clock(core) - before;
+        Ok(())
     }
 
     /// Demote pages (see [`Mover::demote`]) charged to the policy's core.
@@ -568,7 +875,8 @@ impl AgentCtx<'_, Tiering<'_>> {
     /// Free bytes of the fast node (with exchanges, counting the demotions that wait to
     /// be paired with promotions).
     pub fn fast_free(&self) -> u64 {
-        free_bytes(&self.machine, self.kind.tiers.fast) + self.kind.mover.queued_bytes()
+        (free_bytes(&self.machine, self.kind.tiers.fast) + self.kind.mover.queued_bytes())
+            .saturating_sub(self.kind.mover.tx_bytes())
     }
 
     /// Demote what still waits for a promotion to pair with (exchange mode), charged to the
@@ -666,6 +974,12 @@ pub struct Common {
     pub shootdown: ShootdownMode,
     /// Exchange pairs of pages instead of demoting and promoting them apart.
     pub exchange: bool,
+    /// How promotions copy.
+    pub copy_mode: CopyMode,
+    /// Retries of an aborted transactional copy.
+    pub tx_retries: u32,
+    /// Split 2 MiB pages on promotion.
+    pub split_huge: bool,
 }
 
 impl Common {
@@ -681,6 +995,9 @@ impl Common {
             batch_pages: s.batch_pages as usize,
             shootdown: s.shootdown,
             exchange: s.exchange,
+            copy_mode: s.copy_mode,
+            tx_retries: s.tx_retries,
+            split_huge: s.split_huge,
         }
     }
 
@@ -705,6 +1022,13 @@ impl Common {
         }
         if !(self.rate_limit_mbps.is_finite() && self.rate_limit_mbps > 0.0) {
             return Err(ctx.err("rate_limit_mbps", format!("{} must be > 0", self.rate_limit_mbps)));
+        }
+        if self.exchange && self.copy_mode == CopyMode::Transactional {
+            return Err(ctx.err(
+                "copy_mode",
+                "`transactional` cannot be combined with exchange = true (an exchange swaps both pages in one \
+                 unmapped copy; use `sync` or `async`)",
+            ));
         }
         Ok(())
     }
@@ -773,6 +1097,30 @@ pub struct TieringShared {
     #[param(default)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub exchange: bool,
+    /// How a promotion copies its page: `sync` (the thread that asked copies: the faulting
+    /// application thread, else application thread 0; the page is locked meanwhile),
+    /// `async` (the policy's migration thread copies with the page unmapped and locked:
+    /// accesses to it wait for the copy's end) or `transactional` (NOMAD's: copied while
+    /// mapped, aborted by a write during the copy and copied again). Demotions are always
+    /// the policy thread's `migrate_pages` (as `async`). Default: the policy's published
+    /// mechanism.
+    #[param(required, assumed = "each policy's own default")]
+    pub copy_mode: CopyMode,
+    /// Times an aborted transactional copy is copied again before it is given up (until the
+    /// policy asks again).
+    #[param(
+        default = 3,
+        range = "[0, 1000]",
+        unit = "retries",
+        assumed = "NOMAD retries an aborted migration later; the bound is this model's"
+    )]
+    pub tx_retries: u32,
+    /// Split a 2 MiB page found hot on the slow tier into 4 KiB pages and promote only the
+    /// 4 KiB pages the policy named (Memtis' split of huge pages with skewed subpages; Linux
+    /// splits a THP when the target node has no free huge page) instead of migrating it whole.
+    #[param(default)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub split_huge: bool,
 }
 
 impl TieringShared {
@@ -788,7 +1136,16 @@ impl TieringShared {
             batch_pages: TieringShared::__param_default_batch_pages(),
             shootdown: ShootdownMode::default(),
             exchange: false,
+            copy_mode: CopyMode::Async,
+            tx_retries: TieringShared::__param_default_tx_retries(),
+            split_huge: false,
         }
+    }
+
+    /// The same copying promotions in `mode` by default.
+    pub fn copying(mut self, mode: CopyMode) -> Self {
+        self.copy_mode = mode;
+        self
     }
 }
 
@@ -901,7 +1258,9 @@ impl TieringAgent {
             accepts,
             mover: Mover::new(c.rate_limit_mbps, period)
                 .with_batches(c.batch_pages, c.shootdown)
-                .with_exchange(c.exchange),
+                .with_exchange(c.exchange)
+                .with_copy(c.copy_mode, 0, c.tx_retries)
+                .with_split(c.split_huge),
             tiers: c.tiers,
             core,
         })
@@ -944,10 +1303,17 @@ impl Agent for TieringAgent {
         self.run(ctx, |p, t| p.start(t))
     }
     fn next_event(&self) -> Ps {
-        self.policy.next_event()
+        self.policy.next_event().min(self.mover.next_tx_end())
     }
     fn on_event(&mut self, ctx: &mut AgentCtx) -> Result<()> {
-        self.run(ctx, |p, t| p.on_event(t))
+        self.run(ctx, |p, t| {
+            t.finish_transactions()?;
+            if t.now >= p.next_event() {
+                p.on_event(t)
+            } else {
+                Ok(())
+            }
+        })
     }
     fn on_feed(&mut self, feed: &Feed, ctx: &mut AgentCtx) -> Result<()> {
         self.run(ctx, |p, t| p.on_feed(feed, t))
@@ -992,6 +1358,14 @@ impl Agent for TieringAgent {
         out.set("tiering.unlogged_pages", m.unlogged);
         if m.exchange {
             out.set("tiering.exchanges", m.exchanges);
+        }
+        if m.tx_commits + m.tx_aborts + m.tx_dropped > 0 {
+            out.set("tiering.tx_commits", m.tx_commits);
+            out.set("tiering.tx_aborts", m.tx_aborts);
+            out.set("tiering.tx_dropped", m.tx_dropped);
+        }
+        if m.split_huge {
+            out.set("tiering.huge_splits", m.splits);
         }
         out.set("tiering.cpu_seconds", info.cpu.secs_f64());
         self.policy.report_stats("tiering", out);
@@ -1053,6 +1427,116 @@ mod tests {
             let sent = m2.migration().shootdowns - shootdowns;
             assert_eq!(sent, if exchange { 1 } else { 2 }, "exchange {exchange}");
             assert_eq!(mover.log.len(), 2, "one demotion and one promotion logged");
+        }
+    }
+
+    /// Two cores (application thread 0, policy thread 1), `n` pages of `size` first touched
+    /// by thread 0 and moved to the slow node; both clocks at the same time.
+    fn slow_pages(n: u64, size: PageSize) -> (crate::os::Machine, Vec<u64>) {
+        let mut m = crate::os::Machine::new(&MachineConfig { cores: 2, ..MachineConfig::default() });
+        m.os.mm_cpumask = vec![true, false];
+        let opts = MapOptions { page_size: Some(size), ..MapOptions::named("x") };
+        let a = m.mmap(n * size.bytes(), opts).unwrap();
+        let pages: Vec<u64> = (0..n).map(|i| a + i * size.bytes()).collect();
+        for &p in &pages {
+            m.access(0, Access::read(p)).unwrap();
+        }
+        m.migrate_pages(&pages, 1, 1).unwrap();
+        let t = m.hw.cores[0].clock_ps.max(m.hw.cores[1].clock_ps);
+        for c in &mut m.hw.cores {
+            c.clock_ps = t;
+            c.c.background_ps = 0;
+        }
+        (m, pages)
+    }
+
+    /// The three copy modes on one promotion each: `sync` charges the copy to the thread
+    /// that asked (application thread 0), `async` to the policy's core and an access during
+    /// the copy waits for it (the page is unmapped), `transactional` copies on the policy's
+    /// core with the page mapped: a store during the copy aborts it (the page stays slow),
+    /// an untouched page commits at the copy's end.
+    #[test]
+    fn copy_modes_charge_wait_and_abort_differently() {
+        let t = Tiers { fast: 0, slow: 1 };
+        for mode in [CopyMode::Sync, CopyMode::Async, CopyMode::Transactional] {
+            let (mut m, p) = slow_pages(2, PageSize::Base4K);
+            let start = Ps::from_ps(m.hw.cores[0].clock_ps);
+            let mut mover = Mover::new(65536.0, Ps::from_ns(1_000_000)).with_copy(mode, 0, 0);
+            let started = {
+                let mut view = MachineView::new(&mut m);
+                mover.promote_by(&mut view, &p, t, 1, 0).unwrap().0
+            };
+            assert_eq!(started, 2, "{mode:?}");
+            let (app, policy) = (Ps::from_ps(m.hw.cores[0].clock_ps), Ps::from_ps(m.hw.cores[1].clock_ps));
+            // Two 4 KiB copies at the slow node's 32 GB/s.
+            let copies = Ps::from_ns(2 * PAGE_SIZE / 32);
+            // Copies are background work of the core that makes them (the application's
+            // clock also takes the shootdown's interrupt in every mode).
+            let work = |m: &crate::os::Machine, c: usize| Ps::from_ps(m.hw.cores[c].c.background_ps);
+            match mode {
+                CopyMode::Sync => {
+                    assert!(work(&m, 0) >= copies && policy == start, "sync: the application copies")
+                }
+                _ => assert!(
+                    work(&m, 1) >= copies && work(&m, 0) == Ps::ZERO,
+                    "{mode:?}: the policy's core copies"
+                ),
+            }
+            assert!(app > start);
+            // The application stores to the first page while it is (being) copied.
+            m.access(0, Access::write(p[0])).unwrap();
+            let after = Ps::from_ps(m.hw.cores[0].clock_ps);
+            let (waits, _) = m.lock_waits();
+            {
+                let mut view = MachineView::new(&mut m);
+                mover.finish_transactions(&mut view, t, 1, policy.max(after)).unwrap();
+            }
+            match mode {
+                CopyMode::Sync => {
+                    assert_eq!(waits, 0, "the copying thread itself does not wait");
+                    assert_eq!((m.node_of(p[0]), m.node_of(p[1])), (Some(0), Some(0)));
+                }
+                CopyMode::Async => {
+                    assert_eq!(waits, 1, "the store waited for the copy");
+                    assert!(after > start, "until the copy's end");
+                    assert_eq!((m.node_of(p[0]), m.node_of(p[1])), (Some(0), Some(0)));
+                    assert_eq!(mover.tx_aborts, 0);
+                }
+                CopyMode::Transactional => {
+                    assert_eq!(waits, 0, "the page stayed mapped: no wait");
+                    assert_eq!((mover.tx_aborts, mover.tx_commits, mover.tx_dropped), (1, 1, 1));
+                    assert_eq!(m.node_of(p[0]), Some(1), "the written page stays slow");
+                    assert_eq!(m.node_of(p[1]), Some(0), "the clean page was committed");
+                    assert_eq!(mover.promoted_pages, 1);
+                }
+            }
+        }
+    }
+
+    /// A 2 MiB page on the slow tier named hot by one of its 4 KiB addresses: migrated whole
+    /// by default; with `split_huge` split, and only the named 4 KiB page promoted.
+    #[test]
+    fn split_huge_promotes_the_named_subpage_only() {
+        let t = Tiers { fast: 0, slow: 1 };
+        for split in [false, true] {
+            let (mut m, p) = slow_pages(1, PageSize::Huge2M);
+            let hot = p[0] + 5 * PAGE_SIZE;
+            let mut mover = Mover::new(65536.0, Ps::from_ns(1_000_000)).with_split(split);
+            {
+                let mut view = MachineView::new(&mut m);
+                assert_eq!(mover.promote(&mut view, &[hot], t, 1).unwrap().0, 1);
+            }
+            let fast_pages = m.os.mem.nodes[0].used_pages;
+            if split {
+                assert_eq!(mover.splits, 1);
+                assert_eq!(m.page_tables().unwrap().page_size_of(hot), Some(PageSize::Base4K));
+                assert_eq!((m.node_of(hot), m.node_of(p[0])), (Some(0), Some(1)));
+                assert_eq!((fast_pages, mover.promoted_bytes), (1, PAGE_SIZE));
+            } else {
+                assert_eq!(m.page_tables().unwrap().page_size_of(hot), Some(PageSize::Huge2M));
+                assert_eq!(m.node_of(p[0]), Some(0));
+                assert_eq!((fast_pages, mover.promoted_bytes), (HUGE_SIZE / PAGE_SIZE, HUGE_SIZE));
+            }
         }
     }
 

@@ -15,7 +15,9 @@
 //! and when the copy ends checks the Dirty bit. Clean: the copy is committed by remapping the
 //! page to the fast tier (one shootdown, no second copy). Dirty: the application wrote the
 //! page during the copy; the transaction aborts (the copy's time is lost) and the page is
-//! queued again, at most `max_retries` times. The application never waits for a copy.
+//! queued again, at most `tx_retries` times. The application never waits for a copy. (That is
+//! `copy_mode = "transactional"`, NOMAD's default; `async` has the migration thread migrate
+//! the page unmapped, `sync` the faulting thread in its hint fault: the ablations.)
 //!
 //! **Shadow pages (non-exclusive tiering).** A committed promotion keeps the slow-tier copy
 //! as the page's shadow, up to `shadow_limit` of the slow tier's capacity. Demotion (TPP's
@@ -36,7 +38,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::{TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
+use super::{CopyMode, TieringBuildCtx, TieringCtx, TieringParams, TieringPolicy, TieringShared};
 use crate::agents::{FeedKind, Ps};
 use crate::error::Result;
 use crate::hw::pagetable::Level;
@@ -79,15 +81,6 @@ pub struct NomadParams {
         sourced = "reference/memory-management.md: TPP's demote_scale_factor, 2%"
     )]
     pub demote_watermark: f64,
-    /// Times an aborted transactional migration is retried before the page is dropped from
-    /// the queue (until its next hint fault).
-    #[param(
-        default = 3,
-        range = "[0, 1000]",
-        unit = "retries",
-        assumed = "NOMAD retries an aborted migration later; the bound is this model's"
-    )]
-    pub max_retries: u32,
     /// Shadow pages kept at most, as a share of the slow tier's capacity.
     #[param(
         default = 0.1,
@@ -104,10 +97,6 @@ pub struct NomadParams {
         assumed = "one migration batch (Linux NR_MAX_BATCHED_MIGRATION = 512) per wake-up"
     )]
     pub batch: u32,
-    /// Promote by transactional copies (`false`: the ablation: an ordinary migration, the
-    /// page unmapped and copied by the migration thread, never aborted).
-    #[param(default = true, setting)]
-    pub transactional: bool,
     /// Keep the slow copy of a promoted page as its shadow (`false`: the ablation:
     /// exclusive tiering, every demotion copies).
     #[param(default = true, setting)]
@@ -124,7 +113,7 @@ pub struct NomadParams {
 const TICK: Ps = Ps::from_ns(1_000_000);
 
 impl TieringParams for NomadParams {
-    fn build(&self, _shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
+    fn build(&self, shared: &TieringShared, ctx: &TieringBuildCtx) -> Result<Box<dyn TieringPolicy>> {
         if self.scan_size.0 < PAGE_SIZE {
             return Err(ctx.err("scan_size", "must be at least one page (4 KiB)"));
         }
@@ -133,7 +122,7 @@ impl TieringParams for NomadParams {
                 return Err(ctx.err(f, "must be > 0"));
             }
         }
-        Ok(Box::new(Nomad::new(self.clone())))
+        Ok(Box::new(Nomad::new(self.clone(), shared.copy_mode, shared.tx_retries)))
     }
     fn period(&self) -> Ps {
         TICK
@@ -154,6 +143,10 @@ struct Copy {
 /// The `nomad` policy.
 pub struct Nomad {
     p: NomadParams,
+    /// How promotions copy (`tiering.copy_mode`; NOMAD's own: transactional).
+    mode: CopyMode,
+    /// Retries of an aborted transactional copy (`tiering.tx_retries`).
+    max_retries: u32,
     next: Ps,
     next_scan: Ps,
     cursor: u64,
@@ -175,8 +168,10 @@ pub struct Nomad {
 }
 
 impl Nomad {
-    fn new(p: NomadParams) -> Self {
+    fn new(p: NomadParams, mode: CopyMode, max_retries: u32) -> Self {
         Nomad {
+            mode,
+            max_retries,
             next: TICK,
             next_scan: p.scan_delay.ps(),
             p,
@@ -242,7 +237,7 @@ impl Nomad {
             let dirty = ctx.machine.page_tables().is_some_and(|pt| pt.test_dirty(c.va, Level::Pte));
             if dirty {
                 self.aborts += 1;
-                if c.tries < self.p.max_retries {
+                if c.tries < self.max_retries {
                     self.queue.push_back((c.va, c.tries + 1));
                 } else {
                     self.queued.remove(&c.va);
@@ -300,6 +295,29 @@ impl Nomad {
         }
         for &va in &vas[moved as usize..] {
             self.queue.push_back((va, 0));
+        }
+        Ok(())
+    }
+
+    /// `copy_mode = "sync"`: each faulting thread migrates its page in the fault (the copy
+    /// on its core), within the promotion budget.
+    fn migrate_in_faults(&mut self, faulted: &[(u64, usize)], ctx: &mut TieringCtx) -> Result<()> {
+        let slow_cap = super::capacity_bytes(&ctx.machine, ctx.tiers().slow) as f64;
+        for &(va, core) in faulted {
+            if ctx.machine.node_of(va) != Some(ctx.tiers().slow)
+                || super::page_bytes(&ctx.machine, va) > ctx.kind.mover.budget()
+            {
+                continue;
+            }
+            self.make_room(PAGE_SIZE, ctx)?;
+            let (moved, _) = ctx.promote_faulted(&[va], core)?;
+            if moved > 0 {
+                self.commits += 1;
+                if let Some(pt) = ctx.machine.page_tables_mut() {
+                    pt.test_and_clear_dirty(va, Level::Pte);
+                }
+                self.promoted(va, slow_cap);
+            }
         }
         Ok(())
     }
@@ -364,6 +382,7 @@ impl TieringPolicy for Nomad {
         self.next = now + TICK;
         let slow = ctx.tiers().slow;
         let faults = ctx.machine.hint_faults().as_mut().map(|h| h.take_faults()).unwrap_or_default();
+        let mut sync = Vec::new();
         for f in faults {
             let va = f.va & !(PAGE_SIZE - 1);
             if f.time.saturating_sub(f.scan) >= self.p.hot_threshold.ps()
@@ -372,10 +391,14 @@ impl TieringPolicy for Nomad {
                 continue;
             }
             self.hot_faults += 1;
-            if self.queued.insert(va) {
+            if self.mode == CopyMode::Sync {
+                // The faulting thread migrates in its fault, as NUMA tiering.
+                sync.push((va, f.core));
+            } else if self.queued.insert(va) {
                 self.queue.push_back((va, 0));
             }
         }
+        self.migrate_in_faults(&sync, ctx)?;
         self.finish_copies(ctx)?;
         let mut started = 0;
         let mut plain = Vec::new();
@@ -390,7 +413,7 @@ impl TieringPolicy for Nomad {
                 break;
             }
             self.queue.pop_front();
-            if self.p.transactional {
+            if self.mode == CopyMode::Transactional {
                 self.start_copy(va, tries, ctx);
             } else {
                 plain.push(va);
@@ -422,12 +445,18 @@ impl TieringPolicy for Nomad {
 
 impl crate::params::SharedDefaults<TieringShared> for NomadParams {
     fn shared_defaults() -> TieringShared {
-        TieringShared::with_rate(65536.0)
+        TieringShared::with_rate(65536.0).copying(super::CopyMode::Transactional)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "Linux kernel/sched/fair.c: numa_balancing_promote_rate_limit_MBps = 65536 (NOMAD keeps the kernel's limit)",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "NOMAD (Xiang et al., OSDI'24): transactional page migration by a migration thread, the page mapped during its copy",
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -453,7 +482,7 @@ mod tests {
         m.migrate_pages(&pages, 1, 1).unwrap();
         let t = Tiers { fast: 0, slow: 1 };
         let mut mover = Mover::new(65536.0, TICK);
-        let mut nomad = Nomad::new(NomadParams { max_retries: 0, ..NomadParams::default() });
+        let mut nomad = Nomad::new(NomadParams::default(), CopyMode::Transactional, 0);
         let mut cpu = Ps::ZERO;
         let now = Ps::from_ns(10_000_000);
         {

@@ -27,7 +27,8 @@
 //!    start of the current 1 s window reach `rate_limit_mbps` worth of pages.
 //!
 //! The promotion (copy and shootdown) is charged to the faulting core, as
-//! `migrate_misplaced_folio` runs in the fault. Faults are handled in batches every
+//! `migrate_misplaced_folio` runs in the fault (`copy_mode = "sync"`, the default; another
+//! copy mode hands it to the policy's thread). Faults are handled in batches every
 //! millisecond of simulated time.
 //!
 //! **Demotion** (TPP, Maruf et al., ASPLOS'23: decoupled allocation and demotion
@@ -473,9 +474,9 @@ impl TieringPolicy for NumaTiering {
                 self.rate_limited += 1;
                 continue;
             }
-            // The promotion runs in the fault, on the faulting core (already at its time).
-            let t = ctx.tiers();
-            let (moved, _) = ctx.kind.mover.promote(&mut ctx.machine, &[f.va], t, f.core)?;
+            // `sync` (the kernel's): the promotion runs in the fault, on the faulting core
+            // (already at its time); otherwise the policy's thread copies.
+            let (moved, _) = ctx.promote_faulted(&[f.va], f.core)?;
             if moved > 0 {
                 self.lru.push_back(f.va);
             }
@@ -506,12 +507,18 @@ impl TieringPolicy for NumaTiering {
 
 impl crate::params::SharedDefaults<TieringShared> for NumaTieringParams {
     fn shared_defaults() -> TieringShared {
-        TieringShared::with_rate(65536.0)
+        TieringShared::with_rate(65536.0).copying(super::CopyMode::Sync)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "Linux kernel/sched/fair.c: numa_balancing_promote_rate_limit_MBps = 65536; \
              reference/memory-management.md",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "Linux mm/memory.c: do_numa_page calls migrate_misplaced_folio in the hint fault: the faulting thread copies",
+            )),
+            _ => None,
+        }
     }
 }

@@ -276,9 +276,15 @@ impl crate::params::SharedDefaults<TieringShared> for PactParams {
         TieringShared::with_rate(10_000.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed(
             "PACT migrates with move_pages; ALTO's throttle, not a fixed limit, bounds it: 10,000 MB/s",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Assumed(
+                "PACT migrates with move_pages from its own background thread (the application does not wait)",
+            )),
+            _ => None,
+        }
     }
 }
 

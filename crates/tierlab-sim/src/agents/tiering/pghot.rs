@@ -433,10 +433,16 @@ impl crate::params::SharedDefaults<TieringShared> for PghotParams {
         TieringShared::with_rate(65536.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Sourced(
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Sourced(
             "Linux kernel/sched/fair.c: numa_balancing_promote_rate_limit_MBps = 65536 (pghot RFC v6 moves \
              NUMA balancing's promotion rate limit into pghot)",
-        ))
+        )),
+            "copy_mode" => Some(Provenance::Sourced(
+                "pghot RFC v6: kmigrated, a kernel thread per lower-tier node, promotes (the hint fault only records)",
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -33,7 +33,11 @@ impl crate::params::SharedDefaults<TieringShared> for ToyParams {
         TieringShared::with_rate(1024.0)
     }
     fn shared_provenance(field: &str) -> Option<Provenance> {
-        (field == "rate_limit_mbps").then_some(Provenance::Assumed("a test-only policy: any rate will do"))
+        match field {
+            "rate_limit_mbps" => Some(Provenance::Assumed("a test-only policy: any rate will do")),
+            "copy_mode" => Some(Provenance::Assumed("a test-only policy")),
+            _ => None,
+        }
     }
 }
 
