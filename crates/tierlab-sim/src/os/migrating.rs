@@ -41,6 +41,20 @@ impl Locks {
         clock_ps < self.until && clock_ps >= self.from
     }
 
+    /// Whether the page of `addr` has a lock that has not ended by `clock_ps` (now or later:
+    /// the walk must take the path that waits, [`Locks::on_walk`], which checks the time the
+    /// walk reaches the page). Pages without such a lock take the fast walk.
+    #[inline]
+    pub fn may_block(&self, addr: u64, clock_ps: u64) -> bool {
+        if !self.may_wait(clock_ps) {
+            return false;
+        }
+        match self.pages.range(..=(addr & !PAGE_MASK)).next_back() {
+            Some((_, &(end, _, until))) => addr < end && clock_ps < until,
+            None => false,
+        }
+    }
+
     /// Lock the page `[start, start + bytes)` from `from_ps` to `until_ps` (replacing an older
     /// lock of the same page).
     pub fn lock(&mut self, start: u64, bytes: u64, from_ps: u64, until_ps: u64) {
@@ -92,6 +106,7 @@ mod tests {
         let mut l = Locks::default();
         l.lock(10 * PAGE_SIZE, PAGE_SIZE, 1_000, 5_000);
         assert!(!l.may_wait(500) && l.may_wait(1_000), "a core before the copy cannot wait yet");
+        assert!(l.may_block(10 * PAGE_SIZE + 8, 2_000) && !l.may_block(11 * PAGE_SIZE, 2_000));
         assert_eq!(l.on_walk(10 * PAGE_SIZE + 8, 500), 0, "before the copy");
         assert_eq!(l.on_walk(10 * PAGE_SIZE + 8, 2_000), 3_000);
         assert_eq!(l.on_walk(11 * PAGE_SIZE, 2_000), 0, "another page");

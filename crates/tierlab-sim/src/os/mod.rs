@@ -352,7 +352,7 @@ impl Mmu for Os {
     /// check, in [`Mmu::translate_after`]).
     #[inline(always)]
     fn walk_first(&mut self, c: &mut Core, level_ps: u64, addr: u64, write: bool) -> Result<Fill, u64> {
-        if self.hint.is_some() || self.locks.may_wait(c.clock_ps) {
+        if self.hint.is_some() || self.locks.may_block(addr, c.clock_ps) {
             return Err(backend::NOT_WALKED);
         }
         self.backend.walk_present(c, level_ps, addr, write)
