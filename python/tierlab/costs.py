@@ -116,9 +116,7 @@ def _entry(c: ScenarioCost) -> dict[str, Any]:
     blank = ScenarioCost(c.name, *(getattr(c, k) for k in required))
     keep = {*required, "measured_as", "full_cpu_seconds", "fixed_cpu_seconds", "per_point"}
     return {
-        k: v
-        for k, v in asdict(c).items()
-        if k != "name" and (k in keep or v != getattr(blank, k))
+        k: v for k, v in asdict(c).items() if k != "name" and (k in keep or v != getattr(blank, k))
     }
 
 
