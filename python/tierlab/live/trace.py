@@ -224,6 +224,24 @@ def find_valgrind(explicit: str | None = None) -> str:
     return exe
 
 
+def _start_checks(
+    argv: Sequence[str], valgrind: str | None, flush_interval_s: float | None
+) -> tuple[float, str, str]:
+    """What both lackey tracers check before starting: the flush interval (default: the
+    recorder's), Valgrind, and that the command exists (its path)."""
+    from tierlab.live.config import RecordOptions
+
+    if flush_interval_s is None:
+        flush_interval_s = RecordOptions().flush_interval_s
+    exe = find_valgrind(valgrind)
+    if not argv:
+        raise TraceError("nothing to trace: give -- CMD [ARGS...]")
+    cmd = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
+    if cmd is None or not Path(cmd).exists():
+        raise TraceError(f"{argv[0]}: command not found")
+    return flush_interval_s, exe, cmd
+
+
 def trace(
     out: Path,
     argv: Sequence[str],
@@ -236,17 +254,8 @@ def trace(
     ``flush_interval_s`` seconds (default: the recorder's flush interval, as ``record``)."""
     from tierlab import _native
     from tierlab._version import VERSION as __version__
-    from tierlab.live.config import RecordOptions
 
-    if flush_interval_s is None:
-        flush_interval_s = RecordOptions().flush_interval_s
-
-    exe = find_valgrind(valgrind)
-    if not argv:
-        raise TraceError("nothing to trace: give -- CMD [ARGS...]")
-    cmd = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
-    if cmd is None or not Path(cmd).exists():
-        raise TraceError(f"{argv[0]}: command not found")
+    flush_interval_s, exe, cmd = _start_checks(argv, valgrind, flush_interval_s)
     # What a trace that never started takes back: the directory it made, or what it put
     # into the empty one it was given (a recording it replaces stays, see abandon()).
     fresh = not os.path.lexists(out)
@@ -439,16 +448,8 @@ def trace_children(
     of ``trace --cc``)."""
     from tierlab import _native
     from tierlab._version import VERSION as __version__
-    from tierlab.live.config import RecordOptions
 
-    if flush_interval_s is None:
-        flush_interval_s = RecordOptions().flush_interval_s
-    exe = find_valgrind(valgrind)
-    if not argv:
-        raise TraceError("nothing to trace: give -- CMD [ARGS...]")
-    cmd = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
-    if cmd is None or not Path(cmd).exists():
-        raise TraceError(f"{argv[0]}: command not found")
+    flush_interval_s, exe, cmd = _start_checks(argv, valgrind, flush_interval_s)
     fresh = not os.path.lexists(out)
     was_empty = not fresh and outdir.is_empty_dir(out)
     from tierlab.live.tracefiles import raw_tmp_dir
